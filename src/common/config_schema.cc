@@ -1,0 +1,102 @@
+// The one list of configuration keys strata understands. A module reads its
+// keys into its own Options struct; add a key here when a feature needs one,
+// with a default that a user would expect.
+#include "common/config.h"
+
+namespace strata {
+namespace {
+
+using T = ConfigKey::Type;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+ConfigKey Int(std::string name, int64_t def, std::string help, double min = 0,
+              double max = kInf) {
+  return ConfigKey{std::move(name), T::kInt, def, std::move(help), {}, min, max};
+}
+ConfigKey Float(std::string name, double def, std::string help,
+                double min = -kInf, double max = kInf) {
+  return ConfigKey{std::move(name), T::kFloat, def, std::move(help), {}, min,
+                   max};
+}
+ConfigKey Bool(std::string name, bool def, std::string help) {
+  return ConfigKey{std::move(name), T::kBool, def, std::move(help), {}};
+}
+ConfigKey Str(std::string name, std::string def, std::string help,
+              std::vector<std::string> choices = {}) {
+  return ConfigKey{std::move(name), T::kString, std::move(def),
+                   std::move(help), std::move(choices)};
+}
+
+std::vector<ConfigKey> MakeSchema() {
+  return {
+      // run
+      Str("run.name", "", "run directory name; empty = <model>-<dataset>-<timestamp>"),
+      Str("run.dir", "runs", "parent directory of run directories"),
+      Int("run.seed", 1, "seed for initialisation, data order and augmentation"),
+      Str("run.log_level", "info", "log verbosity", {"debug", "info", "warning", "error"}),
+
+      // data
+      Str("data.dataset", "synthetic", "dataset to train on",
+          {"synthetic", "mnist", "fashion-mnist", "cifar10", "cifar100", "npy"}),
+      Str("data.dir", "", "directory holding the dataset files (mnist, fashion-mnist, cifar10, cifar100)"),
+      Str("data.train_features", "", "npy: training features .npy (N x ...; uint8 or float32)"),
+      Str("data.train_labels", "", "npy: training labels .npy (N; int32 or int64)"),
+      Str("data.val_features", "", "npy: validation features .npy; empty = hold out data.val_fraction"),
+      Str("data.val_labels", "", "npy: validation labels .npy"),
+      Str("data.input_shape", "", "npy: CxHxW of one example (e.g. 1x28x28); empty = flat vector"),
+      Float("data.val_fraction", 0.1, "npy without validation files: fraction held out", 0.0, 0.9),
+      Str("data.cifar100_labels", "fine", "cifar100: which labels to train on", {"fine", "coarse"}),
+      Bool("data.normalize", true, "standardise inputs with the dataset's per-channel mean and std"),
+      Bool("data.augment", false, "random crop (padding 4) and horizontal flip; image datasets only"),
+      Int("data.synthetic.classes", 10, "synthetic: number of classes", 2, 1000),
+      Int("data.synthetic.subclusters", 3, "synthetic: hidden sub-clusters per class", 1, 100),
+      Float("data.synthetic.imbalance", 1.0, "synthetic: ratio of largest to smallest class size", 1.0, 1000.0),
+      Int("data.synthetic.dim", 64, "synthetic: feature dimension (flat examples)", 1, 1 << 20),
+      Str("data.synthetic.shape", "", "synthetic: CxHxW image shape instead of dim (e.g. 1x28x28)"),
+      Float("data.synthetic.noise", 1.0, "synthetic: within-cluster standard deviation", 0.0, 100.0),
+      Float("data.synthetic.separation", 1.5, "synthetic: spread of cluster centres", 0.0, 100.0),
+      Int("data.synthetic.train_size", 20000, "synthetic: training examples", 1, 1e9),
+      Int("data.synthetic.val_size", 4000, "synthetic: validation examples", 1, 1e9),
+      Int("data.synthetic.seed", 7, "synthetic: generator seed (independent of run.seed)"),
+
+      // model
+      Str("model.name", "mlp", "model architecture",
+          {"mlp", "lenet", "cnn4", "resnet20", "resnet32", "resnet56"}),
+      Int("model.hidden", 256, "mlp: hidden units", 1, 1 << 20),
+
+      // train
+      Str("train.optimizer", "sgd", "optimizer", {"sgd", "adam"}),
+      Float("train.lr", 0.05, "learning rate (peak rate when a schedule is used)", 0.0, 100.0),
+      Float("train.momentum", 0.9, "sgd: momentum", 0.0, 1.0),
+      Bool("train.nesterov", false, "sgd: Nesterov momentum"),
+      Float("train.weight_decay", 0.0, "L2 weight decay (sgd and adam)", 0.0, 1.0),
+      Float("train.adam_beta1", 0.9, "adam: beta1", 0.0, 1.0),
+      Float("train.adam_beta2", 0.999, "adam: beta2", 0.0, 1.0),
+      Float("train.adam_eps", 1e-8, "adam: epsilon", 0.0, 1.0),
+      Int("train.batch_size", 64, "mini-batch size", 1, 1 << 20),
+      Int("train.epochs", 5, "epoch budget (used when train.iterations = 0)", 0, 1e6),
+      Int("train.iterations", 0, "iteration budget; 0 = use train.epochs", 0, 1e12),
+      Str("train.schedule", "constant", "learning-rate schedule", {"constant", "step", "cosine"}),
+      Int("train.warmup_steps", 0, "linear warm-up steps from 0 to train.lr", 0, 1e12),
+      Int("train.step_every", 1000, "step schedule: steps between decays", 1, 1e12),
+      Float("train.step_gamma", 0.1, "step schedule: decay factor", 0.0, 1.0),
+      Float("train.min_lr", 0.0, "cosine schedule: final rate", 0.0, 100.0),
+      Int("train.eval_every", 0, "evaluate every N steps; 0 = at the end of every epoch", 0, 1e12),
+      Int("train.log_every", 50, "write a metrics line every N steps", 1, 1e12),
+      Int("train.threads", 0, "LibTorch intra-op threads; 0 = number of cores", 0, 1024),
+      Int("train.eval_batch_size", 1000, "batch size for evaluation", 1, 1 << 20),
+
+      // cluster
+      Str("cluster.mode", "local", "scheduling mode; local = single-process trainer",
+          {"local"}),
+  };
+}
+
+}  // namespace
+
+const std::vector<ConfigKey>& Config::Schema() {
+  static const std::vector<ConfigKey> schema = MakeSchema();
+  return schema;
+}
+
+}  // namespace strata

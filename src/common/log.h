@@ -1,0 +1,38 @@
+#pragma once
+
+#include <string>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace strata {
+
+// Minimal leveled logging to stderr: "[strata HH:MM:SS.mmm I] message".
+// Thread-safe: each line is written with one fwrite under a mutex.
+enum class LogLevel { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3 };
+
+// Lines below `level` are dropped. Default kInfo. Thread-safe.
+void SetLogLevel(LogLevel level);
+LogLevel GetLogLevel();
+void LogLine(LogLevel level, const std::string& message);
+
+template <typename... A>
+void LogDebug(fmt::format_string<A...> f, A&&... a) {
+  if (GetLogLevel() <= LogLevel::kDebug)
+    LogLine(LogLevel::kDebug, fmt::format(f, std::forward<A>(a)...));
+}
+template <typename... A>
+void LogInfo(fmt::format_string<A...> f, A&&... a) {
+  if (GetLogLevel() <= LogLevel::kInfo)
+    LogLine(LogLevel::kInfo, fmt::format(f, std::forward<A>(a)...));
+}
+template <typename... A>
+void LogWarning(fmt::format_string<A...> f, A&&... a) {
+  LogLine(LogLevel::kWarning, fmt::format(f, std::forward<A>(a)...));
+}
+template <typename... A>
+void LogError(fmt::format_string<A...> f, A&&... a) {
+  LogLine(LogLevel::kError, fmt::format(f, std::forward<A>(a)...));
+}
+
+}  // namespace strata
