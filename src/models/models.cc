@@ -1,0 +1,226 @@
+#include "models/models.h"
+
+#include <mutex>
+
+#include <torch/torch.h>
+
+namespace strata {
+namespace {
+
+namespace nn = torch::nn;
+namespace F = torch::nn::functional;
+
+// 784-hidden-10 (paper 004 Sec. 3.2.1): one hidden ReLU layer.
+class MlpImpl : public ClassifierImpl {
+ public:
+  MlpImpl(const InputSpec& in, int64_t hidden)
+      : fc1_(register_module("fc1", nn::Linear(in.flat_size(), hidden))),
+        fc2_(register_module("fc2", nn::Linear(hidden, in.num_classes))) {}
+  torch::Tensor forward(torch::Tensor x) override {
+    x = x.reshape({x.size(0), -1});
+    return fc2_->forward(torch::relu(fc1_->forward(x)));
+  }
+
+ private:
+  nn::Linear fc1_, fc2_;
+};
+
+// LeNet-style (paper 004 Sec. 3.2.2): conv 6@5x5, pool, conv 16@5x5, pool,
+// then an MLP 120-84-classes. The flattened size follows the input.
+class LeNetImpl : public ClassifierImpl {
+ public:
+  LeNetImpl(const InputSpec& in, int64_t flat)
+      : conv1_(register_module("conv1", nn::Conv2d(nn::Conv2dOptions(in.channels, 6, 5)))),
+        conv2_(register_module("conv2", nn::Conv2d(nn::Conv2dOptions(6, 16, 5)))),
+        fc1_(register_module("fc1", nn::Linear(flat, 120))),
+        fc2_(register_module("fc2", nn::Linear(120, 84))),
+        fc3_(register_module("fc3", nn::Linear(84, in.num_classes))) {}
+  torch::Tensor Features(torch::Tensor x) {
+    x = F::max_pool2d(torch::relu(conv1_->forward(x)), F::MaxPool2dFuncOptions(2));
+    x = F::max_pool2d(torch::relu(conv2_->forward(x)), F::MaxPool2dFuncOptions(2));
+    return x.reshape({x.size(0), -1});
+  }
+  torch::Tensor forward(torch::Tensor x) override {
+    x = Features(x);
+    return fc3_->forward(torch::relu(fc2_->forward(torch::relu(fc1_->forward(x)))));
+  }
+  // Flattened feature size for an input shape (a dry run).
+  static int64_t FlatSize(const InputSpec& in) {
+    int64_t h = ((in.height - 4) / 2 - 4) / 2;
+    int64_t w = ((in.width - 4) / 2 - 4) / 2;
+    return h > 0 && w > 0 ? 16 * h * w : 0;
+  }
+
+ private:
+  nn::Conv2d conv1_, conv2_;
+  nn::Linear fc1_, fc2_, fc3_;
+};
+
+// The simple 4-layer CNN of paper 001 Fig. 1 (the classic CIFAR-10 example
+// network): conv32-conv32-pool-conv64-conv64-pool-fc512-fc. Dropout is left
+// out so that runs are deterministic and gradients depend only on the data.
+class Cnn4Impl : public ClassifierImpl {
+ public:
+  Cnn4Impl(const InputSpec& in)
+      : c1_(register_module("conv1", nn::Conv2d(nn::Conv2dOptions(in.channels, 32, 3).padding(1)))),
+        c2_(register_module("conv2", nn::Conv2d(nn::Conv2dOptions(32, 32, 3).padding(1)))),
+        c3_(register_module("conv3", nn::Conv2d(nn::Conv2dOptions(32, 64, 3).padding(1)))),
+        c4_(register_module("conv4", nn::Conv2d(nn::Conv2dOptions(64, 64, 3).padding(1)))),
+        fc1_(register_module("fc1", nn::Linear(64 * (in.height / 4) * (in.width / 4), 512))),
+        fc2_(register_module("fc2", nn::Linear(512, in.num_classes))) {}
+  torch::Tensor forward(torch::Tensor x) override {
+    x = torch::relu(c2_->forward(torch::relu(c1_->forward(x))));
+    x = F::max_pool2d(x, F::MaxPool2dFuncOptions(2));
+    x = torch::relu(c4_->forward(torch::relu(c3_->forward(x))));
+    x = F::max_pool2d(x, F::MaxPool2dFuncOptions(2));
+    x = x.reshape({x.size(0), -1});
+    return fc2_->forward(torch::relu(fc1_->forward(x)));
+  }
+
+ private:
+  nn::Conv2d c1_, c2_, c3_, c4_;
+  nn::Linear fc1_, fc2_;
+};
+
+// ResNet v1 basic block for CIFAR (He et al. 2016, Sec. 4.2) with the
+// parameter-free shortcut (option A): stride-2 subsampling and zero-padded
+// channels when the shape changes.
+class BasicBlockImpl : public nn::Module {
+ public:
+  BasicBlockImpl(int64_t in, int64_t out, int64_t stride)
+      : conv1_(register_module("conv1", nn::Conv2d(nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false)))),
+        bn1_(register_module("bn1", nn::BatchNorm2d(out))),
+        conv2_(register_module("conv2", nn::Conv2d(nn::Conv2dOptions(out, out, 3).padding(1).bias(false)))),
+        bn2_(register_module("bn2", nn::BatchNorm2d(out))),
+        pad_(out - in),
+        stride_(stride) {}
+  torch::Tensor forward(torch::Tensor x) {
+    torch::Tensor y = torch::relu(bn1_->forward(conv1_->forward(x)));
+    y = bn2_->forward(conv2_->forward(y));
+    torch::Tensor shortcut = x;
+    if (stride_ != 1 || pad_ != 0) {
+      using torch::indexing::Slice;
+      shortcut = x.index({Slice(), Slice(), Slice(None, None, stride_),
+                          Slice(None, None, stride_)});
+      shortcut = F::pad(shortcut, F::PadFuncOptions({0, 0, 0, 0, pad_ / 2, pad_ - pad_ / 2}));
+    }
+    return torch::relu(y + shortcut);
+  }
+
+ private:
+  static constexpr auto None = torch::indexing::None;
+  nn::Conv2d conv1_;
+  nn::BatchNorm2d bn1_;
+  nn::Conv2d conv2_;
+  nn::BatchNorm2d bn2_;
+  int64_t pad_;
+  int64_t stride_;
+};
+TORCH_MODULE(BasicBlock);
+
+// ResNet-(6n+2) for CIFAR: 3x3 conv 16, three stages of n blocks (16, 32,
+// 64 filters; stride 2 at the start of stages 2 and 3), global average pool,
+// fully connected classifier.
+class ResNetImpl : public ClassifierImpl {
+ public:
+  ResNetImpl(const InputSpec& in, int64_t n)
+      : conv_(register_module("conv", nn::Conv2d(nn::Conv2dOptions(in.channels, 16, 3).padding(1).bias(false)))),
+        bn_(register_module("bn", nn::BatchNorm2d(16))),
+        fc_(nullptr) {
+    int64_t channels = 16;
+    const int64_t widths[3] = {16, 32, 64};
+    for (int stage = 0; stage < 3; ++stage) {
+      for (int64_t b = 0; b < n; ++b) {
+        int64_t stride = (stage > 0 && b == 0) ? 2 : 1;
+        blocks_->push_back(BasicBlock(channels, widths[stage], stride));
+        channels = widths[stage];
+      }
+    }
+    register_module("blocks", blocks_);
+    fc_ = register_module("fc", nn::Linear(64, in.num_classes));
+    for (auto& m : modules(/*include_self=*/false)) {
+      if (auto* conv = m->as<nn::Conv2d>()) {
+        nn::init::kaiming_normal_(conv->weight, 0.0, torch::kFanOut, torch::kReLU);
+      }
+    }
+  }
+  torch::Tensor forward(torch::Tensor x) override {
+    x = torch::relu(bn_->forward(conv_->forward(x)));
+    x = blocks_->forward(x);
+    x = F::adaptive_avg_pool2d(x, F::AdaptiveAvgPool2dFuncOptions(1));
+    return fc_->forward(x.reshape({x.size(0), -1}));
+  }
+
+ private:
+  nn::Conv2d conv_;
+  nn::BatchNorm2d bn_;
+  nn::Sequential blocks_;
+  nn::Linear fc_;
+};
+
+// LibTorch's default generator is process-wide: seeding and construction
+// happen together under this lock so that concurrent CreateModel calls (one
+// per worker thread) each get the initialisation their seed defines.
+std::mutex g_init_mu;
+
+Result<std::shared_ptr<ClassifierImpl>> Construct(const ModelOptions& o,
+                                                  const InputSpec& in) {
+  bool image = in.height > 1 || in.width > 1 ? in.height > 1 && in.width > 1
+                                             : false;
+  if (o.name == "mlp") return std::shared_ptr<ClassifierImpl>(std::make_shared<MlpImpl>(in, o.hidden));
+  if (!image) {
+    return Status::InvalidArgument(
+        "model '{}' needs image inputs (C x H x W); this dataset has flat "
+        "examples of size {} (use mlp, or give the data an image shape)",
+        o.name, in.flat_size());
+  }
+  if (o.name == "lenet") {
+    int64_t flat = LeNetImpl::FlatSize(in);
+    if (flat == 0) {
+      return Status::InvalidArgument(
+          "model 'lenet' needs images of at least 13x13 (two 5x5 convolutions "
+          "and two 2x2 pools); got {}x{}",
+          in.height, in.width);
+    }
+    return std::shared_ptr<ClassifierImpl>(std::make_shared<LeNetImpl>(in, flat));
+  }
+  if (o.name == "cnn4") {
+    if (in.height < 4 || in.width < 4)
+      return Status::InvalidArgument("model 'cnn4' needs images of at least 4x4; got {}x{}", in.height, in.width);
+    return std::shared_ptr<ClassifierImpl>(std::make_shared<Cnn4Impl>(in));
+  }
+  if (o.name == "resnet20") return std::shared_ptr<ClassifierImpl>(std::make_shared<ResNetImpl>(in, 3));
+  if (o.name == "resnet32") return std::shared_ptr<ClassifierImpl>(std::make_shared<ResNetImpl>(in, 5));
+  if (o.name == "resnet56") return std::shared_ptr<ClassifierImpl>(std::make_shared<ResNetImpl>(in, 9));
+  std::string names;
+  for (const auto& n : ModelNames()) names += (names.empty() ? "" : ", ") + n;
+  return Status::InvalidArgument("unknown model '{}'; known: {}", o.name, names);
+}
+
+}  // namespace
+
+const std::vector<std::string>& ModelNames() {
+  static const std::vector<std::string> names = {
+      "mlp", "lenet", "cnn4", "resnet20", "resnet32", "resnet56"};
+  return names;
+}
+
+Result<Model> CreateModel(const ModelOptions& options, const InputSpec& input) {
+  if (input.num_classes < 2 || input.flat_size() < 1) {
+    return Status::InvalidArgument("model input needs >= 2 classes and a non-empty shape");
+  }
+  Model model;
+  model.name = options.name;
+  try {
+    std::lock_guard<std::mutex> lock(g_init_mu);
+    torch::manual_seed(options.seed);
+    ASSIGN_OR_RETURN(model.net, Construct(options, input));
+  } catch (const c10::Error& e) {
+    return Status::Internal("building model '{}': {}", options.name,
+                            e.what_without_backtrace());
+  }
+  ASSIGN_OR_RETURN(model.flat, FlatParameters::Bind(*model.net));
+  return model;
+}
+
+}  // namespace strata

@@ -1,0 +1,103 @@
+#include "ps/optimizer.h"
+
+#include <cmath>
+
+namespace strata {
+namespace {
+
+class Sgd final : public Optimizer {
+ public:
+  Sgd(const OptimizerOptions& o, int64_t size)
+      : o_(o), size_(size), buf_(o.momentum != 0.0 ? size : 0, 0.0f) {}
+
+  void Step(float* p, const float* g, double lr) override {
+    const float wd = static_cast<float>(o_.weight_decay);
+    const float mu = static_cast<float>(o_.momentum);
+    const float a = static_cast<float>(lr);
+    if (mu == 0.0f) {
+      for (int64_t i = 0; i < size_; ++i) p[i] -= a * (g[i] + wd * p[i]);
+      return;
+    }
+    float* b = buf_.data();
+    if (first_) {
+      // LibTorch starts the momentum buffer at the first gradient.
+      for (int64_t i = 0; i < size_; ++i) b[i] = g[i] + wd * p[i];
+      first_ = false;
+    } else {
+      for (int64_t i = 0; i < size_; ++i) b[i] = mu * b[i] + (g[i] + wd * p[i]);
+    }
+    if (o_.nesterov) {
+      for (int64_t i = 0; i < size_; ++i) {
+        // Note: the gradient term uses the parameter before this step, like
+        // LibTorch (d_p = g + wd * p computed before the update).
+        p[i] -= a * ((g[i] + wd * p[i]) + mu * b[i]);
+      }
+    } else {
+      for (int64_t i = 0; i < size_; ++i) p[i] -= a * b[i];
+    }
+  }
+  int64_t size() const override { return size_; }
+
+ private:
+  const OptimizerOptions o_;
+  const int64_t size_;
+  std::vector<float> buf_;
+  bool first_ = true;
+};
+
+class Adam final : public Optimizer {
+ public:
+  Adam(const OptimizerOptions& o, int64_t size)
+      : o_(o), size_(size), m_(size, 0.0f), v_(size, 0.0f) {}
+
+  void Step(float* p, const float* g, double lr) override {
+    ++t_;
+    const float b1 = static_cast<float>(o_.beta1);
+    const float b2 = static_cast<float>(o_.beta2);
+    const float wd = static_cast<float>(o_.weight_decay);
+    const double bc1 = 1.0 - std::pow(o_.beta1, static_cast<double>(t_));
+    const double bc2 = 1.0 - std::pow(o_.beta2, static_cast<double>(t_));
+    const float step = static_cast<float>(lr / bc1);
+    const float sqrt_bc2 = static_cast<float>(std::sqrt(bc2));
+    const float eps = static_cast<float>(o_.eps);
+    float* m = m_.data();
+    float* v = v_.data();
+    for (int64_t i = 0; i < size_; ++i) {
+      float gi = g[i] + wd * p[i];
+      m[i] = b1 * m[i] + (1.0f - b1) * gi;
+      v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
+      // Same operation order as LibTorch: (sqrt(v) / sqrt(bc2)) + eps.
+      p[i] -= step * (m[i] / (std::sqrt(v[i]) / sqrt_bc2 + eps));
+    }
+  }
+  int64_t size() const override { return size_; }
+
+ private:
+  const OptimizerOptions o_;
+  const int64_t size_;
+  std::vector<float> m_, v_;
+  int64_t t_ = 0;
+};
+
+}  // namespace
+
+OptimizerOptions OptimizerOptions::FromConfig(const Config& c) {
+  OptimizerOptions o;
+  o.kind = c.GetString("train.optimizer") == "adam" ? Kind::kAdam : Kind::kSgd;
+  o.momentum = c.GetFloat("train.momentum");
+  o.nesterov = c.GetBool("train.nesterov");
+  o.weight_decay = c.GetFloat("train.weight_decay");
+  o.beta1 = c.GetFloat("train.adam_beta1");
+  o.beta2 = c.GetFloat("train.adam_beta2");
+  o.eps = c.GetFloat("train.adam_eps");
+  return o;
+}
+
+std::unique_ptr<Optimizer> MakeOptimizer(const OptimizerOptions& options,
+                                         int64_t size) {
+  if (options.kind == OptimizerOptions::Kind::kAdam)
+    return std::make_unique<Adam>(options, size);
+  return std::make_unique<Sgd>(options, size);
+}
+
+}  // namespace strata

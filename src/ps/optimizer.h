@@ -1,0 +1,45 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "common/status.h"
+
+namespace strata {
+
+// Optimizer settings; the same struct drives the single-process trainer and
+// the parameter servers, so both apply bit-for-bit the same update.
+struct OptimizerOptions {
+  enum class Kind { kSgd, kAdam };
+  Kind kind = Kind::kSgd;
+  double momentum = 0.0;
+  bool nesterov = false;
+  double weight_decay = 0.0;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+
+  // Reads train.optimizer, train.momentum, ... from a config.
+  static OptimizerOptions FromConfig(const Config& config);
+};
+
+// Applies updates to one contiguous range of parameters, keeping that
+// range's state (momentum buffer, Adam moments and step count). The rules
+// are LibTorch's torch::optim::SGD (dampening 0) and torch::optim::Adam.
+// Not thread-safe: one instance per key range, used by one thread at a time.
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  // params[i] -= update(grads[i]) for i < size() with learning rate `lr`.
+  virtual void Step(float* params, const float* grads, double lr) = 0;
+  virtual int64_t size() const = 0;
+};
+
+// An optimizer for a range of `size` parameters.
+std::unique_ptr<Optimizer> MakeOptimizer(const OptimizerOptions& options,
+                                         int64_t size);
+
+}  // namespace strata
