@@ -54,7 +54,7 @@ std::vector<ConfigKey> MakeSchema() {
       Int("data.synthetic.dim", 64, "synthetic: feature dimension (flat examples)", 1, 1 << 20),
       Str("data.synthetic.shape", "", "synthetic: CxHxW image shape instead of dim (e.g. 1x28x28)"),
       Float("data.synthetic.noise", 1.0, "synthetic: within-cluster standard deviation", 0.0, 100.0),
-      Float("data.synthetic.separation", 1.5, "synthetic: spread of cluster centres", 0.0, 100.0),
+      Float("data.synthetic.separation", 1.2, "synthetic: spread of cluster centres", 0.0, 100.0),
       Int("data.synthetic.train_size", 20000, "synthetic: training examples", 1, 1e9),
       Int("data.synthetic.val_size", 4000, "synthetic: validation examples", 1, 1e9),
       Int("data.synthetic.seed", 7, "synthetic: generator seed (independent of run.seed)"),

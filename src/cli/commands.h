@@ -1,0 +1,14 @@
+#pragma once
+
+#include <atomic>
+
+#include <CLI/CLI.hpp>
+
+namespace strata {
+
+// Registers the `strata` subcommands on `app`. The handlers set the process
+// exit code in *exit_code. `stop` becomes true on Ctrl-C; long commands poll
+// it and end cleanly. Not thread-safe (called once from main).
+void AddCommands(CLI::App& app, int* exit_code, const std::atomic<bool>* stop);
+
+}  // namespace strata

@@ -1,0 +1,95 @@
+#include "train/batch.h"
+
+#include <cstring>
+
+#include <torch/torch.h>
+
+#include "data/transforms.h"
+
+namespace strata {
+
+Batcher::Batcher(const Dataset& data, bool augment, uint64_t seed)
+    : data_(data),
+      augment_(augment && data.height > 1 && data.width > 1),
+      rng_(seed),
+      scratch_(static_cast<size_t>(data.example_size())) {}
+
+Batch Batcher::Gather(const std::vector<int64_t>& indices) {
+  const int64_t n = static_cast<int64_t>(indices.size());
+  if (!inputs_.defined() || inputs_.size(0) < n) {
+    inputs_ = torch::empty({n, data_.channels, data_.height, data_.width}, torch::kFloat32);
+    targets_ = torch::empty({n}, torch::kInt64);
+  }
+  const int64_t e = data_.example_size();
+  float* x = inputs_.data_ptr<float>();
+  int64_t* y = targets_.data_ptr<int64_t>();
+  for (int64_t k = 0; k < n; ++k) {
+    std::memcpy(x + k * e, data_.example(indices[k]), sizeof(float) * e);
+    y[k] = data_.labels[indices[k]];
+    if (augment_) {
+      AugmentExample(x + k * e, data_.channels, data_.height, data_.width, 4,
+                     rng_, scratch_.data());
+    }
+  }
+  return Batch{inputs_.narrow(0, 0, n), targets_.narrow(0, 0, n)};
+}
+
+Result<EvalResult> Evaluate(ClassifierImpl& net, const Dataset& data,
+                            int64_t batch_size) {
+  EvalResult r;
+  try {
+    torch::NoGradGuard no_grad;
+    net.eval();
+    double loss_sum = 0;
+    int64_t correct = 0;
+    // Examples are contiguous: each batch is a view of the dataset's memory.
+    for (int64_t start = 0; start < data.size(); start += batch_size) {
+      int64_t n = std::min(batch_size, data.size() - start);
+      auto x = torch::from_blob(const_cast<float*>(data.example(start)),
+                                {n, data.channels, data.height, data.width},
+                                torch::kFloat32);
+      auto y = torch::from_blob(const_cast<int64_t*>(data.labels.data() + start),
+                                {n}, torch::kInt64);
+      auto logits = net.forward(x);
+      loss_sum += torch::nn::functional::cross_entropy(
+                      logits, y,
+                      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                      .item<double>();
+      correct += logits.argmax(1).eq(y).sum().item<int64_t>();
+    }
+    net.train();
+    r.examples = data.size();
+    if (r.examples > 0) {
+      r.loss = loss_sum / r.examples;
+      r.accuracy = static_cast<double>(correct) / r.examples;
+    }
+  } catch (const c10::Error& e) {
+    net.train();
+    return Status::Internal("evaluation failed: {}", e.what_without_backtrace());
+  }
+  return r;
+}
+
+Result<StepResult> ForwardBackward(ClassifierImpl& net, const Batch& batch) {
+  try {
+    auto logits = net.forward(batch.inputs);
+    auto loss = torch::nn::functional::cross_entropy(logits, batch.targets);
+    loss.backward();
+    StepResult r;
+    r.loss = loss.item<double>();
+    {
+      torch::NoGradGuard no_grad;
+      r.accuracy = logits.argmax(1).eq(batch.targets).sum().item<double>() /
+                   static_cast<double>(batch.targets.size(0));
+    }
+    return r;
+  } catch (const c10::Error& e) {
+    return Status::Internal("training step failed: {}", e.what_without_backtrace());
+  }
+}
+
+InputSpec InputSpecOf(const Dataset& data) {
+  return InputSpec{data.channels, data.height, data.width, data.num_classes};
+}
+
+}  // namespace strata

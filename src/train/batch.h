@@ -1,0 +1,61 @@
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "data/dataset.h"
+#include "models/models.h"
+
+namespace strata {
+
+// One mini-batch as tensors: inputs [N, C, H, W] float32, targets [N] int64.
+struct Batch {
+  torch::Tensor inputs;
+  torch::Tensor targets;
+};
+
+// Gathers examples by index into reusable batch buffers (no allocation per
+// step once the largest batch was seen), optionally with CIFAR-style
+// augmentation (random crop with padding 4, horizontal flip). Not
+// thread-safe: one Batcher per training thread.
+class Batcher {
+ public:
+  Batcher(const Dataset& data, bool augment, uint64_t seed);
+  // The returned tensors alias the Batcher's buffers: valid until the next call.
+  Batch Gather(const std::vector<int64_t>& indices);
+
+ private:
+  const Dataset& data_;
+  const bool augment_;
+  std::mt19937_64 rng_;
+  torch::Tensor inputs_;
+  torch::Tensor targets_;
+  std::vector<float> scratch_;
+};
+
+// Mean loss and accuracy of `model` over all of `data`, in evaluation mode
+// and without gradients; the model is put back in training mode after.
+struct EvalResult {
+  double loss = 0;
+  double accuracy = 0;
+  int64_t examples = 0;
+};
+Result<EvalResult> Evaluate(ClassifierImpl& net, const Dataset& data,
+                            int64_t batch_size);
+
+// Forward and backward on one batch; gradients accumulate into the model's
+// flat gradient buffer (zero it first). Returns the batch's mean loss and
+// accuracy. LibTorch errors become Status.
+struct StepResult {
+  double loss = 0;
+  double accuracy = 0;
+};
+Result<StepResult> ForwardBackward(ClassifierImpl& net, const Batch& batch);
+
+// The input shape a dataset presents to a model.
+InputSpec InputSpecOf(const Dataset& data);
+
+}  // namespace strata

@@ -1,0 +1,166 @@
+#include "train/local_trainer.h"
+
+#include <chrono>
+#include <numeric>
+#include <thread>
+
+#include <torch/torch.h>
+
+#include "common/log.h"
+#include "data/sampler.h"
+#include "ps/optimizer.h"
+#include "ps/schedule.h"
+#include "train/batch.h"
+#include "train/progress.h"
+
+namespace strata {
+
+nlohmann::json RunSummary::ToJson() const {
+  return nlohmann::json{{"final_train_loss", final_train_loss},
+                        {"final_train_acc", final_train_acc},
+                        {"final_val_loss", final_val_loss},
+                        {"final_val_acc", final_val_acc},
+                        {"wall_s", wall_s},
+                        {"train_s", train_s},
+                        {"samples_per_s", samples_per_s},
+                        {"steps", steps},
+                        {"samples", samples},
+                        {"epochs", epochs},
+                        {"parameters", parameters},
+                        {"interrupted", interrupted}};
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+}  // namespace
+
+Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
+                              const RunDirectory& run_dir,
+                              const std::atomic<bool>* stop) {
+  const auto start = Clock::now();
+  int64_t threads = config.GetInt("train.threads");
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  torch::set_num_threads(static_cast<int>(threads));
+
+  const uint64_t seed = static_cast<uint64_t>(config.GetInt("run.seed"));
+  ModelOptions mo;
+  mo.name = config.GetString("model.name");
+  mo.hidden = config.GetInt("model.hidden");
+  mo.seed = seed;
+  ASSIGN_OR_RETURN(Model model, CreateModel(mo, InputSpecOf(data.train)));
+
+  const int64_t batch_size = config.GetInt("train.batch_size");
+  std::vector<int64_t> all(data.train.size());
+  std::iota(all.begin(), all.end(), 0);
+  EpochShuffler shuffler(std::move(all), seed);
+  const int64_t per_epoch = shuffler.BatchesPerEpoch(batch_size);
+  const int64_t iterations = config.GetInt("train.iterations");
+  const int64_t total_steps =
+      iterations > 0 ? iterations : per_epoch * config.GetInt("train.epochs");
+  if (total_steps <= 0) {
+    return Status::InvalidArgument(
+        "nothing to train: train.iterations = 0 and train.epochs = 0");
+  }
+  const int64_t eval_every = config.GetInt("train.eval_every");
+  const int64_t log_every = config.GetInt("train.log_every");
+  const int64_t eval_batch = config.GetInt("train.eval_batch_size");
+
+  auto optimizer = MakeOptimizer(OptimizerOptions::FromConfig(config), model.flat.size());
+  const LrSchedule schedule = LrSchedule::FromConfig(config, total_steps);
+  Batcher batcher(data.train, config.GetBool("data.augment"), seed ^ 0x5bd1e995);
+
+  LogInfo("training {} ({} parameters) on {} ({} train / {} val), batch {}, "
+          "{} steps ({} per epoch), {} threads",
+          mo.name, model.flat.size(), data.train.name, data.train.size(),
+          data.val.size(), batch_size, total_steps, per_epoch, threads);
+
+  RunSummary s;
+  s.parameters = model.flat.size();
+  Progress progress("train", total_steps, Progress::StderrIsTerminal());
+  std::vector<int64_t> indices;
+  double window_loss = 0, window_acc = 0;
+  int64_t window_n = 0;
+  double train_s = 0;
+
+  auto evaluate = [&](int64_t step, int64_t epoch) -> Status {
+    ASSIGN_OR_RETURN(EvalResult ev, Evaluate(*model.net, data.val, eval_batch));
+    nlohmann::json j{{"step", step},          {"epoch", epoch},
+                     {"wall_s", Seconds(start, Clock::now())},
+                     {"val_loss", ev.loss},   {"val_acc", ev.accuracy},
+                     {"samples", s.samples}};
+    progress.Finish();
+    LogInfo("step {} epoch {}: val loss {:.4f} acc {:.4f}", step, epoch,
+            ev.loss, ev.accuracy);
+    return run_dir.AppendJson("eval.jsonl", j);
+  };
+
+  // Step 0: the untrained model, so every curve starts from chance.
+  RETURN_IF_ERROR(evaluate(0, 0));
+  int64_t last_epoch = 0;
+  for (int64_t step = 1; step <= total_steps; ++step) {
+    if (stop != nullptr && stop->load()) {
+      s.interrupted = true;
+      progress.Finish();
+      LogWarning("interrupted at step {}: evaluating and writing the summary", step - 1);
+      break;
+    }
+    const auto t0 = Clock::now();
+    const int64_t epoch = shuffler.Next(batch_size, &indices);
+    last_epoch = epoch;
+    Batch batch = batcher.Gather(indices);
+    model.flat.ZeroGrad();
+    ASSIGN_OR_RETURN(StepResult r, ForwardBackward(*model.net, batch));
+    const double lr = schedule.Rate(step - 1);
+    optimizer->Step(model.flat.param_data(), model.flat.grad_data(), lr);
+    train_s += Seconds(t0, Clock::now());
+
+    s.steps = step;
+    s.samples += static_cast<int64_t>(indices.size());
+    window_loss += r.loss;
+    window_acc += r.accuracy;
+    ++window_n;
+    if (step % log_every == 0 || step == total_steps) {
+      nlohmann::json j{{"step", step},
+                       {"epoch", epoch},
+                       {"wall_s", Seconds(start, Clock::now())},
+                       {"lr", lr},
+                       {"train_loss", window_loss / window_n},
+                       {"train_acc", window_acc / window_n},
+                       {"samples", s.samples}};
+      RETURN_IF_ERROR(run_dir.AppendJson("metrics.jsonl", j));
+      progress.Update(step, window_loss / window_n, window_acc / window_n);
+      window_loss = window_acc = 0;
+      window_n = 0;
+    }
+    const bool eval_now = eval_every > 0 ? step % eval_every == 0
+                                         : shuffler.epoch_finished();
+    if (eval_now && step != total_steps) RETURN_IF_ERROR(evaluate(step, epoch));
+  }
+  progress.Finish();
+  RETURN_IF_ERROR(evaluate(s.steps, last_epoch));
+
+  ASSIGN_OR_RETURN(EvalResult tr, Evaluate(*model.net, data.train, eval_batch));
+  ASSIGN_OR_RETURN(EvalResult va, Evaluate(*model.net, data.val, eval_batch));
+  s.final_train_loss = tr.loss;
+  s.final_train_acc = tr.accuracy;
+  s.final_val_loss = va.loss;
+  s.final_val_acc = va.accuracy;
+  s.train_s = train_s;
+  s.samples_per_s = train_s > 0 ? s.samples / train_s : 0;
+  s.epochs = static_cast<double>(s.samples) / data.train.size();
+  s.wall_s = Seconds(start, Clock::now());
+  nlohmann::json j = s.ToJson();
+  j["model"] = mo.name;
+  j["dataset"] = data.train.name;
+  j["mode"] = "local";
+  j["threads"] = threads;
+  RETURN_IF_ERROR(run_dir.WriteJson("summary.json", j));
+  return s;
+}
+
+}  // namespace strata

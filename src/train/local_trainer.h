@@ -1,0 +1,49 @@
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/config.h"
+#include "data/dataset.h"
+#include "train/run_dir.h"
+
+namespace strata {
+
+// What a finished (or interrupted) run reports; also written as summary.json.
+struct RunSummary {
+  double final_train_loss = 0;
+  double final_train_acc = 0;
+  double final_val_loss = 0;
+  double final_val_acc = 0;
+  double wall_s = 0;           // whole run, data loading excluded
+  double train_s = 0;          // time spent in training steps
+  double samples_per_s = 0;    // training samples / train_s
+  int64_t steps = 0;
+  int64_t samples = 0;
+  double epochs = 0;           // samples / training-set size
+  int64_t parameters = 0;
+  bool interrupted = false;
+
+  nlohmann::json ToJson() const;
+};
+
+// Single-process training (cluster.mode = "local"): draws shuffled
+// mini-batches, runs forward/backward in LibTorch, applies the flat
+// optimizer (the same code the parameter servers run), evaluates on the
+// validation split on a schedule and writes metrics.jsonl, eval.jsonl and
+// summary.json into `run_dir`. Final train metrics come from a full
+// evaluation pass over the training split, final validation metrics from one
+// over the validation split.
+// `stop` (may be null) is polled between steps: when it becomes true the run
+// ends early, evaluates, and writes its summary with interrupted = true.
+// Errors: a model that cannot take the data, LibTorch failures (turned into
+// Status), I/O errors writing the run directory. Not thread-safe: sets
+// LibTorch's intra-op thread count for the process.
+Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
+                              const RunDirectory& run_dir,
+                              const std::atomic<bool>* stop);
+
+}  // namespace strata

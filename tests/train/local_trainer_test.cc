@@ -1,0 +1,156 @@
+#include "train/local_trainer.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/fs.h"
+#include "train/data_config.h"
+
+namespace strata {
+namespace {
+
+std::string TempRoot() {
+  const char* t = std::getenv("STRATA_TEST_TMP");
+  std::string base = t != nullptr ? t : "/tmp";
+  std::string dir = base + "/trainer_test_XXXXXX";
+  EXPECT_TRUE(MakeDirs(base).ok());
+  char* made = ::mkdtemp(dir.data());
+  EXPECT_NE(made, nullptr);
+  return dir;
+}
+
+std::vector<nlohmann::json> ReadJsonLines(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+Config SmallSynthetic(const std::string& run_dir) {
+  Config c;
+  EXPECT_TRUE(c.ApplyOverride("run.dir=" + run_dir).ok());
+  EXPECT_TRUE(c.ApplyOverride("run.name=t").ok());
+  EXPECT_TRUE(c.ApplyOverride("data.synthetic.train_size=3000").ok());
+  EXPECT_TRUE(c.ApplyOverride("data.synthetic.val_size=600").ok());
+  EXPECT_TRUE(c.ApplyOverride("data.synthetic.dim=32").ok());
+  EXPECT_TRUE(c.ApplyOverride("train.epochs=3").ok());
+  EXPECT_TRUE(c.ApplyOverride("train.log_every=10").ok());
+  EXPECT_TRUE(c.ApplyOverride("train.threads=1").ok());
+  return c;
+}
+
+TEST(LocalTrainerTest, LearnsSyntheticAndWritesTheRunDirectory) {
+  std::string root = TempRoot();
+  Config c = SmallSynthetic(root);
+  auto data = LoadDatasetFromConfig(c);
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  auto dir = RunDirectory::Create(c);
+  ASSERT_TRUE(dir.ok());
+  auto s = TrainLocal(c, *data, *dir, nullptr);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_FALSE(s->interrupted);
+  EXPECT_EQ(s->steps, 3 * ((3000 + 63) / 64));
+  EXPECT_NEAR(s->epochs, 3.0, 1e-9);
+  // 10 classes: chance is 0.1; the model must clearly learn.
+  EXPECT_GT(s->final_val_acc, 0.5);
+  EXPECT_GT(s->samples_per_s, 0);
+
+  auto evals = ReadJsonLines(dir->File("eval.jsonl"));
+  ASSERT_EQ(evals.size(), 4u);  // step 0 and the end of each epoch
+  EXPECT_EQ(evals.front()["step"], 0);
+  EXPECT_LT(evals.front()["val_acc"].get<double>(), 0.3);
+  EXPECT_NEAR(evals.back()["val_acc"].get<double>(), s->final_val_acc, 1e-12);
+  auto metrics = ReadJsonLines(dir->File("metrics.jsonl"));
+  ASSERT_FALSE(metrics.empty());
+  for (const char* k : {"step", "epoch", "wall_s", "train_loss", "train_acc"})
+    EXPECT_TRUE(metrics.back().contains(k)) << k;
+  auto summary = nlohmann::json::parse(*ReadFile(dir->File("summary.json")));
+  EXPECT_EQ(summary["parameters"].get<int64_t>(), s->parameters);
+  EXPECT_DOUBLE_EQ(summary["final_val_acc"].get<double>(), s->final_val_acc);
+  auto resolved = Config::FromTomlFile(dir->File("config.toml"));
+  ASSERT_TRUE(resolved.ok());
+  EXPECT_EQ(resolved->ToToml(), c.ToToml());
+}
+
+TEST(LocalTrainerTest, SameSeedGivesTheSameRun) {
+  std::string root = TempRoot();
+  Config c = SmallSynthetic(root);
+  ASSERT_TRUE(c.ApplyOverride("train.epochs=1").ok());
+  auto data = LoadDatasetFromConfig(c);
+  ASSERT_TRUE(data.ok());
+  auto d1 = RunDirectory::Create(c);
+  auto d2 = RunDirectory::Create(c);
+  ASSERT_TRUE(d1.ok() && d2.ok());
+  EXPECT_NE(d1->path(), d2->path());  // a taken name gets a suffix
+  auto a = TrainLocal(c, *data, *d1, nullptr);
+  auto b = TrainLocal(c, *data, *d2, nullptr);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_DOUBLE_EQ(a->final_train_loss, b->final_train_loss);
+  EXPECT_DOUBLE_EQ(a->final_val_acc, b->final_val_acc);
+}
+
+TEST(LocalTrainerTest, StopFlagEndsEarlyAndKeepsWhatWasWritten) {
+  std::string root = TempRoot();
+  Config c = SmallSynthetic(root);
+  ASSERT_TRUE(c.ApplyOverride("train.epochs=50").ok());
+  auto data = LoadDatasetFromConfig(c);
+  ASSERT_TRUE(data.ok());
+  auto dir = RunDirectory::Create(c);
+  ASSERT_TRUE(dir.ok());
+  std::atomic<bool> stop{true};  // as if Ctrl-C came before the first step
+  auto s = TrainLocal(c, *data, *dir, &stop);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_TRUE(s->interrupted);
+  EXPECT_EQ(s->steps, 0);
+  auto summary = nlohmann::json::parse(*ReadFile(dir->File("summary.json")));
+  EXPECT_TRUE(summary["interrupted"].get<bool>());
+  EXPECT_EQ(ReadJsonLines(dir->File("eval.jsonl")).size(), 2u);
+}
+
+TEST(LocalTrainerTest, ConvModelOnFlatDataIsAClearError) {
+  std::string root = TempRoot();
+  Config c = SmallSynthetic(root);
+  ASSERT_TRUE(c.ApplyOverride("model.name=lenet").ok());
+  auto data = LoadDatasetFromConfig(c);
+  ASSERT_TRUE(data.ok());
+  auto dir = RunDirectory::Create(c);
+  ASSERT_TRUE(dir.ok());
+  auto s = TrainLocal(c, *data, *dir, nullptr);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("lenet"), std::string::npos);
+}
+
+TEST(LocalTrainerTest, MissingDataDirIsNamed) {
+  Config c;
+  ASSERT_TRUE(c.ApplyOverride("data.dataset=mnist").ok());
+  auto data = LoadDatasetFromConfig(c);
+  ASSERT_FALSE(data.ok());
+  EXPECT_NE(data.status().message().find("data.dir"), std::string::npos);
+}
+
+// Real MNIST (STRATA_DATA_DIR): one epoch of the MLP clears 95%.
+TEST(LocalTrainerRealDataTest, MlpOneEpochOnMnist) {
+  const char* dd = std::getenv("STRATA_DATA_DIR");
+  if (dd == nullptr) GTEST_SKIP() << "STRATA_DATA_DIR not set: skipping real-MNIST training";
+  std::string root = TempRoot();
+  Config c;
+  ASSERT_TRUE(c.ApplyOverride("run.dir=" + root).ok());
+  ASSERT_TRUE(c.ApplyOverride("data.dataset=mnist").ok());
+  ASSERT_TRUE(c.ApplyOverride(std::string("data.dir=") + dd + "/mnist").ok());
+  ASSERT_TRUE(c.ApplyOverride("train.epochs=1").ok());
+  auto data = LoadDatasetFromConfig(c);
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  auto dir = RunDirectory::Create(c);
+  ASSERT_TRUE(dir.ok());
+  auto s = TrainLocal(c, *data, *dir, nullptr);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_GT(s->final_val_acc, 0.95);
+}
+
+}  // namespace
+}  // namespace strata
