@@ -1,0 +1,82 @@
+#include "cli/commands.h"
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "common/config.h"
+#include "common/fs.h"
+
+namespace strata {
+namespace {
+
+// Runs `strata <args>` in-process and returns the exit code.
+int RunStrata(std::vector<std::string> args) {
+  CLI::App app{"strata"};
+  int exit_code = -1;
+  std::atomic<bool> stop{false};
+  AddCommands(app, &exit_code, &stop);
+  std::vector<const char*> argv = {"strata"};
+  for (const auto& a : args) argv.push_back(a.c_str());
+  try {
+    app.parse(static_cast<int>(argv.size()), const_cast<char**>(argv.data()));
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return exit_code;
+}
+
+std::string TempDir() {
+  std::string d = "/tmp/strata_cli_test_XXXXXX";
+  return ::mkdtemp(d.data());
+}
+
+TEST(CliTest, BadOverrideIsExitCode2) {
+  EXPECT_EQ(RunStrata({"train", "--set", "train.lr=abc"}), 2);
+  EXPECT_EQ(RunStrata({"train", "--set", "no.such.key=1"}), 2);
+}
+
+TEST(CliTest, TrainWritesARunDirectoryWithTheResolvedConfig) {
+  std::string root = TempDir();
+  ASSERT_EQ(RunStrata({"train", "--set", "run.dir=" + root, "--set", "run.name=x",
+                       "--set", "train.iterations=20", "--set",
+                       "data.synthetic.train_size=500", "--set",
+                       "data.synthetic.val_size=100", "--set", "train.threads=1"}),
+            0);
+  auto config = Config::FromTomlFile(root + "/x/config.toml");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->GetInt("train.iterations"), 20);
+  EXPECT_TRUE(FileExists(root + "/x/summary.json"));
+}
+
+TEST(CliTest, TomlFileThenOverrides) {
+  std::string root = TempDir();
+  ASSERT_TRUE(WriteFileAtomic(root + "/run.toml",
+                              "[train]\niterations = 5\nlr = 0.3\n[run]\nname = \"y\"\n")
+                  .ok());
+  ASSERT_EQ(RunStrata({"train", "-c", root + "/run.toml", "--set", "run.dir=" + root,
+                       "--set", "train.lr=0.2", "--set", "data.synthetic.train_size=200",
+                       "--set", "data.synthetic.val_size=50"}),
+            0);
+  auto config = Config::FromTomlFile(root + "/y/config.toml");
+  ASSERT_TRUE(config.ok());
+  EXPECT_EQ(config->GetInt("train.iterations"), 5);    // from the file
+  EXPECT_DOUBLE_EQ(config->GetFloat("train.lr"), 0.2);  // override wins
+}
+
+TEST(CliTest, DownloadFromAMirrorWithWrongFilesFails) {
+  std::string mirror = TempDir();
+  std::string out = TempDir();
+  for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                        "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"}) {
+    ASSERT_TRUE(WriteFileAtomic(mirror + "/" + f, "not the real file").ok());
+  }
+  EXPECT_EQ(RunStrata({"data", "download", "mnist", "--dir", out, "--mirror",
+                       "file://" + mirror + "/"}),
+            1);
+}
+
+}  // namespace
+}  // namespace strata
