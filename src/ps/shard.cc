@@ -1,0 +1,98 @@
+#include "ps/shard.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace strata {
+
+ParameterShard::ParameterShard(KeyRange range, std::vector<float> initial,
+                               const OptimizerOptions& optimizer,
+                               const LrSchedule& schedule,
+                               const UpdatePolicy& policy)
+    : range_(range),
+      schedule_(schedule),
+      policy_(policy),
+      params_(std::move(initial)),
+      optimizer_(MakeOptimizer(optimizer, range.size())) {
+  STRATA_CHECK(static_cast<int64_t>(params_.size()) == range.size());
+  if (policy_.mode == UpdatePolicy::Mode::kSync) {
+    accum_.assign(params_.size(), 0.0f);
+    scratch_.assign(params_.size(), 0.0f);
+  }
+}
+
+void ParameterShard::ApplyLocked(const float* grad, int64_t staleness,
+                                 int64_t num_grads) {
+  // The schedule advances in worker iterations: an update that used g
+  // gradients is g/n of an iteration of every worker.
+  const int64_t step = version_ * num_grads / std::max(1, policy_.num_workers);
+  double rate = schedule_.Rate(step) * policy_.rate_scale;
+  if (policy_.inverse_staleness && staleness > 1) rate /= static_cast<double>(staleness);
+  optimizer_->Step(params_.data(), grad, rate);
+  ++version_;
+  ++stats_.updates;
+}
+
+ParameterShard::PushOutcome ParameterShard::Push(const float* grad,
+                                                 int64_t base_version) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t staleness = std::max<int64_t>(0, version_ - base_version);
+  if (policy_.mode == UpdatePolicy::Mode::kAsync) {
+    ApplyLocked(grad, staleness, 1);
+    ++stats_.applied_gradients;
+    ++stats_.staleness[staleness];
+    return {PushOutcome::State::kApplied, version_, staleness};
+  }
+  if (staleness > 0) {
+    if (!policy_.defer_late) {
+      ++stats_.dropped;
+      return {PushOutcome::State::kDropped, version_, staleness};
+    }
+    ++stats_.deferred;
+  }
+  const int64_t n = range_.size();
+  for (int64_t i = 0; i < n; ++i) accum_[i] += grad[i];
+  ++accum_count_;
+  ++stats_.staleness[staleness];
+  accum_max_staleness_ = std::max(accum_max_staleness_, staleness);
+  if (accum_count_ < policy_.updates_per_step) {
+    return {PushOutcome::State::kPending, version_, staleness};
+  }
+  const float inv = 1.0f / static_cast<float>(accum_count_);
+  for (int64_t i = 0; i < n; ++i) scratch_[i] = accum_[i] * inv;
+  ApplyLocked(scratch_.data(), accum_max_staleness_, accum_count_);
+  stats_.applied_gradients += accum_count_;
+  std::fill(accum_.begin(), accum_.end(), 0.0f);
+  accum_count_ = 0;
+  accum_max_staleness_ = 0;
+  return {PushOutcome::State::kApplied, version_, staleness};
+}
+
+int64_t ParameterShard::ReadIfAtLeast(int64_t min_version, float* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (version_ < min_version) return -1;
+  std::memcpy(out, params_.data(), sizeof(float) * params_.size());
+  return version_;
+}
+
+Status ParameterShard::Overwrite(const float* values, int64_t size) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (size != range_.size()) {
+    return Status::InvalidArgument("range [{}, {}) has {} parameters, got {}",
+                                   range_.begin, range_.end, range_.size(), size);
+  }
+  std::memcpy(params_.data(), values, sizeof(float) * size);
+  return Status::Ok();
+}
+
+int64_t ParameterShard::version() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return version_;
+}
+
+ShardStats ParameterShard::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+}  // namespace strata

@@ -1,0 +1,98 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "ps/key_range.h"
+#include "ps/optimizer.h"
+#include "ps/schedule.h"
+
+namespace strata {
+
+// How a server applies the gradients that workers push (docs/ARCHITECTURE.md,
+// Scheduling modes). ssp is kAsync here: its bound on clocks is enforced by
+// the coordinator, not by the servers.
+struct UpdatePolicy {
+  enum class Mode { kSync, kAsync };
+  Mode mode = Mode::kAsync;
+  int num_workers = 1;       // n
+  int updates_per_step = 1;  // sync: k of n gradients close a step (1..n)
+  bool defer_late = false;   // sync k-of-n: late gradients join the next step instead of being dropped
+  bool inverse_staleness = false;  // divide a gradient's rate by max(1, staleness)
+  double rate_scale = 1.0;   // multiplies the scheduled rate (async: 1/n under hyper-parameter adaptation)
+};
+
+// Counters a shard keeps about the gradients it received.
+struct ShardStats {
+  int64_t applied_gradients = 0;  // gradients that went into an update
+  int64_t updates = 0;            // optimizer steps (the version)
+  int64_t dropped = 0;            // late gradients dropped (sync k-of-n)
+  int64_t deferred = 0;           // late gradients carried into the next step
+  std::map<int64_t, int64_t> staleness;  // staleness -> count of applied gradients
+};
+
+// One key range of the model on a server: its parameters, its optimizer
+// state, its version (the number of updates applied) and, in sync mode, the
+// gradients accumulated for the step in progress. Pure logic, no I/O.
+// Thread-safe: every method takes the shard's own lock, so servers (and
+// ranges) never serialise on a shared lock.
+class ParameterShard {
+ public:
+  ParameterShard(KeyRange range, std::vector<float> initial,
+                 const OptimizerOptions& optimizer, const LrSchedule& schedule,
+                 const UpdatePolicy& policy);
+  ParameterShard(const ParameterShard&) = delete;
+  ParameterShard& operator=(const ParameterShard&) = delete;
+
+  struct PushOutcome {
+    enum class State {
+      kApplied,  // the update that used this gradient is done (version = after it)
+      kPending,  // accumulated; the step closes when k gradients are in
+      kDropped,  // late (its step already closed) and late gradients are dropped
+    };
+    State state;
+    int64_t version;    // the shard's version after this push
+    int64_t staleness;  // version at arrival minus base_version
+  };
+
+  // Takes one gradient for this range (range().size() floats) computed on
+  // parameters of version `base_version`. Async: applied at once. Sync: added
+  // to the step in progress; the k-th gradient closes the step (mean of the k,
+  // one optimizer step). A gradient whose base version is older than the
+  // current version is late: dropped or deferred per the policy.
+  PushOutcome Push(const float* grad, int64_t base_version);
+
+  // Copies the parameters into `out` (range().size() floats) and returns
+  // their version, if the version is at least `min_version`; else returns -1
+  // and copies nothing.
+  int64_t ReadIfAtLeast(int64_t min_version, float* out) const;
+
+  // Replaces the parameters (e.g. the initial model from worker 0) without
+  // changing the version. InvalidArgument on a size mismatch.
+  Status Overwrite(const float* values, int64_t size);
+
+  KeyRange range() const { return range_; }
+  int64_t version() const;
+  ShardStats stats() const;
+
+ private:
+  void ApplyLocked(const float* grad, int64_t staleness, int64_t num_grads);
+
+  const KeyRange range_;
+  const LrSchedule schedule_;
+  const UpdatePolicy policy_;
+  mutable std::mutex mu_;
+  std::vector<float> params_;                 // GUARDED_BY(mu_)
+  std::unique_ptr<Optimizer> optimizer_;      // GUARDED_BY(mu_)
+  std::vector<float> accum_;                  // GUARDED_BY(mu_) sync: sum of this step's gradients
+  std::vector<float> scratch_;                // GUARDED_BY(mu_) sync: the mean
+  int64_t accum_count_ = 0;                   // GUARDED_BY(mu_)
+  int64_t accum_max_staleness_ = 0;           // GUARDED_BY(mu_)
+  int64_t version_ = 0;                       // GUARDED_BY(mu_)
+  ShardStats stats_;                          // GUARDED_BY(mu_)
+};
+
+}  // namespace strata

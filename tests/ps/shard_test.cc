@@ -1,0 +1,150 @@
+#include "ps/shard.h"
+
+#include <gtest/gtest.h>
+
+namespace strata {
+namespace {
+
+TEST(KeyLayoutTest, BalancedSplitsLargeRangesAndCoversEverything) {
+  auto l = KeyLayout::Balanced(10, 3);
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->range(0), (KeyRange{0, 4}));
+  EXPECT_EQ(l->range(1), (KeyRange{4, 7}));
+  EXPECT_EQ(l->range(2), (KeyRange{7, 10}));
+  EXPECT_EQ(l->ServerOf(0), 0);
+  EXPECT_EQ(l->ServerOf(3), 0);
+  EXPECT_EQ(l->ServerOf(4), 1);
+  EXPECT_EQ(l->ServerOf(9), 2);
+  auto big = KeyLayout::Balanced(1000003, 4);
+  ASSERT_TRUE(big.ok());
+  int64_t covered = 0;
+  for (const auto& r : big->ranges()) {
+    EXPECT_EQ(r.begin, covered);
+    EXPECT_LE(r.size(), 1000003 / 4 + 1);
+    EXPECT_GE(r.size(), 1000003 / 4);
+    covered = r.end;
+  }
+  EXPECT_EQ(covered, 1000003);
+  EXPECT_FALSE(KeyLayout::Balanced(2, 3).ok());
+  EXPECT_FALSE(KeyLayout::Balanced(5, 0).ok());
+}
+
+LrSchedule Constant(double lr) {
+  LrSchedule s;
+  s.lr = lr;
+  return s;
+}
+
+using State = ParameterShard::PushOutcome::State;
+
+TEST(ParameterShardTest, AsyncAppliesEachGradientWithScaledRate) {
+  UpdatePolicy p;
+  p.mode = UpdatePolicy::Mode::kAsync;
+  p.num_workers = 4;
+  p.rate_scale = 0.25;
+  ParameterShard shard({0, 2}, {1.0f, 2.0f}, OptimizerOptions{}, Constant(0.4), p);
+  float g[2] = {1.0f, -2.0f};
+  auto o = shard.Push(g, 0);
+  EXPECT_EQ(o.state, State::kApplied);
+  EXPECT_EQ(o.version, 1);
+  float out[2];
+  EXPECT_EQ(shard.ReadIfAtLeast(1, out), 1);
+  EXPECT_FLOAT_EQ(out[0], 1.0f - 0.1f * 1.0f);
+  EXPECT_FLOAT_EQ(out[1], 2.0f + 0.1f * 2.0f);
+  // A gradient computed on version 0 arriving at version 1 has staleness 1.
+  o = shard.Push(g, 0);
+  EXPECT_EQ(o.staleness, 1);
+  EXPECT_EQ(shard.stats().staleness.at(0), 1);
+  EXPECT_EQ(shard.stats().staleness.at(1), 1);
+  EXPECT_EQ(shard.ReadIfAtLeast(3, out), -1);
+}
+
+TEST(ParameterShardTest, SyncAppliesTheMeanOfNGradientsOnce) {
+  UpdatePolicy p;
+  p.mode = UpdatePolicy::Mode::kSync;
+  p.num_workers = 3;
+  p.updates_per_step = 3;
+  ParameterShard shard({0, 1}, {0.0f}, OptimizerOptions{}, Constant(1.0), p);
+  float a = 1, b = 2, c = 6;
+  EXPECT_EQ(shard.Push(&a, 0).state, State::kPending);
+  EXPECT_EQ(shard.Push(&b, 0).state, State::kPending);
+  float out;
+  EXPECT_EQ(shard.ReadIfAtLeast(1, &out), -1);  // the step is still open
+  auto o = shard.Push(&c, 0);
+  EXPECT_EQ(o.state, State::kApplied);
+  EXPECT_EQ(o.version, 1);
+  EXPECT_EQ(shard.ReadIfAtLeast(1, &out), 1);
+  EXPECT_FLOAT_EQ(out, -3.0f);  // 0 - 1.0 * mean(1, 2, 6)
+  EXPECT_EQ(shard.stats().applied_gradients, 3);
+  EXPECT_EQ(shard.stats().updates, 1);
+}
+
+TEST(ParameterShardTest, KOfNDropsLateGradients) {
+  UpdatePolicy p;
+  p.mode = UpdatePolicy::Mode::kSync;
+  p.num_workers = 3;
+  p.updates_per_step = 2;
+  ParameterShard shard({0, 1}, {0.0f}, OptimizerOptions{}, Constant(1.0), p);
+  float a = 2, b = 4, late = 100;
+  shard.Push(&a, 0);
+  EXPECT_EQ(shard.Push(&b, 0).state, State::kApplied);
+  auto o = shard.Push(&late, 0);
+  EXPECT_EQ(o.state, State::kDropped);
+  EXPECT_EQ(o.staleness, 1);
+  float out;
+  shard.ReadIfAtLeast(0, &out);
+  EXPECT_FLOAT_EQ(out, -3.0f);  // the late gradient changed nothing
+  EXPECT_EQ(shard.stats().dropped, 1);
+  EXPECT_EQ(shard.stats().applied_gradients, 2);
+}
+
+TEST(ParameterShardTest, KOfNDefersLateGradientsIntoTheNextStep) {
+  UpdatePolicy p;
+  p.mode = UpdatePolicy::Mode::kSync;
+  p.num_workers = 3;
+  p.updates_per_step = 2;
+  p.defer_late = true;
+  ParameterShard shard({0, 1}, {0.0f}, OptimizerOptions{}, Constant(1.0), p);
+  float a = 2, b = 4, late = 10, fresh = 20;
+  shard.Push(&a, 0);
+  shard.Push(&b, 0);  // version 1, param -3
+  EXPECT_EQ(shard.Push(&late, 0).state, State::kPending);  // carried over
+  auto o = shard.Push(&fresh, 1);
+  EXPECT_EQ(o.state, State::kApplied);
+  EXPECT_EQ(o.version, 2);
+  float out;
+  shard.ReadIfAtLeast(0, &out);
+  EXPECT_FLOAT_EQ(out, -3.0f - 15.0f);  // exactly k = 2 gradients: mean(10, 20)
+  EXPECT_EQ(shard.stats().deferred, 1);
+  EXPECT_EQ(shard.stats().dropped, 0);
+  EXPECT_EQ(shard.stats().applied_gradients, 4);
+}
+
+TEST(ParameterShardTest, InverseStalenessDividesTheRate) {
+  UpdatePolicy p;
+  p.mode = UpdatePolicy::Mode::kAsync;
+  p.inverse_staleness = true;
+  ParameterShard shard({0, 1}, {0.0f}, OptimizerOptions{}, Constant(1.0), p);
+  float g = 1;
+  shard.Push(&g, 0);  // staleness 0: full rate -> -1
+  shard.Push(&g, 0);  // staleness 1: full rate -> -2
+  shard.Push(&g, 0);  // staleness 2: half rate -> -2.5
+  shard.Push(&g, 0);  // staleness 3: a third -> -2.8333
+  float out;
+  shard.ReadIfAtLeast(0, &out);
+  EXPECT_NEAR(out, -2.0f - 0.5f - 1.0f / 3.0f, 1e-6);
+}
+
+TEST(ParameterShardTest, OverwriteChecksTheSize) {
+  UpdatePolicy p;
+  ParameterShard shard({5, 7}, {0.0f, 0.0f}, OptimizerOptions{}, Constant(1.0), p);
+  float v[2] = {3, 4};
+  EXPECT_TRUE(shard.Overwrite(v, 2).ok());
+  EXPECT_FALSE(shard.Overwrite(v, 3).ok());
+  float out[2];
+  EXPECT_EQ(shard.ReadIfAtLeast(0, out), 0);
+  EXPECT_FLOAT_EQ(out[1], 4.0f);
+}
+
+}  // namespace
+}  // namespace strata
