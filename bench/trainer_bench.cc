@@ -82,6 +82,7 @@ double PlainSamplesPerSecond(const Dataset& d, const std::string& model_name,
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   int reps = 5;
   int threads = 2;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -117,7 +118,7 @@ int main(int argc, char** argv) {
   std::printf("%-6s %8s %14s %14s %8s\n", "model", "steps", "strata smp/s",
               "plain smp/s", "ratio");
   struct Case { std::string model; int64_t steps; };
-  for (const Case& c : {Case{"mlp", 3000}, Case{"lenet", 800}}) {
+  for (const Case& c : {Case{"mlp", 1500}, Case{"lenet", 400}}) {
     Config cfg = base;
     (void)cfg.ApplyOverride("model.name=" + c.model);
     (void)cfg.ApplyOverride("train.iterations=" + std::to_string(c.steps));

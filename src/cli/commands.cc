@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "data/download.h"
 #include "train/data_config.h"
+#include "train/cluster_run.h"
 #include "train/local_trainer.h"
 #include "train/run_dir.h"
 
@@ -57,7 +58,9 @@ int RunTrain(const TrainArgs& args, const std::atomic<bool>* stop) {
     LogError("{}", data.status().message());
     return 1;
   }
-  auto summary = TrainLocal(*config, *data, *run_dir, stop);
+  auto summary = config->GetString("cluster.mode") == "local"
+                     ? TrainLocal(*config, *data, *run_dir, stop)
+                     : TrainCluster(*config, *data, *run_dir, stop);
   if (!summary.ok()) {
     LogError("{}", summary.status().message());
     return 1;

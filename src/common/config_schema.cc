@@ -86,9 +86,31 @@ std::vector<ConfigKey> MakeSchema() {
       Int("train.threads", 0, "LibTorch intra-op threads; 0 = number of cores", 0, 1024),
       Int("train.eval_batch_size", 1000, "batch size for evaluation", 1, 1 << 20),
 
+      Bool("data.shuffle", true, "reshuffle each worker's examples every epoch; false = fixed order"),
+
       // cluster
-      Str("cluster.mode", "local", "scheduling mode; local = single-process trainer",
-          {"local"}),
+      Str("cluster.mode", "local",
+          "scheduling mode: local = single-process trainer; sync, async, ssp = parameter-server cluster",
+          {"local", "sync", "async", "ssp"}),
+      Int("cluster.servers", 2, "parameter servers (k)", 1, 1024),
+      Int("cluster.workers", 4, "workers (n)", 1, 4096),
+      Int("cluster.staleness", 2, "ssp: a worker may run at most this many clocks ahead of the slowest", 0, 1e9),
+      Int("cluster.updates_per_step", 0, "sync: gradients per update (k of n); 0 = all n workers", 0, 4096),
+      Str("cluster.late_gradients", "drop", "sync k-of-n: what happens to a gradient whose step already closed",
+          {"drop", "defer"}),
+      Int("cluster.pull_interval", 1, "workers pull every p iterations and compute on their local copy in between", 1, 1e9),
+      Str("cluster.lr_staleness", "none", "inverse = divide a gradient's rate by its staleness", {"none", "inverse"}),
+      Bool("cluster.adapt_hyperparams", true,
+           "per-worker batch = train.batch_size / n; async and ssp apply each gradient with train.lr / n (paper 001 Sec. II-C)"),
+      Bool("cluster.evaluator", true, "run an evaluator node that tracks the global model"),
+      Str("cluster.transport", "inproc", "transport between the threads of one process", {"inproc", "tcp"}),
+      Int("cluster.threads_per_worker", 1, "LibTorch threads per worker in a cluster (0 = cores / workers)", 0, 1024),
+      Int("cluster.heartbeat_interval_ms", 500, "heartbeat period", 10, 600000),
+      Int("cluster.heartbeat_timeout_ms", 5000, "a node silent this long is declared lost", 50, 3600000),
+      Int("cluster.request_timeout_ms", 120000, "longest wait for a push, pull, barrier or clock reply", 100, 86400000),
+      Int("cluster.worker_delay_ms", 0, "testing: each worker sleeps a random 0..N ms per iteration (stragglers)", 0, 600000),
+      Int("eval.every_updates", 0, "evaluator: evaluate every N updates of the global model; 0 = use eval.every_s", 0, 1e12),
+      Float("eval.every_s", 2.0, "evaluator: seconds between evaluations (when eval.every_updates = 0)", 0.01, 1e6),
   };
 }
 

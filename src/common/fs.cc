@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 namespace strata {
@@ -41,13 +42,17 @@ Status WriteFileAtomic(const std::string& path, const std::string& content) {
 }
 
 Status AppendLine(const std::string& path, const std::string& line) {
-  std::FILE* f = std::fopen(path.c_str(), "a");
-  if (f == nullptr)
-    return Status::IoError("{}: cannot append: {}", path, std::strerror(errno));
-  bool ok = std::fwrite(line.data(), 1, line.size(), f) == line.size() &&
-            std::fputc('\n', f) != EOF && std::fflush(f) == 0;
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok) return Status::IoError("{}: append failed", path);
+  // One write() of the whole line on an O_APPEND descriptor: lines appended
+  // by several threads or processes never interleave.
+  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::IoError("{}: cannot append: {}", path, std::strerror(errno));
+  std::string buf = line + "\n";
+  ssize_t n = ::write(fd, buf.data(), buf.size());
+  int err = errno;
+  ::close(fd);
+  if (n != static_cast<ssize_t>(buf.size())) {
+    return Status::IoError("{}: append failed: {}", path, std::strerror(err));
+  }
   return Status::Ok();
 }
 

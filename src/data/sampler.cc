@@ -20,8 +20,9 @@ uint64_t EpochSeed(uint64_t seed, int64_t epoch) {
 
 }  // namespace
 
-EpochShuffler::EpochShuffler(std::vector<int64_t> indices, uint64_t seed)
-    : indices_(std::move(indices)), seed_(seed) {
+EpochShuffler::EpochShuffler(std::vector<int64_t> indices, uint64_t seed,
+                             bool shuffle)
+    : indices_(std::move(indices)), seed_(seed), shuffle_(shuffle) {
   Shuffle();
 }
 
@@ -30,6 +31,8 @@ void EpochShuffler::Shuffle() {
   // between standard libraries and the order must not. Each epoch permutes
   // the original order, so epoch e depends only on (seed, e).
   order_ = indices_;
+  position_ = 0;
+  if (!shuffle_) return;
   std::mt19937_64 rng(EpochSeed(seed_, epoch_));
   for (size_t i = order_.size(); i > 1; --i) {
     size_t j = static_cast<size_t>(rng() % i);

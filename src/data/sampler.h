@@ -26,7 +26,9 @@ namespace strata {
 class EpochShuffler {
  public:
   // `indices` may be empty; then every batch is empty and ends its epoch.
-  EpochShuffler(std::vector<int64_t> indices, uint64_t seed);
+  // With `shuffle` false every epoch visits the indices in the given order
+  // (a fixed data order, e.g. to compare distributed and local training).
+  EpochShuffler(std::vector<int64_t> indices, uint64_t seed, bool shuffle = true);
 
   // Replaces *out with the next batch (at most `batch_size` indices, at
   // least one unless there are no indices) and returns the epoch it belongs
@@ -50,6 +52,7 @@ class EpochShuffler {
 
   const std::vector<int64_t> indices_;
   const uint64_t seed_;
+  const bool shuffle_;
   std::vector<int64_t> order_;  // this epoch's permutation of indices_
   int64_t epoch_ = 0;
   int64_t position_ = 0;  // next unread entry of order_

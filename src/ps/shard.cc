@@ -13,7 +13,8 @@ ParameterShard::ParameterShard(KeyRange range, std::vector<float> initial,
       schedule_(schedule),
       policy_(policy),
       params_(std::move(initial)),
-      optimizer_(MakeOptimizer(optimizer, range.size())) {
+      optimizer_(MakeOptimizer(optimizer, range.size())),
+      active_workers_(policy.num_workers) {
   STRATA_CHECK(static_cast<int64_t>(params_.size()) == range.size());
   if (policy_.mode == UpdatePolicy::Mode::kSync) {
     accum_.assign(params_.size(), 0.0f);
@@ -55,17 +56,36 @@ ParameterShard::PushOutcome ParameterShard::Push(const float* grad,
   ++accum_count_;
   ++stats_.staleness[staleness];
   accum_max_staleness_ = std::max(accum_max_staleness_, staleness);
-  if (accum_count_ < policy_.updates_per_step) {
+  if (!MaybeCloseLocked()) {
     return {PushOutcome::State::kPending, version_, staleness};
   }
+  return {PushOutcome::State::kApplied, version_, staleness};
+}
+
+bool ParameterShard::MaybeCloseLocked() {
+  const int64_t needed = std::min<int64_t>(policy_.updates_per_step, std::max(1, active_workers_));
+  if (accum_count_ == 0 || accum_count_ < needed) return false;
+  const int64_t n = range_.size();
   const float inv = 1.0f / static_cast<float>(accum_count_);
   for (int64_t i = 0; i < n; ++i) scratch_[i] = accum_[i] * inv;
   ApplyLocked(scratch_.data(), accum_max_staleness_, accum_count_);
   stats_.applied_gradients += accum_count_;
+  if (active_workers_ >= policy_.updates_per_step) {
+    ++stats_.gradients_per_update[accum_count_];
+  } else {
+    ++stats_.tail_updates;
+  }
   std::fill(accum_.begin(), accum_.end(), 0.0f);
   accum_count_ = 0;
   accum_max_staleness_ = 0;
-  return {PushOutcome::State::kApplied, version_, staleness};
+  return true;
+}
+
+bool ParameterShard::WorkerLeft() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (active_workers_ > 0) --active_workers_;
+  if (policy_.mode != UpdatePolicy::Mode::kSync) return false;
+  return MaybeCloseLocked();
 }
 
 int64_t ParameterShard::ReadIfAtLeast(int64_t min_version, float* out) const {

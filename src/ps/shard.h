@@ -32,6 +32,11 @@ struct ShardStats {
   int64_t dropped = 0;            // late gradients dropped (sync k-of-n)
   int64_t deferred = 0;           // late gradients carried into the next step
   std::map<int64_t, int64_t> staleness;  // staleness -> count of applied gradients
+  // sync: gradients in an update -> number of such updates, counted while
+  // at least k workers were active (each should use exactly k)
+  std::map<int64_t, int64_t> gradients_per_update;
+  // sync: updates closed after workers left, with fewer than k active
+  int64_t tail_updates = 0;
 };
 
 // One key range of the model on a server: its parameters, its optimizer
@@ -70,6 +75,12 @@ class ParameterShard {
   // and copies nothing.
   int64_t ReadIfAtLeast(int64_t min_version, float* out) const;
 
+  // A worker finished or was lost: sync steps from now on close with
+  // min(k, workers still active) gradients, so the last steps of a run
+  // never wait for gradients that will not come. Returns true if this closed
+  // the step in progress.
+  bool WorkerLeft();
+
   // Replaces the parameters (e.g. the initial model from worker 0) without
   // changing the version. InvalidArgument on a size mismatch.
   Status Overwrite(const float* values, int64_t size);
@@ -80,6 +91,8 @@ class ParameterShard {
 
  private:
   void ApplyLocked(const float* grad, int64_t staleness, int64_t num_grads);
+  // Sync: closes the step if enough gradients are in. Returns true if it did.
+  bool MaybeCloseLocked();
 
   const KeyRange range_;
   const LrSchedule schedule_;
@@ -92,6 +105,7 @@ class ParameterShard {
   int64_t accum_count_ = 0;                   // GUARDED_BY(mu_)
   int64_t accum_max_staleness_ = 0;           // GUARDED_BY(mu_)
   int64_t version_ = 0;                       // GUARDED_BY(mu_)
+  int active_workers_;                        // GUARDED_BY(mu_)
   ShardStats stats_;                          // GUARDED_BY(mu_)
 };
 

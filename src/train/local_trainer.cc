@@ -57,7 +57,7 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
   const int64_t batch_size = config.GetInt("train.batch_size");
   std::vector<int64_t> all(data.train.size());
   std::iota(all.begin(), all.end(), 0);
-  EpochShuffler shuffler(std::move(all), seed);
+  EpochShuffler shuffler(std::move(all), seed, config.GetBool("data.shuffle"));
   const int64_t per_epoch = shuffler.BatchesPerEpoch(batch_size);
   const int64_t iterations = config.GetInt("train.iterations");
   const int64_t total_steps =
@@ -154,6 +154,7 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
   s.samples_per_s = train_s > 0 ? s.samples / train_s : 0;
   s.epochs = static_cast<double>(s.samples) / data.train.size();
   s.wall_s = Seconds(start, Clock::now());
+  s.final_params.assign(model.flat.param_data(), model.flat.param_data() + model.flat.size());
   nlohmann::json j = s.ToJson();
   j["model"] = mo.name;
   j["dataset"] = data.train.name;

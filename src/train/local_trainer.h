@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -26,6 +27,8 @@ struct RunSummary {
   double epochs = 0;           // samples / training-set size
   int64_t parameters = 0;
   bool interrupted = false;
+  // The final flat parameter vector (not serialised; for tests and tools).
+  std::vector<float> final_params;
 
   nlohmann::json ToJson() const;
 };

@@ -1,0 +1,259 @@
+#include "cluster/coordinator.h"
+
+#include <algorithm>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+#include "common/log.h"
+
+namespace strata {
+
+using Clock = std::chrono::steady_clock;
+
+Coordinator::Coordinator(CoordinatorOptions options, std::unique_ptr<Transport> transport)
+    : options_(options),
+      rpc_(std::move(transport), [this](Message m) { Handle(std::move(m)); }) {}
+
+Coordinator::~Coordinator() { Stop(); }
+
+void Coordinator::Start() {
+  rpc_.Start();
+  monitor_ = std::thread([this] { Monitor(); });
+}
+
+void Coordinator::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (monitor_.joinable()) monitor_.join();
+  rpc_.Stop();
+}
+
+std::vector<NodeId> Coordinator::LiveWorkersLocked() const {
+  std::vector<NodeId> live;
+  for (int i = 0; i < options_.shape.num_workers; ++i) {
+    NodeId id = options_.shape.WorkerId(i);
+    if (!lost_.count(id)) live.push_back(id);
+  }
+  return live;
+}
+
+int64_t Coordinator::MinClock() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  int64_t m = std::numeric_limits<int64_t>::max();
+  for (NodeId id : LiveWorkersLocked()) {
+    auto it = clocks_.find(id);
+    m = std::min(m, it == clocks_.end() ? 0 : it->second);
+  }
+  return m;
+}
+
+void Coordinator::Handle(Message msg) {
+  const NodeId from = msg.header.sender;
+  std::unique_lock<std::mutex> lock(mu_);
+  last_seen_[from] = Clock::now();
+  switch (msg.header.type) {
+    case MessageType::kRegister: {
+      std::string endpoint(reinterpret_cast<const char*>(msg.payloads.empty() ? nullptr : msg.payloads[0].data()),
+                           msg.payloads.empty() ? 0 : msg.payloads[0].size());
+      Role role;
+      int index;
+      if (!options_.shape.RoleOf(from, &role, &index).ok() || endpoint.empty()) {
+        lock.unlock();
+        (void)rpc_.ReplyError(msg, Status::InvalidArgument(
+                                       "registration from node {} with endpoint '{}' does not fit "
+                                       "this cluster ({} nodes)",
+                                       from, endpoint, options_.shape.num_nodes()));
+        return;
+      }
+      Status st = rpc_.transport().Connect(from, endpoint);
+      if (!st.ok()) {
+        LogWarning("coordinator: cannot connect back to {} at {}: {}",
+                   options_.shape.Describe(from), endpoint, st.ToString());
+      }
+      endpoints_[from] = endpoint;
+      waiting_register_.push_back(std::move(msg));
+      if (static_cast<int>(endpoints_.size()) == options_.shape.num_nodes() - 1) {
+        nlohmann::json map = nlohmann::json::object();
+        for (const auto& [id, ep] : endpoints_) map[std::to_string(id)] = ep;
+        map["0"] = rpc_.transport().endpoint();
+        const std::string text = map.dump();
+        std::vector<Message> waiting;
+        waiting.swap(waiting_register_);
+        for (Message& w : waiting) {
+          Message reply;
+          reply.header.type = MessageType::kRegisterReply;
+          reply.payloads.push_back(Buffer::CopyOf(text.data(), text.size()));
+          (void)rpc_.Reply(w, std::move(reply));
+        }
+        LogDebug("coordinator: all {} nodes registered", options_.shape.num_nodes() - 1);
+      }
+      return;
+    }
+    case MessageType::kHeartbeat:
+      return;
+    case MessageType::kBarrier:
+      barriers_[msg.header.clock].push_back(std::move(msg));
+      ReleaseBarriersLocked();
+      return;
+    case MessageType::kClock:
+      clocks_[from] = msg.header.clock;
+      waiting_clocks_.push_back(std::move(msg));
+      GrantClocksLocked();
+      return;
+    case MessageType::kShutdown:
+      done_.insert(from);
+      clocks_[from] = std::numeric_limits<int64_t>::max() / 2;  // never holds anyone back
+      GrantClocksLocked();
+      ReleaseBarriersLocked();
+      MaybeFinishLocked();
+      return;
+    default:
+      LogWarning("coordinator: ignoring unexpected {} from {}",
+                 MessageTypeName(msg.header.type), options_.shape.Describe(from));
+  }
+}
+
+void Coordinator::GrantClocksLocked() {
+  int64_t min_clock = std::numeric_limits<int64_t>::max();
+  for (NodeId id : LiveWorkersLocked()) {
+    auto it = clocks_.find(id);
+    min_clock = std::min(min_clock, it == clocks_.end() ? 0 : it->second);
+  }
+  std::vector<Message> still;
+  for (Message& m : waiting_clocks_) {
+    const int64_t c = m.header.clock;
+    if (options_.staleness < 0 || c - min_clock <= options_.staleness) {
+      Message grant;
+      grant.header.type = MessageType::kAck;
+      grant.header.clock = min_clock;
+      (void)rpc_.Reply(m, std::move(grant));
+    } else {
+      still.push_back(std::move(m));
+    }
+  }
+  waiting_clocks_.swap(still);
+}
+
+void Coordinator::ReleaseBarriersLocked() {
+  const std::vector<NodeId> live = LiveWorkersLocked();
+  for (auto it = barriers_.begin(); it != barriers_.end();) {
+    std::set<NodeId> arrived;
+    for (const Message& m : it->second) arrived.insert(m.header.sender);
+    bool all = true;
+    for (NodeId id : live) {
+      if (!arrived.count(id) && !done_.count(id)) all = false;
+    }
+    if (!all) {
+      ++it;
+      continue;
+    }
+    for (Message& m : it->second) {
+      Message release;
+      release.header.type = MessageType::kBarrierRelease;
+      release.header.clock = it->first;
+      (void)rpc_.Reply(m, std::move(release));
+    }
+    it = barriers_.erase(it);
+  }
+}
+
+void Coordinator::MaybeFinishLocked() {
+  for (NodeId id : LiveWorkersLocked()) {
+    if (!done_.count(id)) return;
+  }
+  finished_ = true;
+  cv_.notify_all();
+}
+
+void Coordinator::Monitor() {
+  const auto period = std::max(std::chrono::milliseconds(10), options_.heartbeat_timeout / 10);
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto started = Clock::now();
+  while (!stopping_) {
+    cv_.wait_for(lock, period, [&] { return stopping_; });
+    if (stopping_) break;
+    const auto now = Clock::now();
+    for (NodeId id = 1; id < options_.shape.num_nodes(); ++id) {
+      if (lost_.count(id) || done_.count(id)) continue;
+      auto it = last_seen_.find(id);
+      auto seen = it == last_seen_.end() ? started : it->second;
+      if (now - seen <= options_.heartbeat_timeout) continue;
+      lost_.insert(id);
+      Role role;
+      int index;
+      (void)options_.shape.RoleOf(id, &role, &index);
+      const double silent = std::chrono::duration<double>(now - seen).count();
+      std::string what = fmt::format("lost {}: no message for {:.1f} s (heartbeat timeout {:.1f} s)",
+                                     options_.shape.Describe(id), silent,
+                                     options_.heartbeat_timeout.count() / 1000.0);
+      const bool fatal = role != Role::kWorker || options_.worker_loss_fatal;
+      if (role == Role::kEvaluator) {
+        LogWarning("coordinator: {}; training goes on without evaluation", what);
+        continue;
+      }
+      if (fatal) {
+        LogError("coordinator: {}; stopping the run", what);
+        if (fatal_.empty()) fatal_ = what;
+        cv_.notify_all();
+      } else {
+        LogWarning("coordinator: {}; the run goes on with the other workers", what);
+        GrantClocksLocked();
+        ReleaseBarriersLocked();
+        MaybeFinishLocked();
+      }
+    }
+  }
+}
+
+Status Coordinator::WaitForWorkers(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  bool ended = cv_.wait_for(lock, timeout, [&] { return finished_ || !fatal_.empty() || stopping_; });
+  if (!fatal_.empty()) return Status::Unavailable("{}", fatal_);
+  if (finished_) return Status::Ok();
+  if (stopping_) return Status::Cancelled("coordinator stopped before the workers finished");
+  (void)ended;
+  std::string running;
+  for (NodeId id : LiveWorkersLocked()) {
+    if (!done_.count(id)) running += (running.empty() ? "" : ", ") + options_.shape.Describe(id);
+  }
+  return Status::DeadlineExceeded("workers still running after {} s: {}",
+                                  timeout.count() / 1000.0, running);
+}
+
+void Coordinator::BroadcastShutdown(const std::string& reason) {
+  std::vector<NodeId> targets;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, ep] : endpoints_) {
+      if (!lost_.count(id)) targets.push_back(id);
+    }
+  }
+  for (NodeId id : targets) {
+    Message m;
+    m.header.type = MessageType::kShutdown;
+    if (!reason.empty()) {
+      m.header.flags |= kShutdownError;
+      m.payloads.push_back(Buffer::CopyOf(reason.data(), reason.size()));
+    }
+    (void)rpc_.Send(id, std::move(m));
+  }
+}
+
+std::vector<std::string> Coordinator::LostNodes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> out;
+  for (NodeId id : lost_) out.push_back(options_.shape.Describe(id));
+  return out;
+}
+
+std::vector<NodeId> Coordinator::LostIds() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::vector<NodeId>(lost_.begin(), lost_.end());
+}
+
+}  // namespace strata

@@ -1,0 +1,95 @@
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cluster/roles.h"
+#include "transport/rpc.h"
+
+namespace strata {
+
+// Coordinator message conventions (beyond transport/message.h):
+//   kRegister     payload 0 = the node's endpoint; the reply (sent when every
+//                 node registered) has payload 0 = JSON {"<id>": endpoint}.
+//   kHeartbeat    one-way, every heartbeat interval.
+//   kBarrier      clock = barrier number; the reply comes when every live
+//                 worker reached it.
+//   kClock        clock = iterations the worker completed; the reply is the
+//                 permission to start the next one (bounded staleness).
+//   kShutdown     worker -> coordinator: "my iterations are done".
+//                 coordinator -> node: stop; flags kShutdownError with
+//                 payload 0 = the reason.
+inline constexpr uint32_t kShutdownError = 1u << 0;
+
+struct CoordinatorOptions {
+  ClusterShape shape;
+  std::chrono::milliseconds heartbeat_timeout{5000};
+  // Bounded staleness s for the clock table; < 0 grants every clock at once.
+  int64_t staleness = -1;
+  // When true (sync mode) a lost worker ends the run with an error; when
+  // false the run goes on with the others. A lost server is always fatal.
+  bool worker_loss_fatal = true;
+};
+
+// The coordinator role: rendezvous (nodes register their endpoints and get
+// everyone else's), barriers among workers, heartbeats and failure detection
+// (the message names the lost node and its role), the clock table for
+// bounded staleness, and the end of the run. Thread-safe. Start() spawns
+// the receive and monitor threads; Stop() joins them.
+class Coordinator {
+ public:
+  Coordinator(CoordinatorOptions options, std::unique_ptr<Transport> transport);
+  ~Coordinator();
+  Coordinator(const Coordinator&) = delete;
+  Coordinator& operator=(const Coordinator&) = delete;
+
+  void Start();
+  void Stop();
+  Transport& transport() { return rpc_.transport(); }
+
+  // Blocks until every worker reported done (OK), a fatal failure happened
+  // (kUnavailable naming the lost node), or `timeout` passed
+  // (kDeadlineExceeded naming the workers still running).
+  Status WaitForWorkers(std::chrono::milliseconds timeout);
+  // Tells every node to stop; `reason` non-empty marks it an error.
+  void BroadcastShutdown(const std::string& reason);
+  // Nodes declared lost so far, described ("worker 2 (node 5)").
+  std::vector<std::string> LostNodes() const;
+  std::vector<NodeId> LostIds() const;
+  // Test hook: the clock table's minimum over live workers.
+  int64_t MinClock() const;
+
+ private:
+  void Handle(Message msg);
+  void Monitor();
+  // Callers hold mu_.
+  void GrantClocksLocked();
+  void ReleaseBarriersLocked();
+  void MaybeFinishLocked();
+  std::vector<NodeId> LiveWorkersLocked() const;
+
+  const CoordinatorOptions options_;
+  RpcEndpoint rpc_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<NodeId, std::string> endpoints_;               // GUARDED_BY(mu_)
+  std::vector<Message> waiting_register_;                 // GUARDED_BY(mu_)
+  std::map<NodeId, std::chrono::steady_clock::time_point> last_seen_;  // GUARDED_BY(mu_)
+  std::set<NodeId> lost_;                                 // GUARDED_BY(mu_)
+  std::set<NodeId> done_;                                 // GUARDED_BY(mu_)
+  std::map<NodeId, int64_t> clocks_;                      // GUARDED_BY(mu_)
+  std::vector<Message> waiting_clocks_;                   // GUARDED_BY(mu_)
+  std::map<int64_t, std::vector<Message>> barriers_;      // GUARDED_BY(mu_)
+  std::string fatal_;                                     // GUARDED_BY(mu_)
+  bool finished_ = false;                                 // GUARDED_BY(mu_)
+  bool stopping_ = false;                                 // GUARDED_BY(mu_)
+  std::thread monitor_;
+};
+
+}  // namespace strata

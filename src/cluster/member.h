@@ -1,0 +1,64 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "cluster/roles.h"
+#include "transport/rpc.h"
+
+namespace strata {
+
+// A node's side of the coordinator protocol (coordinator.h): register and
+// learn everyone's endpoint, send heartbeats, wait at barriers and on the
+// clock table, report done, and hear a shutdown. Thread-safe. The owner
+// routes unsolicited messages from the coordinator to OnMessage().
+// StartHeartbeats() spawns a thread; StopHeartbeats() (or the destructor)
+// joins it.
+class ClusterMember {
+ public:
+  ClusterMember(RpcEndpoint& rpc, ClusterShape shape,
+                std::chrono::milliseconds heartbeat_interval);
+  ~ClusterMember();
+  ClusterMember(const ClusterMember&) = delete;
+  ClusterMember& operator=(const ClusterMember&) = delete;
+
+  // Connects to the coordinator, registers this node's endpoint, waits for
+  // every other node (up to `timeout`), then connects to every peer.
+  // kDeadlineExceeded says the cluster did not assemble in time.
+  Status Join(const std::string& coordinator_endpoint, std::chrono::milliseconds timeout);
+  void StartHeartbeats();
+  void StopHeartbeats();
+  // Waits until every live worker reached barrier `number`.
+  Status Barrier(int64_t number, std::chrono::milliseconds timeout);
+  // Reports `completed` iterations and waits for permission to start the
+  // next one (immediate unless the run has a staleness bound).
+  Status ClockWait(int64_t completed, std::chrono::milliseconds timeout);
+  // Tells the coordinator this worker finished its iterations.
+  Status ReportDone();
+
+  // Handles a kShutdown from the coordinator.
+  void OnMessage(const Message& msg);
+  bool shutdown_requested() const { return shutdown_.load(); }
+  // Non-empty when the coordinator stopped the run because of an error.
+  std::string shutdown_reason() const;
+  // Waits up to `timeout` for a shutdown; true if one came.
+  bool WaitForShutdown(std::chrono::milliseconds timeout);
+
+ private:
+  RpcEndpoint& rpc_;
+  const ClusterShape shape_;
+  const std::chrono::milliseconds heartbeat_interval_;
+  std::atomic<bool> shutdown_{false};
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::string reason_;        // GUARDED_BY(mu_)
+  bool stop_heartbeats_ = false;  // GUARDED_BY(mu_)
+  std::thread heartbeat_;
+};
+
+}  // namespace strata

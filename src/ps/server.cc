@@ -1,0 +1,180 @@
+#include "ps/server.h"
+
+#include <nlohmann/json.hpp>
+
+#include "common/log.h"
+#include "ps/protocol.h"
+
+namespace strata {
+
+ParameterServer::ParameterServer(ServerOptions options,
+                                 std::unique_ptr<Transport> transport,
+                                 std::function<void(Message)> other)
+    : options_(std::move(options)),
+      other_(std::move(other)),
+      rpc_(std::move(transport), [this](Message m) { Handle(std::move(m)); }) {}
+
+ParameterServer::~ParameterServer() { Stop(); }
+
+void ParameterServer::Start() { rpc_.Start(); }
+void ParameterServer::Stop() { rpc_.Stop(); }
+
+ShardStats ParameterServer::stats() const {
+  std::lock_guard<std::mutex> lock(shard_mu_);
+  return shard_ ? shard_->stats() : ShardStats{};
+}
+
+std::string ParameterServer::StatsJson() const {
+  ShardStats s = stats();
+  nlohmann::json staleness = nlohmann::json::object();
+  for (const auto& [k, v] : s.staleness) staleness[std::to_string(k)] = v;
+  nlohmann::json per_update = nlohmann::json::object();
+  for (const auto& [k, v] : s.gradients_per_update) per_update[std::to_string(k)] = v;
+  nlohmann::json j{{"range", {options_.range.begin, options_.range.end}},
+                   {"gradients_per_update", per_update},
+                   {"tail_updates", s.tail_updates},
+                   {"updates", s.updates},
+                   {"applied_gradients", s.applied_gradients},
+                   {"dropped", s.dropped},
+                   {"deferred", s.deferred},
+                   {"staleness", staleness}};
+  return j.dump();
+}
+
+void ParameterServer::Handle(Message msg) {
+  switch (msg.header.type) {
+    case MessageType::kPush:
+      HandlePush(std::move(msg));
+      return;
+    case MessageType::kPullRequest:
+      HandlePull(std::move(msg));
+      return;
+    case kStatsRequest: {
+      Message reply;
+      reply.header.type = kStatsReply;
+      std::string text = StatsJson();
+      reply.payloads.push_back(Buffer::CopyOf(text.data(), text.size()));
+      (void)rpc_.Reply(msg, std::move(reply));
+      return;
+    }
+    default:
+      if (other_) {
+        other_(std::move(msg));
+        return;
+      }
+      LogWarning("server {}: ignoring unexpected {} from node {}", node_id(),
+                 MessageTypeName(msg.header.type), msg.header.sender);
+  }
+}
+
+void ParameterServer::HandlePush(Message msg) {
+  const KeyRange& r = options_.range;
+  if (msg.header.flags & kPushDone) {
+    bool closed = false;
+    if (shard_ && left_workers_.insert(msg.header.sender).second) closed = shard_->WorkerLeft();
+    Message ack;
+    ack.header.type = MessageType::kAck;
+    ack.header.clock = shard_ ? shard_->version() : 0;
+    (void)rpc_.Reply(msg, std::move(ack));
+    if (closed) Flush();
+    return;
+  }
+  if (msg.header.key_begin != r.begin || msg.header.key_end != r.end ||
+      msg.payloads.size() != 1 ||
+      msg.payloads[0].num_floats() != static_cast<size_t>(r.size()) ||
+      msg.payloads[0].size() % sizeof(float) != 0) {
+    Status st = Status::InvalidArgument(
+        "server {} owns keys [{}, {}) ({} floats); push from node {} was for "
+        "[{}, {}) with {} payload bytes",
+        node_id(), r.begin, r.end, r.size(), msg.header.sender, msg.header.key_begin,
+        msg.header.key_end, msg.payload_bytes());
+    LogWarning("{}", st.message());
+    (void)rpc_.ReplyError(msg, st);
+    return;
+  }
+  const float* values = msg.payloads[0].floats();
+  if (msg.header.flags & kPushInit) {
+    {
+      std::lock_guard<std::mutex> lock(shard_mu_);
+      if (!shard_) {
+        shard_ = std::make_unique<ParameterShard>(
+            r, std::vector<float>(values, values + r.size()), options_.optimizer,
+            options_.schedule, options_.policy);
+      } else {
+        (void)shard_->Overwrite(values, r.size());
+      }
+    }
+    Message ack;
+    ack.header.type = MessageType::kAck;
+    ack.header.clock = shard_->version();
+    (void)rpc_.Reply(msg, std::move(ack));
+    Flush();
+    return;
+  }
+  if (!shard_) {
+    (void)rpc_.ReplyError(msg, Status::FailedPrecondition(
+                                   "server {} has no parameters yet (worker 0 "
+                                   "pushes the initial model first)",
+                                   node_id()));
+    return;
+  }
+  auto outcome = shard_->Push(values, msg.header.clock);
+  using State = ParameterShard::PushOutcome::State;
+  if (outcome.state == State::kPending) {
+    msg.payloads.clear();  // the gradient is in the accumulator; keep the header
+    waiting_acks_.push_back(std::move(msg));
+    return;
+  }
+  Message ack;
+  ack.header.type = MessageType::kAck;
+  ack.header.clock = outcome.version;
+  if (outcome.state == State::kDropped) ack.header.flags |= kAckDropped;
+  (void)rpc_.Reply(msg, std::move(ack));
+  if (outcome.state == State::kApplied) Flush();
+}
+
+void ParameterServer::ReplyPull(const Message& request) {
+  const KeyRange& r = options_.range;
+  Buffer buf = Buffer::Allocate(sizeof(float) * r.size());
+  int64_t version = shard_->ReadIfAtLeast(request.header.clock, buf.floats());
+  Message reply;
+  reply.header.type = MessageType::kPullReply;
+  reply.header.key_begin = r.begin;
+  reply.header.key_end = r.end;
+  reply.header.clock = version;
+  reply.payloads.push_back(std::move(buf));
+  (void)rpc_.Reply(request, std::move(reply));
+}
+
+void ParameterServer::HandlePull(Message msg) {
+  if (shard_ && shard_->version() >= msg.header.clock) {
+    ReplyPull(msg);
+  } else {
+    waiting_pulls_.push_back(std::move(msg));
+  }
+}
+
+void ParameterServer::Flush() {
+  if (!shard_) return;
+  const int64_t version = shard_->version();
+  std::vector<Message> acks;
+  acks.swap(waiting_acks_);
+  for (Message& m : acks) {
+    // A pending push was part of the step that just closed.
+    Message ack;
+    ack.header.type = MessageType::kAck;
+    ack.header.clock = version;
+    (void)rpc_.Reply(m, std::move(ack));
+  }
+  std::vector<Message> still_waiting;
+  for (Message& m : waiting_pulls_) {
+    if (version >= m.header.clock) {
+      ReplyPull(m);
+    } else {
+      still_waiting.push_back(std::move(m));
+    }
+  }
+  waiting_pulls_.swap(still_waiting);
+}
+
+}  // namespace strata

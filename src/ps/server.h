@@ -1,0 +1,71 @@
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ps/key_range.h"
+#include "ps/shard.h"
+#include "transport/rpc.h"
+
+namespace strata {
+
+struct ServerOptions {
+  KeyRange range;
+  OptimizerOptions optimizer;
+  LrSchedule schedule;
+  UpdatePolicy policy;
+};
+
+// A parameter server: owns one key range of the flat parameter vector and
+// serves pushes and pulls for it over a transport (protocol.h). The range
+// holds no parameters until worker 0 pushes the initial model (kPushInit);
+// pulls wait until then. In sync mode the ack of a push is sent when the
+// step that used it closes, so a worker's push completes exactly when the
+// next version exists. Pulls asking for a version not reached yet wait on
+// the server (no polling).
+// Thread-safe. Start() spawns the receive thread, Stop() joins it. Several
+// servers in one process share nothing (each has its own shard and lock).
+class ParameterServer {
+ public:
+  // `other` receives every message that is not a push, pull or stats
+  // request (e.g. the coordinator's shutdown), on the receive thread.
+  ParameterServer(ServerOptions options, std::unique_ptr<Transport> transport,
+                  std::function<void(Message)> other = nullptr);
+  ~ParameterServer();
+  ParameterServer(const ParameterServer&) = delete;
+  ParameterServer& operator=(const ParameterServer&) = delete;
+
+  void Start();
+  void Stop();
+  NodeId node_id() const { return rpc_.node_id(); }
+  Transport& transport() { return rpc_.transport(); }
+  RpcEndpoint& rpc() { return rpc_; }
+  // Statistics so far (zeros before initialisation).
+  ShardStats stats() const;
+  // The statistics as JSON text (also the payload of kStatsReply).
+  std::string StatsJson() const;
+
+ private:
+  void Handle(Message msg);
+  void HandlePush(Message msg);
+  void HandlePull(Message msg);
+  // Answers the pulls and acks that the current version satisfies.
+  void Flush();
+  void ReplyPull(const Message& request);
+
+  const ServerOptions options_;
+  const std::function<void(Message)> other_;
+  RpcEndpoint rpc_;
+  // Touched only by the receive thread, except shard_ (read by stats()).
+  std::unique_ptr<ParameterShard> shard_;
+  mutable std::mutex shard_mu_;  // guards the shard_ pointer for stats()
+  std::vector<Message> waiting_pulls_;
+  std::vector<Message> waiting_acks_;
+  std::set<NodeId> left_workers_;
+};
+
+}  // namespace strata

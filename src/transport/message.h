@@ -1,0 +1,91 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "transport/buffer.h"
+
+namespace strata {
+
+// A node of a cluster (coordinator, server, worker, evaluator). Ids are
+// non-negative and assigned by the coordinator (or by hand in tests).
+using NodeId = int32_t;
+inline constexpr NodeId kInvalidNodeId = -1;
+
+// What a message is for. Values are part of the wire format: never renumber,
+// only append. Values from kFirstUserType to kLastUserType are free for layers
+// above the transport (ps, cluster, train) and pass validation unnamed.
+enum class MessageType : uint16_t {
+  kInvalid = 0,
+  kRegister = 1,       // a node announces itself to the coordinator
+  kRegisterReply = 2,  // node id and cluster map
+  kHeartbeat = 3,
+  kPush = 4,            // gradients (or elastic differences) for a key range
+  kPullRequest = 5,     // ask for the parameters of a key range
+  kPullReply = 6,       // parameters of a key range plus their version
+  kBarrier = 7,         // a node reached a barrier
+  kBarrierRelease = 8,  // everyone reached it
+  kClock = 9,           // a worker finished an iteration (bounded staleness)
+  kShutdown = 10,
+  kAck = 11,         // generic success reply (matching request_id)
+  kError = 12,       // generic failure reply; payload 0 holds the message text
+  kClusterMap = 13,  // key ranges -> servers, node endpoints
+  kCheckpoint = 14,  // save / saved
+  kModelExchange = 15,  // peer-to-peer models (gossip, dpsgd, easgd)
+  kLastBuiltInType = kModelExchange,
+
+  kFirstUserType = 0x1000,
+  kLastUserType = 0x1FFF,
+};
+
+// "push", "pull_request", ..., "user(4097)", or "unknown(77)".
+std::string MessageTypeName(MessageType type);
+// True for the named types above and the user range; false for kInvalid and
+// anything else.
+bool IsValidMessageType(MessageType type);
+
+// The fixed fields of a message. The transport fills `sender` and `receiver`
+// on Send(); everything else is the caller's. Payload sizes are not stored
+// here: they are the sizes of Message::payloads (and travel on the wire).
+struct MessageHeader {
+  MessageType type = MessageType::kInvalid;
+  uint32_t flags = 0;  // meaning defined per type by the layer above
+  NodeId sender = kInvalidNodeId;
+  NodeId receiver = kInvalidNodeId;
+  uint64_t request_id = 0;  // pairs replies with requests
+  int64_t key_begin = 0;    // key range [key_begin, key_end), begin <= end
+  int64_t key_end = 0;
+  int64_t clock = 0;  // iteration clock or parameter version
+};
+
+bool operator==(const MessageHeader& a, const MessageHeader& b);
+inline bool operator!=(const MessageHeader& a, const MessageHeader& b) {
+  return !(a == b);
+}
+
+// A header and its payloads. Move-only (the payloads are Buffers): sending a
+// message gives it away.
+struct Message {
+  MessageHeader header;
+  std::vector<Buffer> payloads;
+
+  // Sum of the payload sizes.
+  uint64_t payload_bytes() const;
+};
+
+// Bounds applied to every message sent and received, so that a corrupt or
+// hostile header cannot make a node allocate without limit.
+struct MessageLimits {
+  uint32_t max_payloads = 1024;
+  uint64_t max_message_bytes = uint64_t{4} << 30;  // sum of payload sizes
+};
+
+// Checks what a sender controls: a valid type, key_begin <= key_end, the
+// payload count and total size within `limits`. kInvalidArgument naming the
+// fault otherwise. Pure; thread-safe.
+Status ValidateOutgoing(const Message& msg, const MessageLimits& limits);
+
+}  // namespace strata

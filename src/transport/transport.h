@@ -1,0 +1,98 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+#include "transport/message.h"
+
+namespace strata {
+
+// Counters of one transport since it was created. Approximate while traffic
+// is flowing (each is read on its own).
+struct TransportStats {
+  uint64_t messages_sent = 0;
+  uint64_t messages_received = 0;  // delivered by Recv()
+  uint64_t payload_bytes_sent = 0;
+  uint64_t payload_bytes_received = 0;
+  uint64_t messages_dropped = 0;  // malformed, misrouted or abandoned input
+};
+
+// Moves messages between the nodes of one cluster. One Transport per node:
+// it receives everything addressed to its node on the endpoint it is bound
+// to, and sends to the peers it was told about with Connect().
+//
+// Guarantees: a message is delivered whole or not at all; messages from one
+// sender to one receiver arrive in the order they were sent (when sent from
+// one thread, or in the order concurrent Send() calls took the route);
+// delivery is at most once (a peer that dies loses what was in flight).
+// Received messages are validated before they are handed out: malformed input
+// is dropped, logged and counted in stats().messages_dropped, never returned
+// and never fatal.
+//
+// Thread safety: every method is safe to call from any thread. Send() may run
+// concurrently from many threads; concurrent Recv() calls are serialized (one
+// consumer thread is the intended use). Close() may race with everything
+// else: calls that start after it fail with kCancelled.
+//
+// Implementations: InProcFabric::NewTransport() (threads of one process, zero
+// copy) and NewZmqTransport() (tcp:// and ipc://).
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  // This node's id (fixed at creation).
+  virtual NodeId node_id() const = 0;
+
+  // Starts receiving on `endpoint`: "tcp://127.0.0.1:PORT" (PORT 0 or * picks
+  // a free port), "ipc:///path" or "ipc://*", "inproc://name" or "inproc://*"
+  // depending on the backend. Once per transport. kInvalidArgument for an
+  // endpoint the backend does not speak, kFailedPrecondition if already bound,
+  // kUnavailable / kIoError if the address cannot be taken (in use, no such
+  // interface), naming it.
+  virtual Status Bind(const std::string& endpoint) = 0;
+
+  // The endpoint actually bound (wildcards resolved), or "" before Bind().
+  // Give this to peers for their Connect().
+  virtual std::string endpoint() const = 0;
+
+  // Records that `peer` receives on `endpoint`. Non-blocking: the peer need
+  // not be up yet; messages sent meanwhile wait (up to the send timeout) until
+  // it is. Connecting an already known peer to a new endpoint replaces the
+  // route. kInvalidArgument for a negative id or a malformed endpoint.
+  virtual Status Connect(NodeId peer, const std::string& endpoint) = 0;
+
+  // Forgets the route to `peer`; messages still queued for it may be lost.
+  // kNotFound if there was none.
+  virtual Status Disconnect(NodeId peer) = 0;
+
+  // Sends `msg` to `to`, filling msg.header.sender and .receiver. Payload
+  // buffers are handed over without copying (inproc: the receiver gets the
+  // same memory; ZeroMQ: the wire reads from them), so the caller must not
+  // keep writing memory it shared through Buffer::Adopt().
+  // Returns once the message is queued, not when it is received. Errors:
+  // kInvalidArgument (ValidateOutgoing() failed), kNotFound (no Connect() for
+  // `to`), kDeadlineExceeded (the peer took nothing within the send timeout:
+  // it is slow, gone, or not started), kUnavailable (the peer is known to be
+  // closed), kCancelled (this transport is closed). On error the message is
+  // not delivered (a large one may have been sent in part; the receiver drops
+  // such a fragment).
+  virtual Status Send(NodeId to, Message msg) = 0;
+
+  // Waits up to `timeout` for the next message addressed to this node.
+  // kDeadlineExceeded if none arrives in time (the status names this node,
+  // its endpoint and the wait), kFailedPrecondition before Bind(), kCancelled
+  // once closed. A timeout of zero only polls.
+  virtual Result<Message> Recv(std::chrono::milliseconds timeout) = 0;
+
+  // Stops the transport: pending and later Recv() and Send() calls return
+  // kCancelled, the endpoint is released, and messages still queued for
+  // peers get up to the backend's linger time to leave. Idempotent. The
+  // destructor calls it.
+  virtual void Close() = 0;
+
+  virtual TransportStats stats() const = 0;
+};
+
+}  // namespace strata

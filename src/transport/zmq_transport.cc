@@ -1,0 +1,647 @@
+#include "transport/zmq_transport.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <new>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+#include <zmq.hpp>
+
+#include "common/log.h"
+#include "transport/buffer.h"
+#include "transport/wire.h"
+
+namespace strata {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// Below this size a frame is copied into a ZeroMQ message: cheaper than the
+// bookkeeping of a zero-copy message.
+constexpr size_t kZeroCopySendMinBytes = 16 * 1024;
+// Blocking ZeroMQ calls wait in slices of this length so that Close() is
+// noticed promptly by threads inside Recv() or Send().
+constexpr milliseconds kWaitSlice{100};
+constexpr auto kSweepInterval = std::chrono::seconds(1);
+// Segments drained per wakeup before the deadline is checked again.
+constexpr int kDrainBatch = 64;
+
+bool StartsWith(const std::string& s, const char* prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
+
+bool IsZmqEndpoint(const std::string& endpoint) {
+  return (StartsWith(endpoint, "tcp://") && endpoint.size() > 6) ||
+         (StartsWith(endpoint, "ipc://") && endpoint.size() > 6);
+}
+
+std::string Hex(const void* data, size_t size) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  const auto* p = static_cast<const uint8_t*>(data);
+  for (size_t i = 0; i < size && i < 16; ++i) {
+    out.push_back(kDigits[p[i] >> 4]);
+    out.push_back(kDigits[p[i] & 15]);
+  }
+  return out;
+}
+
+int ClampMs(milliseconds d) {
+  return static_cast<int>(std::clamp<int64_t>(d.count(), 0, 1 << 30));
+}
+
+Status FromZmqError(const zmq::error_t& e, const std::string& what) {
+  switch (e.num()) {
+    case ETERM:
+      return Status::Cancelled("{}: ZeroMQ context terminated", what);
+    case EINVAL:
+    case EPROTONOSUPPORT:
+    case ENOCOMPATPROTO:
+      return Status::InvalidArgument("{}: {}", what, e.what());
+    case EADDRINUSE:
+    case EADDRNOTAVAIL:
+    case ENODEV:
+      return Status::Unavailable("{}: {}", what, e.what());
+    default:
+      return Status::IoError("{}: {}", what, e.what());
+  }
+}
+
+void FreeOwner(void* /*data*/, void* hint) {
+  delete static_cast<std::shared_ptr<void>*>(hint);
+}
+
+// Turns an outgoing frame into a ZeroMQ message; large frames are not copied:
+// ZeroMQ holds a reference to the payload until the bytes are on the wire.
+zmq::message_t ToZmq(Buffer frame) {
+  if (frame.empty()) return zmq::message_t();
+  if (frame.size() < kZeroCopySendMinBytes) {
+    return zmq::message_t(frame.data(), frame.size());
+  }
+  uint8_t* data = frame.data();
+  const size_t size = frame.size();
+  auto* hint = new std::shared_ptr<void>(std::move(frame).Release());
+  try {
+    return zmq::message_t(data, size, &FreeOwner, hint);
+  } catch (...) {
+    delete hint;
+    throw;
+  }
+}
+
+// Wraps a received ZeroMQ frame without copying it.
+Buffer FromZmq(zmq::message_t&& msg) {
+  if (msg.size() == 0) return Buffer();
+  auto holder = std::make_shared<zmq::message_t>(std::move(msg));
+  return Buffer::Adopt(holder->data(), holder->size(), holder);
+}
+
+// One outgoing route.
+struct Peer {
+  std::string endpoint;
+  std::mutex mu;
+  std::unique_ptr<zmq::socket_t> socket;  // Guarded by mu; null once closed.
+  uint32_t next_transfer = 1;             // Guarded by mu.
+};
+
+class ZmqTransport final : public Transport {
+ public:
+  ZmqTransport(NodeId id, ZmqOptions options, std::shared_ptr<ZmqContext> ctx)
+      : id_(id),
+        options_(std::move(options)),
+        ctx_(std::move(ctx)),
+        pool_(BufferPool::Create(options_.receive_pool_bytes)) {}
+
+  ~ZmqTransport() override { Close(); }
+
+  NodeId node_id() const override { return id_; }
+
+  Status Bind(const std::string& requested) override {
+    if (!IsZmqEndpoint(requested)) {
+      return Status::InvalidArgument(
+          "node {}: cannot bind '{}': want tcp://HOST:PORT or ipc://PATH", id_,
+          requested);
+    }
+    std::string endpoint = requested;
+    // ZeroMQ spells "any port" as '*'; accept the socket-API spelling too.
+    if (StartsWith(endpoint, "tcp://") && endpoint.size() > 2 &&
+        endpoint.compare(endpoint.size() - 2, 2, ":0") == 0) {
+      endpoint.replace(endpoint.size() - 1, 1, "*");
+    }
+    ReceiverLease lease(this);
+    if (closed_.load()) {
+      return Status::Cancelled("node {}: transport is closed", id_);
+    }
+    if (router_) {
+      return Status::FailedPrecondition("node {}: already bound to {}", id_,
+                                        this->endpoint());
+    }
+    try {
+      auto router = std::make_unique<zmq::socket_t>(ctx_->context(),
+                                                    zmq::socket_type::router);
+      router->set(zmq::sockopt::linger, 0);
+      router->set(zmq::sockopt::rcvhwm, options_.recv_hwm);
+      router->set(zmq::sockopt::maxmsgsize,
+                  static_cast<int64_t>(options_.max_frame_bytes));
+      if (options_.socket_buffer_bytes > 0) {
+        router->set(zmq::sockopt::rcvbuf, options_.socket_buffer_bytes);
+        router->set(zmq::sockopt::sndbuf, options_.socket_buffer_bytes);
+      }
+      router->bind(endpoint);
+      std::string bound = router->get(zmq::sockopt::last_endpoint);
+      router_ = std::move(router);
+      std::lock_guard<std::mutex> state_lock(state_mu_);
+      endpoint_ = std::move(bound);
+    } catch (const zmq::error_t& e) {
+      return FromZmqError(e, fmt::format("node {}: bind {}", id_, requested));
+    }
+    return Status::Ok();
+  }
+
+  std::string endpoint() const override {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    return endpoint_;
+  }
+
+  Status Connect(NodeId peer, const std::string& endpoint) override {
+    if (peer < 0) {
+      return Status::InvalidArgument("node {}: cannot connect to node id {}",
+                                     id_, peer);
+    }
+    if (!IsZmqEndpoint(endpoint) || endpoint.find('*') != std::string::npos) {
+      return Status::InvalidArgument(
+          "node {}: cannot connect node {} to '{}': want tcp://HOST:PORT or "
+          "ipc://PATH",
+          id_, peer, endpoint);
+    }
+    auto route = std::make_shared<Peer>();
+    route->endpoint = endpoint;
+    std::shared_ptr<Peer> old;
+    {
+      std::lock_guard<std::mutex> lock(peers_mu_);
+      if (closed_.load()) {
+        return Status::Cancelled("node {}: transport is closed", id_);
+      }
+      auto it = peers_.find(peer);
+      if (it != peers_.end() && it->second->endpoint == endpoint) {
+        return Status::Ok();
+      }
+      try {
+        route->socket = std::make_unique<zmq::socket_t>(
+            ctx_->context(), zmq::socket_type::dealer);
+        zmq::socket_t& s = *route->socket;
+        s.set(zmq::sockopt::linger, ClampMs(options_.linger));
+        s.set(zmq::sockopt::sndhwm, options_.send_hwm);
+        s.set(zmq::sockopt::sndtimeo,
+              ClampMs(std::min(options_.send_timeout, kWaitSlice)));
+        if (options_.socket_buffer_bytes > 0) {
+          s.set(zmq::sockopt::sndbuf, options_.socket_buffer_bytes);
+          s.set(zmq::sockopt::rcvbuf, options_.socket_buffer_bytes);
+        }
+        s.connect(endpoint);
+      } catch (const zmq::error_t& e) {
+        return FromZmqError(e, fmt::format("node {}: connect to node {} at {}",
+                                           id_, peer, endpoint));
+      }
+      if (it != peers_.end()) old = std::move(it->second);
+      peers_[peer] = std::move(route);
+    }
+    // Outside peers_mu_: a send in progress on the old route may hold its
+    // lock for up to one wait slice.
+    if (old) CloseRoute(*old);
+    return Status::Ok();
+  }
+
+  Status Disconnect(NodeId peer) override {
+    std::shared_ptr<Peer> old;
+    {
+      std::lock_guard<std::mutex> lock(peers_mu_);
+      auto it = peers_.find(peer);
+      if (it == peers_.end()) {
+        return Status::NotFound("node {}: no route to node {}", id_, peer);
+      }
+      old = std::move(it->second);
+      peers_.erase(it);
+    }
+    CloseRoute(*old);
+    return Status::Ok();
+  }
+
+  Status Send(NodeId to, Message msg) override {
+    if (Status s = ValidateOutgoing(msg, options_.limits); !s.ok()) {
+      return s.WithContext(fmt::format("node {} -> {}", id_, to));
+    }
+    std::shared_ptr<Peer> peer;
+    {
+      std::lock_guard<std::mutex> lock(peers_mu_);
+      if (closed_.load()) {
+        return Status::Cancelled("node {}: transport is closed", id_);
+      }
+      auto it = peers_.find(to);
+      if (it == peers_.end()) {
+        return Status::NotFound(
+            "node {} has no route to node {}; Connect() first", id_, to);
+      }
+      peer = it->second;
+    }
+    msg.header.sender = id_;
+    msg.header.receiver = to;
+    const MessageType type = msg.header.type;
+    const uint64_t bytes = msg.payload_bytes();
+
+    std::lock_guard<std::mutex> lock(peer->mu);
+    if (!peer->socket) {
+      return Status::Unavailable("node {}: route to node {} at {} was closed",
+                                 id_, to, peer->endpoint);
+    }
+    const uint32_t transfer = peer->next_transfer++;
+    std::vector<wire::Segment> segments =
+        wire::EncodeSegments(std::move(msg), transfer, options_.frame_bytes);
+    const Clock::time_point deadline = Clock::now() + options_.send_timeout;
+    bool mid_segment = false;
+    try {
+      for (size_t s = 0; s < segments.size(); ++s) {
+        wire::Segment& segment = segments[s];
+        for (size_t f = 0; f < segment.size(); ++f) {
+          const bool more = f + 1 < segment.size();
+          zmq::message_t part = ToZmq(std::move(segment[f]));
+          // Blocks (in slices) only while the peer's queue is full.
+          while (!peer->socket->send(
+              part, more ? zmq::send_flags::sndmore : zmq::send_flags::none)) {
+            if (closed_.load()) {
+              if (mid_segment) ResetRoute(*peer);
+              return Status::Cancelled(
+                  "node {}: closed while sending to node {}", id_, to);
+            }
+            if (Clock::now() >= deadline) {
+              if (mid_segment) ResetRoute(*peer);
+              return Status::DeadlineExceeded(
+                  "node {}: {} message to node {} at {} stalled: segment {} "
+                  "of {} not accepted within {} ms (peer slow, down or not "
+                  "started?)",
+                  id_, MessageTypeName(type), to, peer->endpoint, s + 1,
+                  segments.size(), options_.send_timeout.count());
+            }
+          }
+          mid_segment = more;
+        }
+      }
+    } catch (const zmq::error_t& e) {
+      if (mid_segment) ResetRoute(*peer);
+      return FromZmqError(e, fmt::format("node {}: send {} message to node {}",
+                                         id_, MessageTypeName(type), to));
+    }
+    messages_sent_.fetch_add(1, std::memory_order_relaxed);
+    bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
+    return Status::Ok();
+  }
+
+  Result<Message> Recv(milliseconds timeout) override {
+    const Clock::time_point start = Clock::now();
+    const Clock::time_point deadline =
+        start + std::max(timeout, milliseconds(0));
+    ReceiverLease lease(this, deadline);
+    if (!lease.held()) {
+      return Status::DeadlineExceeded(
+          "node {}: no message at {} within {} ms (another Recv() held the "
+          "receiver)",
+          id_, endpoint(), timeout.count());
+    }
+    if (closed_.load()) {
+      return Status::Cancelled("node {}: transport is closed", id_);
+    }
+    if (!router_) {
+      return Status::FailedPrecondition("node {}: Recv() before Bind()", id_);
+    }
+    try {
+      while (true) {
+        for (int i = 0; i < kDrainBatch; ++i) {
+          bool got = false;
+          std::optional<Message> msg = ReceiveSegment(&got);
+          if (msg) {
+            messages_received_.fetch_add(1, std::memory_order_relaxed);
+            bytes_received_.fetch_add(msg->payload_bytes(),
+                                      std::memory_order_relaxed);
+            return std::move(*msg);
+          }
+          if (!got) break;
+        }
+        const Clock::time_point now = Clock::now();
+        if (now - last_sweep_ >= kSweepInterval) SweepStale(now);
+        if (closed_.load()) {
+          return Status::Cancelled("node {}: closed while receiving", id_);
+        }
+        if (now >= deadline) {
+          const size_t partial = PartialCount();
+          return Status::DeadlineExceeded(
+              "node {}: no message arrived at {} within {} ms{}", id_,
+              endpoint(), timeout.count(),
+              partial == 0
+                  ? std::string()
+                  : fmt::format(" ({} message(s) partly received)", partial));
+        }
+        const auto left = std::chrono::ceil<milliseconds>(deadline - now);
+        zmq_pollitem_t item{router_->handle(), 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&item, 1, std::min(left, kWaitSlice).count()) < 0) {
+          if (zmq_errno() == ETERM) {
+            return Status::Cancelled("node {}: ZeroMQ context terminated", id_);
+          }
+          if (zmq_errno() != EINTR) {
+            return Status::IoError("node {}: poll: {}", id_,
+                                   zmq_strerror(zmq_errno()));
+          }
+        }
+      }
+    } catch (const zmq::error_t& e) {
+      return FromZmqError(e, fmt::format("node {}: receive", id_));
+    }
+  }
+
+  void Close() override {
+    if (closed_.exchange(true)) return;
+    {
+      // Recv() notices closed_ within one wait slice and lets go.
+      ReceiverLease lease(this);
+      router_.reset();
+      conns_.clear();
+    }
+    std::map<NodeId, std::shared_ptr<Peer>> peers;
+    {
+      std::lock_guard<std::mutex> lock(peers_mu_);
+      peers.swap(peers_);
+    }
+    for (auto& [id, peer] : peers) CloseRoute(*peer);
+  }
+
+  TransportStats stats() const override {
+    TransportStats s;
+    s.messages_sent = messages_sent_.load(std::memory_order_relaxed);
+    s.messages_received = messages_received_.load(std::memory_order_relaxed);
+    s.payload_bytes_sent = bytes_sent_.load(std::memory_order_relaxed);
+    s.payload_bytes_received = bytes_received_.load(std::memory_order_relaxed);
+    s.messages_dropped = dropped_.load(std::memory_order_relaxed);
+    return s;
+  }
+
+ private:
+  // Per incoming connection (ROUTER routing id) reassembly state.
+  struct Conn {
+    explicit Conn(wire::MessageAssembler a) : assembler(std::move(a)) {}
+    wire::MessageAssembler assembler;
+    Clock::time_point last_activity;
+  };
+
+  // Holds the receiving side for one scope.
+  class ReceiverLease {
+   public:
+    // Waits as long as it takes (the holder lets go within one wait slice
+    // once closed_ is set, or at its own deadline).
+    explicit ReceiverLease(ZmqTransport* t) : t_(t) {
+      std::unique_lock<std::mutex> lock(t_->lease_mu_);
+      t_->lease_cv_.wait(lock, [this] { return !t_->leased_; });
+      t_->leased_ = held_ = true;
+    }
+    // Gives up at `deadline`; check held().
+    ReceiverLease(ZmqTransport* t, Clock::time_point deadline) : t_(t) {
+      std::unique_lock<std::mutex> lock(t_->lease_mu_);
+      if (t_->lease_cv_.wait_until(lock, deadline,
+                                   [this] { return !t_->leased_; })) {
+        t_->leased_ = held_ = true;
+      }
+    }
+    ~ReceiverLease() {
+      if (!held_) return;
+      {
+        std::lock_guard<std::mutex> lock(t_->lease_mu_);
+        t_->leased_ = false;
+      }
+      t_->lease_cv_.notify_one();
+    }
+    ReceiverLease(const ReceiverLease&) = delete;
+    ReceiverLease& operator=(const ReceiverLease&) = delete;
+    bool held() const { return held_; }
+
+   private:
+    ZmqTransport* const t_;
+    bool held_ = false;
+  };
+
+  static void CloseRoute(Peer& peer) {
+    std::lock_guard<std::mutex> lock(peer.mu);
+    peer.socket.reset();
+  }
+
+  // After a failure in the middle of a multipart segment the socket would
+  // glue the next message onto the unfinished one: start a fresh socket
+  // (the receiver drops the fragment). Caller holds peer.mu.
+  void ResetRoute(Peer& peer) {
+    peer.socket.reset();
+    try {
+      auto s = std::make_unique<zmq::socket_t>(ctx_->context(),
+                                               zmq::socket_type::dealer);
+      s->set(zmq::sockopt::linger, ClampMs(options_.linger));
+      s->set(zmq::sockopt::sndhwm, options_.send_hwm);
+      s->set(zmq::sockopt::sndtimeo,
+             ClampMs(std::min(options_.send_timeout, kWaitSlice)));
+      s->connect(peer.endpoint);
+      peer.socket = std::move(s);
+    } catch (const zmq::error_t& e) {
+      LogWarning("node {}: cannot reopen route to {}: {}", id_, peer.endpoint,
+                 e.what());
+    }
+  }
+
+  // Reads one segment if one is waiting (*got = true) and feeds it to its
+  // connection's assembler. Returns the message it completed, if any. Bad
+  // input is dropped here. Caller holds the receiver lease.
+  std::optional<Message> ReceiveSegment(bool* got) {
+    zmq::message_t routing_id;
+    if (!router_->recv(routing_id, zmq::recv_flags::dontwait)) return {};
+    *got = true;
+    std::string from(routing_id.data<char>(), routing_id.size());
+    // The rest of a multipart message is already here (ZeroMQ delivers
+    // multipart messages atomically), so these reads do not wait.
+    frames_.clear();
+    const size_t max_frames = size_t{options_.limits.max_payloads} + 1;
+    bool too_many = false;
+    bool more = routing_id.more();
+    while (more) {
+      zmq::message_t part;
+      if (!router_->recv(part, zmq::recv_flags::none)) break;
+      more = part.more();
+      if (frames_.size() < max_frames) {
+        frames_.push_back(FromZmq(std::move(part)));
+      } else {
+        too_many = true;
+      }
+    }
+
+    const Clock::time_point now = Clock::now();
+    auto it = conns_.find(from);
+    if (it == conns_.end()) {
+      wire::MessageAssembler::Options opts;
+      opts.limits = options_.limits;
+      opts.expected_receiver = id_;
+      opts.pool = pool_;
+      it = conns_.emplace(from, Conn(wire::MessageAssembler(std::move(opts))))
+               .first;
+    }
+    Conn& conn = it->second;
+    conn.last_activity = now;
+    if (too_many) {
+      conn.assembler.Reset();
+      Drop(Status::DataLoss("segment of more than {} frames", max_frames),
+           from);
+      return {};
+    }
+    Status abandoned;
+    Result<std::optional<Message>> result = Status::Internal("not run");
+    try {
+      result = conn.assembler.Add(&frames_, &abandoned);
+    } catch (const std::bad_alloc&) {
+      conn.assembler.Reset();
+      result = Status::DataLoss("out of memory while assembling a message");
+    }
+    if (!abandoned.ok()) Drop(abandoned, from);
+    if (!result.ok()) {
+      Drop(result.status(), from);
+      return {};
+    }
+    return std::move(result).value();
+  }
+
+  void Drop(const Status& why, const std::string& from) {
+    const uint64_t n = dropped_.fetch_add(1, std::memory_order_relaxed) + 1;
+    // Log the first few and then every power of two, so that a stream of
+    // garbage cannot flood the log.
+    if (n <= 10 || (n & (n - 1)) == 0) {
+      LogWarning(
+          "node {}: dropped input from connection {} ({} dropped so "
+          "far): {}",
+          id_, Hex(from.data(), from.size()), n, why.ToString());
+    }
+  }
+
+  void SweepStale(Clock::time_point now) {
+    last_sweep_ = now;
+    for (auto it = conns_.begin(); it != conns_.end();) {
+      const auto idle = now - it->second.last_activity;
+      if (idle < options_.stale_message_timeout) {
+        ++it;
+        continue;
+      }
+      if (it->second.assembler.in_progress()) {
+        Drop(Status::DataLoss(
+                 "message abandoned after {} of {} bytes: no segment for {} "
+                 "ms",
+                 it->second.assembler.pending_received(),
+                 it->second.assembler.pending_expected(),
+                 std::chrono::duration_cast<milliseconds>(idle).count()),
+             it->first);
+      }
+      it = conns_.erase(it);
+    }
+  }
+
+  size_t PartialCount() const {
+    size_t n = 0;
+    for (const auto& [id, conn] : conns_) n += conn.assembler.in_progress();
+    return n;
+  }
+
+  const NodeId id_;
+  const ZmqOptions options_;
+  const std::shared_ptr<ZmqContext> ctx_;  // Outlives every socket below.
+  const std::shared_ptr<BufferPool> pool_;
+  std::atomic<bool> closed_{false};
+
+  mutable std::mutex state_mu_;
+  std::string endpoint_;  // Guarded by state_mu_.
+
+  // The receiving side belongs to one thread at a time: whoever holds the
+  // lease (Recv, Bind, Close). A flag under a mutex rather than a timed
+  // mutex, so that waiting for it is bounded and sanitizers understand it.
+  std::mutex lease_mu_;
+  std::condition_variable lease_cv_;
+  bool leased_ = false;  // Guarded by lease_mu_.
+
+  std::unique_ptr<zmq::socket_t> router_;  // Guarded by the lease.
+  std::map<std::string, Conn> conns_;      // Guarded by the lease.
+  std::vector<Buffer> frames_;             // Guarded by the lease.
+  Clock::time_point last_sweep_;           // Guarded by the lease.
+
+  std::mutex peers_mu_;
+  std::map<NodeId, std::shared_ptr<Peer>> peers_;  // Guarded by peers_mu_.
+
+  std::atomic<uint64_t> messages_sent_{0};
+  std::atomic<uint64_t> messages_received_{0};
+  std::atomic<uint64_t> bytes_sent_{0};
+  std::atomic<uint64_t> bytes_received_{0};
+  std::atomic<uint64_t> dropped_{0};
+};
+
+}  // namespace
+
+ZmqContext::ZmqContext(std::unique_ptr<zmq::context_t> context, int io_threads)
+    : context_(std::move(context)), io_threads_(io_threads) {}
+
+ZmqContext::~ZmqContext() = default;
+
+Result<std::shared_ptr<ZmqContext>> ZmqContext::Create(int io_threads) {
+  if (io_threads < 1) {
+    return Status::InvalidArgument(
+        "ZeroMQ context needs >= 1 I/O thread, got {}", io_threads);
+  }
+  try {
+    auto context = std::make_unique<zmq::context_t>(io_threads);
+    return std::shared_ptr<ZmqContext>(
+        new ZmqContext(std::move(context), io_threads));
+  } catch (const zmq::error_t& e) {
+    return Status::Internal("cannot create a ZeroMQ context: {}", e.what());
+  }
+}
+
+Result<std::unique_ptr<Transport>> NewZmqTransport(NodeId id,
+                                                   ZmqOptions options) {
+  if (id < 0) {
+    return Status::InvalidArgument(
+        "ZeroMQ transport for node id {}: ids are >= 0", id);
+  }
+  if (options.frame_bytes == 0 ||
+      options.frame_bytes > options.max_frame_bytes) {
+    return Status::InvalidArgument(
+        "ZeroMQ transport for node {}: frame_bytes {} must be in [1, "
+        "max_frame_bytes = {}]",
+        id, options.frame_bytes, options.max_frame_bytes);
+  }
+  if (options.max_frame_bytes <
+      wire::EncodedHeaderBytes(options.limits.max_payloads)) {
+    return Status::InvalidArgument(
+        "ZeroMQ transport for node {}: max_frame_bytes {} cannot hold a header "
+        "of {} payloads",
+        id, options.max_frame_bytes, options.limits.max_payloads);
+  }
+  if (options.send_hwm < 0 || options.recv_hwm < 0 ||
+      options.send_timeout.count() < 0 || options.linger.count() < 0 ||
+      options.socket_buffer_bytes < 0) {
+    return Status::InvalidArgument(
+        "ZeroMQ transport for node {}: negative hwm, timeout, linger or socket "
+        "buffer size",
+        id);
+  }
+  std::shared_ptr<ZmqContext> ctx = options.context;
+  if (!ctx) {
+    ASSIGN_OR_RETURN(ctx, ZmqContext::Create(options.io_threads));
+  }
+  return std::unique_ptr<Transport>(
+      std::make_unique<ZmqTransport>(id, std::move(options), std::move(ctx)));
+}
+
+}  // namespace strata

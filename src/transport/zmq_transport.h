@@ -1,0 +1,92 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+
+#include "common/status.h"
+#include "transport/message.h"
+#include "transport/transport.h"
+
+namespace zmq {
+class context_t;
+}  // namespace zmq
+
+namespace strata {
+
+// A ZeroMQ context: the I/O threads that move bytes for the sockets made in
+// it. Transports of one process may share one (fewer threads) or own one each
+// (the default; I/O of different nodes then runs in parallel, like separate
+// processes). Thread-safe. The destructor waits, up to the sockets' linger
+// time, for queued outgoing messages; every transport using the context must
+// be closed first (they keep it alive, so this holds by construction).
+class ZmqContext {
+ public:
+  // kInvalidArgument for io_threads < 1, kInternal if ZeroMQ refuses.
+  static Result<std::shared_ptr<ZmqContext>> Create(int io_threads);
+  ~ZmqContext();
+  ZmqContext(const ZmqContext&) = delete;
+  ZmqContext& operator=(const ZmqContext&) = delete;
+
+  // The cppzmq context, for making sockets in it.
+  zmq::context_t& context() { return *context_; }
+  int io_threads() const { return io_threads_; }
+
+ private:
+  ZmqContext(std::unique_ptr<zmq::context_t> context, int io_threads);
+  const std::unique_ptr<zmq::context_t> context_;
+  const int io_threads_;
+};
+
+struct ZmqOptions {
+  // Shared context; null makes the transport create and own one.
+  std::shared_ptr<ZmqContext> context;
+  // I/O threads of an owned context.
+  int io_threads = 1;
+  // Payloads are cut into frames of at most this many bytes (1 MiB: large
+  // single messages are slow in ZeroMQ, ~1 MiB frames stream well).
+  size_t frame_bytes = size_t{1} << 20;
+  // Largest frame accepted from the network (ZMQ_MAXMSGSIZE); a peer that
+  // sends a bigger one is disconnected by ZeroMQ. Must be >= frame_bytes.
+  size_t max_frame_bytes = size_t{16} << 20;
+  // Queue limits per peer connection, in segments (a segment holds at most
+  // frame_bytes of payload, so memory per peer is about hwm * frame_bytes).
+  int send_hwm = 512;
+  int recv_hwm = 512;
+  // How long Send() waits for room in a full queue (slow or absent peer).
+  std::chrono::milliseconds send_timeout{30000};
+  // How long Close() lets queued outgoing messages drain.
+  std::chrono::milliseconds linger{1000};
+  // Kernel socket buffers (SO_SNDBUF / SO_RCVBUF); 0 keeps the OS default,
+  // which autotunes on Linux.
+  int socket_buffer_bytes = 0;
+  // Bounds on what is sent and accepted.
+  MessageLimits limits;
+  // Received multi-frame payloads are assembled in buffers recycled through a
+  // pool that caches up to this many bytes.
+  size_t receive_pool_bytes = size_t{256} << 20;
+  // A message whose remaining segments stop arriving for this long (its
+  // sender died half way) is dropped and its memory freed.
+  std::chrono::milliseconds stale_message_timeout{60000};
+};
+
+// A transport over ZeroMQ: tcp://host:port and ipc://path endpoints.
+//
+// Each node binds one ROUTER socket to receive from everyone and opens one
+// DEALER socket per peer to send. Messages are cut into segments and frames
+// as described in wire.h; payload bytes are handed to ZeroMQ without a copy
+// on the sending side, and reassembled on the receiving side (a payload of
+// one frame is adopted as is, larger ones are copied frame by frame into a
+// pooled buffer while later frames are still arriving). Every received
+// segment is validated; malformed input from any peer (including non-strata
+// ZeroMQ sockets) is logged, counted in stats().messages_dropped and dropped,
+// without harming other peers' traffic.
+//
+// Thread safety as in Transport: Send() locks only the destination's socket,
+// so sends to different peers proceed in parallel; Recv() is serialized.
+// kInvalidArgument for a negative id or inconsistent options; kInternal if
+// ZeroMQ cannot create a context.
+Result<std::unique_ptr<Transport>> NewZmqTransport(NodeId id,
+                                                   ZmqOptions options = {});
+
+}  // namespace strata

@@ -1,0 +1,195 @@
+#include "train/cluster_run.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/fs.h"
+#include "train/data_config.h"
+#include "train/local_trainer.h"
+
+namespace strata {
+namespace {
+
+std::string TempRoot() {
+  std::string dir = "/tmp/strata_cluster_test_XXXXXX";
+  char* made = ::mkdtemp(dir.data());
+  EXPECT_NE(made, nullptr);
+  return dir;
+}
+
+// A small problem with a fixed data order: 512 examples, 32 x 20 steps.
+Config Base(const std::string& root) {
+  Config c;
+  for (const char* kv : {"data.synthetic.train_size=512", "data.synthetic.val_size=128",
+                         "data.synthetic.dim=16", "data.shuffle=false", "model.hidden=16",
+                         "train.batch_size=32", "train.iterations=20", "train.lr=0.1",
+                         "train.momentum=0.9", "train.threads=1", "cluster.threads_per_worker=1",
+                         "cluster.servers=2", "eval.every_s=100"}) {
+    EXPECT_TRUE(c.ApplyOverride(kv).ok()) << kv;
+  }
+  EXPECT_TRUE(c.ApplyOverride("run.dir=" + root).ok());
+  return c;
+}
+
+Result<RunSummary> RunConfig(const Config& c) {
+  ASSIGN_OR_RETURN(DatasetSplits data, LoadDatasetFromConfig(c));
+  ASSIGN_OR_RETURN(RunDirectory dir, RunDirectory::Create(c));
+  if (c.GetString("cluster.mode") == "local") return TrainLocal(c, data, dir, nullptr);
+  return TrainCluster(c, data, dir, nullptr);
+}
+
+double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double m = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) m = std::max(m, std::fabs(double(a[i]) - b[i]));
+  return m;
+}
+
+struct EqCase {
+  std::string transport;
+  int workers;
+};
+void PrintTo(const EqCase& c, std::ostream* os) { *os << c.transport << "_" << c.workers; }
+
+class SyncEqualsLocalTest : public ::testing::TestWithParam<EqCase> {};
+
+// Sync PS with n workers, each taking batch B/n of the mod shard in a fixed
+// order, sees exactly the examples of the single-process batch B at every
+// step: the final parameters agree to float tolerance.
+TEST_P(SyncEqualsLocalTest, SameParametersAsSingleProcessSgd) {
+  std::string root = TempRoot();
+  Config local = Base(root);
+  auto expected = RunConfig(local);
+  ASSERT_TRUE(expected.ok()) << expected.status().ToString();
+
+  Config sync = Base(root);
+  ASSERT_TRUE(sync.ApplyOverride("cluster.mode=sync").ok());
+  ASSERT_TRUE(sync.ApplyOverride("cluster.transport=" + GetParam().transport).ok());
+  ASSERT_TRUE(sync.ApplyOverride("cluster.workers=" + std::to_string(GetParam().workers)).ok());
+  auto got = RunConfig(sync);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_FALSE(expected->final_params.empty());
+  // The initial model moved: the comparison is not between two untouched copies.
+  EXPECT_GT(MaxAbsDiff(expected->final_params, std::vector<float>(expected->final_params.size(), 0.0f)), 0.0);
+  EXPECT_LT(MaxAbsDiff(expected->final_params, got->final_params), 1e-4);
+  EXPECT_NEAR(expected->final_train_loss, got->final_train_loss, 1e-4);
+  EXPECT_EQ(got->samples, 20 * 32);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, SyncEqualsLocalTest,
+                         ::testing::Values(EqCase{"inproc", 1}, EqCase{"inproc", 2},
+                                           EqCase{"inproc", 4}, EqCase{"tcp", 1},
+                                           EqCase{"tcp", 2}, EqCase{"tcp", 4}),
+                         [](const auto& info) {
+                           return info.param.transport + "_" + std::to_string(info.param.workers);
+                         });
+
+TEST(ClusterTest, AsyncWithOneWorkerEqualsSingleProcessSgd) {
+  std::string root = TempRoot();
+  auto expected = RunConfig(Base(root));
+  Config async = Base(root);
+  ASSERT_TRUE(async.ApplyOverride("cluster.mode=async").ok());
+  ASSERT_TRUE(async.ApplyOverride("cluster.workers=1").ok());
+  auto got = RunConfig(async);
+  ASSERT_TRUE(expected.ok() && got.ok()) << got.status().ToString();
+  EXPECT_LT(MaxAbsDiff(expected->final_params, got->final_params), 1e-4);
+}
+
+TEST(ClusterTest, AsyncWithFourWorkersDiffersFromSync) {
+  // A control for the equivalence tests: scheduling does change the result.
+  std::string root = TempRoot();
+  Config sync = Base(root);
+  ASSERT_TRUE(sync.ApplyOverride("cluster.mode=sync").ok());
+  Config async = Base(root);
+  ASSERT_TRUE(async.ApplyOverride("cluster.mode=async").ok());
+  auto a = RunConfig(sync);
+  auto b = RunConfig(async);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_GT(MaxAbsDiff(a->final_params, b->final_params), 1e-3);
+}
+
+nlohmann::json Summary(const std::string& root) {
+  // The newest run directory under root.
+  std::string newest;
+  for (const auto& e : std::filesystem::directory_iterator(root)) {
+    if (newest.empty() || std::filesystem::last_write_time(e) > std::filesystem::last_write_time(newest))
+      newest = e.path().string();
+  }
+  return nlohmann::json::parse(*ReadFile(newest + "/summary.json"));
+}
+
+TEST(ClusterTest, KOfNUsesExactlyKGradientsAndCountsDropped) {
+  std::string root = TempRoot();
+  Config c = Base(root);
+  for (const char* kv : {"cluster.mode=sync", "cluster.workers=4", "cluster.updates_per_step=2",
+                         "cluster.worker_delay_ms=3", "data.shuffle=true"}) {
+    ASSERT_TRUE(c.ApplyOverride(kv).ok());
+  }
+  auto r = RunConfig(c);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto j = Summary(root);
+  const int64_t pushes = 4 * 20;
+  const int64_t dropped = j["dropped_gradients"];
+  // While at least k workers ran, every update used exactly k = 2 gradients.
+  ASSERT_EQ(j["gradients_per_update"].size(), 1u) << j["gradients_per_update"].dump();
+  EXPECT_TRUE(j["gradients_per_update"].contains("2"));
+  const int64_t full = j["gradients_per_update"]["2"];
+  const int64_t tail = j["tail_updates"];
+  EXPECT_EQ(full + tail, j["updates"].get<int64_t>());
+  // Every push was either applied or dropped; tail updates used 1 gradient.
+  EXPECT_EQ(2 * full + tail + dropped, pushes);
+  EXPECT_GT(dropped, 0);
+  EXPECT_EQ(j["workers"][0]["dropped_gradients"].is_number(), true);
+  EXPECT_EQ(j["deferred_gradients"].get<int64_t>(), 0);
+}
+
+TEST(ClusterTest, KOfNDeferCarriesLateGradientsOver) {
+  std::string root = TempRoot();
+  Config c = Base(root);
+  for (const char* kv : {"cluster.mode=sync", "cluster.workers=4", "cluster.updates_per_step=3",
+                         "cluster.late_gradients=defer", "cluster.worker_delay_ms=3"}) {
+    ASSERT_TRUE(c.ApplyOverride(kv).ok());
+  }
+  auto r = RunConfig(c);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto j = Summary(root);
+  ASSERT_EQ(j["gradients_per_update"].size(), 1u) << j["gradients_per_update"].dump();
+  const int64_t full = j["gradients_per_update"]["3"];
+  int64_t tail_grads = 0;
+  for (const auto& srv : j["servers_stats"]) {
+    tail_grads = srv["applied_gradients"].get<int64_t>() - 3 * full;
+    break;
+  }
+  EXPECT_EQ(j["dropped_gradients"].get<int64_t>(), 0);
+  EXPECT_EQ(3 * full + tail_grads, 4 * 20);  // nothing lost
+  EXPECT_LE(tail_grads, 2 * j["tail_updates"].get<int64_t>());  // a tail update has < 3
+  EXPECT_GT(j["deferred_gradients"].get<int64_t>(), 0);
+}
+
+TEST(ClusterTest, SspAndAsyncRunsLearnAndRecordStaleness) {
+  for (const char* mode : {"ssp", "async"}) {
+    std::string root = TempRoot();
+    Config c = Base(root);
+    ASSERT_TRUE(c.ApplyOverride(std::string("cluster.mode=") + mode).ok());
+    ASSERT_TRUE(c.ApplyOverride("train.iterations=60").ok());
+    ASSERT_TRUE(c.ApplyOverride("cluster.worker_delay_ms=2").ok());
+    auto r = RunConfig(c);
+    ASSERT_TRUE(r.ok()) << mode << ": " << r.status().ToString();
+    EXPECT_GT(r->final_val_acc, 0.3) << mode;  // chance is 0.1
+    auto j = Summary(root);
+    int64_t total = 0;
+    for (auto& [k, v] : j["staleness_histogram"].items()) total += v.get<int64_t>();
+    EXPECT_EQ(total, 4 * 60) << mode;
+    EXPECT_EQ(j["workers"].size(), 4u);
+    EXPECT_GT(j["workers"][0]["bytes_pushed"].get<int64_t>(), 0);
+  }
+}
+
+}  // namespace
+}  // namespace strata
