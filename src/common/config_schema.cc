@@ -89,7 +89,7 @@ std::vector<ConfigKey> MakeSchema() {
       Bool("data.shuffle", true, "reshuffle each worker's examples every epoch; false = fixed order"),
 
       // cluster
-      Str("cluster.mode", "local",
+      Str("cluster.mode", "async",
           "scheduling mode: local = single-process trainer; sync, async, ssp = parameter-server cluster",
           {"local", "sync", "async", "ssp"}),
       Int("cluster.servers", 2, "parameter servers (k)", 1, 1024),
@@ -108,9 +108,11 @@ std::vector<ConfigKey> MakeSchema() {
       Int("cluster.heartbeat_interval_ms", 500, "heartbeat period", 10, 600000),
       Int("cluster.heartbeat_timeout_ms", 5000, "a node silent this long is declared lost", 50, 3600000),
       Int("cluster.request_timeout_ms", 120000, "longest wait for a push, pull, barrier or clock reply", 100, 86400000),
+      Int("cluster.fail_worker", -1, "testing: this worker crashes (stops without a word) at cluster.fail_at; -1 = none", -1, 4095),
+      Int("cluster.fail_at", 10, "testing: the iteration at which cluster.fail_worker crashes", 0, 1e12),
       Int("cluster.worker_delay_ms", 0, "testing: each worker sleeps a random 0..N ms per iteration (stragglers)", 0, 600000),
       Int("eval.every_updates", 0, "evaluator: evaluate every N updates of the global model; 0 = use eval.every_s", 0, 1e12),
-      Float("eval.every_s", 2.0, "evaluator: seconds between evaluations (when eval.every_updates = 0)", 0.01, 1e6),
+      Float("eval.every_s", 1.0, "evaluator: seconds between evaluations (when eval.every_updates = 0)", 0.01, 1e6),
   };
 }
 

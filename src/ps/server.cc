@@ -42,28 +42,22 @@ std::string ParameterServer::StatsJson() const {
 }
 
 void ParameterServer::Handle(Message msg) {
-  switch (msg.header.type) {
-    case MessageType::kPush:
-      HandlePush(std::move(msg));
-      return;
-    case MessageType::kPullRequest:
-      HandlePull(std::move(msg));
-      return;
-    case kStatsRequest: {
-      Message reply;
-      reply.header.type = kStatsReply;
-      std::string text = StatsJson();
-      reply.payloads.push_back(Buffer::CopyOf(text.data(), text.size()));
-      (void)rpc_.Reply(msg, std::move(reply));
-      return;
-    }
-    default:
-      if (other_) {
-        other_(std::move(msg));
-        return;
-      }
-      LogWarning("server {}: ignoring unexpected {} from node {}", node_id(),
-                 MessageTypeName(msg.header.type), msg.header.sender);
+  const MessageType type = msg.header.type;
+  if (type == MessageType::kPush) {
+    HandlePush(std::move(msg));
+  } else if (type == MessageType::kPullRequest) {
+    HandlePull(std::move(msg));
+  } else if (type == kStatsRequest) {
+    Message reply;
+    reply.header.type = kStatsReply;
+    std::string text = StatsJson();
+    reply.payloads.push_back(Buffer::CopyOf(text.data(), text.size()));
+    (void)rpc_.Reply(msg, std::move(reply));
+  } else if (other_) {
+    other_(std::move(msg));
+  } else {
+    LogWarning("server {}: ignoring unexpected {} from node {}", node_id(),
+               MessageTypeName(type), msg.header.sender);
   }
 }
 

@@ -63,6 +63,8 @@ Result<ClusterRunOptions> ClusterRunOptions::FromConfig(const Config& c) {
   o.eval_every_updates = c.GetInt("eval.every_updates");
   o.eval_every_s = c.GetFloat("eval.every_s");
   o.worker_delay_ms = static_cast<int>(c.GetInt("cluster.worker_delay_ms"));
+  o.fail_worker = static_cast<int>(c.GetInt("cluster.fail_worker"));
+  o.fail_at = c.GetInt("cluster.fail_at");
   o.request_timeout = std::chrono::milliseconds(c.GetInt("cluster.request_timeout_ms"));
   return o;
 }
@@ -121,6 +123,11 @@ Result<WorkerMetrics> RunWorker(const Config& config, const ClusterRunOptions& o
     if (member.shutdown_requested()) {
       return Status::Cancelled("worker {} stopped by the coordinator: {}", index,
                                member.shutdown_reason().empty() ? "run ended" : member.shutdown_reason());
+    }
+    if (index == o.fail_worker && it == o.fail_at) {
+      // Fault injection: vanish like a crashed process (no leave, no done;
+      // the caller stops the heartbeats).
+      return Status::Cancelled("worker {} crashed at iteration {} (cluster.fail_worker)", index, it);
     }
     auto t0 = Clock::now();
     if (o.staleness >= 0) RETURN_IF_ERROR(member.ClockWait(it, o.request_timeout));
@@ -188,7 +195,7 @@ Status RunEvaluator(const Config& config, const ClusterRunOptions& o,
     std::vector<int64_t> want;
     if (o.eval_every_updates > 0) {
       want.assign(k, std::max<int64_t>(0, last_version) + o.eval_every_updates);
-    } else {
+    } else if (last_version >= 0) {  // the first evaluation (the initial model) is immediate
       auto until = Clock::now() + std::chrono::duration<double>(o.eval_every_s);
       while (!done->load() && Clock::now() < until) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -34,6 +34,8 @@ struct ClusterRunOptions {
   int64_t eval_every_updates = 0;
   double eval_every_s = 2.0;
   int worker_delay_ms = 0;
+  int fail_worker = -1;  // fault injection (tests)
+  int64_t fail_at = 0;
   std::chrono::milliseconds request_timeout{120000};
 
   static Result<ClusterRunOptions> FromConfig(const Config& config);

@@ -1,5 +1,6 @@
 #include "train/cluster_run.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -30,7 +31,7 @@ Config Base(const std::string& root) {
                          "data.synthetic.dim=16", "data.shuffle=false", "model.hidden=16",
                          "train.batch_size=32", "train.iterations=20", "train.lr=0.1",
                          "train.momentum=0.9", "train.threads=1", "cluster.threads_per_worker=1",
-                         "cluster.servers=2", "eval.every_s=100"}) {
+                         "cluster.servers=2", "eval.every_s=100", "cluster.mode=local"}) {
     EXPECT_TRUE(c.ApplyOverride(kv).ok()) << kv;
   }
   EXPECT_TRUE(c.ApplyOverride("run.dir=" + root).ok());
@@ -188,6 +189,51 @@ TEST(ClusterTest, SspAndAsyncRunsLearnAndRecordStaleness) {
     EXPECT_EQ(total, 4 * 60) << mode;
     EXPECT_EQ(j["workers"].size(), 4u);
     EXPECT_GT(j["workers"][0]["bytes_pushed"].get<int64_t>(), 0);
+  }
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+Config FailureConfig(const std::string& root, const std::string& mode) {
+  Config c = Base(root);
+  for (std::string kv : {"cluster.mode=" + mode, std::string("cluster.workers=3"),
+                         std::string("cluster.fail_worker=1"), std::string("cluster.fail_at=5"),
+                         std::string("train.iterations=40"), std::string("cluster.worker_delay_ms=5"),
+                         std::string("cluster.heartbeat_interval_ms=50"),
+                         std::string("cluster.heartbeat_timeout_ms=600")}) {
+    EXPECT_TRUE(c.ApplyOverride(kv).ok()) << kv;
+  }
+  return c;
+}
+
+TEST(ClusterFailureTest, SyncStopsWithinTheHeartbeatTimeoutNamingTheLostWorker) {
+  std::string root = TempRoot();
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = RunConfig(FailureConfig(root, "sync"));
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("worker 1"), std::string::npos) << r.status().message();
+  EXPECT_LT(secs, 10.0);  // not the 120 s request timeout: no hang
+  auto j = Summary(root);
+  ASSERT_EQ(j["lost_workers"].size(), 1u);
+  EXPECT_NE(j["lost_workers"][0].get<std::string>().find("worker 1"), std::string::npos);
+}
+
+TEST(ClusterFailureTest, AsyncAndSspFinishWithTheOthers) {
+  for (const char* mode : {"async", "ssp"}) {
+    std::string root = TempRoot();
+    auto r = RunConfig(FailureConfig(root, mode));
+    ASSERT_TRUE(r.ok()) << mode << ": " << r.status().ToString();
+    auto j = Summary(root);
+    ASSERT_EQ(j["lost_workers"].size(), 1u) << mode;
+    EXPECT_NE(j["lost_workers"][0].get<std::string>().find("worker 1"), std::string::npos);
+    // The two live workers ran all their iterations.
+    EXPECT_EQ(j["workers"][0]["iterations"].get<int64_t>(), 40) << mode;
+    EXPECT_EQ(j["workers"][2]["iterations"].get<int64_t>(), 40) << mode;
   }
 }
 
