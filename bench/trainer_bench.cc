@@ -4,14 +4,14 @@
 //
 //   build/bench/trainer_bench [--reps 5] [--threads N]
 // Uses real MNIST when STRATA_DATA_DIR is set, else synthetic 1x28x28 data.
+#include <torch/torch.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "common/config.h"
 #include "common/fs.h"
@@ -37,11 +37,11 @@ torch::nn::Sequential PlainModel(const std::string& name, int64_t hidden) {
     return nn::Sequential(nn::Flatten(), nn::Linear(784, hidden), nn::ReLU(),
                           nn::Linear(hidden, 10));
   }
-  return nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 6, 5)), nn::ReLU(),
-                        nn::MaxPool2d(2), nn::Conv2d(nn::Conv2dOptions(6, 16, 5)),
-                        nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(),
-                        nn::Linear(256, 120), nn::ReLU(), nn::Linear(120, 84),
-                        nn::ReLU(), nn::Linear(84, 10));
+  return nn::Sequential(
+      nn::Conv2d(nn::Conv2dOptions(1, 6, 5)), nn::ReLU(), nn::MaxPool2d(2),
+      nn::Conv2d(nn::Conv2dOptions(6, 16, 5)), nn::ReLU(), nn::MaxPool2d(2),
+      nn::Flatten(), nn::Linear(256, 120), nn::ReLU(), nn::Linear(120, 84),
+      nn::ReLU(), nn::Linear(84, 10));
 }
 
 // Plain loop: a random permutation per epoch, index_select for the batch,
@@ -55,8 +55,8 @@ double PlainSamplesPerSecond(const Dataset& d, const std::string& model_name,
                         torch::optim::SGDOptions(0.05).momentum(0.9));
   auto x_all = torch::from_blob(const_cast<float*>(d.features.data()),
                                 {d.size(), d.channels, d.height, d.width});
-  auto y_all = torch::from_blob(const_cast<int64_t*>(d.labels.data()), {d.size()},
-                                torch::kInt64);
+  auto y_all = torch::from_blob(const_cast<int64_t*>(d.labels.data()),
+                                {d.size()}, torch::kInt64);
   auto perm = torch::randperm(d.size(), torch::kInt64);
   int64_t pos = 0;
   auto t0 = std::chrono::steady_clock::now();
@@ -75,7 +75,9 @@ double PlainSamplesPerSecond(const Dataset& d, const std::string& model_name,
     opt.step();
     (void)loss.item<float>();  // the trainer reads the loss every step too
   }
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
   return steps * batch / secs;
 }
 
@@ -112,12 +114,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", data.status().ToString().c_str());
     return 1;
   }
-  std::printf("trainer_bench: data %s (%lld train), threads %d, reps %d, batch 64\n",
-              data->train.name.c_str(), static_cast<long long>(data->train.size()),
-              threads, reps);
+  std::printf(
+      "trainer_bench: data %s (%lld train), threads %d, reps %d, batch 64\n",
+      data->train.name.c_str(), static_cast<long long>(data->train.size()),
+      threads, reps);
   std::printf("%-6s %8s %14s %14s %8s\n", "model", "steps", "strata smp/s",
               "plain smp/s", "ratio");
-  struct Case { std::string model; int64_t steps; };
+  struct Case {
+    std::string model;
+    int64_t steps;
+  };
   for (const Case& c : {Case{"mlp", 1500}, Case{"lenet", 400}}) {
     Config cfg = base;
     (void)cfg.ApplyOverride("model.name=" + c.model);
@@ -140,6 +146,8 @@ int main(int argc, char** argv) {
                 static_cast<long long>(c.steps), Median(ours), Median(plain),
                 Median(ratios));
   }
-  std::printf("(ratio = median over reps of strata/plain, each pair measured back to back)\n");
+  std::printf(
+      "(ratio = median over reps of strata/plain, each pair measured back to "
+      "back)\n");
   return 0;
 }

@@ -7,8 +7,8 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "data/download.h"
-#include "train/data_config.h"
 #include "train/cluster_run.h"
+#include "train/data_config.h"
 #include "train/local_trainer.h"
 #include "train/run_dir.h"
 
@@ -65,11 +65,12 @@ int RunTrain(const TrainArgs& args, const std::atomic<bool>* stop) {
     LogError("{}", summary.status().message());
     return 1;
   }
-  LogInfo("done{}: train loss {:.4f} acc {:.4f} | val loss {:.4f} acc {:.4f} | "
-          "{:.1f} s, {:.0f} samples/s",
-          summary->interrupted ? " (interrupted)" : "", summary->final_train_loss,
-          summary->final_train_acc, summary->final_val_loss,
-          summary->final_val_acc, summary->wall_s, summary->samples_per_s);
+  LogInfo(
+      "done{}: train loss {:.4f} acc {:.4f} | val loss {:.4f} acc {:.4f} | "
+      "{:.1f} s, {:.0f} samples/s",
+      summary->interrupted ? " (interrupted)" : "", summary->final_train_loss,
+      summary->final_train_acc, summary->final_val_loss, summary->final_val_acc,
+      summary->wall_s, summary->samples_per_s);
   std::printf("run directory: %s\n", run_dir->path().c_str());
   return summary->interrupted ? 130 : 0;
 }
@@ -88,8 +89,10 @@ void AddCommands(CLI::App& app, int* exit_code, const std::atomic<bool>* stop) {
       "a small MLP). cluster.mode = \"local\" trains in this process.");
   train->add_option("-c,--config", train_args->config_path, "TOML run config")
       ->check(CLI::ExistingFile);
-  train->add_option("--set", train_args->overrides,
-                    "override a config key: --set section.key=value (repeatable)")
+  train
+      ->add_option(
+          "--set", train_args->overrides,
+          "override a config key: --set section.key=value (repeatable)")
       ->take_all();
   train->footer("\n" + Config::SchemaHelp());
   train->callback([=]() { *exit_code = RunTrain(*train_args, stop); });
@@ -101,8 +104,11 @@ void AddCommands(CLI::App& app, int* exit_code, const std::atomic<bool>* stop) {
   auto dl_dir = std::make_shared<std::string>("data");
   auto dl_mirror = std::make_shared<std::string>();
   CLI::App* download = data->add_subcommand(
-      "download", "Fetch a dataset's official archives (curl) and check their md5");
-  download->add_option("name", *dl_name, "mnist | fashion-mnist | cifar10 | cifar100")
+      "download",
+      "Fetch a dataset's official archives (curl) and check their md5");
+  download
+      ->add_option("name", *dl_name,
+                   "mnist | fashion-mnist | cifar10 | cifar100")
       ->required()
       ->check(CLI::IsMember(KnownDownloadDatasets()));
   download->add_option("--dir", *dl_dir, "directory to put the files in");

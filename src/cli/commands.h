@@ -1,8 +1,7 @@
 #pragma once
 
-#include <atomic>
-
 #include <CLI/CLI.hpp>
+#include <atomic>
 
 namespace strata {
 

@@ -1,9 +1,8 @@
 // The strata command: one binary for every role and tool.
+#include <CLI/CLI.hpp>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
-
-#include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <limits>
-
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
@@ -11,7 +10,8 @@ namespace strata {
 
 using Clock = std::chrono::steady_clock;
 
-Coordinator::Coordinator(CoordinatorOptions options, std::unique_ptr<Transport> transport)
+Coordinator::Coordinator(CoordinatorOptions options,
+                         std::unique_ptr<Transport> transport)
     : options_(options),
       rpc_(std::move(transport), [this](Message m) { Handle(std::move(m)); }) {}
 
@@ -58,16 +58,21 @@ void Coordinator::Handle(Message msg) {
   last_seen_[from] = Clock::now();
   switch (msg.header.type) {
     case MessageType::kRegister: {
-      std::string endpoint(reinterpret_cast<const char*>(msg.payloads.empty() ? nullptr : msg.payloads[0].data()),
-                           msg.payloads.empty() ? 0 : msg.payloads[0].size());
+      std::string endpoint(
+          reinterpret_cast<const char*>(
+              msg.payloads.empty() ? nullptr : msg.payloads[0].data()),
+          msg.payloads.empty() ? 0 : msg.payloads[0].size());
       Role role;
       int index;
-      if (!options_.shape.RoleOf(from, &role, &index).ok() || endpoint.empty()) {
+      if (!options_.shape.RoleOf(from, &role, &index).ok() ||
+          endpoint.empty()) {
         lock.unlock();
-        (void)rpc_.ReplyError(msg, Status::InvalidArgument(
-                                       "registration from node {} with endpoint '{}' does not fit "
-                                       "this cluster ({} nodes)",
-                                       from, endpoint, options_.shape.num_nodes()));
+        (void)rpc_.ReplyError(
+            msg,
+            Status::InvalidArgument(
+                "registration from node {} with endpoint '{}' does not fit "
+                "this cluster ({} nodes)",
+                from, endpoint, options_.shape.num_nodes()));
         return;
       }
       Status st = rpc_.transport().Connect(from, endpoint);
@@ -77,7 +82,8 @@ void Coordinator::Handle(Message msg) {
       }
       endpoints_[from] = endpoint;
       waiting_register_.push_back(std::move(msg));
-      if (static_cast<int>(endpoints_.size()) == options_.shape.num_nodes() - 1) {
+      if (static_cast<int>(endpoints_.size()) ==
+          options_.shape.num_nodes() - 1) {
         nlohmann::json map = nlohmann::json::object();
         for (const auto& [id, ep] : endpoints_) map[std::to_string(id)] = ep;
         map["0"] = rpc_.transport().endpoint();
@@ -90,7 +96,8 @@ void Coordinator::Handle(Message msg) {
           reply.payloads.push_back(Buffer::CopyOf(text.data(), text.size()));
           (void)rpc_.Reply(w, std::move(reply));
         }
-        LogDebug("coordinator: all {} nodes registered", options_.shape.num_nodes() - 1);
+        LogDebug("coordinator: all {} nodes registered",
+                 options_.shape.num_nodes() - 1);
       }
       return;
     }
@@ -107,14 +114,16 @@ void Coordinator::Handle(Message msg) {
       return;
     case MessageType::kShutdown:
       done_.insert(from);
-      clocks_[from] = std::numeric_limits<int64_t>::max() / 2;  // never holds anyone back
+      clocks_[from] =
+          std::numeric_limits<int64_t>::max() / 2;  // never holds anyone back
       GrantClocksLocked();
       ReleaseBarriersLocked();
       MaybeFinishLocked();
       return;
     default:
       LogWarning("coordinator: ignoring unexpected {} from {}",
-                 MessageTypeName(msg.header.type), options_.shape.Describe(from));
+                 MessageTypeName(msg.header.type),
+                 options_.shape.Describe(from));
   }
 }
 
@@ -171,7 +180,8 @@ void Coordinator::MaybeFinishLocked() {
 }
 
 void Coordinator::Monitor() {
-  const auto period = std::max(std::chrono::milliseconds(10), options_.heartbeat_timeout / 10);
+  const auto period =
+      std::max(std::chrono::milliseconds(10), options_.heartbeat_timeout / 10);
   std::unique_lock<std::mutex> lock(mu_);
   const auto started = Clock::now();
   while (!stopping_) {
@@ -188,12 +198,14 @@ void Coordinator::Monitor() {
       int index;
       (void)options_.shape.RoleOf(id, &role, &index);
       const double silent = std::chrono::duration<double>(now - seen).count();
-      std::string what = fmt::format("lost {}: no message for {:.1f} s (heartbeat timeout {:.1f} s)",
-                                     options_.shape.Describe(id), silent,
-                                     options_.heartbeat_timeout.count() / 1000.0);
+      std::string what = fmt::format(
+          "lost {}: no message for {:.1f} s (heartbeat timeout {:.1f} s)",
+          options_.shape.Describe(id), silent,
+          options_.heartbeat_timeout.count() / 1000.0);
       const bool fatal = role != Role::kWorker || options_.worker_loss_fatal;
       if (role == Role::kEvaluator) {
-        LogWarning("coordinator: {}; training goes on without evaluation", what);
+        LogWarning("coordinator: {}; training goes on without evaluation",
+                   what);
         continue;
       }
       if (fatal) {
@@ -201,7 +213,8 @@ void Coordinator::Monitor() {
         if (fatal_.empty()) fatal_ = what;
         cv_.notify_all();
       } else {
-        LogWarning("coordinator: {}; the run goes on with the other workers", what);
+        LogWarning("coordinator: {}; the run goes on with the other workers",
+                   what);
         GrantClocksLocked();
         ReleaseBarriersLocked();
         MaybeFinishLocked();
@@ -212,14 +225,17 @@ void Coordinator::Monitor() {
 
 Status Coordinator::WaitForWorkers(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  bool ended = cv_.wait_for(lock, timeout, [&] { return finished_ || !fatal_.empty() || stopping_; });
+  bool ended = cv_.wait_for(
+      lock, timeout, [&] { return finished_ || !fatal_.empty() || stopping_; });
   if (!fatal_.empty()) return Status::Unavailable("{}", fatal_);
   if (finished_) return Status::Ok();
-  if (stopping_) return Status::Cancelled("coordinator stopped before the workers finished");
+  if (stopping_)
+    return Status::Cancelled("coordinator stopped before the workers finished");
   (void)ended;
   std::string running;
   for (NodeId id : LiveWorkersLocked()) {
-    if (!done_.count(id)) running += (running.empty() ? "" : ", ") + options_.shape.Describe(id);
+    if (!done_.count(id))
+      running += (running.empty() ? "" : ", ") + options_.shape.Describe(id);
   }
   return Status::DeadlineExceeded("workers still running after {} s: {}",
                                   timeout.count() / 1000.0, running);

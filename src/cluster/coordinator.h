@@ -78,17 +78,18 @@ class Coordinator {
   RpcEndpoint rpc_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::map<NodeId, std::string> endpoints_;               // GUARDED_BY(mu_)
-  std::vector<Message> waiting_register_;                 // GUARDED_BY(mu_)
-  std::map<NodeId, std::chrono::steady_clock::time_point> last_seen_;  // GUARDED_BY(mu_)
-  std::set<NodeId> lost_;                                 // GUARDED_BY(mu_)
-  std::set<NodeId> done_;                                 // GUARDED_BY(mu_)
-  std::map<NodeId, int64_t> clocks_;                      // GUARDED_BY(mu_)
-  std::vector<Message> waiting_clocks_;                   // GUARDED_BY(mu_)
-  std::map<int64_t, std::vector<Message>> barriers_;      // GUARDED_BY(mu_)
-  std::string fatal_;                                     // GUARDED_BY(mu_)
-  bool finished_ = false;                                 // GUARDED_BY(mu_)
-  bool stopping_ = false;                                 // GUARDED_BY(mu_)
+  std::map<NodeId, std::string> endpoints_;  // GUARDED_BY(mu_)
+  std::vector<Message> waiting_register_;    // GUARDED_BY(mu_)
+  std::map<NodeId, std::chrono::steady_clock::time_point>
+      last_seen_;                                     // GUARDED_BY(mu_)
+  std::set<NodeId> lost_;                             // GUARDED_BY(mu_)
+  std::set<NodeId> done_;                             // GUARDED_BY(mu_)
+  std::map<NodeId, int64_t> clocks_;                  // GUARDED_BY(mu_)
+  std::vector<Message> waiting_clocks_;               // GUARDED_BY(mu_)
+  std::map<int64_t, std::vector<Message>> barriers_;  // GUARDED_BY(mu_)
+  std::string fatal_;                                 // GUARDED_BY(mu_)
+  bool finished_ = false;                             // GUARDED_BY(mu_)
+  bool stopping_ = false;                             // GUARDED_BY(mu_)
   std::thread monitor_;
 };
 

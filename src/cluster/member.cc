@@ -15,28 +15,34 @@ ClusterMember::~ClusterMember() { StopHeartbeats(); }
 
 Status ClusterMember::Join(const std::string& coordinator_endpoint,
                            std::chrono::milliseconds timeout) {
-  RETURN_IF_ERROR(rpc_.transport().Connect(shape_.CoordinatorId(), coordinator_endpoint));
+  RETURN_IF_ERROR(
+      rpc_.transport().Connect(shape_.CoordinatorId(), coordinator_endpoint));
   Message m;
   m.header.type = MessageType::kRegister;
   const std::string endpoint = rpc_.transport().endpoint();
   m.payloads.push_back(Buffer::CopyOf(endpoint.data(), endpoint.size()));
-  auto reply = rpc_.Request(shape_.CoordinatorId(), std::move(m))->Wait(timeout);
+  auto reply =
+      rpc_.Request(shape_.CoordinatorId(), std::move(m))->Wait(timeout);
   if (!reply.ok()) {
     return reply.status().WithContext(fmt::format(
         "{} joining the cluster at {} (waits for all {} nodes to register)",
-        shape_.Describe(rpc_.node_id()), coordinator_endpoint, shape_.num_nodes()));
+        shape_.Describe(rpc_.node_id()), coordinator_endpoint,
+        shape_.num_nodes()));
   }
   nlohmann::json map;
   try {
     const Buffer& b = reply->payloads.at(0);
-    map = nlohmann::json::parse(std::string(reinterpret_cast<const char*>(b.data()), b.size()));
+    map = nlohmann::json::parse(
+        std::string(reinterpret_cast<const char*>(b.data()), b.size()));
   } catch (const std::exception& e) {
-    return Status::DataLoss("bad cluster map from the coordinator: {}", e.what());
+    return Status::DataLoss("bad cluster map from the coordinator: {}",
+                            e.what());
   }
   for (auto it = map.begin(); it != map.end(); ++it) {
     NodeId id = std::stoi(it.key());
     if (id == rpc_.node_id() || id == shape_.CoordinatorId()) continue;
-    RETURN_IF_ERROR(rpc_.transport().Connect(id, it.value().get<std::string>()));
+    RETURN_IF_ERROR(
+        rpc_.transport().Connect(id, it.value().get<std::string>()));
   }
   return Status::Ok();
 }
@@ -64,7 +70,8 @@ void ClusterMember::StopHeartbeats() {
   if (heartbeat_.joinable()) heartbeat_.join();
 }
 
-Status ClusterMember::Barrier(int64_t number, std::chrono::milliseconds timeout) {
+Status ClusterMember::Barrier(int64_t number,
+                              std::chrono::milliseconds timeout) {
   Message m;
   m.header.type = MessageType::kBarrier;
   m.header.clock = number;
@@ -73,14 +80,15 @@ Status ClusterMember::Barrier(int64_t number, std::chrono::milliseconds timeout)
   return Status::Ok();
 }
 
-Status ClusterMember::ClockWait(int64_t completed, std::chrono::milliseconds timeout) {
+Status ClusterMember::ClockWait(int64_t completed,
+                                std::chrono::milliseconds timeout) {
   Message m;
   m.header.type = MessageType::kClock;
   m.header.clock = completed;
   auto r = rpc_.Request(shape_.CoordinatorId(), std::move(m))->Wait(timeout);
   if (!r.ok()) {
-    return r.status().WithContext(
-        fmt::format("waiting on the clock table to start iteration {}", completed));
+    return r.status().WithContext(fmt::format(
+        "waiting on the clock table to start iteration {}", completed));
   }
   return Status::Ok();
 }
@@ -93,7 +101,8 @@ Status ClusterMember::ReportDone() {
 
 void ClusterMember::OnMessage(const Message& msg) {
   if (msg.header.type != MessageType::kShutdown) {
-    LogWarning("{}: ignoring unexpected {} from node {}", shape_.Describe(rpc_.node_id()),
+    LogWarning("{}: ignoring unexpected {} from node {}",
+               shape_.Describe(rpc_.node_id()),
                MessageTypeName(msg.header.type), msg.header.sender);
     return;
   }
@@ -104,7 +113,8 @@ void ClusterMember::OnMessage(const Message& msg) {
   shutdown_ = true;
   cv_.notify_all();
   if (msg.header.flags & kShutdownError) {
-    rpc_.CancelPending(Status::Unavailable("the coordinator stopped the run: {}", ErrorText(msg)));
+    rpc_.CancelPending(Status::Unavailable(
+        "the coordinator stopped the run: {}", ErrorText(msg)));
   }
 }
 

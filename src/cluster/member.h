@@ -30,7 +30,8 @@ class ClusterMember {
   // Connects to the coordinator, registers this node's endpoint, waits for
   // every other node (up to `timeout`), then connects to every peer.
   // kDeadlineExceeded says the cluster did not assemble in time.
-  Status Join(const std::string& coordinator_endpoint, std::chrono::milliseconds timeout);
+  Status Join(const std::string& coordinator_endpoint,
+              std::chrono::milliseconds timeout);
   void StartHeartbeats();
   void StopHeartbeats();
   // Waits until every live worker reached barrier `number`.
@@ -56,7 +57,7 @@ class ClusterMember {
   std::atomic<bool> shutdown_{false};
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::string reason_;        // GUARDED_BY(mu_)
+  std::string reason_;            // GUARDED_BY(mu_)
   bool stop_heartbeats_ = false;  // GUARDED_BY(mu_)
   std::thread heartbeat_;
 };

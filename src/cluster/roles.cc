@@ -4,10 +4,14 @@ namespace strata {
 
 const char* RoleName(Role role) {
   switch (role) {
-    case Role::kCoordinator: return "coordinator";
-    case Role::kServer: return "server";
-    case Role::kWorker: return "worker";
-    case Role::kEvaluator: return "evaluator";
+    case Role::kCoordinator:
+      return "coordinator";
+    case Role::kServer:
+      return "server";
+    case Role::kWorker:
+      return "worker";
+    case Role::kEvaluator:
+      return "evaluator";
   }
   return "?";
 }
@@ -38,17 +42,22 @@ Status ClusterShape::RoleOf(NodeId id, Role* role, int* index) const {
     return Status::InvalidArgument(
         "node id (or rank) {} is outside a cluster of {} nodes (1 coordinator, "
         "{} servers, {} workers{})",
-        id, num_nodes(), num_servers, num_workers, evaluator ? ", 1 evaluator" : "");
+        id, num_nodes(), num_servers, num_workers,
+        evaluator ? ", 1 evaluator" : "");
   }
   return Status::Ok();
 }
 
 NodeId ClusterShape::IdOf(Role role, int index) const {
   switch (role) {
-    case Role::kCoordinator: return 0;
-    case Role::kServer: return ServerId(index);
-    case Role::kWorker: return WorkerId(index);
-    case Role::kEvaluator: return EvaluatorId();
+    case Role::kCoordinator:
+      return 0;
+    case Role::kServer:
+      return ServerId(index);
+    case Role::kWorker:
+      return WorkerId(index);
+    case Role::kEvaluator:
+      return EvaluatorId();
   }
   return kInvalidNodeId;
 }

@@ -19,7 +19,9 @@ struct ClusterShape {
   int num_workers = 1;
   bool evaluator = true;
 
-  int num_nodes() const { return 1 + num_servers + num_workers + (evaluator ? 1 : 0); }
+  int num_nodes() const {
+    return 1 + num_servers + num_workers + (evaluator ? 1 : 0);
+  }
   NodeId CoordinatorId() const { return 0; }
   NodeId ServerId(int i) const { return 1 + i; }
   NodeId WorkerId(int i) const { return 1 + num_servers + i; }

@@ -1,5 +1,7 @@
 #include "common/config.h"
 
+#include <toml++/toml.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -7,17 +9,19 @@
 #include <fstream>
 #include <sstream>
 
-#include <toml++/toml.h>
-
 namespace strata {
 namespace {
 
 const char* TypeName(ConfigKey::Type t) {
   switch (t) {
-    case ConfigKey::Type::kInt: return "integer";
-    case ConfigKey::Type::kFloat: return "number";
-    case ConfigKey::Type::kBool: return "boolean";
-    case ConfigKey::Type::kString: return "string";
+    case ConfigKey::Type::kInt:
+      return "integer";
+    case ConfigKey::Type::kFloat:
+      return "number";
+    case ConfigKey::Type::kBool:
+      return "boolean";
+    case ConfigKey::Type::kString:
+      return "string";
   }
   return "?";
 }
@@ -30,7 +34,8 @@ std::string Allowed(const ConfigKey& k) {
     }
     return s + "}";
   }
-  std::string s = std::string(k.type == ConfigKey::Type::kInt ? "an " : "a ") + TypeName(k.type);
+  std::string s = std::string(k.type == ConfigKey::Type::kInt ? "an " : "a ") +
+                  TypeName(k.type);
   bool has_min = std::isfinite(k.min), has_max = std::isfinite(k.max);
   if (has_min && has_max) {
     s += fmt::format(" in [{}, {}]", k.min, k.max);
@@ -174,8 +179,8 @@ Status Config::SetFromString(const std::string& key, const std::string& text) {
   const ConfigKey* k = FindKey(key);
   if (k == nullptr) return Set(key, text);  // produces the unknown-key error
   auto bad = [&]() {
-    return Status::InvalidArgument("config key '{}': bad value '{}'; allowed: {}",
-                                   key, text, Allowed(*k));
+    return Status::InvalidArgument(
+        "config key '{}': bad value '{}'; allowed: {}", key, text, Allowed(*k));
   };
   switch (k->type) {
     case ConfigKey::Type::kInt: {
@@ -240,12 +245,14 @@ Result<Config> Config::FromTomlFile(const std::string& path) {
 
 int64_t Config::GetInt(const std::string& key) const {
   auto it = values_.find(key);
-  STRATA_CHECK(it != values_.end() && std::holds_alternative<int64_t>(it->second));
+  STRATA_CHECK(it != values_.end() &&
+               std::holds_alternative<int64_t>(it->second));
   return std::get<int64_t>(it->second);
 }
 double Config::GetFloat(const std::string& key) const {
   auto it = values_.find(key);
-  STRATA_CHECK(it != values_.end() && std::holds_alternative<double>(it->second));
+  STRATA_CHECK(it != values_.end() &&
+               std::holds_alternative<double>(it->second));
   return std::get<double>(it->second);
 }
 bool Config::GetBool(const std::string& key) const {
@@ -289,7 +296,8 @@ Status Config::WriteToml(const std::string& path) const {
 }
 
 std::string Config::SchemaHelp() {
-  std::string out = "Config keys (set in -c FILE.toml or with --set key=value):\n";
+  std::string out =
+      "Config keys (set in -c FILE.toml or with --set key=value):\n";
   for (const ConfigKey& k : Schema()) {
     out += fmt::format("  {:<34} {:<8} default {}\n", k.name, TypeName(k.type),
                        FormatConfigValue(k.default_value));

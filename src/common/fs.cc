@@ -1,14 +1,14 @@
 #include "common/fs.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-
-#include <fcntl.h>
-#include <unistd.h>
 
 namespace strata {
 
@@ -28,7 +28,8 @@ Status WriteFileAtomic(const std::string& path, const std::string& content) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return Status::IoError("{}: cannot write: {}", tmp, std::strerror(errno));
+    if (!out)
+      return Status::IoError("{}: cannot write: {}", tmp, std::strerror(errno));
     out.write(content.data(), static_cast<std::streamsize>(content.size()));
     out.flush();
     if (!out) return Status::IoError("{}: write failed", tmp);
@@ -44,8 +45,10 @@ Status WriteFileAtomic(const std::string& path, const std::string& content) {
 Status AppendLine(const std::string& path, const std::string& line) {
   // One write() of the whole line on an O_APPEND descriptor: lines appended
   // by several threads or processes never interleave.
-  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::IoError("{}: cannot append: {}", path, std::strerror(errno));
+  int fd =
+      ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return Status::IoError("{}: cannot append: {}", path, std::strerror(errno));
   std::string buf = line + "\n";
   ssize_t n = ::write(fd, buf.data(), buf.size());
   int err = errno;
@@ -59,7 +62,9 @@ Status AppendLine(const std::string& path, const std::string& line) {
 Status MakeDirs(const std::string& path) {
   std::error_code ec;
   std::filesystem::create_directories(path, ec);
-  if (ec) return Status::IoError("cannot create directory '{}': {}", path, ec.message());
+  if (ec)
+    return Status::IoError("cannot create directory '{}': {}", path,
+                           ec.message());
   return Status::Ok();
 }
 

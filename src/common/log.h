@@ -1,9 +1,9 @@
 #pragma once
 
+#include <fmt/format.h>
+
 #include <string>
 #include <utility>
-
-#include <fmt/format.h>
 
 namespace strata {
 

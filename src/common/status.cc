@@ -7,17 +7,28 @@ namespace strata {
 
 const char* CodeName(Status::Code code) {
   switch (code) {
-    case Status::Code::kOk: return "OK";
-    case Status::Code::kInvalidArgument: return "InvalidArgument";
-    case Status::Code::kNotFound: return "NotFound";
-    case Status::Code::kDataLoss: return "DataLoss";
-    case Status::Code::kIoError: return "IoError";
-    case Status::Code::kDeadlineExceeded: return "DeadlineExceeded";
-    case Status::Code::kUnavailable: return "Unavailable";
-    case Status::Code::kFailedPrecondition: return "FailedPrecondition";
-    case Status::Code::kCancelled: return "Cancelled";
-    case Status::Code::kInternal: return "Internal";
-    case Status::Code::kUnimplemented: return "Unimplemented";
+    case Status::Code::kOk:
+      return "OK";
+    case Status::Code::kInvalidArgument:
+      return "InvalidArgument";
+    case Status::Code::kNotFound:
+      return "NotFound";
+    case Status::Code::kDataLoss:
+      return "DataLoss";
+    case Status::Code::kIoError:
+      return "IoError";
+    case Status::Code::kDeadlineExceeded:
+      return "DeadlineExceeded";
+    case Status::Code::kUnavailable:
+      return "Unavailable";
+    case Status::Code::kFailedPrecondition:
+      return "FailedPrecondition";
+    case Status::Code::kCancelled:
+      return "Cancelled";
+    case Status::Code::kInternal:
+      return "Internal";
+    case Status::Code::kUnimplemented:
+      return "Unimplemented";
   }
   return "Unknown";
 }

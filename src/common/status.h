@@ -1,12 +1,12 @@
 #pragma once
 
+#include <fmt/format.h>
+
 #include <cassert>
 #include <optional>
 #include <string>
 #include <utility>
 #include <variant>
-
-#include <fmt/format.h>
 
 namespace strata {
 
@@ -19,10 +19,10 @@ class Status {
     kOk = 0,
     kInvalidArgument,
     kNotFound,
-    kDataLoss,       // corrupt or truncated input
+    kDataLoss,  // corrupt or truncated input
     kIoError,
     kDeadlineExceeded,
-    kUnavailable,    // a peer is gone
+    kUnavailable,  // a peer is gone
     kFailedPrecondition,
     kCancelled,
     kInternal,
@@ -36,7 +36,8 @@ class Status {
   static Status Ok() { return Status(); }
   template <typename... A>
   static Status InvalidArgument(fmt::format_string<A...> f, A&&... a) {
-    return Status(Code::kInvalidArgument, fmt::format(f, std::forward<A>(a)...));
+    return Status(Code::kInvalidArgument,
+                  fmt::format(f, std::forward<A>(a)...));
   }
   template <typename... A>
   static Status NotFound(fmt::format_string<A...> f, A&&... a) {
@@ -123,10 +124,10 @@ class Result {
 #define STRATA_CONCAT(a, b) STRATA_CONCAT_INNER(a, b)
 
 // Returns the Status from the enclosing function if `expr` is not OK.
-#define RETURN_IF_ERROR(expr)                    \
-  do {                                           \
-    ::strata::Status _st = (expr);               \
-    if (!_st.ok()) return _st;                   \
+#define RETURN_IF_ERROR(expr)      \
+  do {                             \
+    ::strata::Status _st = (expr); \
+    if (!_st.ok()) return _st;     \
   } while (0)
 
 // `ASSIGN_OR_RETURN(auto x, MakeX());` binds the value or returns the error.
@@ -138,8 +139,8 @@ class Result {
   lhs = std::move(res).value()
 
 // For broken invariants only (programming errors), never for run-time input.
-#define STRATA_CHECK(cond)                                                  \
-  do {                                                                      \
+#define STRATA_CHECK(cond)                                                   \
+  do {                                                                       \
     if (!(cond)) ::strata::internal::CheckFailed(#cond, __FILE__, __LINE__); \
   } while (0)
 

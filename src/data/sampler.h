@@ -28,7 +28,8 @@ class EpochShuffler {
   // `indices` may be empty; then every batch is empty and ends its epoch.
   // With `shuffle` false every epoch visits the indices in the given order
   // (a fixed data order, e.g. to compare distributed and local training).
-  EpochShuffler(std::vector<int64_t> indices, uint64_t seed, bool shuffle = true);
+  EpochShuffler(std::vector<int64_t> indices, uint64_t seed,
+                bool shuffle = true);
 
   // Replaces *out with the next batch (at most `batch_size` indices, at
   // least one unless there are no indices) and returns the epoch it belongs

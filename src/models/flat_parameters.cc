@@ -14,8 +14,7 @@ Result<FlatParameters> FlatParameters::Bind(torch::nn::Module& module) {
       return Status::InvalidArgument(
           "parameter '{}' is not a float32 CPU tensor", item.key());
     }
-    flat.slots_.push_back(
-        Slot{item.key(), total, p.numel(), p.sizes().vec()});
+    flat.slots_.push_back(Slot{item.key(), total, p.numel(), p.sizes().vec()});
     total += p.numel();
   }
   flat.size_ = total;
@@ -45,7 +44,8 @@ bool FlatParameters::IsBound(torch::nn::Module& module) const {
     if (p.data_ptr<float>() != params_.data_ptr<float>() + slot.offset)
       return false;
     const torch::Tensor& g = p.grad();
-    if (!g.defined() || g.data_ptr<float>() != grads_.data_ptr<float>() + slot.offset)
+    if (!g.defined() ||
+        g.data_ptr<float>() != grads_.data_ptr<float>() + slot.offset)
       return false;
   }
   return i == slots_.size();

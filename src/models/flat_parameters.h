@@ -1,11 +1,11 @@
 #pragma once
 
+#include <torch/nn/module.h>
+#include <torch/types.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include <torch/nn/module.h>
-#include <torch/types.h>
 
 #include "common/status.h"
 

@@ -1,8 +1,8 @@
 #include "models/models.h"
 
-#include <mutex>
-
 #include <torch/torch.h>
+
+#include <mutex>
 
 namespace strata {
 namespace {
@@ -30,19 +30,24 @@ class MlpImpl : public ClassifierImpl {
 class LeNetImpl : public ClassifierImpl {
  public:
   LeNetImpl(const InputSpec& in, int64_t flat)
-      : conv1_(register_module("conv1", nn::Conv2d(nn::Conv2dOptions(in.channels, 6, 5)))),
-        conv2_(register_module("conv2", nn::Conv2d(nn::Conv2dOptions(6, 16, 5)))),
+      : conv1_(register_module(
+            "conv1", nn::Conv2d(nn::Conv2dOptions(in.channels, 6, 5)))),
+        conv2_(
+            register_module("conv2", nn::Conv2d(nn::Conv2dOptions(6, 16, 5)))),
         fc1_(register_module("fc1", nn::Linear(flat, 120))),
         fc2_(register_module("fc2", nn::Linear(120, 84))),
         fc3_(register_module("fc3", nn::Linear(84, in.num_classes))) {}
   torch::Tensor Features(torch::Tensor x) {
-    x = F::max_pool2d(torch::relu(conv1_->forward(x)), F::MaxPool2dFuncOptions(2));
-    x = F::max_pool2d(torch::relu(conv2_->forward(x)), F::MaxPool2dFuncOptions(2));
+    x = F::max_pool2d(torch::relu(conv1_->forward(x)),
+                      F::MaxPool2dFuncOptions(2));
+    x = F::max_pool2d(torch::relu(conv2_->forward(x)),
+                      F::MaxPool2dFuncOptions(2));
     return x.reshape({x.size(0), -1});
   }
   torch::Tensor forward(torch::Tensor x) override {
     x = Features(x);
-    return fc3_->forward(torch::relu(fc2_->forward(torch::relu(fc1_->forward(x)))));
+    return fc3_->forward(
+        torch::relu(fc2_->forward(torch::relu(fc1_->forward(x)))));
   }
   // Flattened feature size for an input shape (a dry run).
   static int64_t FlatSize(const InputSpec& in) {
@@ -62,11 +67,17 @@ class LeNetImpl : public ClassifierImpl {
 class Cnn4Impl : public ClassifierImpl {
  public:
   Cnn4Impl(const InputSpec& in)
-      : c1_(register_module("conv1", nn::Conv2d(nn::Conv2dOptions(in.channels, 32, 3).padding(1)))),
-        c2_(register_module("conv2", nn::Conv2d(nn::Conv2dOptions(32, 32, 3).padding(1)))),
-        c3_(register_module("conv3", nn::Conv2d(nn::Conv2dOptions(32, 64, 3).padding(1)))),
-        c4_(register_module("conv4", nn::Conv2d(nn::Conv2dOptions(64, 64, 3).padding(1)))),
-        fc1_(register_module("fc1", nn::Linear(64 * (in.height / 4) * (in.width / 4), 512))),
+      : c1_(register_module(
+            "conv1",
+            nn::Conv2d(nn::Conv2dOptions(in.channels, 32, 3).padding(1)))),
+        c2_(register_module(
+            "conv2", nn::Conv2d(nn::Conv2dOptions(32, 32, 3).padding(1)))),
+        c3_(register_module(
+            "conv3", nn::Conv2d(nn::Conv2dOptions(32, 64, 3).padding(1)))),
+        c4_(register_module(
+            "conv4", nn::Conv2d(nn::Conv2dOptions(64, 64, 3).padding(1)))),
+        fc1_(register_module(
+            "fc1", nn::Linear(64 * (in.height / 4) * (in.width / 4), 512))),
         fc2_(register_module("fc2", nn::Linear(512, in.num_classes))) {}
   torch::Tensor forward(torch::Tensor x) override {
     x = torch::relu(c2_->forward(torch::relu(c1_->forward(x))));
@@ -88,9 +99,14 @@ class Cnn4Impl : public ClassifierImpl {
 class BasicBlockImpl : public nn::Module {
  public:
   BasicBlockImpl(int64_t in, int64_t out, int64_t stride)
-      : conv1_(register_module("conv1", nn::Conv2d(nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false)))),
+      : conv1_(register_module("conv1", nn::Conv2d(nn::Conv2dOptions(in, out, 3)
+                                                       .stride(stride)
+                                                       .padding(1)
+                                                       .bias(false)))),
         bn1_(register_module("bn1", nn::BatchNorm2d(out))),
-        conv2_(register_module("conv2", nn::Conv2d(nn::Conv2dOptions(out, out, 3).padding(1).bias(false)))),
+        conv2_(register_module(
+            "conv2",
+            nn::Conv2d(nn::Conv2dOptions(out, out, 3).padding(1).bias(false)))),
         bn2_(register_module("bn2", nn::BatchNorm2d(out))),
         pad_(out - in),
         stride_(stride) {}
@@ -102,7 +118,8 @@ class BasicBlockImpl : public nn::Module {
       using torch::indexing::Slice;
       shortcut = x.index({Slice(), Slice(), Slice(None, None, stride_),
                           Slice(None, None, stride_)});
-      shortcut = F::pad(shortcut, F::PadFuncOptions({0, 0, 0, 0, pad_ / 2, pad_ - pad_ / 2}));
+      shortcut = F::pad(
+          shortcut, F::PadFuncOptions({0, 0, 0, 0, pad_ / 2, pad_ - pad_ / 2}));
     }
     return torch::relu(y + shortcut);
   }
@@ -124,7 +141,10 @@ TORCH_MODULE(BasicBlock);
 class ResNetImpl : public ClassifierImpl {
  public:
   ResNetImpl(const InputSpec& in, int64_t n)
-      : conv_(register_module("conv", nn::Conv2d(nn::Conv2dOptions(in.channels, 16, 3).padding(1).bias(false)))),
+      : conv_(register_module(
+            "conv",
+            nn::Conv2d(
+                nn::Conv2dOptions(in.channels, 16, 3).padding(1).bias(false)))),
         bn_(register_module("bn", nn::BatchNorm2d(16))),
         fc_(nullptr) {
     int64_t channels = 16;
@@ -140,7 +160,8 @@ class ResNetImpl : public ClassifierImpl {
     fc_ = register_module("fc", nn::Linear(64, in.num_classes));
     for (auto& m : modules(/*include_self=*/false)) {
       if (auto* conv = m->as<nn::Conv2d>()) {
-        nn::init::kaiming_normal_(conv->weight, 0.0, torch::kFanOut, torch::kReLU);
+        nn::init::kaiming_normal_(conv->weight, 0.0, torch::kFanOut,
+                                  torch::kReLU);
       }
     }
   }
@@ -165,9 +186,11 @@ std::mutex g_init_mu;
 
 Result<std::shared_ptr<ClassifierImpl>> Construct(const ModelOptions& o,
                                                   const InputSpec& in) {
-  bool image = in.height > 1 || in.width > 1 ? in.height > 1 && in.width > 1
-                                             : false;
-  if (o.name == "mlp") return std::shared_ptr<ClassifierImpl>(std::make_shared<MlpImpl>(in, o.hidden));
+  bool image =
+      in.height > 1 || in.width > 1 ? in.height > 1 && in.width > 1 : false;
+  if (o.name == "mlp")
+    return std::shared_ptr<ClassifierImpl>(
+        std::make_shared<MlpImpl>(in, o.hidden));
   if (!image) {
     return Status::InvalidArgument(
         "model '{}' needs image inputs (C x H x W); this dataset has flat "
@@ -182,19 +205,26 @@ Result<std::shared_ptr<ClassifierImpl>> Construct(const ModelOptions& o,
           "and two 2x2 pools); got {}x{}",
           in.height, in.width);
     }
-    return std::shared_ptr<ClassifierImpl>(std::make_shared<LeNetImpl>(in, flat));
+    return std::shared_ptr<ClassifierImpl>(
+        std::make_shared<LeNetImpl>(in, flat));
   }
   if (o.name == "cnn4") {
     if (in.height < 4 || in.width < 4)
-      return Status::InvalidArgument("model 'cnn4' needs images of at least 4x4; got {}x{}", in.height, in.width);
+      return Status::InvalidArgument(
+          "model 'cnn4' needs images of at least 4x4; got {}x{}", in.height,
+          in.width);
     return std::shared_ptr<ClassifierImpl>(std::make_shared<Cnn4Impl>(in));
   }
-  if (o.name == "resnet20") return std::shared_ptr<ClassifierImpl>(std::make_shared<ResNetImpl>(in, 3));
-  if (o.name == "resnet32") return std::shared_ptr<ClassifierImpl>(std::make_shared<ResNetImpl>(in, 5));
-  if (o.name == "resnet56") return std::shared_ptr<ClassifierImpl>(std::make_shared<ResNetImpl>(in, 9));
+  if (o.name == "resnet20")
+    return std::shared_ptr<ClassifierImpl>(std::make_shared<ResNetImpl>(in, 3));
+  if (o.name == "resnet32")
+    return std::shared_ptr<ClassifierImpl>(std::make_shared<ResNetImpl>(in, 5));
+  if (o.name == "resnet56")
+    return std::shared_ptr<ClassifierImpl>(std::make_shared<ResNetImpl>(in, 9));
   std::string names;
   for (const auto& n : ModelNames()) names += (names.empty() ? "" : ", ") + n;
-  return Status::InvalidArgument("unknown model '{}'; known: {}", o.name, names);
+  return Status::InvalidArgument("unknown model '{}'; known: {}", o.name,
+                                 names);
 }
 
 }  // namespace
@@ -207,7 +237,8 @@ const std::vector<std::string>& ModelNames() {
 
 Result<Model> CreateModel(const ModelOptions& options, const InputSpec& input) {
   if (input.num_classes < 2 || input.flat_size() < 1) {
-    return Status::InvalidArgument("model input needs >= 2 classes and a non-empty shape");
+    return Status::InvalidArgument(
+        "model input needs >= 2 classes and a non-empty shape");
   }
   Model model;
   model.name = options.name;

@@ -1,12 +1,12 @@
 #pragma once
 
+#include <torch/nn/module.h>
+#include <torch/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <torch/nn/module.h>
-#include <torch/types.h>
 
 #include "common/status.h"
 #include "models/flat_parameters.h"

@@ -6,14 +6,14 @@
 
 namespace strata {
 
-PsClient::PsClient(RpcEndpoint& rpc, KeyLayout layout, std::vector<NodeId> servers)
+PsClient::PsClient(RpcEndpoint& rpc, KeyLayout layout,
+                   std::vector<NodeId> servers)
     : rpc_(rpc), layout_(std::move(layout)), servers_(std::move(servers)) {
   STRATA_CHECK(static_cast<int>(servers_.size()) == layout_.num_servers());
 }
 
-std::unique_ptr<PushHandle> PsClient::SendPush(const float* values,
-                                               const std::vector<int64_t>& versions,
-                                               uint32_t flags) {
+std::unique_ptr<PushHandle> PsClient::SendPush(
+    const float* values, const std::vector<int64_t>& versions, uint32_t flags) {
   auto handle = std::make_unique<PushHandle>();
   for (int s = 0; s < layout_.num_servers(); ++s) {
     const KeyRange& r = layout_.range(s);
@@ -23,15 +23,16 @@ std::unique_ptr<PushHandle> PsClient::SendPush(const float* values,
     m.header.key_begin = r.begin;
     m.header.key_end = r.end;
     m.header.clock = versions.empty() ? 0 : versions[s];
-    m.payloads.push_back(Buffer::CopyOf(values + r.begin, sizeof(float) * r.size()));
+    m.payloads.push_back(
+        Buffer::CopyOf(values + r.begin, sizeof(float) * r.size()));
     handle->bytes_ += sizeof(float) * r.size();
     handle->calls_.push_back(rpc_.Request(servers_[s], std::move(m)));
   }
   return handle;
 }
 
-std::unique_ptr<PushHandle> PsClient::Push(const float* grads,
-                                           const std::vector<int64_t>& base_versions) {
+std::unique_ptr<PushHandle> PsClient::Push(
+    const float* grads, const std::vector<int64_t>& base_versions) {
   STRATA_CHECK(static_cast<int>(base_versions.size()) == layout_.num_servers());
   return SendPush(grads, base_versions, 0);
 }
@@ -53,8 +54,8 @@ std::unique_ptr<PushHandle> PsClient::Leave() {
   return handle;
 }
 
-std::unique_ptr<PullHandle> PsClient::Pull(float* dest,
-                                           const std::vector<int64_t>& min_versions) {
+std::unique_ptr<PullHandle> PsClient::Pull(
+    float* dest, const std::vector<int64_t>& min_versions) {
   auto handle = std::make_unique<PullHandle>();
   handle->dest_ = dest;
   for (int s = 0; s < layout_.num_servers(); ++s) {
@@ -77,7 +78,8 @@ Result<PushResult> PushHandle::Wait(std::chrono::milliseconds timeout) {
   for (auto& call : calls_) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    ASSIGN_OR_RETURN(Message ack, call->Wait(std::max(left, std::chrono::milliseconds(0))));
+    ASSIGN_OR_RETURN(Message ack,
+                     call->Wait(std::max(left, std::chrono::milliseconds(0))));
     result.versions.push_back(ack.header.clock);
     if (ack.header.flags & kAckDropped) ++result.dropped_ranges;
   }
@@ -90,15 +92,19 @@ Result<PullHandle::Pulled> PullHandle::Wait(std::chrono::milliseconds timeout) {
   for (size_t i = 0; i < calls_.size(); ++i) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    ASSIGN_OR_RETURN(Message reply, calls_[i]->Wait(std::max(left, std::chrono::milliseconds(0))));
+    ASSIGN_OR_RETURN(Message reply, calls_[i]->Wait(std::max(
+                                        left, std::chrono::milliseconds(0))));
     const KeyRange& r = ranges_[i];
     if (reply.payloads.size() != 1 ||
-        reply.payloads[0].size() != sizeof(float) * static_cast<size_t>(r.size())) {
-      return Status::DataLoss("pull reply from node {} for [{}, {}) has {} bytes, expected {}",
-                              reply.header.sender, r.begin, r.end, reply.payload_bytes(),
-                              sizeof(float) * r.size());
+        reply.payloads[0].size() !=
+            sizeof(float) * static_cast<size_t>(r.size())) {
+      return Status::DataLoss(
+          "pull reply from node {} for [{}, {}) has {} bytes, expected {}",
+          reply.header.sender, r.begin, r.end, reply.payload_bytes(),
+          sizeof(float) * r.size());
     }
-    std::memcpy(dest_ + r.begin, reply.payloads[0].data(), reply.payloads[0].size());
+    std::memcpy(dest_ + r.begin, reply.payloads[0].data(),
+                reply.payloads[0].size());
     pulled.versions.push_back(reply.header.clock);
     pulled.bytes += reply.payloads[0].size();
   }

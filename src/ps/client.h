@@ -12,8 +12,9 @@ namespace strata {
 
 // What a finished push reports per server range.
 struct PushResult {
-  std::vector<int64_t> versions;  // each range's version after the push was handled
-  int dropped_ranges = 0;         // ranges that dropped the gradient as late
+  std::vector<int64_t>
+      versions;            // each range's version after the push was handled
+  int dropped_ranges = 0;  // ranges that dropped the gradient as late
   uint64_t bytes = 0;
 };
 

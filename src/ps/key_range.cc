@@ -25,16 +25,17 @@ Result<KeyLayout> KeyLayout::Balanced(int64_t total, int num_servers) {
 }
 
 int KeyLayout::ServerOf(int64_t key) const {
-  auto it = std::upper_bound(ranges_.begin(), ranges_.end(), key,
-                             [](int64_t k, const KeyRange& r) { return k < r.end; });
+  auto it =
+      std::upper_bound(ranges_.begin(), ranges_.end(), key,
+                       [](int64_t k, const KeyRange& r) { return k < r.end; });
   return static_cast<int>(it - ranges_.begin());
 }
 
 std::string KeyLayout::ToString() const {
   std::string s;
   for (size_t i = 0; i < ranges_.size(); ++i) {
-    s += fmt::format("{}server {}: [{}, {})", i ? ", " : "", i, ranges_[i].begin,
-                     ranges_[i].end);
+    s += fmt::format("{}server {}: [{}, {})", i ? ", " : "", i,
+                     ranges_[i].begin, ranges_[i].end);
   }
   return s;
 }

@@ -13,7 +13,9 @@ struct KeyRange {
   int64_t begin = 0;
   int64_t end = 0;
   int64_t size() const { return end - begin; }
-  bool operator==(const KeyRange& o) const { return begin == o.begin && end == o.end; }
+  bool operator==(const KeyRange& o) const {
+    return begin == o.begin && end == o.end;
+  }
 };
 
 // Which server owns which part of the flat parameter vector: the vector is

@@ -23,9 +23,9 @@ inline constexpr uint32_t kAckDropped = 1u << 1;
 // kPush with kPushDone and no payload: the sending worker has finished (or
 // is leaving); sync steps stop waiting for its gradients.
 inline constexpr uint32_t kPushDone = 1u << 2;
-inline constexpr MessageType kStatsRequest =
-    static_cast<MessageType>(static_cast<uint16_t>(MessageType::kFirstUserType) + 1);
-inline constexpr MessageType kStatsReply =
-    static_cast<MessageType>(static_cast<uint16_t>(MessageType::kFirstUserType) + 2);
+inline constexpr MessageType kStatsRequest = static_cast<MessageType>(
+    static_cast<uint16_t>(MessageType::kFirstUserType) + 1);
+inline constexpr MessageType kStatsReply = static_cast<MessageType>(
+    static_cast<uint16_t>(MessageType::kFirstUserType) + 2);
 
 }  // namespace strata

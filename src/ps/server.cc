@@ -29,7 +29,8 @@ std::string ParameterServer::StatsJson() const {
   nlohmann::json staleness = nlohmann::json::object();
   for (const auto& [k, v] : s.staleness) staleness[std::to_string(k)] = v;
   nlohmann::json per_update = nlohmann::json::object();
-  for (const auto& [k, v] : s.gradients_per_update) per_update[std::to_string(k)] = v;
+  for (const auto& [k, v] : s.gradients_per_update)
+    per_update[std::to_string(k)] = v;
   nlohmann::json j{{"range", {options_.range.begin, options_.range.end}},
                    {"gradients_per_update", per_update},
                    {"tail_updates", s.tail_updates},
@@ -65,7 +66,8 @@ void ParameterServer::HandlePush(Message msg) {
   const KeyRange& r = options_.range;
   if (msg.header.flags & kPushDone) {
     bool closed = false;
-    if (shard_ && left_workers_.insert(msg.header.sender).second) closed = shard_->WorkerLeft();
+    if (shard_ && left_workers_.insert(msg.header.sender).second)
+      closed = shard_->WorkerLeft();
     Message ack;
     ack.header.type = MessageType::kAck;
     ack.header.clock = shard_ ? shard_->version() : 0;
@@ -80,8 +82,8 @@ void ParameterServer::HandlePush(Message msg) {
     Status st = Status::InvalidArgument(
         "server {} owns keys [{}, {}) ({} floats); push from node {} was for "
         "[{}, {}) with {} payload bytes",
-        node_id(), r.begin, r.end, r.size(), msg.header.sender, msg.header.key_begin,
-        msg.header.key_end, msg.payload_bytes());
+        node_id(), r.begin, r.end, r.size(), msg.header.sender,
+        msg.header.key_begin, msg.header.key_end, msg.payload_bytes());
     LogWarning("{}", st.message());
     (void)rpc_.ReplyError(msg, st);
     return;
@@ -92,8 +94,8 @@ void ParameterServer::HandlePush(Message msg) {
       std::lock_guard<std::mutex> lock(shard_mu_);
       if (!shard_) {
         shard_ = std::make_unique<ParameterShard>(
-            r, std::vector<float>(values, values + r.size()), options_.optimizer,
-            options_.schedule, options_.policy);
+            r, std::vector<float>(values, values + r.size()),
+            options_.optimizer, options_.schedule, options_.policy);
       } else {
         (void)shard_->Overwrite(values, r.size());
       }
@@ -115,7 +117,8 @@ void ParameterServer::HandlePush(Message msg) {
   auto outcome = shard_->Push(values, msg.header.clock);
   using State = ParameterShard::PushOutcome::State;
   if (outcome.state == State::kPending) {
-    msg.payloads.clear();  // the gradient is in the accumulator; keep the header
+    msg.payloads
+        .clear();  // the gradient is in the accumulator; keep the header
     waiting_acks_.push_back(std::move(msg));
     return;
   }

@@ -28,7 +28,8 @@ void ParameterShard::ApplyLocked(const float* grad, int64_t staleness,
   // gradients is g/n of an iteration of every worker.
   const int64_t step = version_ * num_grads / std::max(1, policy_.num_workers);
   double rate = schedule_.Rate(step) * policy_.rate_scale;
-  if (policy_.inverse_staleness && staleness > 1) rate /= static_cast<double>(staleness);
+  if (policy_.inverse_staleness && staleness > 1)
+    rate /= static_cast<double>(staleness);
   optimizer_->Step(params_.data(), grad, rate);
   ++version_;
   ++stats_.updates;
@@ -63,7 +64,8 @@ ParameterShard::PushOutcome ParameterShard::Push(const float* grad,
 }
 
 bool ParameterShard::MaybeCloseLocked() {
-  const int64_t needed = std::min<int64_t>(policy_.updates_per_step, std::max(1, active_workers_));
+  const int64_t needed =
+      std::min<int64_t>(policy_.updates_per_step, std::max(1, active_workers_));
   if (accum_count_ == 0 || accum_count_ < needed) return false;
   const int64_t n = range_.size();
   const float inv = 1.0f / static_cast<float>(accum_count_);
@@ -99,7 +101,8 @@ Status ParameterShard::Overwrite(const float* values, int64_t size) {
   std::lock_guard<std::mutex> lock(mu_);
   if (size != range_.size()) {
     return Status::InvalidArgument("range [{}, {}) has {} parameters, got {}",
-                                   range_.begin, range_.end, range_.size(), size);
+                                   range_.begin, range_.end, range_.size(),
+                                   size);
   }
   std::memcpy(params_.data(), values, sizeof(float) * size);
   return Status::Ok();

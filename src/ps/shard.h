@@ -20,9 +20,12 @@ struct UpdatePolicy {
   Mode mode = Mode::kAsync;
   int num_workers = 1;       // n
   int updates_per_step = 1;  // sync: k of n gradients close a step (1..n)
-  bool defer_late = false;   // sync k-of-n: late gradients join the next step instead of being dropped
-  bool inverse_staleness = false;  // divide a gradient's rate by max(1, staleness)
-  double rate_scale = 1.0;   // multiplies the scheduled rate (async: 1/n under hyper-parameter adaptation)
+  bool defer_late = false;   // sync k-of-n: late gradients join the next step
+                             // instead of being dropped
+  bool inverse_staleness =
+      false;                // divide a gradient's rate by max(1, staleness)
+  double rate_scale = 1.0;  // multiplies the scheduled rate (async: 1/n under
+                            // hyper-parameter adaptation)
 };
 
 // Counters a shard keeps about the gradients it received.
@@ -31,7 +34,8 @@ struct ShardStats {
   int64_t updates = 0;            // optimizer steps (the version)
   int64_t dropped = 0;            // late gradients dropped (sync k-of-n)
   int64_t deferred = 0;           // late gradients carried into the next step
-  std::map<int64_t, int64_t> staleness;  // staleness -> count of applied gradients
+  std::map<int64_t, int64_t>
+      staleness;  // staleness -> count of applied gradients
   // sync: gradients in an update -> number of such updates, counted while
   // at least k workers were active (each should use exactly k)
   std::map<int64_t, int64_t> gradients_per_update;
@@ -54,9 +58,11 @@ class ParameterShard {
 
   struct PushOutcome {
     enum class State {
-      kApplied,  // the update that used this gradient is done (version = after it)
+      kApplied,  // the update that used this gradient is done (version = after
+                 // it)
       kPending,  // accumulated; the step closes when k gradients are in
-      kDropped,  // late (its step already closed) and late gradients are dropped
+      kDropped,  // late (its step already closed) and late gradients are
+                 // dropped
     };
     State state;
     int64_t version;    // the shard's version after this push
@@ -98,15 +104,16 @@ class ParameterShard {
   const LrSchedule schedule_;
   const UpdatePolicy policy_;
   mutable std::mutex mu_;
-  std::vector<float> params_;                 // GUARDED_BY(mu_)
-  std::unique_ptr<Optimizer> optimizer_;      // GUARDED_BY(mu_)
-  std::vector<float> accum_;                  // GUARDED_BY(mu_) sync: sum of this step's gradients
-  std::vector<float> scratch_;                // GUARDED_BY(mu_) sync: the mean
-  int64_t accum_count_ = 0;                   // GUARDED_BY(mu_)
-  int64_t accum_max_staleness_ = 0;           // GUARDED_BY(mu_)
-  int64_t version_ = 0;                       // GUARDED_BY(mu_)
-  int active_workers_;                        // GUARDED_BY(mu_)
-  ShardStats stats_;                          // GUARDED_BY(mu_)
+  std::vector<float> params_;             // GUARDED_BY(mu_)
+  std::unique_ptr<Optimizer> optimizer_;  // GUARDED_BY(mu_)
+  std::vector<float>
+      accum_;  // GUARDED_BY(mu_) sync: sum of this step's gradients
+  std::vector<float> scratch_;       // GUARDED_BY(mu_) sync: the mean
+  int64_t accum_count_ = 0;          // GUARDED_BY(mu_)
+  int64_t accum_max_staleness_ = 0;  // GUARDED_BY(mu_)
+  int64_t version_ = 0;              // GUARDED_BY(mu_)
+  int active_workers_;               // GUARDED_BY(mu_)
+  ShardStats stats_;                 // GUARDED_BY(mu_)
 };
 
 }  // namespace strata

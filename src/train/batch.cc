@@ -1,8 +1,8 @@
 #include "train/batch.h"
 
-#include <cstring>
-
 #include <torch/torch.h>
+
+#include <cstring>
 
 #include "data/transforms.h"
 
@@ -17,7 +17,8 @@ Batcher::Batcher(const Dataset& data, bool augment, uint64_t seed)
 Batch Batcher::Gather(const std::vector<int64_t>& indices) {
   const int64_t n = static_cast<int64_t>(indices.size());
   if (!inputs_.defined() || inputs_.size(0) < n) {
-    inputs_ = torch::empty({n, data_.channels, data_.height, data_.width}, torch::kFloat32);
+    inputs_ = torch::empty({n, data_.channels, data_.height, data_.width},
+                           torch::kFloat32);
     targets_ = torch::empty({n}, torch::kInt64);
   }
   const int64_t e = data_.example_size();
@@ -48,13 +49,15 @@ Result<EvalResult> Evaluate(ClassifierImpl& net, const Dataset& data,
       auto x = torch::from_blob(const_cast<float*>(data.example(start)),
                                 {n, data.channels, data.height, data.width},
                                 torch::kFloat32);
-      auto y = torch::from_blob(const_cast<int64_t*>(data.labels.data() + start),
-                                {n}, torch::kInt64);
+      auto y = torch::from_blob(
+          const_cast<int64_t*>(data.labels.data() + start), {n}, torch::kInt64);
       auto logits = net.forward(x);
-      loss_sum += torch::nn::functional::cross_entropy(
-                      logits, y,
-                      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-                      .item<double>();
+      loss_sum +=
+          torch::nn::functional::cross_entropy(
+              logits, y,
+              torch::nn::functional::CrossEntropyFuncOptions().reduction(
+                  torch::kSum))
+              .item<double>();
       correct += logits.argmax(1).eq(y).sum().item<int64_t>();
     }
     net.train();
@@ -65,7 +68,8 @@ Result<EvalResult> Evaluate(ClassifierImpl& net, const Dataset& data,
     }
   } catch (const c10::Error& e) {
     net.train();
-    return Status::Internal("evaluation failed: {}", e.what_without_backtrace());
+    return Status::Internal("evaluation failed: {}",
+                            e.what_without_backtrace());
   }
   return r;
 }
@@ -84,7 +88,8 @@ Result<StepResult> ForwardBackward(ClassifierImpl& net, const Batch& batch) {
     }
     return r;
   } catch (const c10::Error& e) {
-    return Status::Internal("training step failed: {}", e.what_without_backtrace());
+    return Status::Internal("training step failed: {}",
+                            e.what_without_backtrace());
   }
 }
 

@@ -1,10 +1,10 @@
 #pragma once
 
+#include <torch/types.h>
+
 #include <cstdint>
 #include <random>
 #include <vector>
-
-#include <torch/types.h>
 
 #include "data/dataset.h"
 #include "models/models.h"
@@ -24,7 +24,8 @@ struct Batch {
 class Batcher {
  public:
   Batcher(const Dataset& data, bool augment, uint64_t seed);
-  // The returned tensors alias the Batcher's buffers: valid until the next call.
+  // The returned tensors alias the Batcher's buffers: valid until the next
+  // call.
   Batch Gather(const std::vector<int64_t>& indices);
 
  private:

@@ -1,10 +1,10 @@
 #include "train/local_trainer.h"
 
+#include <torch/torch.h>
+
 #include <chrono>
 #include <numeric>
 #include <thread>
-
-#include <torch/torch.h>
 
 #include "common/log.h"
 #include "data/sampler.h"
@@ -70,14 +70,17 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
   const int64_t log_every = config.GetInt("train.log_every");
   const int64_t eval_batch = config.GetInt("train.eval_batch_size");
 
-  auto optimizer = MakeOptimizer(OptimizerOptions::FromConfig(config), model.flat.size());
+  auto optimizer =
+      MakeOptimizer(OptimizerOptions::FromConfig(config), model.flat.size());
   const LrSchedule schedule = LrSchedule::FromConfig(config, total_steps);
-  Batcher batcher(data.train, config.GetBool("data.augment"), seed ^ 0x5bd1e995);
+  Batcher batcher(data.train, config.GetBool("data.augment"),
+                  seed ^ 0x5bd1e995);
 
-  LogInfo("training {} ({} parameters) on {} ({} train / {} val), batch {}, "
-          "{} steps ({} per epoch), {} threads",
-          mo.name, model.flat.size(), data.train.name, data.train.size(),
-          data.val.size(), batch_size, total_steps, per_epoch, threads);
+  LogInfo(
+      "training {} ({} parameters) on {} ({} train / {} val), batch {}, "
+      "{} steps ({} per epoch), {} threads",
+      mo.name, model.flat.size(), data.train.name, data.train.size(),
+      data.val.size(), batch_size, total_steps, per_epoch, threads);
 
   RunSummary s;
   s.parameters = model.flat.size();
@@ -89,9 +92,11 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
 
   auto evaluate = [&](int64_t step, int64_t epoch) -> Status {
     ASSIGN_OR_RETURN(EvalResult ev, Evaluate(*model.net, data.val, eval_batch));
-    nlohmann::json j{{"step", step},          {"epoch", epoch},
+    nlohmann::json j{{"step", step},
+                     {"epoch", epoch},
                      {"wall_s", Seconds(start, Clock::now())},
-                     {"val_loss", ev.loss},   {"val_acc", ev.accuracy},
+                     {"val_loss", ev.loss},
+                     {"val_acc", ev.accuracy},
                      {"samples", s.samples}};
     progress.Finish();
     LogInfo("step {} epoch {}: val loss {:.4f} acc {:.4f}", step, epoch,
@@ -106,7 +111,8 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
     if (stop != nullptr && stop->load()) {
       s.interrupted = true;
       progress.Finish();
-      LogWarning("interrupted at step {}: evaluating and writing the summary", step - 1);
+      LogWarning("interrupted at step {}: evaluating and writing the summary",
+                 step - 1);
       break;
     }
     const auto t0 = Clock::now();
@@ -137,8 +143,8 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
       window_loss = window_acc = 0;
       window_n = 0;
     }
-    const bool eval_now = eval_every > 0 ? step % eval_every == 0
-                                         : shuffler.epoch_finished();
+    const bool eval_now =
+        eval_every > 0 ? step % eval_every == 0 : shuffler.epoch_finished();
     if (eval_now && step != total_steps) RETURN_IF_ERROR(evaluate(step, epoch));
   }
   progress.Finish();
@@ -154,7 +160,8 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
   s.samples_per_s = train_s > 0 ? s.samples / train_s : 0;
   s.epochs = static_cast<double>(s.samples) / data.train.size();
   s.wall_s = Seconds(start, Clock::now());
-  s.final_params.assign(model.flat.param_data(), model.flat.param_data() + model.flat.size());
+  s.final_params.assign(model.flat.param_data(),
+                        model.flat.param_data() + model.flat.size());
   nlohmann::json j = s.ToJson();
   j["model"] = mo.name;
   j["dataset"] = data.train.name;

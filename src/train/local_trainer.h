@@ -2,10 +2,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/config.h"
 #include "data/dataset.h"
@@ -19,12 +18,12 @@ struct RunSummary {
   double final_train_acc = 0;
   double final_val_loss = 0;
   double final_val_acc = 0;
-  double wall_s = 0;           // whole run, data loading excluded
-  double train_s = 0;          // time spent in training steps
-  double samples_per_s = 0;    // training samples / train_s
+  double wall_s = 0;         // whole run, data loading excluded
+  double train_s = 0;        // time spent in training steps
+  double samples_per_s = 0;  // training samples / train_s
   int64_t steps = 0;
   int64_t samples = 0;
-  double epochs = 0;           // samples / training-set size
+  double epochs = 0;  // samples / training-set size
   int64_t parameters = 0;
   bool interrupted = false;
   // The final flat parameter vector (not serialised; for tests and tools).

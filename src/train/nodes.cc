@@ -1,10 +1,10 @@
 #include "train/nodes.h"
 
+#include <torch/torch.h>
+
 #include <algorithm>
 #include <random>
 #include <thread>
-
-#include <torch/torch.h>
 
 #include "common/log.h"
 #include "data/sampler.h"
@@ -39,8 +39,10 @@ Result<ClusterRunOptions> ClusterRunOptions::FromConfig(const Config& c) {
   if (c.GetBool("cluster.adapt_hyperparams")) {
     if (batch < n) {
       return Status::InvalidArgument(
-          "train.batch_size = {} cannot be split over cluster.workers = {} (per-worker "
-          "batch B/n would be 0); raise the batch or set cluster.adapt_hyperparams = false",
+          "train.batch_size = {} cannot be split over cluster.workers = {} "
+          "(per-worker "
+          "batch B/n would be 0); raise the batch or set "
+          "cluster.adapt_hyperparams = false",
           batch, n);
     }
     o.worker_batch = batch / n;
@@ -50,7 +52,9 @@ Result<ClusterRunOptions> ClusterRunOptions::FromConfig(const Config& c) {
   const int64_t k = c.GetInt("cluster.updates_per_step");
   if (k > n) {
     return Status::InvalidArgument(
-        "cluster.updates_per_step = {} is more than cluster.workers = {} (k of n needs k <= n)", k, n);
+        "cluster.updates_per_step = {} is more than cluster.workers = {} (k of "
+        "n needs k <= n)",
+        k, n);
   }
   o.iterations = c.GetInt("train.iterations");
   o.epochs = c.GetInt("train.epochs");
@@ -65,15 +69,20 @@ Result<ClusterRunOptions> ClusterRunOptions::FromConfig(const Config& c) {
   o.worker_delay_ms = static_cast<int>(c.GetInt("cluster.worker_delay_ms"));
   o.fail_worker = static_cast<int>(c.GetInt("cluster.fail_worker"));
   o.fail_at = c.GetInt("cluster.fail_at");
-  o.request_timeout = std::chrono::milliseconds(c.GetInt("cluster.request_timeout_ms"));
+  o.request_timeout =
+      std::chrono::milliseconds(c.GetInt("cluster.request_timeout_ms"));
   return o;
 }
 
 nlohmann::json WorkerMetrics::ToJson() const {
-  nlohmann::json j{{"worker", index},          {"iterations", iterations},
-                   {"samples", samples},       {"compute_s", compute_s},
-                   {"comm_s", comm_s},         {"bytes_pushed", bytes_pushed},
-                   {"bytes_pulled", bytes_pulled}, {"dropped_gradients", dropped_gradients},
+  nlohmann::json j{{"worker", index},
+                   {"iterations", iterations},
+                   {"samples", samples},
+                   {"compute_s", compute_s},
+                   {"comm_s", comm_s},
+                   {"bytes_pushed", bytes_pushed},
+                   {"bytes_pulled", bytes_pulled},
+                   {"dropped_gradients", dropped_gradients},
                    {"finished", finished}};
   if (!error.empty()) j["error"] = error;
   return j;
@@ -86,30 +95,40 @@ std::vector<int64_t> ModShard(int64_t size, int index, int n) {
   return shard;
 }
 
-Result<WorkerMetrics> RunWorker(const Config& config, const ClusterRunOptions& o,
-                                int index, const Dataset& train,
+Result<WorkerMetrics> RunWorker(const Config& config,
+                                const ClusterRunOptions& o, int index,
+                                const Dataset& train,
                                 std::vector<int64_t> shard, PsClient& client,
-                                ClusterMember& member, const RunDirectory* run_dir,
+                                ClusterMember& member,
+                                const RunDirectory* run_dir,
                                 const std::atomic<bool>* stop) {
   WorkerMetrics m;
   m.index = index;
   const auto start = Clock::now();
-  ASSIGN_OR_RETURN(Model model, CreateModel(ModelOptionsFrom(config, o.seed), InputSpecOf(train)));
+  ASSIGN_OR_RETURN(Model model, CreateModel(ModelOptionsFrom(config, o.seed),
+                                            InputSpecOf(train)));
   const int k = client.layout().num_servers();
   if (index == 0) {
     // Worker 0 owns the initial model: every worker then pulls the same one.
-    auto init = client.PushInitial(model.flat.param_data())->Wait(o.request_timeout);
-    if (!init.ok()) return init.status().WithContext("pushing the initial model");
+    auto init =
+        client.PushInitial(model.flat.param_data())->Wait(o.request_timeout);
+    if (!init.ok())
+      return init.status().WithContext("pushing the initial model");
   }
   RETURN_IF_ERROR(member.Barrier(0, o.request_timeout));
 
   if (shard.empty()) {
-    return Status::InvalidArgument("worker {} has no examples (more workers than examples?)", index);
+    return Status::InvalidArgument(
+        "worker {} has no examples (more workers than examples?)", index);
   }
-  EpochShuffler shuffler(std::move(shard), o.seed * 1000003 + static_cast<uint64_t>(index), o.shuffle);
+  EpochShuffler shuffler(std::move(shard),
+                         o.seed * 1000003 + static_cast<uint64_t>(index),
+                         o.shuffle);
   const int64_t total =
-      o.iterations > 0 ? o.iterations : o.epochs * shuffler.BatchesPerEpoch(o.worker_batch);
-  Batcher batcher(train, config.GetBool("data.augment"), (o.seed << 8) ^ static_cast<uint64_t>(index));
+      o.iterations > 0 ? o.iterations
+                       : o.epochs * shuffler.BatchesPerEpoch(o.worker_batch);
+  Batcher batcher(train, config.GetBool("data.augment"),
+                  (o.seed << 8) ^ static_cast<uint64_t>(index));
   std::mt19937_64 delay_rng(o.seed * 7919 + static_cast<uint64_t>(index));
   const bool sync = o.mode == "sync";
   std::vector<int64_t> pulled(k, 0);  // versions of the local copy
@@ -121,20 +140,28 @@ Result<WorkerMetrics> RunWorker(const Config& config, const ClusterRunOptions& o
   for (int64_t it = 0; it < total; ++it) {
     if (stop != nullptr && stop->load()) break;
     if (member.shutdown_requested()) {
-      return Status::Cancelled("worker {} stopped by the coordinator: {}", index,
-                               member.shutdown_reason().empty() ? "run ended" : member.shutdown_reason());
+      return Status::Cancelled(
+          "worker {} stopped by the coordinator: {}", index,
+          member.shutdown_reason().empty() ? "run ended"
+                                           : member.shutdown_reason());
     }
     if (index == o.fail_worker && it == o.fail_at) {
       // Fault injection: vanish like a crashed process (no leave, no done;
       // the caller stops the heartbeats).
-      return Status::Cancelled("worker {} crashed at iteration {} (cluster.fail_worker)", index, it);
+      return Status::Cancelled(
+          "worker {} crashed at iteration {} (cluster.fail_worker)", index, it);
     }
     auto t0 = Clock::now();
-    if (o.staleness >= 0) RETURN_IF_ERROR(member.ClockWait(it, o.request_timeout));
+    if (o.staleness >= 0)
+      RETURN_IF_ERROR(member.ClockWait(it, o.request_timeout));
     if (it % o.pull_interval == 0) {
-      auto p = client.Pull(model.flat.param_data(), sync ? step : std::vector<int64_t>{})
+      auto p = client
+                   .Pull(model.flat.param_data(),
+                         sync ? step : std::vector<int64_t>{})
                    ->Wait(o.request_timeout);
-      if (!p.ok()) return p.status().WithContext(fmt::format("worker {} pull at iteration {}", index, it));
+      if (!p.ok())
+        return p.status().WithContext(
+            fmt::format("worker {} pull at iteration {}", index, it));
       pulled = p->versions;
       m.bytes_pulled += p->bytes;
     }
@@ -144,12 +171,16 @@ Result<WorkerMetrics> RunWorker(const Config& config, const ClusterRunOptions& o
     model.flat.ZeroGrad();
     ASSIGN_OR_RETURN(StepResult r, ForwardBackward(*model.net, batch));
     if (o.worker_delay_ms > 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(
-          static_cast<int64_t>(delay_rng() % static_cast<uint64_t>(o.worker_delay_ms + 1))));
+      std::this_thread::sleep_for(
+          std::chrono::milliseconds(static_cast<int64_t>(
+              delay_rng() % static_cast<uint64_t>(o.worker_delay_ms + 1))));
     }
     auto t2 = Clock::now();
-    auto pushed = client.Push(model.flat.grad_data(), sync ? step : pulled)->Wait(o.request_timeout);
-    if (!pushed.ok()) return pushed.status().WithContext(fmt::format("worker {} push at iteration {}", index, it));
+    auto pushed = client.Push(model.flat.grad_data(), sync ? step : pulled)
+                      ->Wait(o.request_timeout);
+    if (!pushed.ok())
+      return pushed.status().WithContext(
+          fmt::format("worker {} push at iteration {}", index, it));
     if (sync) step = pushed->versions;
     m.bytes_pushed += pushed->bytes;
     m.dropped_gradients += pushed->dropped_ranges > 0 ? 1 : 0;
@@ -161,11 +192,15 @@ Result<WorkerMetrics> RunWorker(const Config& config, const ClusterRunOptions& o
     window_loss += r.loss;
     window_acc += r.accuracy;
     ++window_n;
-    if (run_dir != nullptr && ((it + 1) % o.log_every == 0 || it + 1 == total)) {
-      nlohmann::json j{{"worker", index}, {"step", it + 1}, {"epoch", epoch},
+    if (run_dir != nullptr &&
+        ((it + 1) % o.log_every == 0 || it + 1 == total)) {
+      nlohmann::json j{{"worker", index},
+                       {"step", it + 1},
+                       {"epoch", epoch},
                        {"wall_s", Seconds(start, Clock::now())},
                        {"train_loss", window_loss / window_n},
-                       {"train_acc", window_acc / window_n}, {"samples", m.samples},
+                       {"train_acc", window_acc / window_n},
+                       {"samples", m.samples},
                        {"version", pulled.empty() ? 0 : pulled[0]}};
       RETURN_IF_ERROR(run_dir->AppendJson("metrics.jsonl", j));
       window_loss = window_acc = 0;
@@ -174,7 +209,8 @@ Result<WorkerMetrics> RunWorker(const Config& config, const ClusterRunOptions& o
   }
   m.finished = m.iterations == total;
   auto left = client.Leave()->Wait(o.request_timeout);
-  if (!left.ok()) return left.status().WithContext(fmt::format("worker {} leaving", index));
+  if (!left.ok())
+    return left.status().WithContext(fmt::format("worker {} leaving", index));
   RETURN_IF_ERROR(member.ReportDone());
   return m;
 }
@@ -183,19 +219,22 @@ Status RunEvaluator(const Config& config, const ClusterRunOptions& o,
                     const DatasetSplits& data, PsClient& client,
                     const RunDirectory* run_dir, const std::atomic<bool>* done,
                     Clock::time_point start) {
-  ASSIGN_OR_RETURN(Model model, CreateModel(ModelOptionsFrom(config, o.seed), InputSpecOf(data.train)));
+  ASSIGN_OR_RETURN(Model model, CreateModel(ModelOptionsFrom(config, o.seed),
+                                            InputSpecOf(data.train)));
   const int k = client.layout().num_servers();
   const int n = o.shape.num_workers;
   const int64_t grads_per_update =
       o.mode == "sync" ? (config.GetInt("cluster.updates_per_step") > 0
-                              ? config.GetInt("cluster.updates_per_step") : n)
+                              ? config.GetInt("cluster.updates_per_step")
+                              : n)
                        : 1;
   int64_t last_version = -1;
   while (!done->load()) {
     std::vector<int64_t> want;
     if (o.eval_every_updates > 0) {
       want.assign(k, std::max<int64_t>(0, last_version) + o.eval_every_updates);
-    } else if (last_version >= 0) {  // the first evaluation (the initial model) is immediate
+    } else if (last_version >=
+               0) {  // the first evaluation (the initial model) is immediate
       auto until = Clock::now() + std::chrono::duration<double>(o.eval_every_s);
       while (!done->load() && Clock::now() < until) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -208,22 +247,30 @@ Status RunEvaluator(const Config& config, const ClusterRunOptions& o,
     Result<PullHandle::Pulled> pulled = Status::DeadlineExceeded("not yet");
     while (true) {
       pulled = handle->Wait(std::chrono::milliseconds(200));
-      if (pulled.ok() || pulled.status().code() != Status::Code::kDeadlineExceeded || done->load()) break;
+      if (pulled.ok() ||
+          pulled.status().code() != Status::Code::kDeadlineExceeded ||
+          done->load())
+        break;
     }
     if (!pulled.ok()) {
       if (done->load()) break;
       return pulled.status().WithContext("evaluator pull");
     }
-    const int64_t version = *std::min_element(pulled->versions.begin(), pulled->versions.end());
+    const int64_t version =
+        *std::min_element(pulled->versions.begin(), pulled->versions.end());
     if (version == last_version) continue;
     last_version = version;
-    ASSIGN_OR_RETURN(EvalResult ev, Evaluate(*model.net, data.val, o.eval_batch));
-    nlohmann::json j{{"step", version * grads_per_update / n}, {"version", version},
+    ASSIGN_OR_RETURN(EvalResult ev,
+                     Evaluate(*model.net, data.val, o.eval_batch));
+    nlohmann::json j{{"step", version * grads_per_update / n},
+                     {"version", version},
                      {"wall_s", Seconds(start, Clock::now())},
-                     {"val_loss", ev.loss}, {"val_acc", ev.accuracy}};
-    if (run_dir != nullptr) RETURN_IF_ERROR(run_dir->AppendJson("eval.jsonl", j));
-    LogInfo("evaluator: version {} (step {}): val loss {:.4f} acc {:.4f}", version,
-            version * grads_per_update / n, ev.loss, ev.accuracy);
+                     {"val_loss", ev.loss},
+                     {"val_acc", ev.accuracy}};
+    if (run_dir != nullptr)
+      RETURN_IF_ERROR(run_dir->AppendJson("eval.jsonl", j));
+    LogInfo("evaluator: version {} (step {}): val loss {:.4f} acc {:.4f}",
+            version, version * grads_per_update / n, ev.loss, ev.accuracy);
   }
   return Status::Ok();
 }

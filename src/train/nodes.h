@@ -5,10 +5,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "cluster/member.h"
 #include "common/config.h"
@@ -22,11 +21,11 @@ namespace strata {
 struct ClusterRunOptions {
   std::string mode;  // sync, async, ssp
   ClusterShape shape;
-  int64_t worker_batch = 64;      // per-worker batch (B / n with adaptation)
-  int64_t iterations = 0;         // per worker; 0 = epochs * batches per epoch
+  int64_t worker_batch = 64;  // per-worker batch (B / n with adaptation)
+  int64_t iterations = 0;     // per worker; 0 = epochs * batches per epoch
   int64_t epochs = 1;
   int64_t pull_interval = 1;
-  int64_t staleness = -1;         // ssp bound; < 0 for other modes
+  int64_t staleness = -1;  // ssp bound; < 0 for other modes
   bool shuffle = true;
   uint64_t seed = 1;
   int64_t log_every = 50;
@@ -63,10 +62,12 @@ struct WorkerMetrics {
 // report the clock. Sync: the push completes when the step closed, and the
 // next pull asks for that version. Returns when its iterations are done,
 // `stop` is set, or on the first error. Not thread-safe; one per thread.
-Result<WorkerMetrics> RunWorker(const Config& config, const ClusterRunOptions& options,
-                                int index, const Dataset& train,
+Result<WorkerMetrics> RunWorker(const Config& config,
+                                const ClusterRunOptions& options, int index,
+                                const Dataset& train,
                                 std::vector<int64_t> shard, PsClient& client,
-                                ClusterMember& member, const RunDirectory* run_dir,
+                                ClusterMember& member,
+                                const RunDirectory* run_dir,
                                 const std::atomic<bool>* stop);
 
 // The evaluator: pulls the global model every eval.every_updates updates (or

@@ -1,9 +1,9 @@
 #include "train/progress.h"
 
-#include <cstdio>
-
 #include <fmt/format.h>
 #include <unistd.h>
+
+#include <cstdio>
 
 #include "common/log.h"
 
@@ -21,13 +21,16 @@ Progress::Progress(std::string what, int64_t total, bool terminal,
 bool Progress::StderrIsTerminal() { return ::isatty(STDERR_FILENO) == 1; }
 
 std::string Progress::Line(int64_t done, double loss, double accuracy) const {
-  double elapsed = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - start_).count();
+  double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_)
+          .count();
   double rate = elapsed > 0 ? done / elapsed : 0;
   double eta = rate > 0 ? (total_ - done) / rate : 0;
-  return fmt::format("{} {}/{} ({:.0f}%)  {:.1f} steps/s  loss {:.4f}  acc {:.3f}  ETA {:.0f}s",
-                     what_, done, total_, total_ > 0 ? 100.0 * done / total_ : 0.0,
-                     rate, loss, accuracy, eta);
+  return fmt::format(
+      "{} {}/{} ({:.0f}%)  {:.1f} steps/s  loss {:.4f}  acc {:.3f}  ETA "
+      "{:.0f}s",
+      what_, done, total_, total_ > 0 ? 100.0 * done / total_ : 0.0, rate, loss,
+      accuracy, eta);
 }
 
 void Progress::Update(int64_t done, double loss, double accuracy) {

@@ -1,10 +1,10 @@
 #include "train/run_dir.h"
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstring>
 #include <ctime>
-
-#include <sys/stat.h>
 
 #include "common/fs.h"
 
@@ -22,7 +22,8 @@ Result<RunDirectory> RunDirectory::Create(const Config& config) {
            config.GetString("data.dataset") + "-" + stamp;
   }
   if (name.find('/') != std::string::npos || name == "." || name == "..") {
-    return Status::InvalidArgument("run.name '{}' must be a plain directory name", name);
+    return Status::InvalidArgument(
+        "run.name '{}' must be a plain directory name", name);
   }
   const std::string& parent = config.GetString("run.dir");
   RETURN_IF_ERROR(MakeDirs(parent));

@@ -64,7 +64,8 @@ void RpcEndpoint::Loop() {
     if (!msg.ok()) {
       if (msg.status().code() == Status::Code::kDeadlineExceeded) continue;
       if (!running_.load()) break;
-      LogWarning("node {}: receive failed: {}", node_id(), msg.status().ToString());
+      LogWarning("node {}: receive failed: {}", node_id(),
+                 msg.status().ToString());
       continue;
     }
     if (msg->header.flags & kReplyFlag) {
@@ -83,9 +84,10 @@ void RpcEndpoint::Loop() {
         continue;
       }
       if (msg->header.type == MessageType::kError) {
-        call->Complete(Status(Status::Code::kUnavailable,
-                              fmt::format("node {} answered {}: {}", msg->header.sender,
-                                          call->what_, ErrorText(*msg))));
+        call->Complete(
+            Status(Status::Code::kUnavailable,
+                   fmt::format("node {} answered {}: {}", msg->header.sender,
+                               call->what_, ErrorText(*msg))));
       } else {
         call->Complete(std::move(msg).value());
       }
@@ -97,7 +99,8 @@ void RpcEndpoint::Loop() {
 
 std::shared_ptr<RpcCall> RpcEndpoint::Request(NodeId to, Message msg) {
   auto call = std::make_shared<RpcCall>();
-  call->what_ = fmt::format("{} to node {}", MessageTypeName(msg.header.type), to);
+  call->what_ =
+      fmt::format("{} to node {}", MessageTypeName(msg.header.type), to);
   const uint64_t id = next_id_.fetch_add(1);
   msg.header.request_id = id;
   msg.header.flags &= ~kReplyFlag;

@@ -35,7 +35,7 @@ class RpcCall {
   std::string what_;  // "pull_request to node 3", for timeouts
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool done_ = false;                  // GUARDED_BY(mu_)
+  bool done_ = false;                        // GUARDED_BY(mu_)
   std::unique_ptr<Result<Message>> result_;  // GUARDED_BY(mu_)
 };
 

@@ -1,11 +1,10 @@
-#include "cli/commands.h"
+#include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
+#include "cli/commands.h"
 #include "common/config.h"
 #include "common/fs.h"
 
@@ -40,11 +39,12 @@ TEST(CliTest, BadOverrideIsExitCode2) {
 
 TEST(CliTest, TrainWritesARunDirectoryWithTheResolvedConfig) {
   std::string root = TempDir();
-  ASSERT_EQ(RunStrata({"train", "--set", "run.dir=" + root, "--set", "run.name=x",
-                       "--set", "train.iterations=20", "--set",
-                       "data.synthetic.train_size=500", "--set",
-                       "data.synthetic.val_size=100", "--set", "train.threads=1"}),
-            0);
+  ASSERT_EQ(
+      RunStrata({"train", "--set", "run.dir=" + root, "--set", "run.name=x",
+                 "--set", "train.iterations=20", "--set",
+                 "data.synthetic.train_size=500", "--set",
+                 "data.synthetic.val_size=100", "--set", "train.threads=1"}),
+      0);
   auto config = Config::FromTomlFile(root + "/x/config.toml");
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   EXPECT_EQ(config->GetInt("train.iterations"), 20);
@@ -53,24 +53,27 @@ TEST(CliTest, TrainWritesARunDirectoryWithTheResolvedConfig) {
 
 TEST(CliTest, TomlFileThenOverrides) {
   std::string root = TempDir();
-  ASSERT_TRUE(WriteFileAtomic(root + "/run.toml",
-                              "[train]\niterations = 5\nlr = 0.3\n[run]\nname = \"y\"\n")
+  ASSERT_TRUE(WriteFileAtomic(
+                  root + "/run.toml",
+                  "[train]\niterations = 5\nlr = 0.3\n[run]\nname = \"y\"\n")
                   .ok());
-  ASSERT_EQ(RunStrata({"train", "-c", root + "/run.toml", "--set", "run.dir=" + root,
-                       "--set", "train.lr=0.2", "--set", "data.synthetic.train_size=200",
-                       "--set", "data.synthetic.val_size=50"}),
+  ASSERT_EQ(RunStrata({"train", "-c", root + "/run.toml", "--set",
+                       "run.dir=" + root, "--set", "train.lr=0.2", "--set",
+                       "data.synthetic.train_size=200", "--set",
+                       "data.synthetic.val_size=50"}),
             0);
   auto config = Config::FromTomlFile(root + "/y/config.toml");
   ASSERT_TRUE(config.ok());
-  EXPECT_EQ(config->GetInt("train.iterations"), 5);    // from the file
+  EXPECT_EQ(config->GetInt("train.iterations"), 5);     // from the file
   EXPECT_DOUBLE_EQ(config->GetFloat("train.lr"), 0.2);  // override wins
 }
 
 TEST(CliTest, DownloadFromAMirrorWithWrongFilesFails) {
   std::string mirror = TempDir();
   std::string out = TempDir();
-  for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
-                        "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"}) {
+  for (const char* f :
+       {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+        "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"}) {
     ASSERT_TRUE(WriteFileAtomic(mirror + "/" + f, "not the real file").ok());
   }
   EXPECT_EQ(RunStrata({"data", "download", "mnist", "--dir", out, "--mirror",

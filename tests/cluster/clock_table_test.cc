@@ -1,10 +1,10 @@
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <chrono>
 #include <random>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "cluster/coordinator.h"
 #include "cluster/member.h"
@@ -48,7 +48,9 @@ int64_t CheckBound(int n, int64_t s, uint64_t seed, bool enforce = true) {
       ASSERT_TRUE(t.ok());
       ASSERT_TRUE((*t)->Bind("inproc://*").ok());
       ClusterMember* member_ptr = nullptr;
-      RpcEndpoint rpc(std::move(*t), [&](Message m) { if (member_ptr) member_ptr->OnMessage(m); });
+      RpcEndpoint rpc(std::move(*t), [&](Message m) {
+        if (member_ptr) member_ptr->OnMessage(m);
+      });
       ClusterMember member(rpc, shape, milliseconds(100));
       member_ptr = &member;
       rpc.Start();
@@ -57,14 +59,17 @@ int64_t CheckBound(int n, int64_t s, uint64_t seed, bool enforce = true) {
       for (int64_t c = 0; c < kIters; ++c) {
         ASSERT_TRUE(member.ClockWait(c, milliseconds(10000)).ok());
         int64_t min_done = kIters;
-        for (int v = 0; v < n; ++v) min_done = std::min(min_done, completed[v].load());
+        for (int v = 0; v < n; ++v)
+          min_done = std::min(min_done, completed[v].load());
         int64_t lead = c - min_done;
         if (lead > s) ++violations;
         int64_t prev = max_lead.load();
-        while (lead > prev && !max_lead.compare_exchange_weak(prev, lead)) {}
+        while (lead > prev && !max_lead.compare_exchange_weak(prev, lead)) {
+        }
         ++starts;
         // Heterogeneous workers: worker w is slower on average.
-        std::this_thread::sleep_for(std::chrono::microseconds(rng() % (400 * (w + 1))));
+        std::this_thread::sleep_for(
+            std::chrono::microseconds(rng() % (400 * (w + 1))));
         completed[w] = c + 1;
       }
       ASSERT_TRUE(member.ReportDone().ok());

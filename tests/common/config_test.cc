@@ -38,7 +38,8 @@ TEST(ConfigTest, BadValueNamesKeyValueAndAllowed) {
   EXPECT_NE(st.message().find("lenet"), std::string::npos);
   st = c.ApplyOverride("train.batch_size=0");
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("an integer in [1, "), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("an integer in [1, "), std::string::npos)
+      << st.message();
   st = c.ApplyOverride("train.batch_size=abc");
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("abc"), std::string::npos);

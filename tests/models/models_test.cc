@@ -37,17 +37,22 @@ TEST_P(ModelShapeTest, ForwardGivesLogitsAndGradsLandInFlatBuffer) {
   EXPECT_TRUE(model->flat.IsBound(*model->net));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    All, ModelShapeTest,
-    ::testing::Values(Case{"mlp", {1, 1, 20, 3}}, Case{"mlp", {1, 28, 28, 10}},
-                      Case{"lenet", {1, 28, 28, 10}}, Case{"lenet", {3, 32, 32, 10}},
-                      Case{"cnn4", {3, 32, 32, 10}}, Case{"cnn4", {1, 28, 28, 7}},
-                      Case{"resnet20", {3, 32, 32, 100}}, Case{"resnet32", {1, 28, 28, 10}},
-                      Case{"resnet56", {3, 16, 16, 10}}),
-    [](const auto& info) {
-      return info.param.name + "_" + std::to_string(info.param.in.channels) + "x" +
-             std::to_string(info.param.in.height) + "_" + std::to_string(info.index);
-    });
+INSTANTIATE_TEST_SUITE_P(All, ModelShapeTest,
+                         ::testing::Values(Case{"mlp", {1, 1, 20, 3}},
+                                           Case{"mlp", {1, 28, 28, 10}},
+                                           Case{"lenet", {1, 28, 28, 10}},
+                                           Case{"lenet", {3, 32, 32, 10}},
+                                           Case{"cnn4", {3, 32, 32, 10}},
+                                           Case{"cnn4", {1, 28, 28, 7}},
+                                           Case{"resnet20", {3, 32, 32, 100}},
+                                           Case{"resnet32", {1, 28, 28, 10}},
+                                           Case{"resnet56", {3, 16, 16, 10}}),
+                         [](const auto& info) {
+                           return info.param.name + "_" +
+                                  std::to_string(info.param.in.channels) + "x" +
+                                  std::to_string(info.param.in.height) + "_" +
+                                  std::to_string(info.index);
+                         });
 
 TEST(ModelTest, ResNetDepthsHaveTheExpectedParameterCounts) {
   // He et al. 2016 Table 6: ResNet-20 0.27M, ResNet-32 0.46M, ResNet-56 0.85M.
@@ -128,15 +133,20 @@ TEST_P(OptimizerParityTest, FlatStepMatchesTorchOptim) {
   }
   // Adam divides by sqrt(v): where v is tiny, last-bit differences in the
   // element-wise arithmetic grow, so its tolerance is a small fraction of lr.
-  const double atol = o.kind == OptimizerOptions::Kind::kAdam ? 5e-3 * lr : 1e-6;
-  EXPECT_TRUE(torch::allclose(ours->flat.params(), ref->flat.params(), 1e-5, atol))
-      << "max diff " << (ours->flat.params() - ref->flat.params()).abs().max().item<float>();
+  const double atol =
+      o.kind == OptimizerOptions::Kind::kAdam ? 5e-3 * lr : 1e-6;
+  EXPECT_TRUE(
+      torch::allclose(ours->flat.params(), ref->flat.params(), 1e-5, atol))
+      << "max diff "
+      << (ours->flat.params() - ref->flat.params()).abs().max().item<float>();
   // The module's parameters are views: they read what the buffer holds.
   auto params = ours->net->parameters();
   auto first = params[0].reshape({-1});
-  EXPECT_TRUE(torch::equal(first, ours->flat.params().narrow(0, 0, first.numel())));
+  EXPECT_TRUE(
+      torch::equal(first, ours->flat.params().narrow(0, 0, first.numel())));
   EXPECT_TRUE(ours->flat.IsBound(*ours->net));
-  EXPECT_FALSE(torch::equal(ours->flat.params(), CreateModel({"lenet", 0, 11}, in)->flat.params()));
+  EXPECT_FALSE(torch::equal(ours->flat.params(),
+                            CreateModel({"lenet", 0, 11}, in)->flat.params()));
 }
 
 OptimizerOptions Sgd(double m, bool nesterov, double wd) {
@@ -158,7 +168,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(OptCase{"plain_sgd", Sgd(0, false, 0)},
                       OptCase{"momentum", Sgd(0.9, false, 0)},
                       OptCase{"nesterov_wd", Sgd(0.9, true, 5e-4)},
-                      OptCase{"adam", AdamOpt(0)}, OptCase{"adam_wd", AdamOpt(1e-3)}),
+                      OptCase{"adam", AdamOpt(0)},
+                      OptCase{"adam_wd", AdamOpt(1e-3)}),
     [](const auto& info) { return info.param.label; });
 
 }  // namespace

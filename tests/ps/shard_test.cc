@@ -42,7 +42,8 @@ TEST(ParameterShardTest, AsyncAppliesEachGradientWithScaledRate) {
   p.mode = UpdatePolicy::Mode::kAsync;
   p.num_workers = 4;
   p.rate_scale = 0.25;
-  ParameterShard shard({0, 2}, {1.0f, 2.0f}, OptimizerOptions{}, Constant(0.4), p);
+  ParameterShard shard({0, 2}, {1.0f, 2.0f}, OptimizerOptions{}, Constant(0.4),
+                       p);
   float g[2] = {1.0f, -2.0f};
   auto o = shard.Push(g, 0);
   EXPECT_EQ(o.state, State::kApplied);
@@ -137,7 +138,8 @@ TEST(ParameterShardTest, InverseStalenessDividesTheRate) {
 
 TEST(ParameterShardTest, OverwriteChecksTheSize) {
   UpdatePolicy p;
-  ParameterShard shard({5, 7}, {0.0f, 0.0f}, OptimizerOptions{}, Constant(1.0), p);
+  ParameterShard shard({5, 7}, {0.0f, 0.0f}, OptimizerOptions{}, Constant(1.0),
+                       p);
   float v[2] = {3, 4};
   EXPECT_TRUE(shard.Overwrite(v, 2).ok());
   EXPECT_FALSE(shard.Overwrite(v, 3).ok());

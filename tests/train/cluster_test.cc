@@ -1,16 +1,15 @@
-#include "train/cluster_run.h"
+#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
 #include "common/fs.h"
+#include "train/cluster_run.h"
 #include "train/data_config.h"
 #include "train/local_trainer.h"
 
@@ -27,11 +26,12 @@ std::string TempRoot() {
 // A small problem with a fixed data order: 512 examples, 32 x 20 steps.
 Config Base(const std::string& root) {
   Config c;
-  for (const char* kv : {"data.synthetic.train_size=512", "data.synthetic.val_size=128",
-                         "data.synthetic.dim=16", "data.shuffle=false", "model.hidden=16",
-                         "train.batch_size=32", "train.iterations=20", "train.lr=0.1",
-                         "train.momentum=0.9", "train.threads=1", "cluster.threads_per_worker=1",
-                         "cluster.servers=2", "eval.every_s=100", "cluster.mode=local"}) {
+  for (const char* kv :
+       {"data.synthetic.train_size=512", "data.synthetic.val_size=128",
+        "data.synthetic.dim=16", "data.shuffle=false", "model.hidden=16",
+        "train.batch_size=32", "train.iterations=20", "train.lr=0.1",
+        "train.momentum=0.9", "train.threads=1", "cluster.threads_per_worker=1",
+        "cluster.servers=2", "eval.every_s=100", "cluster.mode=local"}) {
     EXPECT_TRUE(c.ApplyOverride(kv).ok()) << kv;
   }
   EXPECT_TRUE(c.ApplyOverride("run.dir=" + root).ok());
@@ -41,14 +41,16 @@ Config Base(const std::string& root) {
 Result<RunSummary> RunConfig(const Config& c) {
   ASSIGN_OR_RETURN(DatasetSplits data, LoadDatasetFromConfig(c));
   ASSIGN_OR_RETURN(RunDirectory dir, RunDirectory::Create(c));
-  if (c.GetString("cluster.mode") == "local") return TrainLocal(c, data, dir, nullptr);
+  if (c.GetString("cluster.mode") == "local")
+    return TrainLocal(c, data, dir, nullptr);
   return TrainCluster(c, data, dir, nullptr);
 }
 
 double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
   EXPECT_EQ(a.size(), b.size());
   double m = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) m = std::max(m, std::fabs(double(a[i]) - b[i]));
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    m = std::max(m, std::fabs(double(a[i]) - b[i]));
   return m;
 }
 
@@ -56,7 +58,9 @@ struct EqCase {
   std::string transport;
   int workers;
 };
-void PrintTo(const EqCase& c, std::ostream* os) { *os << c.transport << "_" << c.workers; }
+void PrintTo(const EqCase& c, std::ostream* os) {
+  *os << c.transport << "_" << c.workers;
+}
 
 class SyncEqualsLocalTest : public ::testing::TestWithParam<EqCase> {};
 
@@ -71,25 +75,32 @@ TEST_P(SyncEqualsLocalTest, SameParametersAsSingleProcessSgd) {
 
   Config sync = Base(root);
   ASSERT_TRUE(sync.ApplyOverride("cluster.mode=sync").ok());
-  ASSERT_TRUE(sync.ApplyOverride("cluster.transport=" + GetParam().transport).ok());
-  ASSERT_TRUE(sync.ApplyOverride("cluster.workers=" + std::to_string(GetParam().workers)).ok());
+  ASSERT_TRUE(
+      sync.ApplyOverride("cluster.transport=" + GetParam().transport).ok());
+  ASSERT_TRUE(sync.ApplyOverride("cluster.workers=" +
+                                 std::to_string(GetParam().workers))
+                  .ok());
   auto got = RunConfig(sync);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   ASSERT_FALSE(expected->final_params.empty());
-  // The initial model moved: the comparison is not between two untouched copies.
-  EXPECT_GT(MaxAbsDiff(expected->final_params, std::vector<float>(expected->final_params.size(), 0.0f)), 0.0);
+  // The initial model moved: the comparison is not between two untouched
+  // copies.
+  EXPECT_GT(MaxAbsDiff(expected->final_params,
+                       std::vector<float>(expected->final_params.size(), 0.0f)),
+            0.0);
   EXPECT_LT(MaxAbsDiff(expected->final_params, got->final_params), 1e-4);
   EXPECT_NEAR(expected->final_train_loss, got->final_train_loss, 1e-4);
   EXPECT_EQ(got->samples, 20 * 32);
 }
 
-INSTANTIATE_TEST_SUITE_P(All, SyncEqualsLocalTest,
-                         ::testing::Values(EqCase{"inproc", 1}, EqCase{"inproc", 2},
-                                           EqCase{"inproc", 4}, EqCase{"tcp", 1},
-                                           EqCase{"tcp", 2}, EqCase{"tcp", 4}),
-                         [](const auto& info) {
-                           return info.param.transport + "_" + std::to_string(info.param.workers);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    All, SyncEqualsLocalTest,
+    ::testing::Values(EqCase{"inproc", 1}, EqCase{"inproc", 2},
+                      EqCase{"inproc", 4}, EqCase{"tcp", 1}, EqCase{"tcp", 2},
+                      EqCase{"tcp", 4}),
+    [](const auto& info) {
+      return info.param.transport + "_" + std::to_string(info.param.workers);
+    });
 
 TEST(ClusterTest, AsyncWithOneWorkerEqualsSingleProcessSgd) {
   std::string root = TempRoot();
@@ -119,7 +130,8 @@ nlohmann::json Summary(const std::string& root) {
   // The newest run directory under root.
   std::string newest;
   for (const auto& e : std::filesystem::directory_iterator(root)) {
-    if (newest.empty() || std::filesystem::last_write_time(e) > std::filesystem::last_write_time(newest))
+    if (newest.empty() || std::filesystem::last_write_time(e) >
+                              std::filesystem::last_write_time(newest))
       newest = e.path().string();
   }
   return nlohmann::json::parse(*ReadFile(newest + "/summary.json"));
@@ -128,8 +140,9 @@ nlohmann::json Summary(const std::string& root) {
 TEST(ClusterTest, KOfNUsesExactlyKGradientsAndCountsDropped) {
   std::string root = TempRoot();
   Config c = Base(root);
-  for (const char* kv : {"cluster.mode=sync", "cluster.workers=4", "cluster.updates_per_step=2",
-                         "cluster.worker_delay_ms=3", "data.shuffle=true"}) {
+  for (const char* kv :
+       {"cluster.mode=sync", "cluster.workers=4", "cluster.updates_per_step=2",
+        "cluster.worker_delay_ms=3", "data.shuffle=true"}) {
     ASSERT_TRUE(c.ApplyOverride(kv).ok());
   }
   auto r = RunConfig(c);
@@ -138,7 +151,8 @@ TEST(ClusterTest, KOfNUsesExactlyKGradientsAndCountsDropped) {
   const int64_t pushes = 4 * 20;
   const int64_t dropped = j["dropped_gradients"];
   // While at least k workers ran, every update used exactly k = 2 gradients.
-  ASSERT_EQ(j["gradients_per_update"].size(), 1u) << j["gradients_per_update"].dump();
+  ASSERT_EQ(j["gradients_per_update"].size(), 1u)
+      << j["gradients_per_update"].dump();
   EXPECT_TRUE(j["gradients_per_update"].contains("2"));
   const int64_t full = j["gradients_per_update"]["2"];
   const int64_t tail = j["tail_updates"];
@@ -153,14 +167,16 @@ TEST(ClusterTest, KOfNUsesExactlyKGradientsAndCountsDropped) {
 TEST(ClusterTest, KOfNDeferCarriesLateGradientsOver) {
   std::string root = TempRoot();
   Config c = Base(root);
-  for (const char* kv : {"cluster.mode=sync", "cluster.workers=4", "cluster.updates_per_step=3",
-                         "cluster.late_gradients=defer", "cluster.worker_delay_ms=3"}) {
+  for (const char* kv :
+       {"cluster.mode=sync", "cluster.workers=4", "cluster.updates_per_step=3",
+        "cluster.late_gradients=defer", "cluster.worker_delay_ms=3"}) {
     ASSERT_TRUE(c.ApplyOverride(kv).ok());
   }
   auto r = RunConfig(c);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   auto j = Summary(root);
-  ASSERT_EQ(j["gradients_per_update"].size(), 1u) << j["gradients_per_update"].dump();
+  ASSERT_EQ(j["gradients_per_update"].size(), 1u)
+      << j["gradients_per_update"].dump();
   const int64_t full = j["gradients_per_update"]["3"];
   int64_t tail_grads = 0;
   for (const auto& srv : j["servers_stats"]) {
@@ -169,7 +185,8 @@ TEST(ClusterTest, KOfNDeferCarriesLateGradientsOver) {
   }
   EXPECT_EQ(j["dropped_gradients"].get<int64_t>(), 0);
   EXPECT_EQ(3 * full + tail_grads, 4 * 20);  // nothing lost
-  EXPECT_LE(tail_grads, 2 * j["tail_updates"].get<int64_t>());  // a tail update has < 3
+  EXPECT_LE(tail_grads,
+            2 * j["tail_updates"].get<int64_t>());  // a tail update has < 3
   EXPECT_GT(j["deferred_gradients"].get<int64_t>(), 0);
 }
 
@@ -185,7 +202,8 @@ TEST(ClusterTest, SspAndAsyncRunsLearnAndRecordStaleness) {
     EXPECT_GT(r->final_val_acc, 0.3) << mode;  // chance is 0.1
     auto j = Summary(root);
     int64_t total = 0;
-    for (auto& [k, v] : j["staleness_histogram"].items()) total += v.get<int64_t>();
+    for (auto& [k, v] : j["staleness_histogram"].items())
+      total += v.get<int64_t>();
     EXPECT_EQ(total, 4 * 60) << mode;
     EXPECT_EQ(j["workers"].size(), 4u);
     EXPECT_GT(j["workers"][0]["bytes_pushed"].get<int64_t>(), 0);
@@ -200,27 +218,34 @@ namespace {
 
 Config FailureConfig(const std::string& root, const std::string& mode) {
   Config c = Base(root);
-  for (std::string kv : {"cluster.mode=" + mode, std::string("cluster.workers=3"),
-                         std::string("cluster.fail_worker=1"), std::string("cluster.fail_at=5"),
-                         std::string("train.iterations=40"), std::string("cluster.worker_delay_ms=5"),
-                         std::string("cluster.heartbeat_interval_ms=50"),
-                         std::string("cluster.heartbeat_timeout_ms=600")}) {
+  for (std::string kv :
+       {"cluster.mode=" + mode, std::string("cluster.workers=3"),
+        std::string("cluster.fail_worker=1"), std::string("cluster.fail_at=5"),
+        std::string("train.iterations=40"),
+        std::string("cluster.worker_delay_ms=5"),
+        std::string("cluster.heartbeat_interval_ms=50"),
+        std::string("cluster.heartbeat_timeout_ms=600")}) {
     EXPECT_TRUE(c.ApplyOverride(kv).ok()) << kv;
   }
   return c;
 }
 
-TEST(ClusterFailureTest, SyncStopsWithinTheHeartbeatTimeoutNamingTheLostWorker) {
+TEST(ClusterFailureTest,
+     SyncStopsWithinTheHeartbeatTimeoutNamingTheLostWorker) {
   std::string root = TempRoot();
   auto t0 = std::chrono::steady_clock::now();
   auto r = RunConfig(FailureConfig(root, "sync"));
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("worker 1"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("worker 1"), std::string::npos)
+      << r.status().message();
   EXPECT_LT(secs, 10.0);  // not the 120 s request timeout: no hang
   auto j = Summary(root);
   ASSERT_EQ(j["lost_workers"].size(), 1u);
-  EXPECT_NE(j["lost_workers"][0].get<std::string>().find("worker 1"), std::string::npos);
+  EXPECT_NE(j["lost_workers"][0].get<std::string>().find("worker 1"),
+            std::string::npos);
 }
 
 TEST(ClusterFailureTest, AsyncAndSspFinishWithTheOthers) {
@@ -230,7 +255,8 @@ TEST(ClusterFailureTest, AsyncAndSspFinishWithTheOthers) {
     ASSERT_TRUE(r.ok()) << mode << ": " << r.status().ToString();
     auto j = Summary(root);
     ASSERT_EQ(j["lost_workers"].size(), 1u) << mode;
-    EXPECT_NE(j["lost_workers"][0].get<std::string>().find("worker 1"), std::string::npos);
+    EXPECT_NE(j["lost_workers"][0].get<std::string>().find("worker 1"),
+              std::string::npos);
     // The two live workers ran all their iterations.
     EXPECT_EQ(j["workers"][0]["iterations"].get<int64_t>(), 40) << mode;
     EXPECT_EQ(j["workers"][2]["iterations"].get<int64_t>(), 40) << mode;

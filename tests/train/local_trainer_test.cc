@@ -1,11 +1,11 @@
 #include "train/local_trainer.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <fstream>
-#include <string>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "common/fs.h"
 #include "train/data_config.h"
@@ -136,7 +136,8 @@ TEST(LocalTrainerTest, MissingDataDirIsNamed) {
 // Real MNIST (STRATA_DATA_DIR): one epoch of the MLP clears 95%.
 TEST(LocalTrainerRealDataTest, MlpOneEpochOnMnist) {
   const char* dd = std::getenv("STRATA_DATA_DIR");
-  if (dd == nullptr) GTEST_SKIP() << "STRATA_DATA_DIR not set: skipping real-MNIST training";
+  if (dd == nullptr)
+    GTEST_SKIP() << "STRATA_DATA_DIR not set: skipping real-MNIST training";
   std::string root = TempRoot();
   Config c;
   ASSERT_TRUE(c.ApplyOverride("run.dir=" + root).ok());
