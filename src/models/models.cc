@@ -229,6 +229,14 @@ Result<std::shared_ptr<ClassifierImpl>> Construct(const ModelOptions& o,
 
 }  // namespace
 
+ModelOptions ModelOptions::FromConfig(const Config& config) {
+  ModelOptions o;
+  o.name = config.GetString("model.name");
+  o.hidden = config.GetInt("model.hidden");
+  o.seed = static_cast<uint64_t>(config.GetInt("run.seed"));
+  return o;
+}
+
 const std::vector<std::string>& ModelNames() {
   static const std::vector<std::string> names = {
       "mlp", "lenet", "cnn4", "resnet20", "resnet32", "resnet56"};

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/config.h"
 #include "common/status.h"
 #include "models/flat_parameters.h"
 
@@ -27,6 +28,9 @@ struct ModelOptions {
   std::string name = "mlp";  // mlp, lenet, cnn4, resnet20, resnet32, resnet56
   int64_t hidden = 256;      // mlp hidden units
   uint64_t seed = 1;         // initialisation seed
+
+  // model.name, model.hidden and run.seed from a run config.
+  static ModelOptions FromConfig(const Config& config);
 };
 
 // Base of every strata model: maps a batch [N, C, H, W] (or [N, D]) to

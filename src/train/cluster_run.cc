@@ -76,9 +76,7 @@ Result<RunSummary> TrainCluster(const Config& config, const DatasetSplits& data,
   // The layout needs the parameter count: build the model once here.
   int64_t num_params = 0;
   {
-    ModelOptions mo;
-    mo.name = config.GetString("model.name");
-    mo.hidden = config.GetInt("model.hidden");
+    const ModelOptions mo = ModelOptions::FromConfig(config);
     ASSIGN_OR_RETURN(Model probe, CreateModel(mo, InputSpecOf(data.train)));
     num_params = probe.flat.size();
   }
@@ -242,9 +240,7 @@ Result<RunSummary> TrainCluster(const Config& config, const DatasetSplits& data,
 
   // Final evaluation of the global model.
   RunSummary s;
-  ModelOptions mo;
-  mo.name = config.GetString("model.name");
-  mo.hidden = config.GetInt("model.hidden");
+  const ModelOptions mo = ModelOptions::FromConfig(config);
   ASSIGN_OR_RETURN(Model final_model, CreateModel(mo, InputSpecOf(data.train)));
   auto pulled = eval_client.Pull(final_model.flat.param_data(), {})
                     ->Wait(o.request_timeout);

@@ -48,10 +48,7 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
   torch::set_num_threads(static_cast<int>(threads));
 
   const uint64_t seed = static_cast<uint64_t>(config.GetInt("run.seed"));
-  ModelOptions mo;
-  mo.name = config.GetString("model.name");
-  mo.hidden = config.GetInt("model.hidden");
-  mo.seed = seed;
+  const ModelOptions mo = ModelOptions::FromConfig(config);
   ASSIGN_OR_RETURN(Model model, CreateModel(mo, InputSpecOf(data.train)));
 
   const int64_t batch_size = config.GetInt("train.batch_size");

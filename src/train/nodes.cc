@@ -18,14 +18,6 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-ModelOptions ModelOptionsFrom(const Config& c, uint64_t seed) {
-  ModelOptions mo;
-  mo.name = c.GetString("model.name");
-  mo.hidden = c.GetInt("model.hidden");
-  mo.seed = seed;
-  return mo;
-}
-
 }  // namespace
 
 Result<ClusterRunOptions> ClusterRunOptions::FromConfig(const Config& c) {
@@ -105,7 +97,7 @@ Result<WorkerMetrics> RunWorker(const Config& config,
   WorkerMetrics m;
   m.index = index;
   const auto start = Clock::now();
-  ASSIGN_OR_RETURN(Model model, CreateModel(ModelOptionsFrom(config, o.seed),
+  ASSIGN_OR_RETURN(Model model, CreateModel(ModelOptions::FromConfig(config),
                                             InputSpecOf(train)));
   const int k = client.layout().num_servers();
   if (index == 0) {
@@ -219,7 +211,7 @@ Status RunEvaluator(const Config& config, const ClusterRunOptions& o,
                     const DatasetSplits& data, PsClient& client,
                     const RunDirectory* run_dir, const std::atomic<bool>* done,
                     Clock::time_point start) {
-  ASSIGN_OR_RETURN(Model model, CreateModel(ModelOptionsFrom(config, o.seed),
+  ASSIGN_OR_RETURN(Model model, CreateModel(ModelOptions::FromConfig(config),
                                             InputSpecOf(data.train)));
   const int k = client.layout().num_servers();
   const int n = o.shape.num_workers;
