@@ -58,6 +58,19 @@ void Coordinator::Handle(Message msg) {
   last_seen_[from] = Clock::now();
   switch (msg.header.type) {
     case MessageType::kRegister: {
+      if (msg.header.flags & kRegisterConnected) {
+        waiting_connected_.push_back(std::move(msg));
+        if (static_cast<int>(waiting_connected_.size()) == options_.shape.num_nodes() - 1) {
+          std::vector<Message> waiting;
+          waiting.swap(waiting_connected_);
+          for (Message& w : waiting) {
+            Message reply;
+            reply.header.type = MessageType::kRegisterReply;
+            (void)rpc_.Reply(w, std::move(reply));
+          }
+        }
+        return;
+      }
       std::string endpoint(
           reinterpret_cast<const char*>(
               msg.payloads.empty() ? nullptr : msg.payloads[0].data()),
@@ -102,6 +115,12 @@ void Coordinator::Handle(Message msg) {
       return;
     }
     case MessageType::kHeartbeat:
+      if (msg.header.request_id != 0) {
+        Message ack;
+        ack.header.type = MessageType::kAck;
+        lock.unlock();
+        (void)rpc_.Reply(msg, std::move(ack));
+      }
       return;
     case MessageType::kBarrier:
       barriers_[msg.header.clock].push_back(std::move(msg));
@@ -114,6 +133,7 @@ void Coordinator::Handle(Message msg) {
       return;
     case MessageType::kShutdown:
       done_.insert(from);
+      if (!msg.payloads.empty()) done_reports_[from] = ErrorText(msg);
       clocks_[from] =
           std::numeric_limits<int64_t>::max() / 2;  // never holds anyone back
       GrantClocksLocked();
@@ -260,11 +280,24 @@ void Coordinator::BroadcastShutdown(const std::string& reason) {
   }
 }
 
+void Coordinator::StopWorkers() {
+  for (int i = 0; i < options_.shape.num_workers; ++i) {
+    Message m;
+    m.header.type = MessageType::kShutdown;
+    (void)rpc_.Send(options_.shape.WorkerId(i), std::move(m));
+  }
+}
+
 std::vector<std::string> Coordinator::LostNodes() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> out;
   for (NodeId id : lost_) out.push_back(options_.shape.Describe(id));
   return out;
+}
+
+std::map<NodeId, std::string> Coordinator::DoneReports() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_reports_;
 }
 
 std::vector<NodeId> Coordinator::LostIds() const {

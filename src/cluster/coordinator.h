@@ -22,10 +22,15 @@ namespace strata {
 //                 worker reached it.
 //   kClock        clock = iterations the worker completed; the reply is the
 //                 permission to start the next one (bounded staleness).
-//   kShutdown     worker -> coordinator: "my iterations are done".
+//   kShutdown     worker -> coordinator: "my iterations are done"; payload 0
+//                 (optional) = the worker's metrics as JSON.
 //                 coordinator -> node: stop; flags kShutdownError with
 //                 payload 0 = the reason.
 inline constexpr uint32_t kShutdownError = 1u << 0;
+// kRegister with this flag (second phase): "I have connected to every peer";
+// the reply comes when every node said so, so no node sends to a peer that
+// cannot answer yet.
+inline constexpr uint32_t kRegisterConnected = 1u << 0;
 
 struct CoordinatorOptions {
   ClusterShape shape;
@@ -62,6 +67,16 @@ class Coordinator {
   // Nodes declared lost so far, described ("worker 2 (node 5)").
   std::vector<std::string> LostNodes() const;
   std::vector<NodeId> LostIds() const;
+  // Sends a request to a node through the coordinator's endpoint (e.g. the
+  // servers' statistics at the end of a run).
+  std::shared_ptr<RpcCall> Request(NodeId to, Message msg) {
+    return rpc_.Request(to, std::move(msg));
+  }
+  // Tells the workers to end their loops now (not an error: they report
+  // done as usual). Servers and the evaluator keep running.
+  void StopWorkers();
+  // What each worker attached to its "done" report (its metrics, as text).
+  std::map<NodeId, std::string> DoneReports() const;
   // Test hook: the clock table's minimum over live workers.
   int64_t MinClock() const;
 
@@ -80,10 +95,12 @@ class Coordinator {
   std::condition_variable cv_;
   std::map<NodeId, std::string> endpoints_;  // GUARDED_BY(mu_)
   std::vector<Message> waiting_register_;    // GUARDED_BY(mu_)
+  std::vector<Message> waiting_connected_;   // GUARDED_BY(mu_)
   std::map<NodeId, std::chrono::steady_clock::time_point>
       last_seen_;                                     // GUARDED_BY(mu_)
   std::set<NodeId> lost_;                             // GUARDED_BY(mu_)
   std::set<NodeId> done_;                             // GUARDED_BY(mu_)
+  std::map<NodeId, std::string> done_reports_;  // GUARDED_BY(mu_)
   std::map<NodeId, int64_t> clocks_;                  // GUARDED_BY(mu_)
   std::vector<Message> waiting_clocks_;               // GUARDED_BY(mu_)
   std::map<int64_t, std::vector<Message>> barriers_;  // GUARDED_BY(mu_)

@@ -8,8 +8,12 @@
 namespace strata {
 
 ClusterMember::ClusterMember(RpcEndpoint& rpc, ClusterShape shape,
-                             std::chrono::milliseconds heartbeat_interval)
-    : rpc_(rpc), shape_(shape), heartbeat_interval_(heartbeat_interval) {}
+                             std::chrono::milliseconds heartbeat_interval,
+                             std::chrono::milliseconds heartbeat_timeout)
+    : rpc_(rpc),
+      shape_(shape),
+      heartbeat_interval_(heartbeat_interval),
+      heartbeat_timeout_(heartbeat_timeout) {}
 
 ClusterMember::~ClusterMember() { StopHeartbeats(); }
 
@@ -44,21 +48,61 @@ Status ClusterMember::Join(const std::string& coordinator_endpoint,
     RETURN_IF_ERROR(
         rpc_.transport().Connect(id, it.value().get<std::string>()));
   }
+  // Second phase: wait until every node connected to its peers too.
+  Message connected;
+  connected.header.type = MessageType::kRegister;
+  connected.header.flags = kRegisterConnected;
+  auto ready =
+      rpc_.Request(shape_.CoordinatorId(), std::move(connected))->Wait(timeout);
+  if (!ready.ok()) {
+    return ready.status().WithContext(
+        fmt::format("{} waiting for every node to connect",
+                    shape_.Describe(rpc_.node_id())));
+  }
   return Status::Ok();
 }
 
 void ClusterMember::StartHeartbeats() {
   heartbeat_ = std::thread([this] {
+    // Heartbeats are requests: the coordinator's replies tell this node the
+    // coordinator is alive. No reply for heartbeat_timeout_ = it is gone.
+    auto last_reply = std::chrono::steady_clock::now();
+    std::shared_ptr<RpcCall> in_flight;
     std::unique_lock<std::mutex> lock(mu_);
-    while (!stop_heartbeats_) {
+    while (!stop_heartbeats_ && !shutdown_.load()) {
       lock.unlock();
-      Message m;
-      m.header.type = MessageType::kHeartbeat;
-      (void)rpc_.Send(shape_.CoordinatorId(), std::move(m));
+      if (in_flight && in_flight->Ready()) {
+        if (in_flight->Wait(std::chrono::milliseconds(0)).ok()) {
+          last_reply = std::chrono::steady_clock::now();
+        }
+        in_flight.reset();
+      }
+      if (!in_flight) {
+        Message m;
+        m.header.type = MessageType::kHeartbeat;
+        in_flight = rpc_.Request(shape_.CoordinatorId(), std::move(m));
+      }
+      const auto silent = std::chrono::steady_clock::now() - last_reply;
+      if (silent > heartbeat_timeout_) {
+        ShutdownLocally(fmt::format(
+            "lost the coordinator: no reply to heartbeats for {:.1f} s",
+            std::chrono::duration<double>(silent).count()));
+      }
       lock.lock();
       cv_.wait_for(lock, heartbeat_interval_, [&] { return stop_heartbeats_; });
     }
   });
+}
+
+void ClusterMember::ShutdownLocally(const std::string& reason) {
+  LogError("{}: {}", shape_.Describe(rpc_.node_id()), reason);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reason_ = reason;
+  }
+  shutdown_ = true;
+  cv_.notify_all();
+  rpc_.CancelPending(Status::Unavailable("{}", reason));
 }
 
 void ClusterMember::StopHeartbeats() {
@@ -93,9 +137,10 @@ Status ClusterMember::ClockWait(int64_t completed,
   return Status::Ok();
 }
 
-Status ClusterMember::ReportDone() {
+Status ClusterMember::ReportDone(const std::string& report) {
   Message m;
   m.header.type = MessageType::kShutdown;
+  if (!report.empty()) m.payloads.push_back(Buffer::CopyOf(report.data(), report.size()));
   return rpc_.Send(shape_.CoordinatorId(), std::move(m));
 }
 

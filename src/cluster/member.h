@@ -21,8 +21,11 @@ namespace strata {
 // joins it.
 class ClusterMember {
  public:
+  // A node that hears nothing back from the coordinator for
+  // `heartbeat_timeout` stops itself ("lost the coordinator").
   ClusterMember(RpcEndpoint& rpc, ClusterShape shape,
-                std::chrono::milliseconds heartbeat_interval);
+                std::chrono::milliseconds heartbeat_interval,
+                std::chrono::milliseconds heartbeat_timeout = std::chrono::milliseconds(30000));
   ~ClusterMember();
   ClusterMember(const ClusterMember&) = delete;
   ClusterMember& operator=(const ClusterMember&) = delete;
@@ -39,9 +42,12 @@ class ClusterMember {
   // Reports `completed` iterations and waits for permission to start the
   // next one (immediate unless the run has a staleness bound).
   Status ClockWait(int64_t completed, std::chrono::milliseconds timeout);
-  // Tells the coordinator this worker finished its iterations.
-  Status ReportDone();
+  // Tells the coordinator this worker finished its iterations, with an
+  // optional report (its metrics as JSON).
+  Status ReportDone(const std::string& report = "");
 
+  // Stops this node as if the coordinator had said so, with `reason`.
+  void ShutdownLocally(const std::string& reason);
   // Handles a kShutdown from the coordinator.
   void OnMessage(const Message& msg);
   bool shutdown_requested() const { return shutdown_.load(); }
@@ -54,6 +60,7 @@ class ClusterMember {
   RpcEndpoint& rpc_;
   const ClusterShape shape_;
   const std::chrono::milliseconds heartbeat_interval_;
+  const std::chrono::milliseconds heartbeat_timeout_;
   std::atomic<bool> shutdown_{false};
   mutable std::mutex mu_;
   std::condition_variable cv_;

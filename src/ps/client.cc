@@ -5,10 +5,33 @@
 #include "ps/protocol.h"
 
 namespace strata {
+namespace {
+
+// The pool's capacity class for `bytes` (0 below the pool's minimum: such
+// small copies come from the heap).
+size_t PoolCapacity(size_t bytes) {
+  if (bytes < BufferPool::kMinCapacity) return 0;
+  size_t capacity = BufferPool::kMinCapacity;
+  while (capacity < bytes) capacity *= 2;
+  return capacity;
+}
+
+size_t OnePushOfCapacity(const KeyLayout& layout) {
+  size_t total = 0;
+  for (const KeyRange& r : layout.ranges()) {
+    total += PoolCapacity(sizeof(float) * static_cast<size_t>(r.size()));
+  }
+  return total;
+}
+
+}  // namespace
 
 PsClient::PsClient(RpcEndpoint& rpc, KeyLayout layout,
                    std::vector<NodeId> servers)
-    : rpc_(rpc), layout_(std::move(layout)), servers_(std::move(servers)) {
+    : rpc_(rpc),
+      layout_(std::move(layout)),
+      servers_(std::move(servers)),
+      push_pool_(BufferPool::Create(OnePushOfCapacity(layout_))) {
   STRATA_CHECK(static_cast<int>(servers_.size()) == layout_.num_servers());
 }
 
@@ -23,8 +46,14 @@ std::unique_ptr<PushHandle> PsClient::SendPush(
     m.header.key_begin = r.begin;
     m.header.key_end = r.end;
     m.header.clock = versions.empty() ? 0 : versions[s];
-    m.payloads.push_back(
-        Buffer::CopyOf(values + r.begin, sizeof(float) * r.size()));
+    const size_t bytes = sizeof(float) * static_cast<size_t>(r.size());
+    if (bytes >= BufferPool::kMinCapacity) {
+      Buffer copy = push_pool_->Acquire(bytes);
+      std::memcpy(copy.data(), values + r.begin, bytes);
+      m.payloads.push_back(std::move(copy));
+    } else {
+      m.payloads.push_back(Buffer::CopyOf(values + r.begin, bytes));
+    }
     handle->bytes_ += sizeof(float) * r.size();
     handle->calls_.push_back(rpc_.Request(servers_[s], std::move(m)));
   }
@@ -95,18 +124,22 @@ Result<PullHandle::Pulled> PullHandle::Wait(std::chrono::milliseconds timeout) {
     ASSIGN_OR_RETURN(Message reply, calls_[i]->Wait(std::max(
                                         left, std::chrono::milliseconds(0))));
     const KeyRange& r = ranges_[i];
-    if (reply.payloads.size() != 1 ||
-        reply.payloads[0].size() !=
-            sizeof(float) * static_cast<size_t>(r.size())) {
+    const size_t expected = sizeof(float) * static_cast<size_t>(r.size());
+    if (reply.payload_bytes() != expected) {
       return Status::DataLoss(
           "pull reply from node {} for [{}, {}) has {} bytes, expected {}",
           reply.header.sender, r.begin, r.end, reply.payload_bytes(),
-          sizeof(float) * r.size());
+          expected);
     }
-    std::memcpy(dest_ + r.begin, reply.payloads[0].data(),
-                reply.payloads[0].size());
+    // The range may come in several chunks (protocol.h); they are its bytes
+    // in order.
+    auto* out = reinterpret_cast<uint8_t*>(dest_ + r.begin);
+    for (const Buffer& chunk : reply.payloads) {
+      if (!chunk.empty()) std::memcpy(out, chunk.data(), chunk.size());
+      out += chunk.size();
+    }
     pulled.versions.push_back(reply.header.clock);
-    pulled.bytes += reply.payloads[0].size();
+    pulled.bytes += expected;
   }
   return pulled;
 }

@@ -80,6 +80,10 @@ class PsClient {
   RpcEndpoint& rpc_;
   const KeyLayout layout_;
   const std::vector<NodeId> servers_;
+  // Pushed values are copied into buffers recycled through this pool (it
+  // caches one push's worth): a fresh allocation of a multi-MiB range costs
+  // page faults and zeroing on every push.
+  const std::shared_ptr<BufferPool> push_pool_;
 };
 
 }  // namespace strata

@@ -1,17 +1,35 @@
 #include "ps/server.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
 #include "ps/protocol.h"
 
 namespace strata {
+namespace {
+
+// Pull replies whose buffers the pool keeps for reuse: enough for several
+// workers' pulls in flight at once (a reply's buffer returns to the pool
+// when the transport has sent it, or when the in-process receiver has
+// copied it out).
+constexpr size_t kCachedReplies = 4;
+
+size_t ReplyCapacity(const KeyRange& range) {
+  size_t bytes = sizeof(float) * static_cast<size_t>(range.size());
+  size_t capacity = BufferPool::kMinCapacity;
+  while (capacity < bytes) capacity *= 2;
+  return capacity;
+}
+
+}  // namespace
 
 ParameterServer::ParameterServer(ServerOptions options,
                                  std::unique_ptr<Transport> transport,
                                  std::function<void(Message)> other)
     : options_(std::move(options)),
       other_(std::move(other)),
+      reply_pool_(BufferPool::Create(kCachedReplies * ReplyCapacity(options_.range))),
       rpc_(std::move(transport), [this](Message m) { Handle(std::move(m)); }) {}
 
 ParameterServer::~ParameterServer() { Stop(); }
@@ -132,14 +150,28 @@ void ParameterServer::HandlePush(Message msg) {
 
 void ParameterServer::ReplyPull(const Message& request) {
   const KeyRange& r = options_.range;
-  Buffer buf = Buffer::Allocate(sizeof(float) * r.size());
+  const size_t bytes = sizeof(float) * static_cast<size_t>(r.size());
+  Buffer buf = bytes >= BufferPool::kMinCapacity ? reply_pool_->Acquire(bytes)
+                                                 : Buffer::Allocate(bytes);
   int64_t version = shard_->ReadIfAtLeast(request.header.clock, buf.floats());
   Message reply;
   reply.header.type = MessageType::kPullReply;
   reply.header.key_begin = r.begin;
   reply.header.key_end = r.end;
   reply.header.clock = version;
-  reply.payloads.push_back(std::move(buf));
+  const size_t chunk = PullReplyChunkBytes(bytes);
+  if (bytes <= chunk) {
+    reply.payloads.push_back(std::move(buf));
+  } else {
+    // Views of the one buffer, sharing its ownership: the buffer goes back
+    // to the pool once the last chunk has been sent (or, in process, read).
+    uint8_t* data = buf.data();
+    std::shared_ptr<void> owner = std::move(buf).Release();
+    for (size_t off = 0; off < bytes; off += chunk) {
+      reply.payloads.push_back(
+          Buffer::Adopt(data + off, std::min(chunk, bytes - off), owner));
+    }
+  }
   (void)rpc_.Reply(request, std::move(reply));
 }
 

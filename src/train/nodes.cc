@@ -131,6 +131,9 @@ Result<WorkerMetrics> RunWorker(const Config& config,
 
   for (int64_t it = 0; it < total; ++it) {
     if (stop != nullptr && stop->load()) break;
+    if (member.shutdown_requested() && member.shutdown_reason().empty()) {
+      break;  // the coordinator ended the run early (Ctrl-C): finish cleanly
+    }
     if (member.shutdown_requested()) {
       return Status::Cancelled(
           "worker {} stopped by the coordinator: {}", index,
@@ -203,7 +206,6 @@ Result<WorkerMetrics> RunWorker(const Config& config,
   auto left = client.Leave()->Wait(o.request_timeout);
   if (!left.ok())
     return left.status().WithContext(fmt::format("worker {} leaving", index));
-  RETURN_IF_ERROR(member.ReportDone());
   return m;
 }
 

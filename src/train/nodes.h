@@ -60,8 +60,9 @@ struct WorkerMetrics {
 // after the clock table allows it) pull every p iterations, draw a
 // mini-batch, compute gradients into the model's flat buffer, push them, and
 // report the clock. Sync: the push completes when the step closed, and the
-// next pull asks for that version. Returns when its iterations are done,
-// `stop` is set, or on the first error. Not thread-safe; one per thread.
+// next pull asks for that version. Returns (after telling the servers it
+// left) when its iterations are done, `stop` is set or the coordinator ends
+// the run; or on the first error. Not thread-safe; one per thread.
 Result<WorkerMetrics> RunWorker(const Config& config,
                                 const ClusterRunOptions& options, int index,
                                 const Dataset& train,

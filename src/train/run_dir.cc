@@ -42,6 +42,13 @@ Result<RunDirectory> RunDirectory::Create(const Config& config) {
   return dir;
 }
 
+Result<RunDirectory> RunDirectory::Open(const std::string& path) {
+  RETURN_IF_ERROR(MakeDirs(path));
+  RunDirectory dir;
+  dir.path_ = path;
+  return dir;
+}
+
 std::string RunDirectory::File(const std::string& name) const {
   return JoinPath(path_, name);
 }

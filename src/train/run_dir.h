@@ -18,6 +18,10 @@ class RunDirectory {
   // resolved config into it. IoError if it cannot.
   static Result<RunDirectory> Create(const Config& config);
 
+  // An existing run directory (made by Create, e.g. by the launcher of a
+  // multi-process run), created if missing; nothing is written.
+  static Result<RunDirectory> Open(const std::string& path);
+
   const std::string& path() const { return path_; }
   std::string File(const std::string& name) const;
   // Appends one JSON object as a line to `file` (e.g. "metrics.jsonl").

@@ -1,0 +1,74 @@
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/config.h"
+#include "data/dataset.h"
+#include "ps/key_range.h"
+#include "train/nodes.h"
+#include "train/run_dir.h"
+#include "transport/transport.h"
+
+namespace strata {
+
+// What every node of a cluster derives, identically, from the run config and
+// the training data: the options, the parameter count and key layout, and
+// the per-worker iteration budget (equal for all workers, so sync steps
+// always find n gradients). The coordinator needs only the options.
+struct ClusterPlan {
+  ClusterRunOptions options;
+  KeyLayout layout;
+  int64_t num_params = 0;
+
+  static Result<ClusterPlan> Make(const Config& config, const DatasetSplits& data);
+};
+
+// The roles of a cluster. Each runs one node until the run ends and is the
+// same code whether the node is a thread (TrainCluster) or a process
+// (`strata node`). Every wait is bounded: by the heartbeat timeout (the
+// coordinator declares silent nodes lost) and cluster.request_timeout_ms.
+
+// The coordinator: waits for every node, watches heartbeats and the clock
+// table, stops the run early when `stop` is set, then gathers the servers'
+// statistics, the workers' reports and the evaluator's final evaluation,
+// writes summary.json into `run_dir` and tells every node to stop. Returns
+// the summary, or the run's error (a lost node in sync mode, named) after
+// writing the summary anyway.
+Result<nlohmann::json> RunCoordinatorRole(const Config& config,
+                                          const ClusterRunOptions& options,
+                                          std::unique_ptr<Transport> transport,
+                                          const RunDirectory& run_dir,
+                                          const std::atomic<bool>* stop);
+
+// A server: joins, serves its key range until the coordinator says stop.
+Status RunServerRole(const Config& config, const ClusterPlan& plan, int index,
+                     std::unique_ptr<Transport> transport,
+                     const std::string& coordinator_endpoint,
+                     const std::atomic<bool>* stop);
+
+// A worker: joins, trains on its shard (RunWorker), reports its metrics.
+// A failure is returned after the node went silent (so the coordinator
+// notices it like a crash).
+Result<WorkerMetrics> RunWorkerRole(const Config& config, const ClusterPlan& plan,
+                                    int index, const DatasetSplits& data,
+                                    std::unique_ptr<Transport> transport,
+                                    const std::string& coordinator_endpoint,
+                                    const RunDirectory* run_dir,
+                                    const std::atomic<bool>* stop);
+
+// The evaluator: joins, evaluates the global model on a schedule (eval.jsonl)
+// and, when the coordinator asks at the end, the final model on both splits.
+// `final_params` (may be null) receives the final flat parameter vector.
+Status RunEvaluatorRole(const Config& config, const ClusterPlan& plan,
+                        const DatasetSplits& data,
+                        std::unique_ptr<Transport> transport,
+                        const std::string& coordinator_endpoint,
+                        const RunDirectory* run_dir, const std::atomic<bool>* stop,
+                        std::vector<float>* final_params = nullptr);
+
+}  // namespace strata

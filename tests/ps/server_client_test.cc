@@ -1,0 +1,233 @@
+// ParameterServer and PsClient end to end over each transport: values
+// survive the round trip exactly (several servers, ranges that are cut into
+// chunks and ranges that are not), pushes apply the optimizer, recycled
+// buffers never leak one operation's bytes into another's, and bad pushes
+// are refused.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ps/client.h"
+#include "ps/protocol.h"
+#include "ps/server.h"
+#include "transport/inproc_transport.h"
+#include "transport/zmq_transport.h"
+
+namespace strata {
+namespace {
+
+using std::chrono::milliseconds;
+constexpr milliseconds kTimeout{20000};
+
+enum class Backend { kInProc, kTcp };
+
+std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
+  return info.param == Backend::kInProc ? "inproc" : "tcp";
+}
+
+// S servers (node ids 0..S-1) and W workers (100..) wired directly.
+class PsOverTransportTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  std::unique_ptr<Transport> NewTransport(NodeId id) {
+    std::unique_ptr<Transport> t;
+    if (GetParam() == Backend::kInProc) {
+      auto r = fabric_.NewTransport(id);
+      EXPECT_TRUE(r.ok()) << r.status().ToString();
+      t = std::move(r).value();
+      EXPECT_TRUE(t->Bind("inproc://*").ok());
+    } else {
+      auto r = NewZmqTransport(id, ZmqOptions{});
+      EXPECT_TRUE(r.ok()) << r.status().ToString();
+      t = std::move(r).value();
+      EXPECT_TRUE(t->Bind("tcp://127.0.0.1:*").ok());
+    }
+    return t;
+  }
+
+  // `lr` and plain SGD (no momentum) on every server, async mode.
+  void Start(int64_t keys, int servers, int workers, double lr) {
+    auto layout = KeyLayout::Balanced(keys, servers);
+    ASSERT_TRUE(layout.ok());
+    std::vector<std::unique_ptr<Transport>> st, wt;
+    for (int s = 0; s < servers; ++s) st.push_back(NewTransport(s));
+    for (int w = 0; w < workers; ++w) wt.push_back(NewTransport(100 + w));
+    for (auto& w : wt) {
+      for (auto& s : st) {
+        ASSERT_TRUE(w->Connect(s->node_id(), s->endpoint()).ok());
+        ASSERT_TRUE(s->Connect(w->node_id(), w->endpoint()).ok());
+      }
+    }
+    std::vector<NodeId> ids;
+    for (int s = 0; s < servers; ++s) {
+      ServerOptions so;
+      so.range = layout->range(s);
+      so.schedule.lr = lr;
+      so.policy.mode = UpdatePolicy::Mode::kAsync;
+      so.policy.num_workers = workers;
+      servers_.push_back(
+          std::make_unique<ParameterServer>(so, std::move(st[s])));
+      servers_.back()->Start();
+      ids.push_back(s);
+    }
+    for (int w = 0; w < workers; ++w) {
+      rpcs_.push_back(
+          std::make_unique<RpcEndpoint>(std::move(wt[w]), [](Message) {}));
+      rpcs_.back()->Start();
+      clients_.push_back(std::make_unique<PsClient>(*rpcs_.back(), *layout, ids));
+    }
+  }
+
+  void TearDown() override {
+    for (auto& r : rpcs_) r->Stop();
+    for (auto& s : servers_) s->Stop();
+  }
+
+  std::vector<float> Pull(int worker) {
+    std::vector<float> out(clients_[worker]->layout().total(), -1.0f);
+    auto pulled = clients_[worker]->Pull(out.data(), {})->Wait(kTimeout);
+    EXPECT_TRUE(pulled.ok()) << pulled.status().ToString();
+    if (pulled.ok()) {
+      EXPECT_EQ(pulled->bytes, out.size() * sizeof(float));
+    }
+    return out;
+  }
+
+  InProcFabric fabric_;
+  std::vector<std::unique_ptr<ParameterServer>> servers_;
+  std::vector<std::unique_ptr<RpcEndpoint>> rpcs_;
+  std::vector<std::unique_ptr<PsClient>> clients_;
+};
+
+std::vector<float> Ramp(int64_t n, float scale, float offset) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    v[static_cast<size_t>(i)] = offset + scale * static_cast<float>(i % 9973);
+  }
+  return v;
+}
+
+// Sizes: one small range (below the buffer pool's minimum), and ranges of
+// several pull-reply chunks with a ragged last chunk.
+TEST_P(PsOverTransportTest, InitialModelRoundTripsExactly) {
+  for (const int64_t keys : {int64_t{1000}, int64_t{3 * (1 << 18) + 77}}) {
+    SCOPED_TRACE(keys);
+    Start(keys, 2, 1, 0.1);
+    const std::vector<float> init = Ramp(keys, 0.25f, -3.0f);
+    auto pushed = clients_[0]->PushInitial(init.data())->Wait(kTimeout);
+    ASSERT_TRUE(pushed.ok()) << pushed.status().ToString();
+    EXPECT_EQ(Pull(0), init);
+    TearDown();
+    servers_.clear();
+    clients_.clear();
+    rpcs_.clear();
+  }
+}
+
+TEST_P(PsOverTransportTest, PushesApplySgdAndBuffersAreNotMixedUp) {
+  // 2 servers of 1.5 MiB each (two chunks per pull reply), 2 workers.
+  const int64_t keys = 3 * (1 << 18);
+  Start(keys, 2, 2, 0.5);
+  std::vector<float> expected = Ramp(keys, 1.0f, 0.0f);
+  ASSERT_TRUE(clients_[0]->PushInitial(expected.data())->Wait(kTimeout).ok());
+  // Every round pushes a different gradient from each worker; recycled push
+  // and reply buffers must carry exactly this round's bytes. All values are
+  // small integers and halves, so float arithmetic is exact.
+  for (int round = 1; round <= 6; ++round) {
+    for (int w = 0; w < 2; ++w) {
+      const std::vector<float> grad =
+          Ramp(keys, 0.0f, static_cast<float>(2 * round + w));
+      auto pushed =
+          clients_[w]->Push(grad.data(), {0, 0})->Wait(kTimeout);
+      ASSERT_TRUE(pushed.ok()) << pushed.status().ToString();
+      EXPECT_EQ(pushed->bytes, static_cast<uint64_t>(keys) * sizeof(float));
+      for (float& p : expected) p -= 0.5f * static_cast<float>(2 * round + w);
+    }
+    for (int w = 0; w < 2; ++w) {
+      const std::vector<float> got = Pull(w);
+      ASSERT_EQ(got, expected) << "round " << round << " worker " << w;
+    }
+  }
+}
+
+TEST_P(PsOverTransportTest, PullWaitsForTheVersionItAsksFor) {
+  const int64_t keys = 1 << 16;
+  Start(keys, 1, 1, 1.0);
+  const std::vector<float> init(keys, 5.0f);
+  ASSERT_TRUE(clients_[0]->PushInitial(init.data())->Wait(kTimeout).ok());
+  std::vector<float> out(keys, 0.0f);
+  auto handle = clients_[0]->Pull(out.data(), {1});
+  EXPECT_EQ(handle->Wait(milliseconds(200)).status().code(),
+            Status::Code::kDeadlineExceeded);
+  const std::vector<float> grad(keys, 1.0f);
+  auto pushed = clients_[0]->Push(grad.data(), {0})->Wait(kTimeout);
+  ASSERT_TRUE(pushed.ok());
+  EXPECT_EQ(pushed->versions, std::vector<int64_t>{1});
+  auto again = clients_[0]->Pull(out.data(), {1})->Wait(kTimeout);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->versions, std::vector<int64_t>{1});
+  EXPECT_EQ(out, std::vector<float>(keys, 4.0f));
+}
+
+TEST_P(PsOverTransportTest, LargePullRepliesArriveInChunks) {
+  // Asked directly over RPC: the reply is the range in order, cut into
+  // kPullReplyChunkBytes chunks.
+  const int64_t keys = (5 << 20) / 4 + 3;  // 5 MiB + 12 bytes
+  Start(keys, 1, 1, 0.1);
+  const std::vector<float> init = Ramp(keys, 0.5f, 1.0f);
+  ASSERT_TRUE(clients_[0]->PushInitial(init.data())->Wait(kTimeout).ok());
+  Message req;
+  req.header.type = MessageType::kPullRequest;
+  req.header.key_begin = 0;
+  req.header.key_end = keys;
+  auto reply = rpcs_[0]->Request(0, std::move(req))->Wait(kTimeout);
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  ASSERT_EQ(reply->payloads.size(), 6u);
+  std::vector<float> joined;
+  for (const Buffer& b : reply->payloads) {
+    EXPECT_LE(b.size(), kPullReplyChunkBytes);
+    joined.insert(joined.end(), b.floats(), b.floats() + b.num_floats());
+  }
+  EXPECT_EQ(joined, init);
+}
+
+TEST_P(PsOverTransportTest, PushOfTheWrongSizeIsRefusedWithAReason) {
+  Start(1000, 1, 1, 0.1);
+  const std::vector<float> init(1000, 1.0f);
+  ASSERT_TRUE(clients_[0]->PushInitial(init.data())->Wait(kTimeout).ok());
+  // A client that believes the model is larger than the server's range.
+  auto wrong = KeyLayout::Balanced(1001, 1);
+  ASSERT_TRUE(wrong.ok());
+  PsClient confused(*rpcs_[0], *wrong, {0});
+  const std::vector<float> grad(1001, 1.0f);
+  auto pushed = confused.Push(grad.data(), {0})->Wait(kTimeout);
+  ASSERT_FALSE(pushed.ok());
+  EXPECT_NE(pushed.status().message().find("owns keys [0, 1000)"),
+            std::string::npos)
+      << pushed.status().ToString();
+  // The server is still serving, unchanged.
+  EXPECT_EQ(Pull(0), init);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, PsOverTransportTest,
+                         ::testing::Values(Backend::kInProc, Backend::kTcp),
+                         BackendName);
+
+TEST(PullReplyChunkTest, ChunksAreWholeMiBAndBoundedInNumber) {
+  EXPECT_EQ(PullReplyChunkBytes(4), kPullReplyChunkBytes);
+  EXPECT_EQ(PullReplyChunkBytes(64 << 20), kPullReplyChunkBytes);
+  EXPECT_EQ(PullReplyChunkBytes(kMaxPullReplyChunks * kPullReplyChunkBytes),
+            kPullReplyChunkBytes);
+  const size_t big = kMaxPullReplyChunks * kPullReplyChunkBytes + 1;
+  EXPECT_EQ(PullReplyChunkBytes(big), 2 * kPullReplyChunkBytes);
+  for (size_t bytes : {size_t{1} << 30, (size_t{3} << 30) + 5}) {
+    const size_t chunk = PullReplyChunkBytes(bytes);
+    EXPECT_EQ(chunk % kPullReplyChunkBytes, 0u);
+    EXPECT_LE((bytes + chunk - 1) / chunk, kMaxPullReplyChunks);
+  }
+}
+
+}  // namespace
+}  // namespace strata
