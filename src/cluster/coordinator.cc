@@ -211,17 +211,19 @@ void Coordinator::Monitor() {
     for (NodeId id = 1; id < options_.shape.num_nodes(); ++id) {
       if (lost_.count(id) || done_.count(id)) continue;
       auto it = last_seen_.find(id);
+      const bool joined = endpoints_.count(id) > 0;
       auto seen = it == last_seen_.end() ? started : it->second;
-      if (now - seen <= options_.heartbeat_timeout) continue;
+      if (now - seen <= (joined ? options_.heartbeat_timeout : options_.join_timeout)) continue;
       lost_.insert(id);
       Role role;
       int index;
       (void)options_.shape.RoleOf(id, &role, &index);
       const double silent = std::chrono::duration<double>(now - seen).count();
       std::string what = fmt::format(
-          "lost {}: no message for {:.1f} s (heartbeat timeout {:.1f} s)",
+          joined ? "lost {}: no message for {:.1f} s (heartbeat timeout {:.1f} s)"
+                 : "lost {}: never registered in {:.1f} s (join timeout {:.1f} s)",
           options_.shape.Describe(id), silent,
-          options_.heartbeat_timeout.count() / 1000.0);
+          (joined ? options_.heartbeat_timeout : options_.join_timeout).count() / 1000.0);
       const bool fatal = role != Role::kWorker || options_.worker_loss_fatal;
       if (role == Role::kEvaluator) {
         LogWarning("coordinator: {}; training goes on without evaluation",

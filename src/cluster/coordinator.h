@@ -35,6 +35,9 @@ inline constexpr uint32_t kRegisterConnected = 1u << 0;
 struct CoordinatorOptions {
   ClusterShape shape;
   std::chrono::milliseconds heartbeat_timeout{5000};
+  // How long a node may take to register (process start, data loading)
+  // before it is declared lost; heartbeats are watched from registration on.
+  std::chrono::milliseconds join_timeout{120000};
   // Bounded staleness s for the clock table; < 0 grants every clock at once.
   int64_t staleness = -1;
   // When true (sync mode) a lost worker ends the run with an error; when

@@ -84,6 +84,7 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config, const ClusterRun
   CoordinatorOptions co;
   co.shape = o.shape;
   co.heartbeat_timeout = HeartbeatTimeout(config);
+  co.join_timeout = o.request_timeout;
   co.staleness = o.staleness;
   co.worker_loss_fatal = o.mode == "sync";
   Coordinator coordinator(co, std::move(transport));
