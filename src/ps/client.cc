@@ -27,10 +27,11 @@ size_t OnePushOfCapacity(const KeyLayout& layout) {
 }  // namespace
 
 PsClient::PsClient(RpcEndpoint& rpc, KeyLayout layout,
-                   std::vector<NodeId> servers)
+                   std::vector<NodeId> servers, bool leader_first)
     : rpc_(rpc),
       layout_(std::move(layout)),
       servers_(std::move(servers)),
+      leader_first_(leader_first && servers_.size() > 1),
       push_pool_(BufferPool::Create(OnePushOfCapacity(layout_))) {
   STRATA_CHECK(static_cast<int>(servers_.size()) == layout_.num_servers());
 }
@@ -38,7 +39,14 @@ PsClient::PsClient(RpcEndpoint& rpc, KeyLayout layout,
 std::unique_ptr<PushHandle> PsClient::SendPush(
     const float* values, const std::vector<int64_t>& versions, uint32_t flags) {
   auto handle = std::make_unique<PushHandle>();
-  for (int s = 0; s < layout_.num_servers(); ++s) {
+  SendRanges(*handle, values, versions, flags, 0, layout_.num_servers(), nullptr);
+  return handle;
+}
+
+void PsClient::SendRanges(PushHandle& handle, const float* values,
+                          const std::vector<int64_t>& versions, uint32_t flags,
+                          int first, int last, const int64_t* step_size) {
+  for (int s = first; s < last; ++s) {
     const KeyRange& r = layout_.range(s);
     Message m;
     m.header.type = MessageType::kPush;
@@ -54,16 +62,24 @@ std::unique_ptr<PushHandle> PsClient::SendPush(
     } else {
       m.payloads.push_back(Buffer::CopyOf(values + r.begin, bytes));
     }
-    handle->bytes_ += sizeof(float) * r.size();
-    handle->calls_.push_back(rpc_.Request(servers_[s], std::move(m)));
+    if (step_size != nullptr) {
+      m.payloads.push_back(Buffer::CopyOf(step_size, sizeof(int64_t)));
+    }
+    handle.bytes_ += sizeof(float) * r.size();
+    handle.calls_.push_back(rpc_.Request(servers_[s], std::move(m)));
   }
-  return handle;
 }
 
 std::unique_ptr<PushHandle> PsClient::Push(
     const float* grads, const std::vector<int64_t>& base_versions) {
   STRATA_CHECK(static_cast<int>(base_versions.size()) == layout_.num_servers());
-  return SendPush(grads, base_versions, 0);
+  if (!leader_first_) return SendPush(grads, base_versions, 0);
+  // Phase one: the leader alone; Wait() sends the rest, tagged.
+  auto handle = std::make_unique<PushHandle>();
+  SendRanges(*handle, grads, base_versions, 0, 0, 1, nullptr);
+  handle->client_ = this;
+  handle->grads_ = grads;
+  return handle;
 }
 
 std::unique_ptr<PushHandle> PsClient::PushInitial(const float* params) {
@@ -103,6 +119,28 @@ std::unique_ptr<PullHandle> PsClient::Pull(
 Result<PushResult> PushHandle::Wait(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   PushResult result;
+  if (client_ != nullptr) {
+    // Leader-first: the leader's ack says which step (and how many
+    // gradients) this gradient is in; a dropped one goes nowhere else.
+    ASSIGN_OR_RETURN(Message ack, calls_[0]->Wait(timeout));
+    const int n = client_->layout_.num_servers();
+    if (ack.header.flags & kAckDropped) {
+      result.versions.assign(n, ack.header.clock);
+      result.dropped_ranges = n;
+      result.bytes = bytes_;
+      return result;
+    }
+    int64_t size = 0;
+    if (ack.payloads.size() != 1 || ack.payloads[0].size() != sizeof(size)) {
+      return Status::DataLoss("leader ack from node {} carries no step size",
+                              ack.header.sender);
+    }
+    std::memcpy(&size, ack.payloads[0].data(), sizeof(size));
+    std::vector<int64_t> step(n, ack.header.clock - 1);
+    client_->SendRanges(*this, grads_, step, kPushTagged, 1, n, &size);
+    result.versions.push_back(ack.header.clock);
+    calls_.erase(calls_.begin());
+  }
   result.bytes = bytes_;
   for (auto& call : calls_) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -124,22 +162,18 @@ Result<PullHandle::Pulled> PullHandle::Wait(std::chrono::milliseconds timeout) {
     ASSIGN_OR_RETURN(Message reply, calls_[i]->Wait(std::max(
                                         left, std::chrono::milliseconds(0))));
     const KeyRange& r = ranges_[i];
-    const size_t expected = sizeof(float) * static_cast<size_t>(r.size());
-    if (reply.payload_bytes() != expected) {
+    if (reply.payloads.size() != 1 ||
+        reply.payloads[0].size() !=
+            sizeof(float) * static_cast<size_t>(r.size())) {
       return Status::DataLoss(
           "pull reply from node {} for [{}, {}) has {} bytes, expected {}",
           reply.header.sender, r.begin, r.end, reply.payload_bytes(),
-          expected);
+          sizeof(float) * r.size());
     }
-    // The range may come in several chunks (protocol.h); they are its bytes
-    // in order.
-    auto* out = reinterpret_cast<uint8_t*>(dest_ + r.begin);
-    for (const Buffer& chunk : reply.payloads) {
-      if (!chunk.empty()) std::memcpy(out, chunk.data(), chunk.size());
-      out += chunk.size();
-    }
+    std::memcpy(dest_ + r.begin, reply.payloads[0].data(),
+                reply.payloads[0].size());
     pulled.versions.push_back(reply.header.clock);
-    pulled.bytes += expected;
+    pulled.bytes += reply.payloads[0].size();
   }
   return pulled;
 }

@@ -29,6 +29,10 @@ class PushHandle {
   friend class PsClient;
   std::vector<std::shared_ptr<RpcCall>> calls_;
   uint64_t bytes_ = 0;
+  // Leader-first pushes (sync k-of-n): the second phase, sent from Wait()
+  // once the leader placed the gradient in a step.
+  class PsClient* client_ = nullptr;
+  const float* grads_ = nullptr;
 };
 
 // A pull in flight. Wait() copies each range into the destination given to
@@ -55,7 +59,12 @@ class PullHandle {
 class PsClient {
  public:
   // `servers[i]` is the node id that owns layout.range(i).
-  PsClient(RpcEndpoint& rpc, KeyLayout layout, std::vector<NodeId> servers);
+  // `leader_first`: sync k-of-n with several servers (protocol.h,
+  // kPushTagged): pushes go to server 0 first, which chooses the step, then
+  // to the others tagged with it. The gradients passed to Push() must then
+  // stay unchanged until the handle's Wait() returns.
+  PsClient(RpcEndpoint& rpc, KeyLayout layout, std::vector<NodeId> servers,
+           bool leader_first = false);
 
   // Sends the gradients (layout.total() floats, copied before return)
   // computed on parameters of `base_versions` (one per range).
@@ -78,8 +87,16 @@ class PsClient {
                                        uint32_t flags);
 
   RpcEndpoint& rpc_;
+  friend class PushHandle;
+  // Pushes `values` to the servers [first, last) into `handle`; with
+  // `step_size`, as tagged pushes (leader-first second phase).
+  void SendRanges(PushHandle& handle, const float* values,
+                  const std::vector<int64_t>& versions, uint32_t flags, int first,
+                  int last, const int64_t* step_size);
+
   const KeyLayout layout_;
   const std::vector<NodeId> servers_;
+  const bool leader_first_;
   // Pushed values are copied into buffers recycled through this pool (it
   // caches one push's worth): a fresh allocation of a multi-MiB range costs
   // page faults and zeroing on every push.

@@ -1,6 +1,7 @@
 #include "ps/server.h"
 
-#include <algorithm>
+#include <cstring>
+
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
@@ -29,7 +30,8 @@ ParameterServer::ParameterServer(ServerOptions options,
                                  std::function<void(Message)> other)
     : options_(std::move(options)),
       other_(std::move(other)),
-      reply_pool_(BufferPool::Create(kCachedReplies * ReplyCapacity(options_.range))),
+      reply_pool_(
+          BufferPool::Create(kCachedReplies * ReplyCapacity(options_.range))),
       rpc_(std::move(transport), [this](Message m) { Handle(std::move(m)); }) {}
 
 ParameterServer::~ParameterServer() { Stop(); }
@@ -93,6 +95,19 @@ void ParameterServer::HandlePush(Message msg) {
     if (closed) Flush();
     return;
   }
+  int64_t tagged_size = 0;
+  if (msg.header.flags & kPushTagged) {
+    // Payload 1 is the step's size; the rest is checked like any push.
+    if (msg.payloads.size() != 2 || msg.payloads[1].size() != sizeof(int64_t)) {
+      (void)rpc_.ReplyError(msg, Status::InvalidArgument(
+                                     "tagged push from node {} needs 2 payloads "
+                                     "(gradients, int64 step size)",
+                                     msg.header.sender));
+      return;
+    }
+    std::memcpy(&tagged_size, msg.payloads[1].data(), sizeof(int64_t));
+    msg.payloads.pop_back();
+  }
   if (msg.header.key_begin != r.begin || msg.header.key_end != r.end ||
       msg.payloads.size() != 1 ||
       msg.payloads[0].num_floats() != static_cast<size_t>(r.size()) ||
@@ -132,8 +147,16 @@ void ParameterServer::HandlePush(Message msg) {
                                    node_id()));
     return;
   }
-  auto outcome = shard_->Push(values, msg.header.clock);
   using State = ParameterShard::PushOutcome::State;
+  if (msg.header.flags & kPushTagged) {
+    const int64_t step = msg.header.clock;
+    auto outcome = shard_->PushTagged(values, step, tagged_size);
+    msg.payloads.clear();
+    waiting_tagged_.emplace(step, std::move(msg));
+    if (outcome.state == State::kApplied) Flush();
+    return;
+  }
+  auto outcome = shard_->Push(values, msg.header.clock);
   if (outcome.state == State::kPending) {
     msg.payloads
         .clear();  // the gradient is in the accumulator; keep the header
@@ -144,6 +167,10 @@ void ParameterServer::HandlePush(Message msg) {
   ack.header.type = MessageType::kAck;
   ack.header.clock = outcome.version;
   if (outcome.state == State::kDropped) ack.header.flags |= kAckDropped;
+  if (outcome.state == State::kApplied) {
+    const int64_t size = outcome.step_size;
+    ack.payloads.push_back(Buffer::CopyOf(&size, sizeof(size)));
+  }
   (void)rpc_.Reply(msg, std::move(ack));
   if (outcome.state == State::kApplied) Flush();
 }
@@ -159,19 +186,7 @@ void ParameterServer::ReplyPull(const Message& request) {
   reply.header.key_begin = r.begin;
   reply.header.key_end = r.end;
   reply.header.clock = version;
-  const size_t chunk = PullReplyChunkBytes(bytes);
-  if (bytes <= chunk) {
-    reply.payloads.push_back(std::move(buf));
-  } else {
-    // Views of the one buffer, sharing its ownership: the buffer goes back
-    // to the pool once the last chunk has been sent (or, in process, read).
-    uint8_t* data = buf.data();
-    std::shared_ptr<void> owner = std::move(buf).Release();
-    for (size_t off = 0; off < bytes; off += chunk) {
-      reply.payloads.push_back(
-          Buffer::Adopt(data + off, std::min(chunk, bytes - off), owner));
-    }
-  }
+  reply.payloads.push_back(std::move(buf));
   (void)rpc_.Reply(request, std::move(reply));
 }
 
@@ -188,12 +203,22 @@ void ParameterServer::Flush() {
   const int64_t version = shard_->version();
   std::vector<Message> acks;
   acks.swap(waiting_acks_);
+  const int64_t size = shard_->last_step_size();
   for (Message& m : acks) {
     // A pending push was part of the step that just closed.
     Message ack;
     ack.header.type = MessageType::kAck;
     ack.header.clock = version;
+    ack.payloads.push_back(Buffer::CopyOf(&size, sizeof(size)));
     (void)rpc_.Reply(m, std::move(ack));
+  }
+  // Follower: tagged pushes whose step closed.
+  while (!waiting_tagged_.empty() && waiting_tagged_.begin()->first < version) {
+    Message ack;
+    ack.header.type = MessageType::kAck;
+    ack.header.clock = version;
+    (void)rpc_.Reply(waiting_tagged_.begin()->second, std::move(ack));
+    waiting_tagged_.erase(waiting_tagged_.begin());
   }
   std::vector<Message> still_waiting;
   for (Message& m : waiting_pulls_) {

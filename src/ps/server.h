@@ -3,6 +3,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -69,6 +70,8 @@ class ParameterServer {
   mutable std::mutex shard_mu_;  // guards the shard_ pointer for stats()
   std::vector<Message> waiting_pulls_;
   std::vector<Message> waiting_acks_;
+  // Follower: tagged pushes whose step has not closed, by step.
+  std::multimap<int64_t, Message> waiting_tagged_;
   std::set<NodeId> left_workers_;
 };
 

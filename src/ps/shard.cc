@@ -60,7 +60,50 @@ ParameterShard::PushOutcome ParameterShard::Push(const float* grad,
   if (!MaybeCloseLocked()) {
     return {PushOutcome::State::kPending, version_, staleness};
   }
-  return {PushOutcome::State::kApplied, version_, staleness};
+  return {PushOutcome::State::kApplied, version_, staleness, last_step_size_};
+}
+
+ParameterShard::PushOutcome ParameterShard::PushTagged(const float* grad,
+                                                       int64_t step,
+                                                       int64_t size) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (step < version_) {
+    // Already closed (a duplicate): nothing to add.
+    return {PushOutcome::State::kApplied, version_, 0, last_step_size_};
+  }
+  TaggedStep& t = tagged_[step];
+  const int64_t n = range_.size();
+  if (t.sum.empty()) t.sum.assign(static_cast<size_t>(n), 0.0f);
+  for (int64_t i = 0; i < n; ++i) t.sum[i] += grad[i];
+  ++t.count;
+  t.size = size;
+  ++stats_.staleness[0];
+  // Close every complete step, in order.
+  for (auto it = tagged_.find(version_);
+       it != tagged_.end() && it->second.count >= it->second.size;
+       it = tagged_.find(version_)) {
+    const int64_t count = it->second.count;
+    const float inv = 1.0f / static_cast<float>(count);
+    for (int64_t i = 0; i < n; ++i) scratch_[i] = it->second.sum[i] * inv;
+    ApplyLocked(scratch_.data(), 0, count);
+    stats_.applied_gradients += count;
+    if (count >= policy_.updates_per_step) {
+      ++stats_.gradients_per_update[count];
+    } else {
+      ++stats_.tail_updates;
+    }
+    last_step_size_ = count;
+    tagged_.erase(it);
+  }
+  if (step < version_) {
+    return {PushOutcome::State::kApplied, version_, 0, last_step_size_};
+  }
+  return {PushOutcome::State::kPending, version_, 0};
+}
+
+int64_t ParameterShard::last_step_size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_step_size_;
 }
 
 bool ParameterShard::MaybeCloseLocked() {
@@ -72,6 +115,7 @@ bool ParameterShard::MaybeCloseLocked() {
   for (int64_t i = 0; i < n; ++i) scratch_[i] = accum_[i] * inv;
   ApplyLocked(scratch_.data(), accum_max_staleness_, accum_count_);
   stats_.applied_gradients += accum_count_;
+  last_step_size_ = accum_count_;
   if (active_workers_ >= policy_.updates_per_step) {
     ++stats_.gradients_per_update[accum_count_];
   } else {
@@ -86,7 +130,7 @@ bool ParameterShard::MaybeCloseLocked() {
 bool ParameterShard::WorkerLeft() {
   std::lock_guard<std::mutex> lock(mu_);
   if (active_workers_ > 0) --active_workers_;
-  if (policy_.mode != UpdatePolicy::Mode::kSync) return false;
+  if (policy_.mode != UpdatePolicy::Mode::kSync || policy_.follower) return false;
   return MaybeCloseLocked();
 }
 

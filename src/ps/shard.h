@@ -26,6 +26,12 @@ struct UpdatePolicy {
       false;                // divide a gradient's rate by max(1, staleness)
   double rate_scale = 1.0;  // multiplies the scheduled rate (async: 1/n under
                             // hyper-parameter adaptation)
+  // sync k-of-n with several servers: a follower does not choose which
+  // gradients make a step (arrival order differs between servers, and
+  // independent choices can leave workers waiting on each other across
+  // servers). Server 0 leads: it chooses, and every gradient reaches the
+  // followers tagged with its step and that step's size (PushTagged).
+  bool follower = false;
 };
 
 // Counters a shard keeps about the gradients it received.
@@ -67,6 +73,7 @@ class ParameterShard {
     State state;
     int64_t version;    // the shard's version after this push
     int64_t staleness;  // version at arrival minus base_version
+    int64_t step_size = 0;  // kApplied in sync: gradients in the update
   };
 
   // Takes one gradient for this range (range().size() floats) computed on
@@ -75,6 +82,14 @@ class ParameterShard {
   // one optimizer step). A gradient whose base version is older than the
   // current version is late: dropped or deferred per the policy.
   PushOutcome Push(const float* grad, int64_t base_version);
+
+  // Follower (sync): adds a gradient that the leader put in step `step` of
+  // `size` gradients. Steps close in order, each when all its gradients are
+  // in. kApplied once step `step` has closed (now or before); kPending
+  // otherwise.
+  PushOutcome PushTagged(const float* grad, int64_t step, int64_t size);
+  // The number of gradients in the most recent update (sync).
+  int64_t last_step_size() const;
 
   // Copies the parameters into `out` (range().size() floats) and returns
   // their version, if the version is at least `min_version`; else returns -1
@@ -113,6 +128,14 @@ class ParameterShard {
   int64_t accum_max_staleness_ = 0;  // GUARDED_BY(mu_)
   int64_t version_ = 0;              // GUARDED_BY(mu_)
   int active_workers_;               // GUARDED_BY(mu_)
+  int64_t last_step_size_ = 0;  // GUARDED_BY(mu_)
+  // Follower: gradients received for steps not closed yet.
+  struct TaggedStep {
+    std::vector<float> sum;
+    int64_t count = 0;
+    int64_t size = 0;
+  };
+  std::map<int64_t, TaggedStep> tagged_;  // GUARDED_BY(mu_)
   ShardStats stats_;                 // GUARDED_BY(mu_)
 };
 

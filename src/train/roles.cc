@@ -35,6 +35,13 @@ std::vector<NodeId> ServerIds(const ClusterShape& shape) {
   return ids;
 }
 
+// Sync k-of-n with several servers: server 0 chooses each step's gradients
+// and the others follow (shard.h, UpdatePolicy::follower).
+bool LeaderFirst(const ClusterRunOptions& o, const Config& c) {
+  const int64_t k = c.GetInt("cluster.updates_per_step");
+  return o.mode == "sync" && k > 0 && k < o.shape.num_workers && o.shape.num_servers > 1;
+}
+
 std::string Text(const Message& m) { return m.payloads.empty() ? "" : ErrorText(m); }
 
 nlohmann::json ParseOr(const std::string& text, nlohmann::json fallback) {
@@ -199,6 +206,7 @@ Status RunServerRole(const Config& config, const ClusterPlan& plan, int index,
   so.policy.inverse_staleness = config.GetString("cluster.lr_staleness") == "inverse";
   so.policy.rate_scale =
       (o.mode != "sync" && config.GetBool("cluster.adapt_hyperparams")) ? 1.0 / n : 1.0;
+  so.policy.follower = LeaderFirst(o, config) && index > 0;
 
   ClusterMember* member_ptr = nullptr;
   ParameterServer server(so, std::move(transport), [&member_ptr](Message m) {
@@ -236,7 +244,7 @@ Result<WorkerMetrics> RunWorkerRole(const Config& config, const ClusterPlan& pla
   rpc.Start();
   RETURN_IF_ERROR(member.Join(coordinator_endpoint, o.request_timeout));
   member.StartHeartbeats();
-  PsClient client(rpc, plan.layout, ServerIds(o.shape));
+  PsClient client(rpc, plan.layout, ServerIds(o.shape), LeaderFirst(o, config));
   auto metrics = RunWorker(config, o, index, data.train,
                            ModShard(data.train.size(), index, o.shape.num_workers), client,
                            member, run_dir, stop);

@@ -1,8 +1,8 @@
 // ParameterServer and PsClient end to end over each transport: values
-// survive the round trip exactly (several servers, ranges that are cut into
-// chunks and ranges that are not), pushes apply the optimizer, recycled
-// buffers never leak one operation's bytes into another's, and bad pushes
-// are refused.
+// survive the round trip exactly (several servers; ranges below and above
+// the buffer pools' minimum, and ranges of several transport frames), pushes
+// apply the optimizer, recycled buffers never leak one operation's bytes into
+// another's, and bad pushes are refused.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "ps/client.h"
-#include "ps/protocol.h"
 #include "ps/server.h"
 #include "transport/inproc_transport.h"
 #include "transport/zmq_transport.h"
@@ -76,7 +75,8 @@ class PsOverTransportTest : public ::testing::TestWithParam<Backend> {
       rpcs_.push_back(
           std::make_unique<RpcEndpoint>(std::move(wt[w]), [](Message) {}));
       rpcs_.back()->Start();
-      clients_.push_back(std::make_unique<PsClient>(*rpcs_.back(), *layout, ids));
+      clients_.push_back(
+          std::make_unique<PsClient>(*rpcs_.back(), *layout, ids));
     }
   }
 
@@ -109,8 +109,8 @@ std::vector<float> Ramp(int64_t n, float scale, float offset) {
   return v;
 }
 
-// Sizes: one small range (below the buffer pool's minimum), and ranges of
-// several pull-reply chunks with a ragged last chunk.
+// Sizes: a small range (below the buffer pools' minimum) and ranges of
+// 1.5 MiB and a few bytes (several transport frames).
 TEST_P(PsOverTransportTest, InitialModelRoundTripsExactly) {
   for (const int64_t keys : {int64_t{1000}, int64_t{3 * (1 << 18) + 77}}) {
     SCOPED_TRACE(keys);
@@ -127,7 +127,8 @@ TEST_P(PsOverTransportTest, InitialModelRoundTripsExactly) {
 }
 
 TEST_P(PsOverTransportTest, PushesApplySgdAndBuffersAreNotMixedUp) {
-  // 2 servers of 1.5 MiB each (two chunks per pull reply), 2 workers.
+  // 2 servers of 1.5 MiB each (two transport frames per message), 2
+  // workers.
   const int64_t keys = 3 * (1 << 18);
   Start(keys, 2, 2, 0.5);
   std::vector<float> expected = Ramp(keys, 1.0f, 0.0f);
@@ -139,8 +140,7 @@ TEST_P(PsOverTransportTest, PushesApplySgdAndBuffersAreNotMixedUp) {
     for (int w = 0; w < 2; ++w) {
       const std::vector<float> grad =
           Ramp(keys, 0.0f, static_cast<float>(2 * round + w));
-      auto pushed =
-          clients_[w]->Push(grad.data(), {0, 0})->Wait(kTimeout);
+      auto pushed = clients_[w]->Push(grad.data(), {0, 0})->Wait(kTimeout);
       ASSERT_TRUE(pushed.ok()) << pushed.status().ToString();
       EXPECT_EQ(pushed->bytes, static_cast<uint64_t>(keys) * sizeof(float));
       for (float& p : expected) p -= 0.5f * static_cast<float>(2 * round + w);
@@ -171,10 +171,10 @@ TEST_P(PsOverTransportTest, PullWaitsForTheVersionItAsksFor) {
   EXPECT_EQ(out, std::vector<float>(keys, 4.0f));
 }
 
-TEST_P(PsOverTransportTest, LargePullRepliesArriveInChunks) {
-  // Asked directly over RPC: the reply is the range in order, cut into
-  // kPullReplyChunkBytes chunks.
-  const int64_t keys = (5 << 20) / 4 + 3;  // 5 MiB + 12 bytes
+TEST_P(PsOverTransportTest, PullReplyFollowsTheProtocol) {
+  // Asked directly over RPC: one payload holding the whole range (5 MiB and
+  // a few bytes, several transport frames), with its version and keys.
+  const int64_t keys = (5 << 20) / 4 + 3;
   Start(keys, 1, 1, 0.1);
   const std::vector<float> init = Ramp(keys, 0.5f, 1.0f);
   ASSERT_TRUE(clients_[0]->PushInitial(init.data())->Wait(kTimeout).ok());
@@ -184,13 +184,13 @@ TEST_P(PsOverTransportTest, LargePullRepliesArriveInChunks) {
   req.header.key_end = keys;
   auto reply = rpcs_[0]->Request(0, std::move(req))->Wait(kTimeout);
   ASSERT_TRUE(reply.ok()) << reply.status().ToString();
-  ASSERT_EQ(reply->payloads.size(), 6u);
-  std::vector<float> joined;
-  for (const Buffer& b : reply->payloads) {
-    EXPECT_LE(b.size(), kPullReplyChunkBytes);
-    joined.insert(joined.end(), b.floats(), b.floats() + b.num_floats());
-  }
-  EXPECT_EQ(joined, init);
+  EXPECT_EQ(reply->header.type, MessageType::kPullReply);
+  EXPECT_EQ(reply->header.clock, 0);
+  EXPECT_EQ(reply->header.key_begin, 0);
+  EXPECT_EQ(reply->header.key_end, keys);
+  ASSERT_EQ(reply->payloads.size(), 1u);
+  const Buffer& b = reply->payloads[0];
+  EXPECT_EQ(std::vector<float>(b.floats(), b.floats() + b.num_floats()), init);
 }
 
 TEST_P(PsOverTransportTest, PushOfTheWrongSizeIsRefusedWithAReason) {
@@ -214,20 +214,6 @@ TEST_P(PsOverTransportTest, PushOfTheWrongSizeIsRefusedWithAReason) {
 INSTANTIATE_TEST_SUITE_P(All, PsOverTransportTest,
                          ::testing::Values(Backend::kInProc, Backend::kTcp),
                          BackendName);
-
-TEST(PullReplyChunkTest, ChunksAreWholeMiBAndBoundedInNumber) {
-  EXPECT_EQ(PullReplyChunkBytes(4), kPullReplyChunkBytes);
-  EXPECT_EQ(PullReplyChunkBytes(64 << 20), kPullReplyChunkBytes);
-  EXPECT_EQ(PullReplyChunkBytes(kMaxPullReplyChunks * kPullReplyChunkBytes),
-            kPullReplyChunkBytes);
-  const size_t big = kMaxPullReplyChunks * kPullReplyChunkBytes + 1;
-  EXPECT_EQ(PullReplyChunkBytes(big), 2 * kPullReplyChunkBytes);
-  for (size_t bytes : {size_t{1} << 30, (size_t{3} << 30) + 5}) {
-    const size_t chunk = PullReplyChunkBytes(bytes);
-    EXPECT_EQ(chunk % kPullReplyChunkBytes, 0u);
-    EXPECT_LE((bytes + chunk - 1) / chunk, kMaxPullReplyChunks);
-  }
-}
 
 }  // namespace
 }  // namespace strata
