@@ -7,12 +7,12 @@
 #include <vector>
 
 #include "common/config.h"
+#include "common/fs.h"
 #include "common/log.h"
 #include "data/download.h"
-#include "common/fs.h"
 #include "train/cluster_run.h"
-#include "train/launch.h"
 #include "train/data_config.h"
+#include "train/launch.h"
 #include "train/local_trainer.h"
 #include "train/run_dir.h"
 
@@ -78,7 +78,9 @@ int RunTrain(const TrainArgs& args, const std::atomic<bool>* stop) {
   LogInfo("run directory: {}", run_dir->path());
   if (args.processes) {
     if (config->GetString("cluster.mode") == "local") {
-      LogError("--processes needs a cluster mode (cluster.mode = sync, async or ssp), not local");
+      LogError(
+          "--processes needs a cluster mode (cluster.mode = sync, async or "
+          "ssp), not local");
       return 2;
     }
     auto summary = TrainProcesses(*config, *run_dir, SelfExe(), stop);
@@ -86,11 +88,14 @@ int RunTrain(const TrainArgs& args, const std::atomic<bool>* stop) {
       LogError("{}", summary.status().message());
       return 1;
     }
-    LogInfo("done{}: train loss {:.4f} acc {:.4f} | val loss {:.4f} acc {:.4f} | {:.1f} s",
-            summary->value("interrupted", false) ? " (interrupted)" : "",
-            summary->value("final_train_loss", 0.0), summary->value("final_train_acc", 0.0),
-            summary->value("final_val_loss", 0.0), summary->value("final_val_acc", 0.0),
-            summary->value("wall_s", 0.0));
+    LogInfo(
+        "done{}: train loss {:.4f} acc {:.4f} | val loss {:.4f} acc {:.4f} | "
+        "{:.1f} s",
+        summary->value("interrupted", false) ? " (interrupted)" : "",
+        summary->value("final_train_loss", 0.0),
+        summary->value("final_train_acc", 0.0),
+        summary->value("final_val_loss", 0.0),
+        summary->value("final_val_acc", 0.0), summary->value("wall_s", 0.0));
     std::printf("run directory: %s\n", run_dir->path().c_str());
     return summary->value("interrupted", false) ? 130 : 0;
   }
@@ -140,13 +145,15 @@ int RunNodeCommand(const NodeArgs& args, const std::atomic<bool>* stop) {
     role = *r;
   }
   if (args.coordinator.empty()) {
-    LogError("--coordinator tcp://HOST:PORT is required (the coordinator binds it)");
+    LogError(
+        "--coordinator tcp://HOST:PORT is required (the coordinator binds it)");
     return 2;
   }
   std::string dir = args.run_dir;
   if (dir.empty()) {
     const std::string& name = config->GetString("run.name");
-    dir = config->GetString("run.dir") + "/" + (name.empty() ? "cluster" : name);
+    dir =
+        config->GetString("run.dir") + "/" + (name.empty() ? "cluster" : name);
   }
   auto run_dir = RunDirectory::Open(dir);
   if (!run_dir.ok()) {
@@ -156,7 +163,8 @@ int RunNodeCommand(const NodeArgs& args, const std::atomic<bool>* stop) {
   if (role == Role::kCoordinator && !FileExists(run_dir->File("config.toml"))) {
     (void)config->WriteToml(run_dir->File("config.toml"));
   }
-  Status st = RunNode(*config, role, index, args.coordinator, args.bind, *run_dir, stop);
+  Status st = RunNode(*config, role, index, args.coordinator, args.bind,
+                      *run_dir, stop);
   if (!st.ok()) {
     LogError("{}", st.message());
     return 1;
@@ -184,27 +192,37 @@ void AddCommands(CLI::App& app, int* exit_code, const std::atomic<bool>* stop) {
           "override a config key: --set section.key=value (repeatable)")
       ->take_all();
   train->add_flag("--processes", train_args->processes,
-                  "run every cluster node as its own process (loopback TCP) instead of threads");
+                  "run every cluster node as its own process (loopback TCP) "
+                  "instead of threads");
   train->footer("\n" + Config::SchemaHelp());
 
   // strata node
   auto node_args = std::make_shared<NodeArgs>();
-  CLI::App* node = app.add_subcommand(
-      "node",
-      "Run one node of a cluster (one process per role, on one machine or many). Without "
-      "--role, the role comes from the MPI/Slurm rank: 0 coordinator, 1..k servers, then "
-      "workers, the last rank the evaluator.");
-  node->add_option("--role", node_args->role, "coordinator | server | worker | evaluator");
-  node->add_option("--index", node_args->index, "which server or worker (0-based)");
-  node->add_option("--coordinator", node_args->coordinator,
-                   "the coordinator's endpoint, tcp://HOST:PORT (the coordinator binds it)");
+  CLI::App* node =
+      app.add_subcommand("node",
+                         "Run one node of a cluster (one process per role, on "
+                         "one machine or many). Without "
+                         "--role, the role comes from the MPI/Slurm rank: 0 "
+                         "coordinator, 1..k servers, then "
+                         "workers, the last rank the evaluator.");
+  node->add_option("--role", node_args->role,
+                   "coordinator | server | worker | evaluator");
+  node->add_option("--index", node_args->index,
+                   "which server or worker (0-based)");
+  node->add_option(
+      "--coordinator", node_args->coordinator,
+      "the coordinator's endpoint, tcp://HOST:PORT (the coordinator binds it)");
   node->add_option("--bind", node_args->bind,
-                   "this node's endpoint, tcp://IP:PORT or tcp://IP:* (IP: where other nodes reach it)");
+                   "this node's endpoint, tcp://IP:PORT or tcp://IP:* (IP: "
+                   "where other nodes reach it)");
   node->add_option("--run-dir", node_args->run_dir,
-                   "run directory to write into (default <run.dir>/<run.name or 'cluster'>)");
-  node->add_option("-c,--config", node_args->train.config_path, "TOML run config")
+                   "run directory to write into (default <run.dir>/<run.name "
+                   "or 'cluster'>)");
+  node->add_option("-c,--config", node_args->train.config_path,
+                   "TOML run config")
       ->check(CLI::ExistingFile);
-  node->add_option("--set", node_args->train.overrides, "override a config key (repeatable)")
+  node->add_option("--set", node_args->train.overrides,
+                   "override a config key (repeatable)")
       ->take_all();
   node->callback([=]() { *exit_code = RunNodeCommand(*node_args, stop); });
   train->callback([=]() { *exit_code = RunTrain(*train_args, stop); });

@@ -60,7 +60,8 @@ void Coordinator::Handle(Message msg) {
     case MessageType::kRegister: {
       if (msg.header.flags & kRegisterConnected) {
         waiting_connected_.push_back(std::move(msg));
-        if (static_cast<int>(waiting_connected_.size()) == options_.shape.num_nodes() - 1) {
+        if (static_cast<int>(waiting_connected_.size()) ==
+            options_.shape.num_nodes() - 1) {
           std::vector<Message> waiting;
           waiting.swap(waiting_connected_);
           for (Message& w : waiting) {
@@ -213,17 +214,22 @@ void Coordinator::Monitor() {
       auto it = last_seen_.find(id);
       const bool joined = endpoints_.count(id) > 0;
       auto seen = it == last_seen_.end() ? started : it->second;
-      if (now - seen <= (joined ? options_.heartbeat_timeout : options_.join_timeout)) continue;
+      if (now - seen <=
+          (joined ? options_.heartbeat_timeout : options_.join_timeout))
+        continue;
       lost_.insert(id);
       Role role;
       int index;
       (void)options_.shape.RoleOf(id, &role, &index);
       const double silent = std::chrono::duration<double>(now - seen).count();
       std::string what = fmt::format(
-          joined ? "lost {}: no message for {:.1f} s (heartbeat timeout {:.1f} s)"
-                 : "lost {}: never registered in {:.1f} s (join timeout {:.1f} s)",
+          joined
+              ? "lost {}: no message for {:.1f} s (heartbeat timeout {:.1f} s)"
+              : "lost {}: never registered in {:.1f} s (join timeout {:.1f} s)",
           options_.shape.Describe(id), silent,
-          (joined ? options_.heartbeat_timeout : options_.join_timeout).count() / 1000.0);
+          (joined ? options_.heartbeat_timeout : options_.join_timeout)
+                  .count() /
+              1000.0);
       const bool fatal = role != Role::kWorker || options_.worker_loss_fatal;
       if (role == Role::kEvaluator) {
         LogWarning("coordinator: {}; training goes on without evaluation",

@@ -103,7 +103,7 @@ class Coordinator {
       last_seen_;                                     // GUARDED_BY(mu_)
   std::set<NodeId> lost_;                             // GUARDED_BY(mu_)
   std::set<NodeId> done_;                             // GUARDED_BY(mu_)
-  std::map<NodeId, std::string> done_reports_;  // GUARDED_BY(mu_)
+  std::map<NodeId, std::string> done_reports_;        // GUARDED_BY(mu_)
   std::map<NodeId, int64_t> clocks_;                  // GUARDED_BY(mu_)
   std::vector<Message> waiting_clocks_;               // GUARDED_BY(mu_)
   std::map<int64_t, std::vector<Message>> barriers_;  // GUARDED_BY(mu_)

@@ -140,7 +140,8 @@ Status ClusterMember::ClockWait(int64_t completed,
 Status ClusterMember::ReportDone(const std::string& report) {
   Message m;
   m.header.type = MessageType::kShutdown;
-  if (!report.empty()) m.payloads.push_back(Buffer::CopyOf(report.data(), report.size()));
+  if (!report.empty())
+    m.payloads.push_back(Buffer::CopyOf(report.data(), report.size()));
   return rpc_.Send(shape_.CoordinatorId(), std::move(m));
 }
 

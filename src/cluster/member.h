@@ -25,7 +25,8 @@ class ClusterMember {
   // `heartbeat_timeout` stops itself ("lost the coordinator").
   ClusterMember(RpcEndpoint& rpc, ClusterShape shape,
                 std::chrono::milliseconds heartbeat_interval,
-                std::chrono::milliseconds heartbeat_timeout = std::chrono::milliseconds(30000));
+                std::chrono::milliseconds heartbeat_timeout =
+                    std::chrono::milliseconds(30000));
   ~ClusterMember();
   ClusterMember(const ClusterMember&) = delete;
   ClusterMember& operator=(const ClusterMember&) = delete;

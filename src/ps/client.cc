@@ -39,7 +39,8 @@ PsClient::PsClient(RpcEndpoint& rpc, KeyLayout layout,
 std::unique_ptr<PushHandle> PsClient::SendPush(
     const float* values, const std::vector<int64_t>& versions, uint32_t flags) {
   auto handle = std::make_unique<PushHandle>();
-  SendRanges(*handle, values, versions, flags, 0, layout_.num_servers(), nullptr);
+  SendRanges(*handle, values, versions, flags, 0, layout_.num_servers(),
+             nullptr);
   return handle;
 }
 

@@ -91,8 +91,8 @@ class PsClient {
   // Pushes `values` to the servers [first, last) into `handle`; with
   // `step_size`, as tagged pushes (leader-first second phase).
   void SendRanges(PushHandle& handle, const float* values,
-                  const std::vector<int64_t>& versions, uint32_t flags, int first,
-                  int last, const int64_t* step_size);
+                  const std::vector<int64_t>& versions, uint32_t flags,
+                  int first, int last, const int64_t* step_size);
 
   const KeyLayout layout_;
   const std::vector<NodeId> servers_;

@@ -1,7 +1,6 @@
 #include "ps/server.h"
 
 #include <cstring>
-
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
@@ -99,10 +98,11 @@ void ParameterServer::HandlePush(Message msg) {
   if (msg.header.flags & kPushTagged) {
     // Payload 1 is the step's size; the rest is checked like any push.
     if (msg.payloads.size() != 2 || msg.payloads[1].size() != sizeof(int64_t)) {
-      (void)rpc_.ReplyError(msg, Status::InvalidArgument(
-                                     "tagged push from node {} needs 2 payloads "
-                                     "(gradients, int64 step size)",
-                                     msg.header.sender));
+      (void)rpc_.ReplyError(
+          msg,
+          Status::InvalidArgument("tagged push from node {} needs 2 payloads "
+                                  "(gradients, int64 step size)",
+                                  msg.header.sender));
       return;
     }
     std::memcpy(&tagged_size, msg.payloads[1].data(), sizeof(int64_t));

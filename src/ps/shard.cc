@@ -130,7 +130,8 @@ bool ParameterShard::MaybeCloseLocked() {
 bool ParameterShard::WorkerLeft() {
   std::lock_guard<std::mutex> lock(mu_);
   if (active_workers_ > 0) --active_workers_;
-  if (policy_.mode != UpdatePolicy::Mode::kSync || policy_.follower) return false;
+  if (policy_.mode != UpdatePolicy::Mode::kSync || policy_.follower)
+    return false;
   return MaybeCloseLocked();
 }
 

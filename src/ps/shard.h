@@ -71,8 +71,8 @@ class ParameterShard {
                  // dropped
     };
     State state;
-    int64_t version;    // the shard's version after this push
-    int64_t staleness;  // version at arrival minus base_version
+    int64_t version;        // the shard's version after this push
+    int64_t staleness;      // version at arrival minus base_version
     int64_t step_size = 0;  // kApplied in sync: gradients in the update
   };
 
@@ -128,7 +128,7 @@ class ParameterShard {
   int64_t accum_max_staleness_ = 0;  // GUARDED_BY(mu_)
   int64_t version_ = 0;              // GUARDED_BY(mu_)
   int active_workers_;               // GUARDED_BY(mu_)
-  int64_t last_step_size_ = 0;  // GUARDED_BY(mu_)
+  int64_t last_step_size_ = 0;       // GUARDED_BY(mu_)
   // Follower: gradients received for steps not closed yet.
   struct TaggedStep {
     std::vector<float> sum;
@@ -136,7 +136,7 @@ class ParameterShard {
     int64_t size = 0;
   };
   std::map<int64_t, TaggedStep> tagged_;  // GUARDED_BY(mu_)
-  ShardStats stats_;                 // GUARDED_BY(mu_)
+  ShardStats stats_;                      // GUARDED_BY(mu_)
 };
 
 }  // namespace strata

@@ -1,9 +1,9 @@
 #include "train/cluster_run.h"
 
+#include <torch/torch.h>
+
 #include <memory>
 #include <thread>
-
-#include <torch/torch.h>
 
 #include "common/log.h"
 #include "train/roles.h"
@@ -51,7 +51,8 @@ Result<RunSummary> TrainCluster(const Config& config, const DatasetSplits& data,
   const ClusterShape& shape = o.shape;
   int64_t threads = config.GetInt("cluster.threads_per_worker");
   if (threads == 0) {
-    threads = std::max<int64_t>(1, std::thread::hardware_concurrency() / shape.num_workers);
+    threads = std::max<int64_t>(
+        1, std::thread::hardware_concurrency() / shape.num_workers);
   }
   torch::set_num_threads(static_cast<int>(threads));
 
@@ -62,33 +63,39 @@ Result<RunSummary> TrainCluster(const Config& config, const DatasetSplits& data,
     ASSIGN_OR_RETURN(transports[id], factory.Make(id));
   }
   const std::string coordinator = transports[0]->endpoint();
-  LogInfo("cluster: mode {}, {} servers, {} workers, in one process over {}; {} parameters "
-          "({}); per-worker batch {}, {} iterations per worker",
-          o.mode, shape.num_servers, shape.num_workers,
-          tcp ? "tcp (loopback)" : "the in-process transport", plan.num_params,
-          plan.layout.ToString(), o.worker_batch, o.iterations);
+  LogInfo(
+      "cluster: mode {}, {} servers, {} workers, in one process over {}; {} "
+      "parameters "
+      "({}); per-worker batch {}, {} iterations per worker",
+      o.mode, shape.num_servers, shape.num_workers,
+      tcp ? "tcp (loopback)" : "the in-process transport", plan.num_params,
+      plan.layout.ToString(), o.worker_batch, o.iterations);
 
   Result<nlohmann::json> summary = Status::Internal("coordinator did not run");
   std::vector<float> final_params;
   std::vector<std::thread> threads_list;
   threads_list.emplace_back([&] {
-    summary = RunCoordinatorRole(config, o, std::move(transports[0]), run_dir, stop);
+    summary =
+        RunCoordinatorRole(config, o, std::move(transports[0]), run_dir, stop);
   });
   for (int s = 0; s < shape.num_servers; ++s) {
     threads_list.emplace_back([&, s] {
-      Status st = RunServerRole(config, plan, s, std::move(transports[shape.ServerId(s)]),
+      Status st = RunServerRole(config, plan, s,
+                                std::move(transports[shape.ServerId(s)]),
                                 coordinator, stop);
       if (!st.ok()) LogDebug("server {}: {}", s, st.message());
     });
   }
   for (int w = 0; w < shape.num_workers; ++w) {
     threads_list.emplace_back([&, w] {
-      (void)RunWorkerRole(config, plan, w, data, std::move(transports[shape.WorkerId(w)]),
-                          coordinator, &run_dir, stop);
+      (void)RunWorkerRole(config, plan, w, data,
+                          std::move(transports[shape.WorkerId(w)]), coordinator,
+                          &run_dir, stop);
     });
   }
   threads_list.emplace_back([&] {
-    Status st = RunEvaluatorRole(config, plan, data, std::move(transports[shape.EvaluatorId()]),
+    Status st = RunEvaluatorRole(config, plan, data,
+                                 std::move(transports[shape.EvaluatorId()]),
                                  coordinator, &run_dir, stop, &final_params);
     if (!st.ok()) LogWarning("evaluator: {}", st.message());
   });

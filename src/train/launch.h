@@ -1,9 +1,8 @@
 #pragma once
 
 #include <atomic>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "cluster/roles.h"
 #include "common/config.h"
@@ -17,9 +16,9 @@ namespace strata {
 // at) and joins the coordinator. Servers need no data; workers and the
 // evaluator load the dataset the config names. Returns when the run ends;
 // an error names the role, the node and what failed.
-Status RunNode(const Config& config, Role role, int index, const std::string& coordinator,
-               const std::string& bind, const RunDirectory& run_dir,
-               const std::atomic<bool>* stop);
+Status RunNode(const Config& config, Role role, int index,
+               const std::string& coordinator, const std::string& bind,
+               const RunDirectory& run_dir, const std::atomic<bool>* stop);
 
 // The role and index of this process from an MPI or Slurm rank
 // (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK or SLURM_PROCID): rank 0 is
@@ -33,7 +32,8 @@ Status RoleFromRank(const Config& config, Role* role, int* index);
 // TCP. The children's PIDs are written to <run_dir>/pids.json; children
 // still running after the coordinator finished are ended (SIGTERM, then
 // SIGKILL) by PID. Returns the coordinator's summary (or its error).
-Result<nlohmann::json> TrainProcesses(const Config& config, const RunDirectory& run_dir,
+Result<nlohmann::json> TrainProcesses(const Config& config,
+                                      const RunDirectory& run_dir,
                                       const std::string& self_exe,
                                       const std::atomic<bool>* stop);
 

@@ -17,10 +17,10 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 // The evaluator's end-of-run exchange with the coordinator.
-constexpr MessageType kFinalEvalRequest =
-    static_cast<MessageType>(static_cast<uint16_t>(MessageType::kFirstUserType) + 3);
-constexpr MessageType kFinalEvalReply =
-    static_cast<MessageType>(static_cast<uint16_t>(MessageType::kFirstUserType) + 4);
+constexpr MessageType kFinalEvalRequest = static_cast<MessageType>(
+    static_cast<uint16_t>(MessageType::kFirstUserType) + 3);
+constexpr MessageType kFinalEvalReply = static_cast<MessageType>(
+    static_cast<uint16_t>(MessageType::kFirstUserType) + 4);
 
 milliseconds HeartbeatInterval(const Config& c) {
   return milliseconds(c.GetInt("cluster.heartbeat_interval_ms"));
@@ -39,10 +39,13 @@ std::vector<NodeId> ServerIds(const ClusterShape& shape) {
 // and the others follow (shard.h, UpdatePolicy::follower).
 bool LeaderFirst(const ClusterRunOptions& o, const Config& c) {
   const int64_t k = c.GetInt("cluster.updates_per_step");
-  return o.mode == "sync" && k > 0 && k < o.shape.num_workers && o.shape.num_servers > 1;
+  return o.mode == "sync" && k > 0 && k < o.shape.num_workers &&
+         o.shape.num_servers > 1;
 }
 
-std::string Text(const Message& m) { return m.payloads.empty() ? "" : ErrorText(m); }
+std::string Text(const Message& m) {
+  return m.payloads.empty() ? "" : ErrorText(m);
+}
 
 nlohmann::json ParseOr(const std::string& text, nlohmann::json fallback) {
   try {
@@ -61,19 +64,21 @@ void WaitForEnd(ClusterMember& member) {
 
 }  // namespace
 
-Result<ClusterPlan> ClusterPlan::Make(const Config& config, const DatasetSplits& data) {
+Result<ClusterPlan> ClusterPlan::Make(const Config& config,
+                                      const DatasetSplits& data) {
   ClusterPlan plan;
   ASSIGN_OR_RETURN(plan.options, ClusterRunOptions::FromConfig(config));
   const int n = plan.options.shape.num_workers;
   if (data.train.size() < n) {
-    return Status::InvalidArgument("{} training examples cannot feed {} workers",
-                                   data.train.size(), n);
+    return Status::InvalidArgument(
+        "{} training examples cannot feed {} workers", data.train.size(), n);
   }
   ASSIGN_OR_RETURN(Model probe, CreateModel(ModelOptions::FromConfig(config),
                                             InputSpecOf(data.train)));
   plan.num_params = probe.flat.size();
-  ASSIGN_OR_RETURN(plan.layout,
-                   KeyLayout::Balanced(plan.num_params, plan.options.shape.num_servers));
+  ASSIGN_OR_RETURN(
+      plan.layout,
+      KeyLayout::Balanced(plan.num_params, plan.options.shape.num_servers));
   ClusterRunOptions& o = plan.options;
   if (o.iterations <= 0) {
     // The smallest shard decides, so that every worker runs the same count.
@@ -83,7 +88,8 @@ Result<ClusterPlan> ClusterPlan::Make(const Config& config, const DatasetSplits&
   return plan;
 }
 
-Result<nlohmann::json> RunCoordinatorRole(const Config& config, const ClusterRunOptions& o,
+Result<nlohmann::json> RunCoordinatorRole(const Config& config,
+                                          const ClusterRunOptions& o,
                                           std::unique_ptr<Transport> transport,
                                           const RunDirectory& run_dir,
                                           const std::atomic<bool>* stop) {
@@ -104,11 +110,14 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config, const ClusterRun
     if (run_status.code() != Status::Code::kDeadlineExceeded) break;
     if (stop != nullptr && stop->load() && !interrupted) {
       interrupted = true;
-      LogWarning("interrupted: stopping the workers, then evaluating and writing the summary");
+      LogWarning(
+          "interrupted: stopping the workers, then evaluating and writing the "
+          "summary");
       coordinator.StopWorkers();
     }
   }
-  const double train_s = std::chrono::duration<double>(Clock::now() - start).count();
+  const double train_s =
+      std::chrono::duration<double>(Clock::now() - start).count();
   const std::vector<NodeId> lost_ids = coordinator.LostIds();
   auto is_lost = [&](NodeId id) {
     return std::find(lost_ids.begin(), lost_ids.end(), id) != lost_ids.end();
@@ -119,7 +128,8 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config, const ClusterRun
       Message m;
       m.header.type = MessageType::kShutdown;
       m.header.flags |= kShutdownError;
-      m.payloads.push_back(Buffer::CopyOf(run_status.message().data(), run_status.message().size()));
+      m.payloads.push_back(Buffer::CopyOf(run_status.message().data(),
+                                          run_status.message().size()));
       (void)coordinator.Request(o.shape.WorkerId(w), std::move(m));
     }
   }
@@ -130,17 +140,24 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config, const ClusterRun
     if (is_lost(o.shape.ServerId(s))) continue;
     Message m;
     m.header.type = kStatsRequest;
-    auto reply = coordinator.Request(o.shape.ServerId(s), std::move(m))->Wait(milliseconds(10000));
-    if (reply.ok()) servers.push_back(ParseOr(Text(*reply), nlohmann::json::object()));
-    else LogWarning("no statistics from server {}: {}", s, reply.status().message());
+    auto reply = coordinator.Request(o.shape.ServerId(s), std::move(m))
+                     ->Wait(milliseconds(10000));
+    if (reply.ok())
+      servers.push_back(ParseOr(Text(*reply), nlohmann::json::object()));
+    else
+      LogWarning("no statistics from server {}: {}", s,
+                 reply.status().message());
   }
   nlohmann::json final_eval = nlohmann::json::object();
   if (run_status.ok() && o.shape.evaluator && !is_lost(o.shape.EvaluatorId())) {
     Message m;
     m.header.type = kFinalEvalRequest;
-    auto reply = coordinator.Request(o.shape.EvaluatorId(), std::move(m))->Wait(o.request_timeout);
-    if (reply.ok()) final_eval = ParseOr(Text(*reply), final_eval);
-    else LogWarning("no final evaluation: {}", reply.status().message());
+    auto reply = coordinator.Request(o.shape.EvaluatorId(), std::move(m))
+                     ->Wait(o.request_timeout);
+    if (reply.ok())
+      final_eval = ParseOr(Text(*reply), final_eval);
+    else
+      LogWarning("no final evaluation: {}", reply.status().message());
   }
   coordinator.BroadcastShutdown(run_status.ok() ? "" : run_status.message());
 
@@ -149,15 +166,18 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config, const ClusterRun
   int64_t samples = 0, steps = 0;
   for (int w = 0; w < o.shape.num_workers; ++w) {
     auto it = reports.find(o.shape.WorkerId(w));
-    nlohmann::json r = it == reports.end() ? nlohmann::json{{"worker", w}, {"error", "no report (lost)"}}
-                                           : ParseOr(it->second, nlohmann::json::object());
+    nlohmann::json r =
+        it == reports.end()
+            ? nlohmann::json{{"worker", w}, {"error", "no report (lost)"}}
+            : ParseOr(it->second, nlohmann::json::object());
     samples += r.value("samples", int64_t{0});
     steps = std::max(steps, r.value("iterations", int64_t{0}));
     workers.push_back(r);
   }
   nlohmann::json s0 = servers.empty() ? nlohmann::json::object() : servers[0];
   nlohmann::json summary = final_eval;
-  summary["wall_s"] = std::chrono::duration<double>(Clock::now() - start).count();
+  summary["wall_s"] =
+      std::chrono::duration<double>(Clock::now() - start).count();
   summary["train_s"] = train_s;
   summary["samples"] = samples;
   summary["steps"] = steps;
@@ -173,11 +193,13 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config, const ClusterRun
   summary["workers"] = workers;
   summary["servers_stats"] = servers;
   // Every gradient reaches every server; server 0's counts are the run's.
-  summary["staleness_histogram"] = s0.value("staleness", nlohmann::json::object());
+  summary["staleness_histogram"] =
+      s0.value("staleness", nlohmann::json::object());
   summary["dropped_gradients"] = s0.value("dropped", int64_t{0});
   summary["deferred_gradients"] = s0.value("deferred", int64_t{0});
   summary["updates"] = s0.value("updates", int64_t{0});
-  summary["gradients_per_update"] = s0.value("gradients_per_update", nlohmann::json::object());
+  summary["gradients_per_update"] =
+      s0.value("gradients_per_update", nlohmann::json::object());
   summary["tail_updates"] = s0.value("tail_updates", int64_t{0});
   summary["lost_workers"] = coordinator.LostNodes();
   if (!run_status.ok()) summary["error"] = run_status.message();
@@ -198,21 +220,26 @@ Status RunServerRole(const Config& config, const ClusterPlan& plan, int index,
   so.range = plan.layout.range(index);
   so.optimizer = OptimizerOptions::FromConfig(config);
   so.schedule = LrSchedule::FromConfig(config, o.iterations);
-  so.policy.mode = o.mode == "sync" ? UpdatePolicy::Mode::kSync : UpdatePolicy::Mode::kAsync;
+  so.policy.mode =
+      o.mode == "sync" ? UpdatePolicy::Mode::kSync : UpdatePolicy::Mode::kAsync;
   so.policy.num_workers = n;
   const int64_t k = config.GetInt("cluster.updates_per_step");
   so.policy.updates_per_step = k > 0 ? static_cast<int>(k) : n;
   so.policy.defer_late = config.GetString("cluster.late_gradients") == "defer";
-  so.policy.inverse_staleness = config.GetString("cluster.lr_staleness") == "inverse";
+  so.policy.inverse_staleness =
+      config.GetString("cluster.lr_staleness") == "inverse";
   so.policy.rate_scale =
-      (o.mode != "sync" && config.GetBool("cluster.adapt_hyperparams")) ? 1.0 / n : 1.0;
+      (o.mode != "sync" && config.GetBool("cluster.adapt_hyperparams"))
+          ? 1.0 / n
+          : 1.0;
   so.policy.follower = LeaderFirst(o, config) && index > 0;
 
   ClusterMember* member_ptr = nullptr;
   ParameterServer server(so, std::move(transport), [&member_ptr](Message m) {
     if (member_ptr != nullptr) member_ptr->OnMessage(m);
   });
-  ClusterMember member(server.rpc(), o.shape, HeartbeatInterval(config), HeartbeatTimeout(config));
+  ClusterMember member(server.rpc(), o.shape, HeartbeatInterval(config),
+                       HeartbeatTimeout(config));
   member_ptr = &member;
   server.Start();
   Status joined = member.Join(coordinator_endpoint, o.request_timeout);
@@ -224,11 +251,13 @@ Status RunServerRole(const Config& config, const ClusterPlan& plan, int index,
   member.StopHeartbeats();
   server.Stop();
   if (!joined.ok()) return joined;
-  if (!member.shutdown_reason().empty()) return Status::Unavailable("{}", member.shutdown_reason());
+  if (!member.shutdown_reason().empty())
+    return Status::Unavailable("{}", member.shutdown_reason());
   return Status::Ok();
 }
 
-Result<WorkerMetrics> RunWorkerRole(const Config& config, const ClusterPlan& plan, int index,
+Result<WorkerMetrics> RunWorkerRole(const Config& config,
+                                    const ClusterPlan& plan, int index,
                                     const DatasetSplits& data,
                                     std::unique_ptr<Transport> transport,
                                     const std::string& coordinator_endpoint,
@@ -239,15 +268,17 @@ Result<WorkerMetrics> RunWorkerRole(const Config& config, const ClusterPlan& pla
   RpcEndpoint rpc(std::move(transport), [&member_ptr](Message m) {
     if (member_ptr != nullptr) member_ptr->OnMessage(m);
   });
-  ClusterMember member(rpc, o.shape, HeartbeatInterval(config), HeartbeatTimeout(config));
+  ClusterMember member(rpc, o.shape, HeartbeatInterval(config),
+                       HeartbeatTimeout(config));
   member_ptr = &member;
   rpc.Start();
   RETURN_IF_ERROR(member.Join(coordinator_endpoint, o.request_timeout));
   member.StartHeartbeats();
   PsClient client(rpc, plan.layout, ServerIds(o.shape), LeaderFirst(o, config));
-  auto metrics = RunWorker(config, o, index, data.train,
-                           ModShard(data.train.size(), index, o.shape.num_workers), client,
-                           member, run_dir, stop);
+  auto metrics =
+      RunWorker(config, o, index, data.train,
+                ModShard(data.train.size(), index, o.shape.num_workers), client,
+                member, run_dir, stop);
   if (!metrics.ok()) {
     // Go silent, like a crashed process: the coordinator's heartbeat
     // monitor decides what the loss means for the run.
@@ -264,9 +295,11 @@ Result<WorkerMetrics> RunWorkerRole(const Config& config, const ClusterPlan& pla
 }
 
 Status RunEvaluatorRole(const Config& config, const ClusterPlan& plan,
-                        const DatasetSplits& data, std::unique_ptr<Transport> transport,
+                        const DatasetSplits& data,
+                        std::unique_ptr<Transport> transport,
                         const std::string& coordinator_endpoint,
-                        const RunDirectory* run_dir, const std::atomic<bool>* stop,
+                        const RunDirectory* run_dir,
+                        const std::atomic<bool>* stop,
                         std::vector<float>* final_params) {
   const ClusterRunOptions& o = plan.options;
   const auto start = Clock::now();
@@ -284,7 +317,8 @@ Status RunEvaluatorRole(const Config& config, const ClusterPlan& plan,
     if (member_ptr != nullptr) member_ptr->OnMessage(m);
     if (m.header.type == MessageType::kShutdown) done = true;
   });
-  ClusterMember member(rpc, o.shape, HeartbeatInterval(config), HeartbeatTimeout(config));
+  ClusterMember member(rpc, o.shape, HeartbeatInterval(config),
+                       HeartbeatTimeout(config));
   member_ptr = &member;
   rpc.Start();
   RETURN_IF_ERROR(member.Join(coordinator_endpoint, o.request_timeout));
@@ -306,12 +340,14 @@ Status RunEvaluatorRole(const Config& config, const ClusterPlan& plan,
       continue;
     }
     nlohmann::json result;
-    auto model = CreateModel(ModelOptions::FromConfig(config), InputSpecOf(data.train));
+    auto model =
+        CreateModel(ModelOptions::FromConfig(config), InputSpecOf(data.train));
     if (!model.ok()) {
       status = model.status();
       break;
     }
-    auto pulled = client.Pull(model->flat.param_data(), {})->Wait(o.request_timeout);
+    auto pulled =
+        client.Pull(model->flat.param_data(), {})->Wait(o.request_timeout);
     if (!pulled.ok()) {
       status = pulled.status().WithContext("final pull");
       (void)rpc.ReplyError(*request, status);
@@ -325,19 +361,30 @@ Status RunEvaluatorRole(const Config& config, const ClusterPlan& plan,
       break;
     }
     if (final_params != nullptr) {
-      final_params->assign(model->flat.param_data(), model->flat.param_data() + model->flat.size());
+      final_params->assign(model->flat.param_data(),
+                           model->flat.param_data() + model->flat.size());
     }
-    result = {{"final_train_loss", tr->loss}, {"final_train_acc", tr->accuracy},
-              {"final_val_loss", va->loss},   {"final_val_acc", va->accuracy},
-              {"final_version", pulled->versions[0]}, {"parameters", plan.num_params}};
+    result = {{"final_train_loss", tr->loss},
+              {"final_train_acc", tr->accuracy},
+              {"final_val_loss", va->loss},
+              {"final_val_acc", va->accuracy},
+              {"final_version", pulled->versions[0]},
+              {"parameters", plan.num_params}};
     if (run_dir != nullptr) {
       (void)run_dir->AppendJson(
-          "eval.jsonl", {{"step", o.iterations}, {"version", pulled->versions[0]},
-                         {"wall_s", std::chrono::duration<double>(Clock::now() - start).count()},
-                         {"val_loss", va->loss}, {"val_acc", va->accuracy}, {"final", true}});
+          "eval.jsonl",
+          {{"step", o.iterations},
+           {"version", pulled->versions[0]},
+           {"wall_s",
+            std::chrono::duration<double>(Clock::now() - start).count()},
+           {"val_loss", va->loss},
+           {"val_acc", va->accuracy},
+           {"final", true}});
     }
-    LogInfo("final model (version {}): train loss {:.4f} acc {:.4f} | val loss {:.4f} acc {:.4f}",
-            pulled->versions[0], tr->loss, tr->accuracy, va->loss, va->accuracy);
+    LogInfo(
+        "final model (version {}): train loss {:.4f} acc {:.4f} | val loss "
+        "{:.4f} acc {:.4f}",
+        pulled->versions[0], tr->loss, tr->accuracy, va->loss, va->accuracy);
     Message reply;
     reply.header.type = kFinalEvalReply;
     const std::string text = result.dump();

@@ -3,9 +3,8 @@
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "common/config.h"
 #include "data/dataset.h"
@@ -25,7 +24,8 @@ struct ClusterPlan {
   KeyLayout layout;
   int64_t num_params = 0;
 
-  static Result<ClusterPlan> Make(const Config& config, const DatasetSplits& data);
+  static Result<ClusterPlan> Make(const Config& config,
+                                  const DatasetSplits& data);
 };
 
 // The roles of a cluster. Each runs one node until the run ends and is the
@@ -54,8 +54,9 @@ Status RunServerRole(const Config& config, const ClusterPlan& plan, int index,
 // A worker: joins, trains on its shard (RunWorker), reports its metrics.
 // A failure is returned after the node went silent (so the coordinator
 // notices it like a crash).
-Result<WorkerMetrics> RunWorkerRole(const Config& config, const ClusterPlan& plan,
-                                    int index, const DatasetSplits& data,
+Result<WorkerMetrics> RunWorkerRole(const Config& config,
+                                    const ClusterPlan& plan, int index,
+                                    const DatasetSplits& data,
                                     std::unique_ptr<Transport> transport,
                                     const std::string& coordinator_endpoint,
                                     const RunDirectory* run_dir,
@@ -68,7 +69,8 @@ Status RunEvaluatorRole(const Config& config, const ClusterPlan& plan,
                         const DatasetSplits& data,
                         std::unique_ptr<Transport> transport,
                         const std::string& coordinator_endpoint,
-                        const RunDirectory* run_dir, const std::atomic<bool>* stop,
+                        const RunDirectory* run_dir,
+                        const std::atomic<bool>* stop,
                         std::vector<float>* final_params = nullptr);
 
 }  // namespace strata

@@ -25,12 +25,19 @@ LrSchedule Rate(double lr) {
 // A follower applies exactly the steps the leader chose, in step order,
 // whatever order the tagged gradients arrive in.
 TEST(FollowerShardTest, ClosesTaggedStepsInOrderWhateverTheArrivalOrder) {
-  ParameterShard a({0, 1}, {0.0f}, OptimizerOptions{}, Rate(1.0), FollowerPolicy());
-  ParameterShard b({0, 1}, {0.0f}, OptimizerOptions{}, Rate(1.0), FollowerPolicy());
+  ParameterShard a({0, 1}, {0.0f}, OptimizerOptions{}, Rate(1.0),
+                   FollowerPolicy());
+  ParameterShard b({0, 1}, {0.0f}, OptimizerOptions{}, Rate(1.0),
+                   FollowerPolicy());
   // Step 0 = {1, 2, 6} (size 3), step 1 = {10, 20} (size 2, the end of a run).
-  struct G { float g; int64_t step, size; };
-  std::vector<G> order_a = {{1, 0, 3}, {2, 0, 3}, {6, 0, 3}, {10, 1, 2}, {20, 1, 2}};
-  std::vector<G> order_b = {{10, 1, 2}, {6, 0, 3}, {20, 1, 2}, {1, 0, 3}, {2, 0, 3}};
+  struct G {
+    float g;
+    int64_t step, size;
+  };
+  std::vector<G> order_a = {
+      {1, 0, 3}, {2, 0, 3}, {6, 0, 3}, {10, 1, 2}, {20, 1, 2}};
+  std::vector<G> order_b = {
+      {10, 1, 2}, {6, 0, 3}, {20, 1, 2}, {1, 0, 3}, {2, 0, 3}};
   for (const G& g : order_a) a.PushTagged(&g.g, g.step, g.size);
   // b: step 1 complete before step 0: it must wait for step 0.
   EXPECT_EQ(b.PushTagged(&order_b[0].g, 1, 2).state, State::kPending);
@@ -62,7 +69,8 @@ TEST(FollowerShardTest, LeaderReportsTheSizeOfEachStep) {
   EXPECT_EQ(closed.step_size, 3);
   EXPECT_EQ(leader.last_step_size(), 3);
   // A follower's WorkerLeft never closes a step on its own.
-  ParameterShard follower({0, 1}, {0.0f}, OptimizerOptions{}, Rate(1.0), FollowerPolicy());
+  ParameterShard follower({0, 1}, {0.0f}, OptimizerOptions{}, Rate(1.0),
+                          FollowerPolicy());
   follower.PushTagged(&g, 0, 3);
   EXPECT_FALSE(follower.WorkerLeft());
   EXPECT_EQ(follower.version(), 0);

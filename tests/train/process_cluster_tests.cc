@@ -1,16 +1,16 @@
 // Multi-process clusters (`strata train --processes`): a worker process is
 // killed by PID mid-run. Starts the strata binary; ends only the processes
 // it started, by PID. Labelled slow.
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-#include <spawn.h>
-#include <sys/wait.h>
 
 #include "common/fs.h"
 
@@ -31,18 +31,43 @@ Launched Launch(const std::string& mode) {
   EXPECT_NE(::mkdtemp(root.data()), nullptr);
   Launched l;
   l.run_dir = root + "/r";
-  std::vector<std::string> args = {
-      STRATA_BINARY, "train", "--processes", "--set", "cluster.mode=" + mode,
-      "--set", "run.dir=" + root, "--set", "run.name=r", "--set", "cluster.workers=3",
-      "--set", "cluster.servers=1", "--set", "train.iterations=300", "--set",
-      "cluster.worker_delay_ms=10", "--set", "train.log_every=5", "--set",
-      "cluster.heartbeat_interval_ms=100", "--set", "cluster.heartbeat_timeout_ms=1500",
-      "--set", "data.synthetic.train_size=3000", "--set", "data.synthetic.val_size=300",
-      "--set", "cluster.threads_per_worker=1", "--set", "run.log_level=warning"};
+  std::vector<std::string> args = {STRATA_BINARY,
+                                   "train",
+                                   "--processes",
+                                   "--set",
+                                   "cluster.mode=" + mode,
+                                   "--set",
+                                   "run.dir=" + root,
+                                   "--set",
+                                   "run.name=r",
+                                   "--set",
+                                   "cluster.workers=3",
+                                   "--set",
+                                   "cluster.servers=1",
+                                   "--set",
+                                   "train.iterations=300",
+                                   "--set",
+                                   "cluster.worker_delay_ms=10",
+                                   "--set",
+                                   "train.log_every=5",
+                                   "--set",
+                                   "cluster.heartbeat_interval_ms=100",
+                                   "--set",
+                                   "cluster.heartbeat_timeout_ms=1500",
+                                   "--set",
+                                   "data.synthetic.train_size=3000",
+                                   "--set",
+                                   "data.synthetic.val_size=300",
+                                   "--set",
+                                   "cluster.threads_per_worker=1",
+                                   "--set",
+                                   "run.log_level=warning"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  EXPECT_EQ(posix_spawn(&l.pid, STRATA_BINARY, nullptr, nullptr, argv.data(), environ), 0);
+  EXPECT_EQ(posix_spawn(&l.pid, STRATA_BINARY, nullptr, nullptr, argv.data(),
+                        environ),
+            0);
   return l;
 }
 
@@ -53,7 +78,8 @@ pid_t KillWorkerOne(const Launched& l) {
   while (Clock::now() < deadline) {
     auto pids = ReadFile(l.run_dir + "/pids.json");
     auto metrics = ReadFile(l.run_dir + "/metrics.jsonl");
-    if (pids.ok() && metrics.ok() && metrics->find("\"worker\":1") != std::string::npos) {
+    if (pids.ok() && metrics.ok() &&
+        metrics->find("\"worker\":1") != std::string::npos) {
       victim = nlohmann::json::parse(*pids)["worker 1 (node 3)"].get<pid_t>();
       break;
     }
@@ -95,7 +121,8 @@ TEST(ProcessClusterTest, AsyncRunFinishesWithoutAKilledWorkerAndNamesIt) {
   EXPECT_GT(summary["final_val_acc"].get<double>(), 0.2);
 }
 
-TEST(ProcessClusterTest, SyncRunStopsWithinTheHeartbeatTimeoutNamingTheKilledWorker) {
+TEST(ProcessClusterTest,
+     SyncRunStopsWithinTheHeartbeatTimeoutNamingTheKilledWorker) {
   Launched l = Launch("sync");
   ASSERT_GT(l.pid, 0);
   ASSERT_GT(KillWorkerOne(l), 0);
@@ -105,7 +132,8 @@ TEST(ProcessClusterTest, SyncRunStopsWithinTheHeartbeatTimeoutNamingTheKilledWor
   EXPECT_LT(secs, 15.0);
   auto summary = nlohmann::json::parse(*ReadFile(l.run_dir + "/summary.json"));
   ASSERT_TRUE(summary.contains("error")) << summary.dump();
-  EXPECT_NE(summary["error"].get<std::string>().find("worker 1"), std::string::npos);
+  EXPECT_NE(summary["error"].get<std::string>().find("worker 1"),
+            std::string::npos);
   EXPECT_EQ(summary["lost_workers"][0], "worker 1 (node 3)");
 }
 

@@ -1,0 +1,304 @@
+// Cluster throughput: a 1 server + 1 worker asynchronous parameter-server
+// cluster (TrainCluster, all roles as threads of this process) against the
+// single-process trainer (TrainLocal) on the same model, data, batch and
+// thread count, measured alternately in one run.
+//
+//   build-bench/bench/cluster_bench [--reps 3] [--iterations 1500]
+//                                   [--threads 2,1] [--model mlp]
+// One table per thread count (train.threads for local,
+// cluster.threads_per_worker for the cluster; 2 is the setting the issue
+// names, 1 a control: see docs/benchmarks.md).
+// Uses real MNIST when STRATA_DATA_DIR is set (STRATA_DATA_DIR/mnist), else
+// synthetic 1x28x28 data.
+//
+// What "samples/s" means here. The two RunSummary figures are not defined
+// alike: TrainLocal divides by the time inside its training steps only;
+// TrainCluster divides by the wall time from the start of the call to the end
+// of the final evaluation (start-up, rendezvous and a full evaluation pass
+// included). So the comparison uses a third definition, computed the same
+// way for both from metrics.jsonl (one line every train.log_every steps,
+// with the wall clock and the samples so far): the training loop's rate
+// between its first and its last metrics line, i.e. everything a step costs
+// (for the cluster: pull, forward/backward, push and the server's update;
+// for local: forward/backward and the optimizer step), nothing before or
+// after the loop. The whole-call wall time and both summary figures are
+// printed too.
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/config.h"
+#include "common/log.h"
+#include "train/cluster_run.h"
+#include "train/data_config.h"
+#include "train/local_trainer.h"
+#include "train/run_dir.h"
+
+namespace {
+
+using namespace strata;
+using Clock = std::chrono::steady_clock;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+[[noreturn]] void Die(const std::string& what) {
+  std::fprintf(stderr, "cluster_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+void Set(Config& c, const std::string& kv) {
+  Status s = c.ApplyOverride(kv);
+  if (!s.ok()) Die(kv + ": " + s.ToString());
+}
+
+// Samples per second of the training loop, from the first to the last line
+// of metrics.jsonl (worker 0's lines for a cluster).
+double LoopSamplesPerSecond(const std::string& metrics_file) {
+  std::ifstream in(metrics_file);
+  if (!in) Die("cannot read " + metrics_file);
+  double first_wall = -1, last_wall = -1;
+  int64_t first_samples = 0, last_samples = 0;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    nlohmann::json j = nlohmann::json::parse(line);
+    if (j.contains("worker") && j["worker"].get<int>() != 0) continue;
+    const double wall = j["wall_s"].get<double>();
+    const int64_t samples = j["samples"].get<int64_t>();
+    if (first_wall < 0) {
+      first_wall = wall;
+      first_samples = samples;
+    }
+    last_wall = wall;
+    last_samples = samples;
+  }
+  if (last_wall <= first_wall) Die("too few metrics lines in " + metrics_file);
+  return static_cast<double>(last_samples - first_samples) /
+         (last_wall - first_wall);
+}
+
+struct Measured {
+  double loop = 0;     // samples/s over the training loop (the comparison)
+  double summary = 0;  // RunSummary::samples_per_s as the trainer defines it
+  double call = 0;     // samples / wall time of the whole call
+  double call_s = 0;   // wall time of the whole call
+};
+
+struct Variant {
+  std::string name;
+  Config config;
+  std::vector<Measured> runs;
+};
+
+Measured RunOnce(const Variant& v, const DatasetSplits& data) {
+  Result<RunDirectory> dir = RunDirectory::Create(v.config);
+  if (!dir.ok()) Die(dir.status().ToString());
+  const bool local = v.config.GetString("cluster.mode") == "local";
+  const auto t0 = Clock::now();
+  Result<RunSummary> s = local ? TrainLocal(v.config, data, *dir, nullptr)
+                               : TrainCluster(v.config, data, *dir, nullptr);
+  const double call_s =
+      std::chrono::duration<double>(Clock::now() - t0).count();
+  if (!s.ok()) Die(v.name + ": " + s.status().ToString());
+  Measured m;
+  m.loop = LoopSamplesPerSecond(dir->File("metrics.jsonl"));
+  m.summary = s->samples_per_s;
+  m.call_s = call_s;
+  m.call = static_cast<double>(s->samples) / call_s;
+  return m;
+}
+
+}  // namespace
+
+std::vector<int> ParseInts(const std::string& s) {
+  std::vector<int> out;
+  size_t start = 0;
+  while (start < s.size()) {
+    size_t end = s.find(',', start);
+    if (end == std::string::npos) end = s.size();
+    if (end > start)
+      out.push_back(std::atoi(s.substr(start, end - start).c_str()));
+    start = end + 1;
+  }
+  return out;
+}
+
+// One table: local, inproc and tcp with `threads` LibTorch threads each.
+// Returns the local trainer's median loop samples/s.
+double RunTable(const Config& base, const DatasetSplits& data, int threads,
+                int reps) {
+  std::vector<Variant> variants;
+  for (const char* v : {"local", "inproc", "tcp"}) {
+    Variant var{v, base, {}};
+    Set(var.config, "train.threads=" + std::to_string(threads));
+    Set(var.config, "cluster.threads_per_worker=" + std::to_string(threads));
+    if (var.name == "local") {
+      Set(var.config, "cluster.mode=local");
+    } else {
+      Set(var.config, "cluster.mode=async");
+      Set(var.config, "cluster.transport=" + var.name);
+    }
+    variants.push_back(std::move(var));
+  }
+  std::printf(
+      "threads %d: local train.threads=%d, cluster "
+      "cluster.threads_per_worker=%d\n",
+      threads, threads, threads);
+  // A short warm-up of each (LibTorch's first steps, page cache, sockets).
+  for (Variant& v : variants) {
+    Variant warm = v;
+    Set(warm.config, "train.iterations=100");
+    (void)RunOnce(warm, data);
+  }
+  std::vector<std::vector<double>> ratios(variants.size());
+  for (int r = 0; r < reps; ++r) {
+    std::vector<double> loop(variants.size());
+    for (size_t k = 0; k < variants.size(); ++k) {
+      const size_t i = (k + r) % variants.size();
+      variants[i].runs.push_back(RunOnce(variants[i], data));
+      loop[i] = variants[i].runs.back().loop;
+    }
+    for (size_t i = 1; i < variants.size(); ++i) {
+      ratios[i].push_back(loop[i] / loop[0]);
+    }
+  }
+  std::printf("%-8s %11s %9s %14s %8s %11s\n", "variant", "loop smp/s",
+              "vs local", "summary smp/s", "call s", "call smp/s");
+  for (size_t i = 0; i < variants.size(); ++i) {
+    std::vector<double> loop, summary, call, call_s;
+    for (const Measured& m : variants[i].runs) {
+      loop.push_back(m.loop);
+      summary.push_back(m.summary);
+      call.push_back(m.call);
+      call_s.push_back(m.call_s);
+    }
+    char vs[32] = "-";
+    if (i > 0) std::snprintf(vs, sizeof(vs), "%.3f", Median(ratios[i]));
+    std::printf("%-8s %11.0f %9s %14.0f %8.2f %11.0f\n",
+                variants[i].name.c_str(), Median(loop), vs, Median(summary),
+                Median(call_s), Median(call));
+  }
+  for (size_t i = 1; i < variants.size(); ++i) {
+    const double ratio = Median(ratios[i]);
+    std::printf(
+        "target 1+1 cluster (%s) >= 0.9x single-process samples/s, %d "
+        "thread(s): %s (%.3f)\n",
+        variants[i].name.c_str(), threads, ratio >= 0.9 ? "met" : "NOT met",
+        ratio);
+  }
+  std::printf("\n");
+  std::vector<double> local;
+  for (const Measured& m : variants[0].runs) local.push_back(m.loop);
+  return Median(local);
+}
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  int reps = 3;
+  std::vector<int> threads = {2, 1};
+  int64_t iterations = 1500;
+  std::string model = "mlp";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--reps") {
+      reps = std::max(1, std::atoi(argv[i + 1]));
+    } else if (a == "--threads") {
+      threads = ParseInts(argv[i + 1]);
+    } else if (a == "--iterations") {
+      iterations = std::atoll(argv[i + 1]);
+    } else if (a == "--model") {
+      model = argv[i + 1];
+    } else {
+      Die("unknown flag " + a +
+          " (--reps N, --iterations N, --threads N[,N...], --model NAME)");
+    }
+  }
+  if (threads.empty()) Die("--threads wants a list such as 2,1");
+  SetLogLevel(LogLevel::kWarning);
+  const auto bench_start = Clock::now();
+
+  Config base;
+  char tmpl[] = "/tmp/strata_cluster_bench_XXXXXX";
+  const char* root = ::mkdtemp(tmpl);
+  if (root == nullptr) Die("cannot make a temporary directory");
+  Set(base, std::string("run.dir=") + root);
+  Set(base, "model.name=" + model);
+  Set(base, "train.iterations=" + std::to_string(iterations));
+  Set(base, "train.batch_size=64");
+  Set(base, "train.log_every=50");
+  // No evaluation inside the training loop (the local trainer would
+  // otherwise evaluate at each epoch's end); the cluster's evaluator is off.
+  Set(base, "train.eval_every=1000000000");
+  Set(base, "train.eval_batch_size=2000");
+  Set(base, "cluster.evaluator=false");
+  Set(base, "cluster.servers=1");
+  Set(base, "cluster.workers=1");
+  const char* dd = std::getenv("STRATA_DATA_DIR");
+  if (dd != nullptr) {
+    Set(base, "data.dataset=mnist");
+    Set(base, std::string("data.dir=") + dd + "/mnist");
+  } else {
+    Set(base, "data.synthetic.shape=1x28x28");
+    Set(base, "data.synthetic.train_size=20000");
+    Set(base, "data.synthetic.val_size=1000");
+  }
+  Result<DatasetSplits> data = LoadDatasetFromConfig(base);
+  if (!data.ok()) Die(data.status().ToString());
+
+  const char* blas_threads = std::getenv("OPENBLAS_NUM_THREADS");
+  const char* omp_wait = std::getenv("OMP_WAIT_POLICY");
+  std::printf(
+      "cluster_bench: %s on %s (%lld train examples), batch 64, %lld "
+      "iterations, %d reps\nlocal: TrainLocal; cluster: TrainCluster, async, "
+      "1 server + 1 worker, evaluator off,\nover the in-process transport "
+      "(inproc) and ZeroMQ on loopback TCP (tcp).\nloop smp/s: samples/s "
+      "between the first and last metrics.jsonl line (every 50\nsteps), "
+      "defined alike for both: the comparison. summary smp/s: "
+      "RunSummary::samples_per_s\n(local: time in training steps only; "
+      "cluster: wall time from the call's start to the\nend of the final "
+      "evaluation). call s: wall time of the whole call (set-up and "
+      "final\nevaluation included). Variants alternate, starting with a "
+      "different one each rep;\nmedians over reps; vs local = median over "
+      "reps of cluster/local loop smp/s of the\nsame rep. %u hardware "
+      "threads; OPENBLAS_NUM_THREADS %s, OMP_WAIT_POLICY %s.\n\n",
+      model.c_str(), data->train.name.c_str(),
+      static_cast<long long>(data->train.size()),
+      static_cast<long long>(iterations), reps,
+      std::thread::hardware_concurrency(),
+      blas_threads != nullptr ? blas_threads : "unset",
+      omp_wait != nullptr ? omp_wait : "unset");
+  std::vector<std::pair<int, double>> local;
+  for (int t : threads) local.push_back({t, RunTable(base, *data, t, reps)});
+  // A single-process trainer that gets slower with more threads makes any
+  // "met" at that thread count meaningless: say so.
+  for (const auto& [t, rate] : local) {
+    for (const auto& [t1, rate1] : local) {
+      if (t1 < t && rate < 0.8 * rate1) {
+        std::printf(
+            "caution: local with %d threads (%.0f smp/s) is slower than with "
+            "%d (%.0f smp/s):\nintra-op threads oversubscribe the cores "
+            "(OpenMP spin-waits, OpenBLAS's own\npool; see "
+            "docs/benchmarks.md), so the %d-thread ratios above measure that, "
+            "not the\nparameter server.\n",
+            t, rate, t1, rate1, t);
+      }
+    }
+  }
+  std::printf(
+      "total bench time %.1f s\n",
+      std::chrono::duration<double>(Clock::now() - bench_start).count());
+  return 0;
+}

@@ -1,0 +1,638 @@
+// Parameter-server push and pull throughput through the whole PS stack
+// (PsClient -> RpcEndpoint -> transport -> ParameterServer and back),
+// against plain blocking TCP sockets moving the same bytes with the same
+// request/reply pattern and thread layout, in the same run.
+//
+// A push is PsClient::Push(grads)->Wait(): the value is split over the
+// servers by the key layout, each server applies it (asynchronous mode, plain
+// SGD: one pass params -= lr * grad over its range) and acks. A pull is
+// PsClient::Pull(dest)->Wait(): each server copies its range into a reply,
+// and Wait() copies the replies into `dest`. With S servers and W workers
+// every worker pushes or pulls the whole value (N / S bytes per server), all
+// workers at once; throughput = N * W * operations / wall time.
+//
+// The raw baseline: one blocking TCP socket per worker-server link on
+// 127.0.0.1, one thread per worker and one per server (as our nodes have);
+// push = a 16-byte request + N / S bytes, answered by an 8-byte ack; pull =
+// a 16-byte request answered by N / S bytes received into a preallocated
+// buffer. It does no work on the bytes (no SGD pass, no copy into a model).
+//
+//   build-bench/bench/ps_bench [--sizes=4K,1M,16M,64M] [--topologies=1+1,2+2]
+//                              [--ops=push,pull] [--reps=N] [--no-inproc]
+//                              [--context=own|shared]
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/log.h"
+#include "common/status.h"
+#include "ps/client.h"
+#include "ps/key_range.h"
+#include "ps/optimizer.h"
+#include "ps/server.h"
+#include "transport/inproc_transport.h"
+#include "transport/rpc.h"
+#include "transport/transport.h"
+#include "transport/zmq_transport.h"
+
+namespace strata {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr size_t kKiB = 1024;
+constexpr size_t kMiB = 1024 * 1024;
+// Bytes per worker per timed measurement (bounded by the op counts below).
+constexpr size_t kTargetBytes = 128 * kMiB;
+constexpr milliseconds kTimeout{20000};
+constexpr double kLearningRate = 1e-3;
+
+enum class Op { kPush, kPull };
+
+const char* OpName(Op op) { return op == Op::kPush ? "push" : "pull"; }
+
+std::string SizeName(size_t bytes) {
+  if (bytes >= kMiB) return std::to_string(bytes / kMiB) + " MiB";
+  return std::to_string(bytes / kKiB) + " KiB";
+}
+
+[[noreturn]] void Die(const std::string& what) {
+  std::fprintf(stderr, "ps_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+void Check(const Status& s, const char* what) {
+  if (!s.ok()) Die(std::string(what) + ": " + s.ToString());
+}
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Runs `n` copies of `body(i)` on their own threads, released together;
+// returns the wall time from release to the last one finishing.
+double TimeParallel(int n, const std::function<void(int)>& body) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool go = false;
+  int ready = 0;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        ++ready;
+        cv.notify_all();
+        cv.wait(lock, [&] { return go; });
+      }
+      body(i);
+    });
+  }
+  Clock::time_point start;
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return ready == n; });
+    go = true;
+    start = Clock::now();
+  }
+  cv.notify_all();
+  for (std::thread& t : threads) t.join();
+  return Seconds(start, Clock::now());
+}
+
+// `bytes` of touched memory (every page faulted in).
+std::shared_ptr<uint8_t> MakeBlock(size_t bytes, uint8_t fill = 0) {
+  std::shared_ptr<uint8_t> block(static_cast<uint8_t*>(std::aligned_alloc(
+                                     64, std::max(bytes, size_t{64}))),
+                                 [](uint8_t* p) { std::free(p); });
+  if (!block) Die("out of memory");
+  std::memset(block.get(), fill, bytes);
+  return block;
+}
+
+std::vector<float> Floats(size_t n, float value) {
+  return std::vector<float>(n, value);
+}
+
+// ---------------------------------------------------------------------------
+// Ours: S ParameterServers (node ids 0..S-1) and W workers (100..), each
+// worker an RpcEndpoint + PsClient, wired directly (no coordinator).
+
+class PsCluster {
+ public:
+  using Factory = std::function<std::unique_ptr<Transport>(NodeId)>;
+
+  PsCluster(int servers, int workers, size_t bytes, const Factory& factory,
+            const std::string& bind_endpoint) {
+    const int64_t keys = static_cast<int64_t>(bytes / sizeof(float));
+    Result<KeyLayout> layout = KeyLayout::Balanced(keys, servers);
+    Check(layout.status(), "key layout");
+    std::vector<std::unique_ptr<Transport>> server_t, worker_t;
+    for (int s = 0; s < servers; ++s) {
+      server_t.push_back(factory(s));
+      Check(server_t.back()->Bind(bind_endpoint), "bind server");
+    }
+    for (int w = 0; w < workers; ++w) {
+      worker_t.push_back(factory(100 + w));
+      Check(worker_t.back()->Bind(bind_endpoint), "bind worker");
+    }
+    for (auto& w : worker_t) {
+      for (auto& s : server_t) {
+        Check(w->Connect(s->node_id(), s->endpoint()), "connect");
+        Check(s->Connect(w->node_id(), w->endpoint()), "connect");
+      }
+    }
+    std::vector<NodeId> server_ids;
+    for (int s = 0; s < servers; ++s) {
+      ServerOptions so;
+      so.range = layout->range(s);
+      so.optimizer.kind = OptimizerOptions::Kind::kSgd;  // no momentum
+      so.schedule.lr = kLearningRate;
+      so.policy.mode = UpdatePolicy::Mode::kAsync;
+      so.policy.num_workers = workers;
+      server_ids.push_back(s);
+      servers_.push_back(
+          std::make_unique<ParameterServer>(so, std::move(server_t[s])));
+      servers_.back()->Start();
+    }
+    for (int w = 0; w < workers; ++w) {
+      rpcs_.push_back(
+          std::make_unique<RpcEndpoint>(std::move(worker_t[w]), [](Message m) {
+            LogWarning("worker got an unexpected {}",
+                       MessageTypeName(m.header.type));
+          }));
+      rpcs_.back()->Start();
+      clients_.push_back(
+          std::make_unique<PsClient>(*rpcs_.back(), *layout, server_ids));
+      grads_.push_back(Floats(static_cast<size_t>(keys), 1e-3f));
+      dest_.push_back(Floats(static_cast<size_t>(keys), 0.0f));
+    }
+    const std::vector<float> initial = Floats(static_cast<size_t>(keys), 0.5f);
+    Check(clients_[0]->PushInitial(initial.data())->Wait(kTimeout).status(),
+          "initial push");
+    base_versions_.assign(static_cast<size_t>(servers), 0);
+  }
+
+  ~PsCluster() {
+    for (auto& rpc : rpcs_) rpc->Stop();
+    for (auto& s : servers_) s->Stop();
+  }
+
+  // Seconds for `ops` operations per worker, all workers at once.
+  double Run(Op op, int ops) {
+    return TimeParallel(static_cast<int>(clients_.size()), [&](int w) {
+      PsClient& c = *clients_[w];
+      for (int i = 0; i < ops; ++i) {
+        if (op == Op::kPush) {
+          Check(
+              c.Push(grads_[w].data(), base_versions_)->Wait(kTimeout).status(),
+              "push");
+        } else {
+          Check(c.Pull(dest_[w].data(), {})->Wait(kTimeout).status(), "pull");
+        }
+      }
+    });
+  }
+
+ private:
+  std::vector<std::unique_ptr<ParameterServer>> servers_;
+  std::vector<std::unique_ptr<RpcEndpoint>> rpcs_;
+  std::vector<std::unique_ptr<PsClient>> clients_;
+  std::vector<std::vector<float>> grads_;
+  std::vector<std::vector<float>> dest_;
+  std::vector<int64_t> base_versions_;
+};
+
+// ---------------------------------------------------------------------------
+// Raw: one blocking TCP socket pair per worker-server link (as in
+// transport_bench), one thread per worker and one per server.
+
+void WriteAll(int fd, const void* data, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  while (n > 0) {
+    const ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) Die(std::string("raw send: ") + std::strerror(errno));
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+}
+
+bool ReadAll(int fd, void* data, size_t n) {
+  auto* p = static_cast<uint8_t*>(data);
+  while (n > 0) {
+    const ssize_t k = ::recv(fd, p, n, MSG_WAITALL);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return false;
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+  return true;
+}
+
+struct RawRequest {
+  uint32_t op;  // 0 push, 1 pull, 2 quit
+  uint32_t unused;
+  uint64_t bytes;
+};
+
+class RawCluster {
+ public:
+  RawCluster(int servers, int workers, size_t max_bytes)
+      : servers_(servers), workers_(workers) {
+    const size_t share = max_bytes / servers;
+    for (int i = 0; i < servers * workers; ++i) {
+      int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      socklen_t len = sizeof(addr);
+      if (listener < 0 ||
+          ::bind(listener, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+          ::listen(listener, 1) != 0 ||
+          ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) !=
+              0) {
+        Die("raw listen");
+      }
+      int client = ::socket(AF_INET, SOCK_STREAM, 0);
+      if (::connect(client, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
+        Die("raw connect");
+      }
+      int server = ::accept(listener, nullptr, nullptr);
+      ::close(listener);
+      if (server < 0) Die("raw accept");
+      int one = 1;
+      ::setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      ::setsockopt(server, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      auto link = std::make_unique<Link>();
+      link->client = client;
+      link->server = server;
+      link->client_buffer = MakeBlock(share, 1);
+      link->server_buffer = MakeBlock(share, 1);
+      links_.push_back(std::move(link));
+    }
+    for (int s = 0; s < servers_; ++s) {
+      server_threads_.emplace_back([this, s] { ServeNode(s); });
+    }
+  }
+
+  ~RawCluster() {
+    for (auto& link : links_) {
+      RawRequest quit{2, 0, 0};
+      WriteAll(link->client, &quit, sizeof(quit));
+    }
+    for (std::thread& t : server_threads_) t.join();
+    for (auto& link : links_) {
+      ::close(link->client);
+      ::close(link->server);
+    }
+  }
+
+  // Seconds for `ops` operations of `bytes` per worker, all workers at once:
+  // a worker sends to every server, then collects every reply.
+  double Run(Op op, size_t bytes, int ops) {
+    const size_t share = bytes / servers_;
+    return TimeParallel(workers_, [&](int w) {
+      for (int k = 0; k < ops; ++k) {
+        for (int s = 0; s < servers_; ++s) {
+          Link& link = *links_[w * servers_ + s];
+          RawRequest req{op == Op::kPush ? 0u : 1u, 0, share};
+          WriteAll(link.client, &req, sizeof(req));
+          if (op == Op::kPush) {
+            WriteAll(link.client, link.client_buffer.get(), share);
+          }
+        }
+        for (int s = 0; s < servers_; ++s) {
+          Link& link = *links_[w * servers_ + s];
+          uint64_t ack = 0;
+          const bool ok =
+              op == Op::kPush
+                  ? ReadAll(link.client, &ack, sizeof(ack))
+                  : ReadAll(link.client, link.client_buffer.get(), share);
+          if (!ok) Die("raw reply");
+        }
+      }
+    });
+  }
+
+ private:
+  struct Link {
+    int client = -1;
+    int server = -1;
+    std::shared_ptr<uint8_t> client_buffer;
+    std::shared_ptr<uint8_t> server_buffer;
+  };
+
+  // Serves one request on `link`; false on quit or a closed connection.
+  static bool ServeOne(Link& link) {
+    RawRequest req{};
+    if (!ReadAll(link.server, &req, sizeof(req)) || req.op == 2) return false;
+    if (req.op == 0) {
+      if (!ReadAll(link.server, link.server_buffer.get(), req.bytes)) {
+        return false;
+      }
+      const uint64_t ack = 1;
+      WriteAll(link.server, &ack, sizeof(ack));
+    } else {
+      WriteAll(link.server, link.server_buffer.get(), req.bytes);
+    }
+    return true;
+  }
+
+  // Server `s` serves all its links from one thread.
+  void ServeNode(int s) {
+    std::vector<Link*> open;
+    for (int w = 0; w < workers_; ++w) {
+      open.push_back(links_[w * servers_ + s].get());
+    }
+    while (!open.empty()) {
+      std::vector<pollfd> fds;
+      for (Link* l : open) fds.push_back({l->server, POLLIN, 0});
+      if (::poll(fds.data(), fds.size(), 1000) < 0 && errno != EINTR) {
+        Die("raw poll");
+      }
+      std::vector<Link*> still_open;
+      for (size_t i = 0; i < open.size(); ++i) {
+        if (fds[i].revents == 0 || ServeOne(*open[i])) {
+          still_open.push_back(open[i]);
+        }
+      }
+      open.swap(still_open);
+    }
+  }
+
+  const int servers_;
+  const int workers_;
+  std::vector<std::unique_ptr<Link>> links_;
+  std::vector<std::thread> server_threads_;
+};
+
+// ---------------------------------------------------------------------------
+
+int OpsFor(size_t bytes) {
+  return static_cast<int>(
+      std::clamp<size_t>(kTargetBytes / bytes, size_t{3}, size_t{400}));
+}
+
+struct Row {
+  int servers, workers;
+  Op op;
+  size_t bytes;
+  double ours, raw, ratio;  // MB/s medians; ratio = median of paired ratios
+};
+
+struct Flags {
+  std::vector<size_t> sizes = {4 * kKiB, 1 * kMiB, 16 * kMiB, 64 * kMiB};
+  std::vector<std::pair<int, int>> topologies = {{1, 1}, {2, 2}};
+  std::vector<Op> ops = {Op::kPush, Op::kPull};
+  int reps = 7;
+  bool inproc = true;
+  bool shared_context = false;  // one ZeroMQ context for all nodes
+};
+
+std::vector<std::string> SplitCommas(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t end = std::min(s.find(',', start), s.size());
+    if (end > start) out.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+Flags ParseFlags(int argc, char** argv) {
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&](const char* name) -> std::optional<std::string> {
+      const std::string prefix = std::string("--") + name + "=";
+      if (arg.rfind(prefix, 0) != 0) return std::nullopt;
+      return arg.substr(prefix.size());
+    };
+    if (auto v = value("sizes")) {
+      f.sizes.clear();
+      for (const std::string& x : SplitCommas(*v)) {
+        const size_t unit = x.back() == 'M' ? kMiB : kKiB;
+        f.sizes.push_back(std::stoul(x) * unit);
+      }
+    } else if (auto v = value("topologies")) {
+      f.topologies.clear();
+      for (const std::string& x : SplitCommas(*v)) {
+        f.topologies.push_back(
+            {std::stoi(x), std::stoi(x.substr(x.find('+') + 1))});
+      }
+    } else if (auto v = value("ops")) {
+      f.ops.clear();
+      for (const std::string& x : SplitCommas(*v)) {
+        f.ops.push_back(x == "pull" ? Op::kPull : Op::kPush);
+      }
+    } else if (auto v = value("reps")) {
+      f.reps = std::max(1, std::stoi(*v));
+    } else if (auto v = value("context")) {
+      f.shared_context = *v == "shared";
+    } else if (arg == "--no-inproc") {
+      f.inproc = false;
+    } else {
+      Die("unknown flag " + arg +
+          " (try --sizes=4K,64M --topologies=1+1 --ops=push --reps=5 "
+          "--no-inproc --context=shared)");
+    }
+  }
+  if (f.sizes.empty() || f.topologies.empty() || f.ops.empty()) {
+    Die("nothing to run");
+  }
+  return f;
+}
+
+// Milliseconds a server spends on its own work for one operation on a range
+// of `bytes`: the SGD pass of a push, the copy of a pull.
+void PrintServerWork(size_t bytes) {
+  const size_t n = bytes / sizeof(float);
+  std::vector<float> params(n, 0.5f), grads(n, 1e-3f), out(n, 0.0f);
+  std::unique_ptr<Optimizer> sgd =
+      MakeOptimizer(OptimizerOptions{}, static_cast<int64_t>(n));
+  std::vector<double> apply, copy;
+  for (int r = 0; r < 5; ++r) {
+    auto t0 = Clock::now();
+    sgd->Step(params.data(), grads.data(), kLearningRate);
+    auto t1 = Clock::now();
+    std::memcpy(out.data(), params.data(), bytes);
+    auto t2 = Clock::now();
+    apply.push_back(Seconds(t0, t1) * 1e3);
+    copy.push_back(Seconds(t1, t2) * 1e3);
+  }
+  std::printf(
+      "server work per operation on %s (in the figures below, not in raw): "
+      "SGD pass %.1f ms (push), copy of the range %.1f ms (pull)\n\n",
+      SizeName(bytes).c_str(), Median(apply), Median(copy));
+}
+
+void Main(int argc, char** argv) {
+  SetLogLevel(LogLevel::kWarning);
+  const Flags flags = ParseFlags(argc, argv);
+  const size_t max_bytes =
+      *std::max_element(flags.sizes.begin(), flags.sizes.end());
+  const auto bench_start = Clock::now();
+
+  std::shared_ptr<ZmqContext> shared;
+  if (flags.shared_context) {
+    auto ctx = ZmqContext::Create(1);
+    Check(ctx.status(), "zmq context");
+    shared = *ctx;
+  }
+  auto zmq_factory = [&](NodeId id) {
+    ZmqOptions options;
+    options.context = shared;  // null: the node owns its context
+    auto t = NewZmqTransport(id, options);
+    Check(t.status(), "zmq transport");
+    return std::move(t).value();
+  };
+
+  std::printf(
+      "ps_bench: PsClient::Push/Pull(...)->Wait() through RpcEndpoint and "
+      "ParameterServer\nover the ZeroMQ transport on loopback TCP, vs raw "
+      "blocking TCP sockets moving the\nsame bytes (same request/reply "
+      "pattern, one thread per worker and per server).\nServers: async mode, "
+      "plain SGD (lr %g, no momentum): every push is one SGD pass over\nthe "
+      "server's range; every pull copies the range into the reply and the "
+      "client copies\nit into the destination. raw does neither. MB/s = 1e6 "
+      "payload bytes/s, all workers\ntogether; medians of %d runs, ours and "
+      "raw alternating; ratio = median of the\nper-run ratios. %u hardware "
+      "threads; ZeroMQ: %s, 1 I/O thread.\n",
+      kLearningRate, flags.reps, std::thread::hardware_concurrency(),
+      flags.shared_context ? "one context shared by all nodes"
+                           : "one context per node");
+  PrintServerWork(max_bytes);
+  std::printf("%-8s %-5s %-7s %10s %10s %9s\n", "topology", "op", "size",
+              "ours MB/s", "raw MB/s", "ours/raw");
+  std::fflush(stdout);
+
+  std::vector<Row> rows;
+  for (auto [servers, workers] : flags.topologies) {
+    RawCluster raw(servers, workers, max_bytes);
+    for (size_t bytes : flags.sizes) {
+      PsCluster ours(servers, workers, bytes, zmq_factory, "tcp://127.0.0.1:*");
+      for (Op op : flags.ops) {
+        const int ops = OpsFor(bytes);
+        const double moved = static_cast<double>(bytes) * workers * ops;
+        // Warm up (pools, caches, TCP windows), then alternate, starting
+        // with a different one each repetition.
+        ours.Run(op, std::max(1, ops / 4));
+        raw.Run(op, bytes, std::max(1, ops / 4));
+        std::vector<double> o, r, ratio;
+        for (int rep = 0; rep < flags.reps; ++rep) {
+          double a, b;
+          if (rep % 2 == 0) {
+            a = moved / ours.Run(op, ops) / 1e6;
+            b = moved / raw.Run(op, bytes, ops) / 1e6;
+          } else {
+            b = moved / raw.Run(op, bytes, ops) / 1e6;
+            a = moved / ours.Run(op, ops) / 1e6;
+          }
+          o.push_back(a);
+          r.push_back(b);
+          ratio.push_back(a / b);
+        }
+        Row row{servers,   workers,   op,           bytes,
+                Median(o), Median(r), Median(ratio)};
+        rows.push_back(row);
+        std::printf("%d+%-6d %-5s %-7s %10.0f %10.0f %9.2f\n", servers, workers,
+                    OpName(op), SizeName(bytes).c_str(), row.ours, row.raw,
+                    row.ratio);
+        std::fflush(stdout);
+      }
+    }
+  }
+
+  double min_ratio = 1e9;
+  std::string worst;
+  for (const Row& row : rows) {
+    if (row.bytes < kMiB) continue;
+    if (row.ratio < min_ratio) {
+      min_ratio = row.ratio;
+      worst = std::to_string(row.servers) + "+" + std::to_string(row.workers) +
+              " " + OpName(row.op) + " " + SizeName(row.bytes);
+    }
+  }
+  if (!worst.empty()) {
+    std::printf(
+        "\ntarget ours/raw >= 0.80 from 1 to 64 MiB: %s (lowest %.2f, %s)\n",
+        min_ratio >= 0.8 ? "met" : "NOT met", min_ratio, worst.c_str());
+  }
+  if (flags.inproc) {
+    // In-process, 1 + 1, largest size, through the same PS stack.
+    InProcFabric fabric;
+    auto inproc_factory = [&fabric](NodeId id) {
+      auto t = fabric.NewTransport(id);
+      Check(t.status(), "inproc transport");
+      return std::move(t).value();
+    };
+    PsCluster inproc(1, 1, max_bytes, inproc_factory, "inproc://*");
+    std::printf("in-process transport, 1+1, %s (same PS stack):\n",
+                SizeName(max_bytes).c_str());
+    bool met = true;
+    for (Op op : flags.ops) {
+      const int ops = OpsFor(max_bytes) * 2;
+      inproc.Run(op, 2);
+      std::vector<double> mbps;
+      for (int r = 0; r < flags.reps; ++r) {
+        mbps.push_back(static_cast<double>(max_bytes) * ops /
+                       inproc.Run(op, ops) / 1e6);
+      }
+      double tcp = 0;
+      for (const Row& row : rows) {
+        if (row.servers == 1 && row.workers == 1 && row.op == op &&
+            row.bytes == max_bytes) {
+          tcp = row.ours;
+        }
+      }
+      const double m = Median(mbps);
+      if (tcp > 0) {
+        met = met && m >= 2 * tcp;
+        std::printf("  %-5s %10.0f MB/s = %.1fx ours over TCP\n", OpName(op), m,
+                    m / tcp);
+      } else {
+        std::printf("  %-5s %10.0f MB/s (no 1+1 TCP row to compare)\n",
+                    OpName(op), m);
+      }
+    }
+    std::printf("target in-process %s >= 2x TCP: %s\n",
+                SizeName(max_bytes).c_str(), met ? "met" : "NOT met");
+  }
+  std::printf("total bench time %.1f s\n", Seconds(bench_start, Clock::now()));
+}
+
+}  // namespace
+}  // namespace strata
+
+int main(int argc, char** argv) {
+  strata::Main(argc, argv);
+  return 0;
+}
