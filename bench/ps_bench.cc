@@ -43,6 +43,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_common.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "ps/client.h"
@@ -57,84 +58,13 @@
 namespace strata {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using namespace bench;  // NOLINT: the shared bench vocabulary
+
 using std::chrono::milliseconds;
 
-constexpr size_t kKiB = 1024;
-constexpr size_t kMiB = 1024 * 1024;
-// Bytes per worker per timed measurement (bounded by the op counts below).
 constexpr size_t kTargetBytes = 128 * kMiB;
 constexpr milliseconds kTimeout{20000};
 constexpr double kLearningRate = 1e-3;
-
-enum class Op { kPush, kPull };
-
-const char* OpName(Op op) { return op == Op::kPush ? "push" : "pull"; }
-
-std::string SizeName(size_t bytes) {
-  if (bytes >= kMiB) return std::to_string(bytes / kMiB) + " MiB";
-  return std::to_string(bytes / kKiB) + " KiB";
-}
-
-[[noreturn]] void Die(const std::string& what) {
-  std::fprintf(stderr, "ps_bench: %s\n", what.c_str());
-  std::exit(1);
-}
-
-void Check(const Status& s, const char* what) {
-  if (!s.ok()) Die(std::string(what) + ": " + s.ToString());
-}
-
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// Runs `n` copies of `body(i)` on their own threads, released together;
-// returns the wall time from release to the last one finishing.
-double TimeParallel(int n, const std::function<void(int)>& body) {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool go = false;
-  int ready = 0;
-  std::vector<std::thread> threads;
-  for (int i = 0; i < n; ++i) {
-    threads.emplace_back([&, i] {
-      {
-        std::unique_lock<std::mutex> lock(mu);
-        ++ready;
-        cv.notify_all();
-        cv.wait(lock, [&] { return go; });
-      }
-      body(i);
-    });
-  }
-  Clock::time_point start;
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return ready == n; });
-    go = true;
-    start = Clock::now();
-  }
-  cv.notify_all();
-  for (std::thread& t : threads) t.join();
-  return Seconds(start, Clock::now());
-}
-
-// `bytes` of touched memory (every page faulted in).
-std::shared_ptr<uint8_t> MakeBlock(size_t bytes, uint8_t fill = 0) {
-  std::shared_ptr<uint8_t> block(static_cast<uint8_t*>(std::aligned_alloc(
-                                     64, std::max(bytes, size_t{64}))),
-                                 [](uint8_t* p) { std::free(p); });
-  if (!block) Die("out of memory");
-  std::memset(block.get(), fill, bytes);
-  return block;
-}
 
 std::vector<float> Floats(size_t n, float value) {
   return std::vector<float>(n, value);
@@ -233,168 +163,6 @@ class PsCluster {
 // Raw: one blocking TCP socket pair per worker-server link (as in
 // transport_bench), one thread per worker and one per server.
 
-void WriteAll(int fd, const void* data, size_t n) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  while (n > 0) {
-    const ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) Die(std::string("raw send: ") + std::strerror(errno));
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-}
-
-bool ReadAll(int fd, void* data, size_t n) {
-  auto* p = static_cast<uint8_t*>(data);
-  while (n > 0) {
-    const ssize_t k = ::recv(fd, p, n, MSG_WAITALL);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return false;
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-  return true;
-}
-
-struct RawRequest {
-  uint32_t op;  // 0 push, 1 pull, 2 quit
-  uint32_t unused;
-  uint64_t bytes;
-};
-
-class RawCluster {
- public:
-  RawCluster(int servers, int workers, size_t max_bytes)
-      : servers_(servers), workers_(workers) {
-    const size_t share = max_bytes / servers;
-    for (int i = 0; i < servers * workers; ++i) {
-      int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in addr{};
-      addr.sin_family = AF_INET;
-      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      socklen_t len = sizeof(addr);
-      if (listener < 0 ||
-          ::bind(listener, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
-          ::listen(listener, 1) != 0 ||
-          ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) !=
-              0) {
-        Die("raw listen");
-      }
-      int client = ::socket(AF_INET, SOCK_STREAM, 0);
-      if (::connect(client, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
-        Die("raw connect");
-      }
-      int server = ::accept(listener, nullptr, nullptr);
-      ::close(listener);
-      if (server < 0) Die("raw accept");
-      int one = 1;
-      ::setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      ::setsockopt(server, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      auto link = std::make_unique<Link>();
-      link->client = client;
-      link->server = server;
-      link->client_buffer = MakeBlock(share, 1);
-      link->server_buffer = MakeBlock(share, 1);
-      links_.push_back(std::move(link));
-    }
-    for (int s = 0; s < servers_; ++s) {
-      server_threads_.emplace_back([this, s] { ServeNode(s); });
-    }
-  }
-
-  ~RawCluster() {
-    for (auto& link : links_) {
-      RawRequest quit{2, 0, 0};
-      WriteAll(link->client, &quit, sizeof(quit));
-    }
-    for (std::thread& t : server_threads_) t.join();
-    for (auto& link : links_) {
-      ::close(link->client);
-      ::close(link->server);
-    }
-  }
-
-  // Seconds for `ops` operations of `bytes` per worker, all workers at once:
-  // a worker sends to every server, then collects every reply.
-  double Run(Op op, size_t bytes, int ops) {
-    const size_t share = bytes / servers_;
-    return TimeParallel(workers_, [&](int w) {
-      for (int k = 0; k < ops; ++k) {
-        for (int s = 0; s < servers_; ++s) {
-          Link& link = *links_[w * servers_ + s];
-          RawRequest req{op == Op::kPush ? 0u : 1u, 0, share};
-          WriteAll(link.client, &req, sizeof(req));
-          if (op == Op::kPush) {
-            WriteAll(link.client, link.client_buffer.get(), share);
-          }
-        }
-        for (int s = 0; s < servers_; ++s) {
-          Link& link = *links_[w * servers_ + s];
-          uint64_t ack = 0;
-          const bool ok =
-              op == Op::kPush
-                  ? ReadAll(link.client, &ack, sizeof(ack))
-                  : ReadAll(link.client, link.client_buffer.get(), share);
-          if (!ok) Die("raw reply");
-        }
-      }
-    });
-  }
-
- private:
-  struct Link {
-    int client = -1;
-    int server = -1;
-    std::shared_ptr<uint8_t> client_buffer;
-    std::shared_ptr<uint8_t> server_buffer;
-  };
-
-  // Serves one request on `link`; false on quit or a closed connection.
-  static bool ServeOne(Link& link) {
-    RawRequest req{};
-    if (!ReadAll(link.server, &req, sizeof(req)) || req.op == 2) return false;
-    if (req.op == 0) {
-      if (!ReadAll(link.server, link.server_buffer.get(), req.bytes)) {
-        return false;
-      }
-      const uint64_t ack = 1;
-      WriteAll(link.server, &ack, sizeof(ack));
-    } else {
-      WriteAll(link.server, link.server_buffer.get(), req.bytes);
-    }
-    return true;
-  }
-
-  // Server `s` serves all its links from one thread.
-  void ServeNode(int s) {
-    std::vector<Link*> open;
-    for (int w = 0; w < workers_; ++w) {
-      open.push_back(links_[w * servers_ + s].get());
-    }
-    while (!open.empty()) {
-      std::vector<pollfd> fds;
-      for (Link* l : open) fds.push_back({l->server, POLLIN, 0});
-      if (::poll(fds.data(), fds.size(), 1000) < 0 && errno != EINTR) {
-        Die("raw poll");
-      }
-      std::vector<Link*> still_open;
-      for (size_t i = 0; i < open.size(); ++i) {
-        if (fds[i].revents == 0 || ServeOne(*open[i])) {
-          still_open.push_back(open[i]);
-        }
-      }
-      open.swap(still_open);
-    }
-  }
-
-  const int servers_;
-  const int workers_;
-  std::vector<std::unique_ptr<Link>> links_;
-  std::vector<std::thread> server_threads_;
-};
-
-// ---------------------------------------------------------------------------
-
 int OpsFor(size_t bytes) {
   return static_cast<int>(
       std::clamp<size_t>(kTargetBytes / bytes, size_t{3}, size_t{400}));
@@ -407,67 +175,25 @@ struct Row {
   double ours, raw, ratio;  // MB/s medians; ratio = median of paired ratios
 };
 
-struct Flags {
-  std::vector<size_t> sizes = {4 * kKiB, 1 * kMiB, 16 * kMiB, 64 * kMiB};
-  std::vector<std::pair<int, int>> topologies = {{1, 1}, {2, 2}};
-  std::vector<Op> ops = {Op::kPush, Op::kPull};
+struct Flags : bench::CommonFlags {
   int reps = 7;
-  bool inproc = true;
-  bool shared_context = false;  // one ZeroMQ context for all nodes
 };
 
-std::vector<std::string> SplitCommas(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    const size_t end = std::min(s.find(',', start), s.size());
-    if (end > start) out.push_back(s.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
-}
-
+// The common flags (bench_common.h) and --reps=N.
 Flags ParseFlags(int argc, char** argv) {
   Flags f;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    auto value = [&](const char* name) -> std::optional<std::string> {
-      const std::string prefix = std::string("--") + name + "=";
-      if (arg.rfind(prefix, 0) != 0) return std::nullopt;
-      return arg.substr(prefix.size());
-    };
-    if (auto v = value("sizes")) {
-      f.sizes.clear();
-      for (const std::string& x : SplitCommas(*v)) {
-        const size_t unit = x.back() == 'M' ? kMiB : kKiB;
-        f.sizes.push_back(std::stoul(x) * unit);
-      }
-    } else if (auto v = value("topologies")) {
-      f.topologies.clear();
-      for (const std::string& x : SplitCommas(*v)) {
-        f.topologies.push_back(
-            {std::stoi(x), std::stoi(x.substr(x.find('+') + 1))});
-      }
-    } else if (auto v = value("ops")) {
-      f.ops.clear();
-      for (const std::string& x : SplitCommas(*v)) {
-        f.ops.push_back(x == "pull" ? Op::kPull : Op::kPush);
-      }
-    } else if (auto v = value("reps")) {
+    if (bench::ParseCommonFlag(arg, &f)) continue;
+    if (auto v = bench::FlagValue(arg, "reps")) {
       f.reps = std::max(1, std::stoi(*v));
-    } else if (auto v = value("context")) {
-      f.shared_context = *v == "shared";
-    } else if (arg == "--no-inproc") {
-      f.inproc = false;
     } else {
       Die("unknown flag " + arg +
           " (try --sizes=4K,64M --topologies=1+1 --ops=push --reps=5 "
           "--no-inproc --context=shared)");
     }
   }
-  if (f.sizes.empty() || f.topologies.empty() || f.ops.empty()) {
-    Die("nothing to run");
-  }
+  bench::CheckCommonFlags(f);
   return f;
 }
 
@@ -536,7 +262,7 @@ void Main(int argc, char** argv) {
 
   std::vector<Row> rows;
   for (auto [servers, workers] : flags.topologies) {
-    RawCluster raw(servers, workers, max_bytes);
+    RawCluster raw(servers, workers, max_bytes, RawCluster::Threads::kPerNode);
     for (size_t bytes : flags.sizes) {
       PsCluster ours(servers, workers, bytes, zmq_factory, "tcp://127.0.0.1:*");
       for (Op op : flags.ops) {

@@ -35,6 +35,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_common.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "transport/inproc_transport.h"
@@ -44,76 +45,14 @@
 namespace strata {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using namespace bench;  // NOLINT: the shared bench vocabulary
+
 using std::chrono::milliseconds;
 
-constexpr size_t kKiB = 1024;
-constexpr size_t kMiB = 1024 * 1024;
 constexpr int kRepetitions = 7;
 // Bytes per timed measurement (bounded by the op counts below).
 constexpr size_t kTargetBytes = 128 * kMiB;
 constexpr milliseconds kTimeout{10000};
-
-enum class Op { kPush, kPull };
-
-const char* OpName(Op op) { return op == Op::kPush ? "push" : "pull"; }
-
-std::string SizeName(size_t bytes) {
-  if (bytes >= kMiB) return std::to_string(bytes / kMiB) + " MiB";
-  return std::to_string(bytes / kKiB) + " KiB";
-}
-
-[[noreturn]] void Die(const std::string& what) {
-  std::fprintf(stderr, "transport_bench: %s\n", what.c_str());
-  std::exit(1);
-}
-
-void Check(const Status& s, const char* what) {
-  if (!s.ok()) Die(std::string(what) + ": " + s.ToString());
-}
-
-// Runs `n` copies of `body(i)` on their own threads, released together;
-// returns the wall time from release to the last one finishing.
-double TimeParallel(int n, const std::function<void(int)>& body) {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool go = false;
-  int ready = 0;
-  std::vector<std::thread> threads;
-  for (int i = 0; i < n; ++i) {
-    threads.emplace_back([&, i] {
-      {
-        std::unique_lock<std::mutex> lock(mu);
-        ++ready;
-        cv.notify_all();
-        cv.wait(lock, [&] { return go; });
-      }
-      body(i);
-    });
-  }
-  Clock::time_point start;
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return ready == n; });
-    go = true;
-    start = Clock::now();
-  }
-  cv.notify_all();
-  for (std::thread& t : threads) t.join();
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// A block of touched memory shared by reference (views of it are sent
-// without copies, as a PS node sends views of its tensors).
-std::shared_ptr<uint8_t> MakeBlock(size_t bytes) {
-  std::shared_ptr<uint8_t> block(
-      static_cast<uint8_t*>(std::aligned_alloc(64, bytes)),
-      [](uint8_t* p) { std::free(p); });
-  if (!block) Die("out of memory");
-  for (size_t i = 0; i < bytes; i += 4096) block.get()[i] = 1;
-  std::memset(block.get(), 1, bytes);
-  return block;
-}
 
 // ---------------------------------------------------------------------------
 // Ours: a cluster of transport nodes. Servers are ids 0..S-1, workers
@@ -221,200 +160,7 @@ class TransportCluster {
 // Raw: one blocking TCP socket pair per worker-server link, no framing
 // beyond a 16-byte request and an 8-byte ack.
 
-void WriteAll(int fd, const void* data, size_t n) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  while (n > 0) {
-    const ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) Die(std::string("raw send: ") + std::strerror(errno));
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-}
-
-bool ReadAll(int fd, void* data, size_t n) {
-  auto* p = static_cast<uint8_t*>(data);
-  while (n > 0) {
-    const ssize_t k = ::recv(fd, p, n, MSG_WAITALL);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return false;
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-  return true;
-}
-
-void NoDelay(int fd) {
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
-
-struct RawRequest {
-  uint32_t op;  // 0 push, 1 pull, 2 quit
-  uint32_t unused;
-  uint64_t bytes;
-};
-
-class RawCluster {
- public:
-  // kPerNode: one thread per worker and per server, like the transport
-  // nodes (a server polls its links; a worker sends to every server, then
-  // collects every reply). kPerLink: one thread per link on each end, so
-  // links never wait for each other (more threads than the nodes have).
-  enum class Threads { kPerNode, kPerLink };
-
-  RawCluster(int servers, int workers, size_t max_bytes, Threads threads)
-      : servers_(servers), workers_(workers), threads_(threads) {
-    const size_t share = max_bytes / servers;
-    for (int i = 0; i < servers * workers; ++i) {
-      int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in addr{};
-      addr.sin_family = AF_INET;
-      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      socklen_t len = sizeof(addr);
-      if (listener < 0 ||
-          ::bind(listener, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
-          ::listen(listener, 1) != 0 ||
-          ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) !=
-              0) {
-        Die("raw listen");
-      }
-      int client = ::socket(AF_INET, SOCK_STREAM, 0);
-      if (::connect(client, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
-        Die("raw connect");
-      }
-      int server = ::accept(listener, nullptr, nullptr);
-      ::close(listener);
-      if (server < 0) Die("raw accept");
-      NoDelay(client);
-      NoDelay(server);
-      auto link = std::make_unique<Link>();
-      link->client = client;
-      link->server = server;
-      link->client_buffer = MakeBlock(share);
-      link->server_buffer = MakeBlock(share);
-      links_.push_back(std::move(link));
-    }
-    if (threads_ == Threads::kPerLink) {
-      for (auto& link : links_) {
-        server_threads_.emplace_back([l = link.get()] {
-          while (ServeOne(*l)) {
-          }
-        });
-      }
-    } else {
-      for (int s = 0; s < servers_; ++s) {
-        server_threads_.emplace_back([this, s] { ServeNode(s); });
-      }
-    }
-  }
-
-  ~RawCluster() {
-    for (auto& link : links_) {
-      RawRequest quit{2, 0, 0};
-      WriteAll(link->client, &quit, sizeof(quit));
-    }
-    for (std::thread& t : server_threads_) t.join();
-    for (auto& link : links_) {
-      ::close(link->client);
-      ::close(link->server);
-    }
-  }
-
-  double Run(Op op, size_t bytes, int ops) {
-    const size_t share = bytes / servers_;
-    if (threads_ == Threads::kPerLink) {
-      return TimeParallel(static_cast<int>(links_.size()), [&](int i) {
-        for (int k = 0; k < ops; ++k) {
-          Request(*links_[i], op, share);
-          Collect(*links_[i], op, share);
-        }
-      });
-    }
-    return TimeParallel(workers_, [&](int w) {
-      for (int k = 0; k < ops; ++k) {
-        for (int s = 0; s < servers_; ++s) {
-          Request(*links_[w * servers_ + s], op, share);
-        }
-        for (int s = 0; s < servers_; ++s) {
-          Collect(*links_[w * servers_ + s], op, share);
-        }
-      }
-    });
-  }
-
- private:
-  struct Link {
-    int client = -1;
-    int server = -1;
-    std::shared_ptr<uint8_t> client_buffer;
-    std::shared_ptr<uint8_t> server_buffer;
-  };
-
-  static void Request(Link& link, Op op, size_t share) {
-    RawRequest req{op == Op::kPush ? 0u : 1u, 0, share};
-    WriteAll(link.client, &req, sizeof(req));
-    if (op == Op::kPush) WriteAll(link.client, link.client_buffer.get(), share);
-  }
-
-  static void Collect(Link& link, Op op, size_t share) {
-    uint64_t ack = 0;
-    const bool ok = op == Op::kPush
-                        ? ReadAll(link.client, &ack, sizeof(ack))
-                        : ReadAll(link.client, link.client_buffer.get(), share);
-    if (!ok) Die("raw reply");
-  }
-
-  // Serves one request on `link`; false on quit or a closed connection.
-  static bool ServeOne(Link& link) {
-    RawRequest req{};
-    if (!ReadAll(link.server, &req, sizeof(req)) || req.op == 2) return false;
-    if (req.op == 0) {
-      if (!ReadAll(link.server, link.server_buffer.get(), req.bytes)) {
-        return false;
-      }
-      const uint64_t ack = 1;
-      WriteAll(link.server, &ack, sizeof(ack));
-    } else {
-      WriteAll(link.server, link.server_buffer.get(), req.bytes);
-    }
-    return true;
-  }
-
-  // Server `s` serves all its links from one thread.
-  void ServeNode(int s) {
-    std::vector<Link*> open;
-    for (int w = 0; w < workers_; ++w)
-      open.push_back(links_[w * servers_ + s].get());
-    while (!open.empty()) {
-      std::vector<pollfd> fds;
-      for (Link* l : open) fds.push_back({l->server, POLLIN, 0});
-      if (::poll(fds.data(), fds.size(), 1000) < 0 && errno != EINTR) {
-        Die("raw poll");
-      }
-      std::vector<Link*> still_open;
-      for (size_t i = 0; i < open.size(); ++i) {
-        if (fds[i].revents == 0 || ServeOne(*open[i])) {
-          still_open.push_back(open[i]);
-        }
-      }
-      open.swap(still_open);
-    }
-  }
-
-  const int servers_;
-  const int workers_;
-  const Threads threads_;
-  std::vector<std::unique_ptr<Link>> links_;
-  std::vector<std::thread> server_threads_;
-};
-
 // ---------------------------------------------------------------------------
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 int OpsFor(size_t bytes) {
   return static_cast<int>(
@@ -428,68 +174,24 @@ struct Row {
   double ours, raw, raw_link;  // raw_link: 0 when not measured (1+1)
 };
 
-struct Flags {
-  std::vector<size_t> sizes = {4 * kKiB, 1 * kMiB, 16 * kMiB, 64 * kMiB};
-  std::vector<std::pair<int, int>> topologies = {{1, 1}, {2, 2}};
-  std::vector<Op> ops = {Op::kPush, Op::kPull};
-  bool inproc = true;
-  bool shared_context = false;  // one ZeroMQ context for all nodes
-  int io_threads = 1;           // per context
+struct Flags : bench::CommonFlags {
+  int io_threads = 1;  // per context
 };
 
-std::vector<std::string> SplitCommas(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    const size_t end = std::min(s.find(',', start), s.size());
-    if (end > start) out.push_back(s.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
-}
-
-// --sizes=4K,1M  --topologies=1+1,2+2  --ops=push,pull  --no-inproc
-// --context=own|shared  --io-threads=N
+// The common flags (bench_common.h) and --io-threads=N.
 Flags ParseFlags(int argc, char** argv) {
   Flags f;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    auto value = [&](const char* name) -> std::optional<std::string> {
-      const std::string prefix = std::string("--") + name + "=";
-      if (arg.rfind(prefix, 0) != 0) return std::nullopt;
-      return arg.substr(prefix.size());
-    };
-    if (auto v = value("sizes")) {
-      f.sizes.clear();
-      for (const std::string& x : SplitCommas(*v)) {
-        const size_t unit = x.back() == 'M' ? kMiB : kKiB;
-        f.sizes.push_back(std::stoul(x) * unit);
-      }
-    } else if (auto v = value("topologies")) {
-      f.topologies.clear();
-      for (const std::string& x : SplitCommas(*v)) {
-        f.topologies.push_back(
-            {std::stoi(x), std::stoi(x.substr(x.find('+') + 1))});
-      }
-    } else if (auto v = value("ops")) {
-      f.ops.clear();
-      for (const std::string& x : SplitCommas(*v)) {
-        f.ops.push_back(x == "pull" ? Op::kPull : Op::kPush);
-      }
-    } else if (auto v = value("context")) {
-      f.shared_context = *v == "shared";
-    } else if (auto v = value("io-threads")) {
+    if (bench::ParseCommonFlag(arg, &f)) continue;
+    if (auto v = bench::FlagValue(arg, "io-threads")) {
       f.io_threads = std::stoi(*v);
-    } else if (arg == "--no-inproc") {
-      f.inproc = false;
     } else {
       Die("unknown flag " + arg +
           " (try --sizes=4K,64M --topologies=1+1 --ops=push --no-inproc)");
     }
   }
-  if (f.sizes.empty() || f.topologies.empty() || f.ops.empty()) {
-    Die("nothing to run");
-  }
+  bench::CheckCommonFlags(f);
   return f;
 }
 
