@@ -123,6 +123,41 @@ std::vector<ConfigKey> MakeSchema() {
 
       Bool("data.shuffle", true,
            "reshuffle each worker's examples every epoch; false = fixed order"),
+      Str("data.sampler", "shuffle",
+          "mini-batches per worker: shuffle = a fresh permutation per epoch; "
+          "stratified = each batch holds the shard's classes in proportion; "
+          "cluster-stratified = each batch draws from every class and "
+          "sub-cluster",
+          {"shuffle", "stratified", "cluster-stratified"}),
+      Str("data.shard_plan", "",
+          "shard plan file from `strata shard`; empty = compute one with "
+          "data.sharding.method"),
+      Str("data.sharding.method", "mod",
+          "how examples are assigned to workers (docs/sharding.md)",
+          {"random", "mod", "stratified", "distribution-aware",
+           "class-clusters"}),
+      Int("data.sharding.seed", -1, "sharding seed; -1 = run.seed", -1, 1e18),
+      Int("data.sharding.pca_components", 50,
+          "distribution-aware, class-clusters: PCA dimension", 1, 1 << 20),
+      Int("data.sharding.pca_iter", -1,
+          "PCA power iterations; -1 = auto (7, or 4 when pca_components >= "
+          "10% of min(examples, dimension))",
+          -1, 100),
+      Int("data.sharding.clusters", 0,
+          "distribution-aware: KMeans clusters; 0 = 2 x classes", 0, 1e9),
+      Int("data.sharding.max_iter", 150, "KMeans iterations at most", 1, 1e6),
+      Float("data.sharding.tol", 1e-4,
+            "KMeans tolerance (relative to the mean feature variance)", 0.0,
+            1.0),
+      Int("data.sharding.n_init", 1, "KMeans restarts (best inertia kept)", 1,
+          1000),
+      Int("data.sharding.subclusters", 2,
+          "class-clusters and the cluster-stratified sampler: sub-clusters per "
+          "class",
+          1, 1000),
+      Int("data.sharding.threads", 0,
+          "threads for sharding; 0 = cores (results do not depend on it)", 0,
+          1024),
 
       // cluster
       Str("cluster.mode", "async",

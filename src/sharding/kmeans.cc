@@ -1,0 +1,286 @@
+#include "sharding/kmeans.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+
+#include "sharding/linalg.h"
+
+namespace strata {
+namespace {
+
+constexpr int64_t kRowChunk = 2048;
+
+double SquaredDistance(const float* a, const float* b, int64_t d) {
+  double s = 0;
+  for (int64_t j = 0; j < d; ++j) {
+    const double t = static_cast<double>(a[j]) - b[j];
+    s += t * t;
+  }
+  return s;
+}
+
+// The data, centred (KMeans is translation invariant; centring keeps the
+// GEMM form of the distances accurate), with squared row norms.
+struct Points {
+  const float* x;
+  int64_t n, d;
+  std::vector<float> sq;  // ||x_i||^2
+  int threads;
+};
+
+// Greedy k-means++ (Arthur and Vassilvitskii 2007, scikit-learn's variant).
+std::vector<float> KMeansPlusPlus(const Points& p, int64_t k,
+                                  std::mt19937_64& rng) {
+  const int64_t n = p.n, d = p.d;
+  const int trials = 2 + static_cast<int>(std::log(static_cast<double>(k)));
+  std::vector<float> centers(static_cast<size_t>(k * d));
+  const int64_t first = static_cast<int64_t>(UniformIndex(rng, n));
+  std::copy(p.x + first * d, p.x + (first + 1) * d, centers.begin());
+  std::vector<double> closest(static_cast<size_t>(n));
+  ParallelChunks(n, kRowChunk, p.threads, [&](int64_t, int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      closest[i] = SquaredDistance(p.x + i * d, centers.data(), d);
+  });
+  std::vector<double> cumsum(static_cast<size_t>(n));
+  const int64_t chunks = NumChunks(n, kRowChunk);
+  std::vector<double> partial(static_cast<size_t>(chunks * trials));
+  std::vector<double> cand_dist(static_cast<size_t>(trials * n));
+  std::vector<int64_t> cand(static_cast<size_t>(trials));
+  for (int64_t c = 1; c < k; ++c) {
+    std::partial_sum(closest.begin(), closest.end(), cumsum.begin());
+    const double pot = cumsum.back();
+    for (int t = 0; t < trials; ++t) {
+      const double r = UniformDouble(rng) * pot;
+      int64_t id =
+          std::upper_bound(cumsum.begin(), cumsum.end(), r) - cumsum.begin();
+      cand[t] = std::min(id, n - 1);
+    }
+    ParallelChunks(
+        n, kRowChunk, p.threads, [&](int64_t ch, int64_t b, int64_t e) {
+          for (int t = 0; t < trials; ++t) {
+            const float* cx = p.x + cand[t] * d;
+            double sum = 0;
+            for (int64_t i = b; i < e; ++i) {
+              const double v =
+                  std::min(closest[i], SquaredDistance(p.x + i * d, cx, d));
+              cand_dist[t * n + i] = v;
+              sum += v;
+            }
+            partial[ch * trials + t] = sum;
+          }
+        });
+    int best = 0;
+    double best_pot = std::numeric_limits<double>::infinity();
+    for (int t = 0; t < trials; ++t) {
+      double s = 0;
+      for (int64_t ch = 0; ch < chunks; ++ch) s += partial[ch * trials + t];
+      if (s < best_pot) best_pot = s, best = t;
+    }
+    std::copy(cand_dist.begin() + best * n, cand_dist.begin() + (best + 1) * n,
+              closest.begin());
+    std::copy(p.x + cand[best] * d, p.x + (cand[best] + 1) * d,
+              centers.begin() + c * d);
+  }
+  return centers;
+}
+
+// Assigns every point to its nearest centre; fills labels and the squared
+// distance to it. Returns how many labels changed.
+int64_t Assign(const Points& p, const std::vector<float>& centers, int64_t k,
+               std::vector<float>* dots, std::vector<int32_t>* labels,
+               std::vector<float>* dist) {
+  const int64_t n = p.n, d = p.d;
+  std::vector<float> csq(static_cast<size_t>(k));
+  for (int64_t c = 0; c < k; ++c) {
+    double s = 0;
+    for (int64_t j = 0; j < d; ++j)
+      s += static_cast<double>(centers[c * d + j]) * centers[c * d + j];
+    csq[c] = static_cast<float>(s);
+  }
+  Sgemm(false, true, n, k, d, 1.0f, p.x, d, centers.data(), d, 0.0f,
+        dots->data(), k);
+  const int64_t chunks = NumChunks(n, kRowChunk);
+  std::vector<int64_t> changed(static_cast<size_t>(chunks), 0);
+  ParallelChunks(n, kRowChunk, p.threads,
+                 [&](int64_t ch, int64_t b, int64_t e) {
+                   for (int64_t i = b; i < e; ++i) {
+                     const float* row = dots->data() + i * k;
+                     int32_t best = 0;
+                     float best_d = std::numeric_limits<float>::infinity();
+                     for (int64_t c = 0; c < k; ++c) {
+                       const float v = csq[c] - 2.0f * row[c];
+                       if (v < best_d)
+                         best_d = v, best = static_cast<int32_t>(c);
+                     }
+                     if ((*labels)[i] != best) ++changed[ch];
+                     (*labels)[i] = best;
+                     (*dist)[i] = std::max(0.0f, best_d + p.sq[i]);
+                   }
+                 });
+  return std::accumulate(changed.begin(), changed.end(), int64_t{0});
+}
+
+// New centres as the means of their points (double sums over fixed chunks,
+// combined in order). Empty clusters take the farthest points.
+void UpdateCenters(const Points& p, int64_t k,
+                   const std::vector<int32_t>& labels,
+                   const std::vector<float>& dist,
+                   std::vector<float>* centers) {
+  const int64_t n = p.n, d = p.d;
+  const int64_t chunks = NumChunks(n, kRowChunk);
+  std::vector<double> sums(static_cast<size_t>(chunks * k * d), 0.0);
+  std::vector<int64_t> counts(static_cast<size_t>(chunks * k), 0);
+  ParallelChunks(n, kRowChunk, p.threads,
+                 [&](int64_t ch, int64_t b, int64_t e) {
+                   double* s = sums.data() + ch * k * d;
+                   int64_t* cnt = counts.data() + ch * k;
+                   for (int64_t i = b; i < e; ++i) {
+                     const int32_t c = labels[i];
+                     ++cnt[c];
+                     const float* row = p.x + i * d;
+                     double* sc = s + c * d;
+                     for (int64_t j = 0; j < d; ++j) sc[j] += row[j];
+                   }
+                 });
+  std::vector<double> total(static_cast<size_t>(k * d), 0.0);
+  std::vector<int64_t> count(static_cast<size_t>(k), 0);
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    for (int64_t i = 0; i < k * d; ++i) total[i] += sums[ch * k * d + i];
+    for (int64_t c = 0; c < k; ++c) count[c] += counts[ch * k + c];
+  }
+  std::vector<int64_t> empty;
+  for (int64_t c = 0; c < k; ++c)
+    if (count[c] == 0) empty.push_back(c);
+  if (!empty.empty()) {
+    // The farthest points (ties by index) re-seed the empty clusters and
+    // leave the clusters they were in.
+    std::vector<int64_t> order(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + empty.size(), order.end(),
+                      [&](int64_t a, int64_t b) {
+                        return dist[a] != dist[b] ? dist[a] > dist[b] : a < b;
+                      });
+    for (size_t e = 0; e < empty.size(); ++e) {
+      const int64_t i = order[e], from = labels[i], to = empty[e];
+      if (count[from] <= 1) continue;
+      const float* row = p.x + i * d;
+      for (int64_t j = 0; j < d; ++j) {
+        total[from * d + j] -= row[j];
+        total[to * d + j] = row[j];
+      }
+      --count[from];
+      count[to] = 1;
+    }
+  }
+  for (int64_t c = 0; c < k; ++c) {
+    if (count[c] == 0) continue;  // keep the old centre
+    for (int64_t j = 0; j < d; ++j)
+      (*centers)[c * d + j] =
+          static_cast<float>(total[c * d + j] / static_cast<double>(count[c]));
+  }
+}
+
+KMeansResult RunOnce(const Points& p, const KMeansOptions& o, double tol_abs,
+                     uint64_t seed) {
+  const int64_t n = p.n, d = p.d, k = o.k;
+  std::mt19937_64 rng(seed);
+  KMeansResult r;
+  r.k = k;
+  r.centers = KMeansPlusPlus(p, k, rng);
+  r.labels.assign(static_cast<size_t>(n), -1);
+  std::vector<float> dots(static_cast<size_t>(n * k)),
+      dist(static_cast<size_t>(n));
+  bool strict = false;
+  std::vector<float> old;
+  for (int it = 0; it < o.max_iter; ++it) {
+    const int64_t changed = Assign(p, r.centers, k, &dots, &r.labels, &dist);
+    r.n_iter = it + 1;
+    if (it > 0 && changed == 0) {
+      strict = true;  // labels stable: centres already are their means
+      break;
+    }
+    old = r.centers;
+    UpdateCenters(p, k, r.labels, dist, &r.centers);
+    double shift = 0;
+    for (int64_t i = 0; i < k * d; ++i) {
+      const double t = static_cast<double>(r.centers[i]) - old[i];
+      shift += t * t;
+    }
+    if (shift <= tol_abs) break;
+  }
+  if (!strict) Assign(p, r.centers, k, &dots, &r.labels, &dist);
+  // Inertia directly, in double (the GEMM form is only for choosing).
+  const int64_t chunks = NumChunks(n, kRowChunk);
+  std::vector<double> partial(static_cast<size_t>(chunks), 0.0);
+  ParallelChunks(n, kRowChunk, p.threads,
+                 [&](int64_t ch, int64_t b, int64_t e) {
+                   double s = 0;
+                   for (int64_t i = b; i < e; ++i)
+                     s += SquaredDistance(
+                         p.x + i * d, r.centers.data() + r.labels[i] * d, d);
+                   partial[ch] = s;
+                 });
+  r.inertia = std::accumulate(partial.begin(), partial.end(), 0.0);
+  return r;
+}
+
+}  // namespace
+
+Result<KMeansResult> KMeans(const float* x, int64_t n, int64_t d,
+                            const KMeansOptions& options) {
+  if (options.k < 1 || options.k > n) {
+    return Status::InvalidArgument(
+        "KMeans needs 1 <= k <= number of points (k = {}, points = {})",
+        options.k, n);
+  }
+  if (d < 1) return Status::InvalidArgument("KMeans: dimension must be >= 1");
+  if (options.max_iter < 1 || options.n_init < 1) {
+    return Status::InvalidArgument(
+        "KMeans: max_iter ({}) and n_init ({}) must be >= 1", options.max_iter,
+        options.n_init);
+  }
+  const int threads = ResolveThreads(options.threads);
+  // Centre the data; the mean per-feature variance scales the tolerance.
+  std::vector<double> mean(static_cast<size_t>(d), 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < d; ++j) mean[j] += x[i * d + j];
+  for (double& m : mean) m /= static_cast<double>(n);
+  std::vector<float> xc(static_cast<size_t>(n * d));
+  std::vector<double> var(static_cast<size_t>(d), 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < d; ++j) {
+      const double t = x[i * d + j] - mean[j];
+      xc[i * d + j] = static_cast<float>(t);
+      var[j] += t * t;
+    }
+  }
+  double mean_var = 0;
+  for (double v : var) mean_var += v / static_cast<double>(n);
+  mean_var /= static_cast<double>(d);
+  const double tol_abs = options.tol * mean_var;
+
+  Points p{xc.data(), n, d, {}, threads};
+  p.sq.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    double s = 0;
+    for (int64_t j = 0; j < d; ++j)
+      s += static_cast<double>(xc[i * d + j]) * xc[i * d + j];
+    p.sq[i] = static_cast<float>(s);
+  }
+  KMeansResult best;
+  for (int init = 0; init < options.n_init; ++init) {
+    KMeansResult r =
+        RunOnce(p, options, tol_abs,
+                MixSeed(options.seed, static_cast<uint64_t>(init)));
+    if (init == 0 || r.inertia < best.inertia) best = std::move(r);
+  }
+  for (int64_t c = 0; c < best.k; ++c)
+    for (int64_t j = 0; j < d; ++j)
+      best.centers[c * d + j] += static_cast<float>(mean[j]);
+  return best;
+}
+
+}  // namespace strata
