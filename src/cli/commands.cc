@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/experiment_commands.h"
 #include "common/config.h"
 #include "common/fs.h"
 #include "common/log.h"
@@ -226,6 +227,9 @@ void AddCommands(CLI::App& app, int* exit_code, const std::atomic<bool>* stop) {
       ->take_all();
   node->callback([=]() { *exit_code = RunNodeCommand(*node_args, stop); });
   train->callback([=]() { *exit_code = RunTrain(*train_args, stop); });
+
+  // strata experiment, strata report
+  AddExperimentCommands(app, exit_code, stop);
 
   // strata data download
   CLI::App* data = app.add_subcommand("data", "Dataset utilities");

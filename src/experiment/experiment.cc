@@ -1,0 +1,111 @@
+#include "experiment/experiment.h"
+
+#include <cstdio>
+
+#include "common/fs.h"
+#include "common/log.h"
+#include "experiment/report.h"
+#include "experiment/results.h"
+#include "experiment/runner.h"
+#include "experiment/spec.h"
+
+namespace strata {
+namespace {
+
+std::string ShellQuote(const std::string& s) {
+  if (!s.empty() &&
+      s.find_first_of(" '\"\\$`!*?;&|<>(){}[]#~") == std::string::npos)
+    return s;
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+}  // namespace
+
+Result<int> RunExperiment(const ExperimentOptions& options) {
+  ASSIGN_OR_RETURN(ExperimentSpec spec,
+                   ExperimentSpec::FromFile(options.spec_path));
+  if (!options.output.empty()) spec.output = options.output;
+  RunnerOptions ro;
+  ro.exe = options.exe;
+  ro.output = spec.output;
+  ro.base_config = JoinPath(spec.output, "base.toml");
+  ro.parallel = options.parallel > 0 ? options.parallel : spec.parallel;
+  ro.run_timeout_s =
+      options.run_timeout_s > 0 ? options.run_timeout_s : spec.run_timeout_s;
+  ro.stop = options.stop;
+
+  std::printf(
+      "experiment '%s': %zu cell(s) x %d repeat(s) = %zu run(s) in %s "
+      "(parallel %d, run timeout %s)\n",
+      spec.name.c_str(), spec.cells.size(), spec.repeats, spec.runs.size(),
+      spec.output.c_str(), ro.parallel,
+      FormatDuration(ro.run_timeout_s).c_str());
+  if (options.dry_run) {
+    for (const auto& c : spec.cells) {
+      std::string o;
+      for (const auto& kv : c.overrides)
+        o += (o.empty() ? "" : ", ") + kv.first + "=" + kv.second;
+      std::printf("  cell %s%s: %s\n", c.name.c_str(),
+                  c.name == spec.baseline ? " (baseline)" : "",
+                  o.empty() ? "(base config)" : o.c_str());
+    }
+    for (const auto& r : spec.runs) {
+      std::string cmd;
+      for (const auto& a : RunCommand(spec, r, ro))
+        cmd += (cmd.empty() ? "" : " ") + ShellQuote(a);
+      std::printf("  %s\n", cmd.c_str());
+    }
+    return 0;
+  }
+
+  RETURN_IF_ERROR(MakeDirs(spec.output));
+  ASSIGN_OR_RETURN(std::string source, ReadFile(options.spec_path));
+  RETURN_IF_ERROR(
+      WriteFileAtomic(JoinPath(spec.output, "experiment.toml"), source));
+  RETURN_IF_ERROR(spec.base.WriteToml(ro.base_config));
+  ASSIGN_OR_RETURN(nlohmann::json plan, PlanJson(spec));
+  RETURN_IF_ERROR(
+      WriteFileAtomic(JoinPath(spec.output, "plan.json"), plan.dump(2) + "\n"));
+
+  ASSIGN_OR_RETURN(std::vector<RunOutcome> outcomes, RunPlannedRuns(spec, ro));
+
+  ASSIGN_OR_RETURN(ExperimentData data, LoadExperiment(spec.output));
+  const nlohmann::json summary = Summarize(data, &outcomes);
+  RETURN_IF_ERROR(WriteSummaryFiles(spec.output, summary));
+  std::printf("\n%s\n", SummaryText(summary).c_str());
+  std::printf("summary: %s, %s\n",
+              JoinPath(spec.output, "summary.json").c_str(),
+              JoinPath(spec.output, "summary.csv").c_str());
+  if (options.write_report) {
+    auto html = WriteReport(spec.output, "");
+    if (html.ok())
+      std::printf("report: %s\n", html->c_str());
+    else
+      LogError("report: {}", html.status().message());
+  }
+
+  bool interrupted = false, failed = false;
+  for (const auto& o : outcomes) {
+    interrupted =
+        interrupted || o.state == "interrupted" || o.state == "pending";
+    failed = failed || o.state == "failed" || o.state == "timeout";
+  }
+  if (options.stop != nullptr && options.stop->load()) interrupted = true;
+  if (interrupted) {
+    std::printf(
+        "interrupted: run the same command again to resume; finished "
+        "runs are kept\n");
+    return 130;
+  }
+  if (failed) {
+    std::printf(
+        "some runs failed (see the logs above); run the same command "
+        "again to retry them\n");
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace strata

@@ -1,0 +1,452 @@
+#include "experiment/results.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "common/fs.h"
+#include "experiment/stats.h"
+
+namespace strata {
+namespace {
+
+nlohmann::json Num(double x) {
+  return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr);
+}
+
+double Get(const nlohmann::json& j, const std::string& key) {
+  if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return kNaN;
+  return j[key].get<double>();
+}
+
+std::string BaseName(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+bool IsDir(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+void LoadRunState(LoadedRun* run) {
+  switch (InspectRunDir(run->dir)) {
+    case RunDirState::kMissing:
+      run->state = "missing";
+      return;
+    case RunDirState::kPartial:
+      run->state = "partial";
+      return;
+    case RunDirState::kComplete:
+      break;
+  }
+  auto text = ReadFile(JoinPath(run->dir, "summary.json"));
+  run->summary = nlohmann::json::parse(*text, nullptr, false);
+  run->state = "complete";
+}
+
+// "key=value, key=value" of the settings where `cell` differs from `ref`.
+std::string Change(const CellInfo& cell, const CellInfo* ref) {
+  std::string out;
+  for (const auto& [key, value] : cell.settings) {
+    std::string ref_value;
+    if (ref != nullptr) {
+      for (const auto& [k, v] : ref->settings)
+        if (k == key) ref_value = v;
+    }
+    if (ref != nullptr && ref_value == value) continue;
+    out += (out.empty() ? "" : ", ") + key + "=" + value;
+  }
+  return out;
+}
+
+std::string Fixed(const nlohmann::json& x, int digits) {
+  if (!x.is_number()) return "-";
+  return fmt::format("{:.{}f}", x.get<double>(), digits);
+}
+std::string Sci(const nlohmann::json& x) {
+  if (!x.is_number()) return "-";
+  return fmt::format("{:.3e}", x.get<double>());
+}
+std::string Ratio(const nlohmann::json& x) {
+  if (!x.is_number()) return "-";
+  return fmt::format("{:.2f}x", x.get<double>());
+}
+
+// Renders rows as an aligned text table with a header rule.
+std::string TextTable(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& r : rows) {
+    if (width.size() < r.size()) width.resize(r.size(), 0);
+    for (size_t i = 0; i < r.size(); ++i)
+      width[i] = std::max(width[i], r[i].size());
+  }
+  std::string out;
+  for (size_t n = 0; n < rows.size(); ++n) {
+    std::string line;
+    for (size_t i = 0; i < rows[n].size(); ++i) {
+      std::string cell = rows[n][i];
+      cell.resize(width[i], ' ');
+      line += (i ? "  " : "") + cell;
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+    if (n == 0) {
+      size_t total = 0;
+      for (size_t w : width) total += w + 2;
+      out += std::string(total > 2 ? total - 2 : total, '-') + "\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+const std::vector<std::string>& SummaryMetrics() {
+  static const std::vector<std::string> m = {
+      "final_train_loss", "final_train_acc", "final_val_loss", "final_val_acc",
+      "wall_s",           "train_s",         "samples_per_s"};
+  return m;
+}
+
+int ExperimentData::CellIndex(const std::string& n) const {
+  for (size_t i = 0; i < cells.size(); ++i)
+    if (cells[i].name == n) return static_cast<int>(i);
+  return -1;
+}
+
+Result<nlohmann::json> PlanJson(const ExperimentSpec& spec) {
+  std::vector<std::string> keys;
+  for (const auto& c : spec.cells)
+    for (const auto& o : c.overrides)
+      if (std::find(keys.begin(), keys.end(), o.first) == keys.end())
+        keys.push_back(o.first);
+  nlohmann::json cells = nlohmann::json::array();
+  for (size_t i = 0; i < spec.cells.size(); ++i) {
+    ASSIGN_OR_RETURN(Config config, spec.CellConfig(static_cast<int>(i)));
+    nlohmann::json overrides = nlohmann::json::array();
+    for (const auto& o : spec.cells[i].overrides)
+      overrides.push_back({o.first, o.second});
+    nlohmann::json settings = nlohmann::json::array();
+    for (const std::string& k : keys) {
+      const ConfigKey* key = Config::FindKey(k);
+      std::string v;
+      switch (key->type) {
+        case ConfigKey::Type::kInt:
+          v = std::to_string(config.GetInt(k));
+          break;
+        case ConfigKey::Type::kFloat:
+          v = OverrideText(config.GetFloat(k));
+          break;
+        case ConfigKey::Type::kBool:
+          v = config.GetBool(k) ? "true" : "false";
+          break;
+        case ConfigKey::Type::kString:
+          v = config.GetString(k);
+          break;
+      }
+      settings.push_back({k, v});
+    }
+    cells.push_back({{"name", spec.cells[i].name},
+                     {"overrides", overrides},
+                     {"settings", settings},
+                     {"compare_to", spec.cells[i].compare_to}});
+  }
+  nlohmann::json runs = nlohmann::json::array();
+  for (const PlannedRun& r : spec.runs) {
+    runs.push_back({{"name", r.name},
+                    {"cell", r.cell},
+                    {"repeat", r.repeat},
+                    {"seed", r.seed}});
+  }
+  return nlohmann::json{{"name", spec.name},
+                        {"source", spec.source},
+                        {"baseline", spec.baseline},
+                        {"repeats", spec.repeats},
+                        {"grid_keys", spec.grid_keys},
+                        {"cells", cells},
+                        {"runs", runs}};
+}
+
+Result<ExperimentData> LoadExperiment(const std::string& dir) {
+  const std::string path = JoinPath(dir, "plan.json");
+  if (!FileExists(path))
+    return Status::NotFound("'{}' has no plan.json (not an experiment)", dir);
+  ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  nlohmann::json plan = nlohmann::json::parse(text, nullptr, false);
+  if (plan.is_discarded() || !plan.is_object() || !plan["cells"].is_array() ||
+      !plan["runs"].is_array())
+    return Status::DataLoss("'{}' is not a valid experiment plan", path);
+  ExperimentData d;
+  try {
+    d.name = plan.value("name", BaseName(dir));
+    d.output = dir;
+    d.baseline = plan.value("baseline", "");
+    d.grid_keys = plan.value("grid_keys", std::vector<std::string>{});
+    for (const auto& c : plan["cells"]) {
+      CellInfo cell;
+      cell.name = c.at("name").get<std::string>();
+      for (const auto& o : c.at("overrides"))
+        cell.overrides.emplace_back(o.at(0).get<std::string>(),
+                                    o.at(1).get<std::string>());
+      for (const auto& o : c.value("settings", nlohmann::json::array()))
+        cell.settings.emplace_back(o.at(0).get<std::string>(),
+                                   o.at(1).get<std::string>());
+      cell.compare_to = c.value("compare_to", "");
+      d.cells.push_back(std::move(cell));
+    }
+    for (const auto& r : plan["runs"]) {
+      LoadedRun run;
+      run.name = r.at("name").get<std::string>();
+      run.cell = r.at("cell").get<int>();
+      run.repeat = r.value("repeat", 1);
+      run.seed = r.value("seed", int64_t{0});
+      if (run.cell < 0 || run.cell >= static_cast<int>(d.cells.size()))
+        return Status::DataLoss("'{}': run '{}' names cell {} of {}", path,
+                                run.name, run.cell, d.cells.size());
+      run.dir = JoinPath(JoinPath(dir, "runs"), run.name);
+      LoadRunState(&run);
+      d.runs.push_back(std::move(run));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return Status::DataLoss("'{}' is not a valid experiment plan: {}", path,
+                            e.what());
+  }
+  return d;
+}
+
+Result<ExperimentData> LoadRunDirectory(const std::string& dir) {
+  if (!IsDir(dir)) return Status::NotFound("'{}' is not a directory", dir);
+  if (!FileExists(JoinPath(dir, "summary.json")) &&
+      !FileExists(JoinPath(dir, "metrics.jsonl")) &&
+      !FileExists(JoinPath(dir, "config.toml")))
+    return Status::NotFound(
+        "'{}' is neither an experiment (plan.json) nor a run directory "
+        "(summary.json, metrics.jsonl or config.toml)",
+        dir);
+  ExperimentData d;
+  d.single_run = true;
+  d.output = dir;
+  d.name = BaseName(dir);
+  CellInfo cell;
+  cell.name = d.name;
+  d.cells.push_back(cell);
+  LoadedRun run;
+  run.name = d.name;
+  run.dir = dir;
+  LoadRunState(&run);
+  // A run still being written, or an interrupted one, is shown as it is.
+  if (run.state == "partial") {
+    auto text = ReadFile(JoinPath(dir, "summary.json"));
+    if (text.ok()) {
+      nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+      if (!j.is_discarded()) run.summary = j;
+    }
+  }
+  d.runs.push_back(run);
+  return d;
+}
+
+Result<ExperimentData> LoadResults(const std::string& path) {
+  if (FileExists(JoinPath(path, "plan.json"))) return LoadExperiment(path);
+  return LoadRunDirectory(path);
+}
+
+nlohmann::json Summarize(const ExperimentData& data,
+                         const std::vector<RunOutcome>* outcomes) {
+  const auto& metrics = SummaryMetrics();
+  // values[cell][metric] over the cell's complete runs.
+  std::vector<std::vector<std::vector<double>>> values(
+      data.cells.size(), std::vector<std::vector<double>>(metrics.size()));
+  std::vector<int> planned(data.cells.size(), 0);
+  nlohmann::json runs = nlohmann::json::array();
+  for (size_t i = 0; i < data.runs.size(); ++i) {
+    const LoadedRun& r = data.runs[i];
+    planned[r.cell] += 1;
+    nlohmann::json j{{"name", r.name},     {"cell", data.cells[r.cell].name},
+                     {"repeat", r.repeat}, {"seed", r.seed},
+                     {"state", r.state},   {"dir", r.dir}};
+    if (outcomes != nullptr && i < outcomes->size()) {
+      j["outcome"] = (*outcomes)[i].state;
+      j["exit_code"] = (*outcomes)[i].exit_code;
+      j["log"] = (*outcomes)[i].log;
+    }
+    const bool use =
+        r.state == "complete" || (data.single_run && r.summary.is_object());
+    for (size_t m = 0; m < metrics.size(); ++m) {
+      const double x = use ? Get(r.summary, metrics[m]) : kNaN;
+      j[metrics[m]] = Num(x);
+      if (use && std::isfinite(x)) values[r.cell][m].push_back(x);
+    }
+    runs.push_back(j);
+  }
+
+  std::vector<std::vector<SampleStats>> stats(data.cells.size());
+  for (size_t c = 0; c < data.cells.size(); ++c)
+    for (size_t m = 0; m < metrics.size(); ++m)
+      stats[c].push_back(Describe(values[c][m]));
+  const int base = data.CellIndex(data.baseline);
+
+  nlohmann::json cells = nlohmann::json::array();
+  nlohmann::json table004 = nlohmann::json::array();
+  bool complete = true;
+  for (size_t c = 0; c < data.cells.size(); ++c) {
+    const CellInfo& cell = data.cells[c];
+    nlohmann::json overrides = nlohmann::json::object();
+    for (const auto& o : cell.overrides) overrides[o.first] = o.second;
+    nlohmann::json jm = nlohmann::json::object();
+    int64_t n = 0;
+    for (size_t m = 0; m < metrics.size(); ++m) {
+      const SampleStats& s = stats[c][m];
+      n = std::max(n, s.n);
+      jm[metrics[m]] = {
+          {"n", s.n},
+          {"mean", Num(s.mean)},
+          {"variance", Num(s.variance)},
+          {"min", Num(s.min)},
+          {"max", Num(s.max)},
+          {"variance_ratio",
+           Num(base >= 0 ? VarianceRatio(stats[base][m].variance, s.variance)
+                         : kNaN)}};
+    }
+    if (n < planned[c]) complete = false;
+    cells.push_back({{"name", cell.name},
+                     {"overrides", overrides},
+                     {"runs_planned", planned[c]},
+                     {"runs_complete", n},
+                     {"is_baseline", static_cast<int>(c) == base},
+                     {"metrics", jm}});
+
+    int ref = cell.compare_to.empty() ? base : data.CellIndex(cell.compare_to);
+    const CellInfo* ref_cell = ref >= 0 ? &data.cells[ref] : nullptr;
+    std::string change =
+        static_cast<int>(c) == ref ? "(baseline)" : Change(cell, ref_cell);
+    const SampleStats& acc = stats[c][3];   // final_val_acc
+    const SampleStats& time = stats[c][5];  // train_s
+    table004.push_back({{"cell", cell.name},
+                        {"reference", ref_cell ? ref_cell->name : ""},
+                        {"change", change},
+                        {"n", acc.n},
+                        {"accuracy_pct", Num(acc.mean * 100)},
+                        {"accuracy_pct_variance", Num(acc.variance * 1e4)},
+                        {"training_time_s", Num(time.mean)}});
+  }
+  return nlohmann::json{
+      {"experiment", data.name},
+      {"dir", data.output},
+      {"baseline", data.baseline},
+      {"grid_keys", data.grid_keys},
+      {"metrics", metrics},
+      {"complete", complete},
+      {"notes",
+       {{"variance",
+         "unbiased sample variance (n - 1) over a cell's complete runs"},
+        {"variance_ratio",
+         "baseline variance / cell variance (paper 001's 'N X less variance'); "
+         "> 1: the cell varies less than the baseline"},
+        {"training_time_s",
+         "mean train_s (training only, without the final "
+         "evaluation)"}}},
+      {"cells", cells},
+      {"paper004_table", table004},
+      {"runs", runs}};
+}
+
+std::string SummaryCsv(const nlohmann::json& s) {
+  std::vector<std::string> keys =
+      s.value("grid_keys", std::vector<std::string>{});
+  auto csv = [](const std::string& v) {
+    if (v.find_first_of(",\"\n") == std::string::npos) return v;
+    std::string q = "\"";
+    for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return q + "\"";
+  };
+  auto num = [](const nlohmann::json& x) {
+    return x.is_number() ? fmt::format("{:.9g}", x.get<double>())
+                         : std::string();
+  };
+  std::string out = "cell";
+  for (const auto& k : keys) out += "," + csv(k);
+  out += ",n";
+  for (const auto& m : SummaryMetrics())
+    out += "," + m + "_mean," + m + "_variance," + m + "_variance_ratio";
+  out += "\n";
+  for (const auto& c : s["cells"]) {
+    out += csv(c["name"].get<std::string>());
+    for (const auto& k : keys)
+      out += "," + csv(c["overrides"].value(k, std::string()));
+    out += "," + std::to_string(c["runs_complete"].get<int64_t>());
+    for (const auto& m : SummaryMetrics()) {
+      const auto& x = c["metrics"][m];
+      out += "," + num(x["mean"]) + "," + num(x["variance"]) + "," +
+             num(x["variance_ratio"]);
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+std::string SummaryText(const nlohmann::json& s) {
+  std::string out;
+  const bool has_base = !s.value("baseline", std::string()).empty();
+  std::vector<std::vector<std::string>> rows = {
+      {"cell", "n", "train loss", "var", "train acc", "var", "val loss", "var",
+       "val acc", "var", "wall s", "samples/s"}};
+  for (const auto& c : s["cells"]) {
+    const auto& m = c["metrics"];
+    rows.push_back({c["name"].get<std::string>() +
+                        (c["is_baseline"].get<bool>() ? " *" : ""),
+                    std::to_string(c["runs_complete"].get<int64_t>()),
+                    Fixed(m["final_train_loss"]["mean"], 6),
+                    Sci(m["final_train_loss"]["variance"]),
+                    Fixed(m["final_train_acc"]["mean"], 6),
+                    Sci(m["final_train_acc"]["variance"]),
+                    Fixed(m["final_val_loss"]["mean"], 6),
+                    Sci(m["final_val_loss"]["variance"]),
+                    Fixed(m["final_val_acc"]["mean"], 6),
+                    Sci(m["final_val_acc"]["variance"]),
+                    Fixed(m["wall_s"]["mean"], 2),
+                    Fixed(m["samples_per_s"]["mean"], 0)});
+  }
+  out += "Final metrics per cell (mean and unbiased variance over repeats";
+  out += has_base ? "; * = baseline):\n" : "):\n";
+  out += TextTable(rows);
+  if (has_base) {
+    rows = {{"cell", "train loss", "train acc", "val loss", "val acc"}};
+    for (const auto& c : s["cells"]) {
+      const auto& m = c["metrics"];
+      rows.push_back({c["name"].get<std::string>(),
+                      Ratio(m["final_train_loss"]["variance_ratio"]),
+                      Ratio(m["final_train_acc"]["variance_ratio"]),
+                      Ratio(m["final_val_loss"]["variance_ratio"]),
+                      Ratio(m["final_val_acc"]["variance_ratio"])});
+    }
+    out += "\nVariance ratio against the baseline '" +
+           s["baseline"].get<std::string>() +
+           "' (baseline variance / cell variance; > 1 = less variance):\n";
+    out += TextTable(rows);
+  }
+  rows = {{"cell", "change to baseline", "accuracy %", "training time s"}};
+  for (const auto& r : s["paper004_table"]) {
+    rows.push_back({r["cell"].get<std::string>(),
+                    r["change"].get<std::string>(), Fixed(r["accuracy_pct"], 2),
+                    Fixed(r["training_time_s"], 2)});
+  }
+  out +=
+      "\nAccuracy (final validation) and training time per setting (means):\n";
+  out += TextTable(rows);
+  if (!s.value("complete", true))
+    out += "\n(incomplete: some planned runs have not finished)\n";
+  return out;
+}
+
+Status WriteSummaryFiles(const std::string& dir, const nlohmann::json& s) {
+  RETURN_IF_ERROR(
+      WriteFileAtomic(JoinPath(dir, "summary.json"), s.dump(2) + "\n"));
+  return WriteFileAtomic(JoinPath(dir, "summary.csv"), SummaryCsv(s));
+}
+
+}  // namespace strata

@@ -1,0 +1,231 @@
+// Loads generated reports in Debian's headless Chromium and checks the page's
+// own self-check: every chart drew something and no script error happened.
+// Skips (saying why) when Chromium is not installed or cannot start.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "common/fs.h"
+#include "experiment/experiment.h"
+#include "experiment/report.h"
+#include "experiment/results.h"
+
+namespace strata {
+namespace {
+
+std::string Run(const std::string& cmd, int* status) {
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) {
+    *status = -1;
+    return out;
+  }
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  *status = ::pclose(p);
+  return out;
+}
+
+std::string Chromium() {
+  for (const char* name : {"chromium", "chromium-browser", "google-chrome"}) {
+    int st = 0;
+    std::string path =
+        Run(std::string("command -v ") + name + " 2>/dev/null", &st);
+    while (!path.empty() && (path.back() == '\n' || path.back() == ' '))
+      path.pop_back();
+    if (st == 0 && !path.empty()) return path;
+  }
+  return "";
+}
+
+// The DOM after the page ran, or "" with *why set.
+std::string DumpDom(const std::string& html, std::string* why) {
+  const std::string chromium = Chromium();
+  if (chromium.empty()) {
+    *why =
+        "chromium is not installed (scripts/setup.sh installs Debian's "
+        "chromium)";
+    return "";
+  }
+  int st = 0;
+  std::string dom = Run("timeout 120 " + chromium +
+                            " --headless --no-sandbox --disable-gpu "
+                            "--disable-dev-shm-usage --window-size=1280,1600 "
+                            "--virtual-time-budget=10000 --dump-dom 'file://" +
+                            html + "' 2>/dev/null",
+                        &st);
+  if (st != 0 || dom.find("<html") == std::string::npos) {
+    *why = "chromium could not load the page (exit status " +
+           std::to_string(st) + "); it may not be able to start here";
+    return "";
+  }
+  return dom;
+}
+
+// The self-check JSON the page wrote into <pre id="strata-report-check">.
+nlohmann::json SelfCheck(const std::string& dom) {
+  const std::string open = "id=\"strata-report-check\"";
+  size_t at = dom.find(open);
+  if (at == std::string::npos) return nullptr;
+  size_t start = dom.find('>', at);
+  size_t end = dom.find("</pre>", start);
+  if (start == std::string::npos || end == std::string::npos) return nullptr;
+  std::string text = dom.substr(start + 1, end - start - 1);
+  // --dump-dom escapes &, < and > in text.
+  for (const auto& [from, to] :
+       {std::pair<std::string, std::string>{"&quot;", "\""},
+        {"&lt;", "<"},
+        {"&gt;", ">"},
+        {"&amp;", "&"}}) {
+    for (size_t p = text.find(from); p != std::string::npos;
+         p = text.find(from, p + 1))
+      text.replace(p, from.size(), to);
+  }
+  return nlohmann::json::parse(text, nullptr, false);
+}
+
+std::string TmpDir(const std::string& name) {
+  const char* root = std::getenv("STRATA_TEST_TMP");
+  std::string dir = JoinPath(root ? root : "/tmp", "report_browser_" + name);
+  EXPECT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
+  EXPECT_TRUE(MakeDirs(dir).ok());
+  return dir;
+}
+
+// A sharding report as the sharding module writes it (runs do not write one
+// until workers use shard plans), so the class-count and timing charts are
+// exercised too.
+void AddShardReport(const std::string& run_dir, int seed) {
+  nlohmann::json per_worker = nlohmann::json::array();
+  for (int w = 0; w < 2; ++w) {
+    nlohmann::json counts = nlohmann::json::array();
+    for (int c = 0; c < 10; ++c)
+      counts.push_back(30 + (c * 7 + w * 3 + seed) % 11);
+    per_worker.push_back(
+        {{"worker", w}, {"count", 300}, {"class_counts", counts}});
+  }
+  nlohmann::json r = {
+      {"method", "random"},
+      {"num_workers", 2},
+      {"seed", seed},
+      {"num_examples", 600},
+      {"num_classes", 10},
+      {"per_worker", per_worker},
+      {"tv_distance",
+       {{"per_worker", {0.01, 0.02}}, {"max", 0.02}, {"mean", 0.015}}},
+      {"broadcast_size", 0},
+      {"timings_s",
+       {{"load", 0.01},
+        {"pca", 0.0},
+        {"kmeans", 0.0},
+        {"assign", 0.002},
+        {"total", 0.013}}}};
+  ASSERT_TRUE(
+      WriteFileAtomic(JoinPath(run_dir, "shard_report.json"), r.dump()).ok());
+}
+
+class ReportBrowserTest : public ::testing::Test {
+ protected:
+  // Small real runs: 2 cells x 2 repeats of a 2-worker synthetic cluster.
+  static void SetUpTestSuite() {
+    dir_ = new std::string(TmpDir("exp"));
+    const std::string file = JoinPath(*dir_, "exp.toml");
+    ASSERT_TRUE(
+        WriteFileAtomic(file, "output = \"" + JoinPath(*dir_, "out") + R"("
+repeats = 2
+baseline = "mode-async"
+[base]
+data.synthetic.train_size = 600
+data.synthetic.val_size = 200
+data.synthetic.dim = 8
+model.hidden = 8
+train.iterations = 30
+train.batch_size = 16
+train.log_every = 5
+train.threads = 1
+cluster.workers = 2
+cluster.servers = 1
+eval.every_s = 0.02
+[grid]
+cluster.mode = ["sync", "async"]
+)")
+            .ok());
+    ExperimentOptions o;
+    o.spec_path = file;
+    o.exe = STRATA_BINARY;
+    o.write_report = false;
+    auto code = RunExperiment(o);
+    ASSERT_TRUE(code.ok()) << code.status().message();
+    ASSERT_EQ(*code, 0);
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static std::string* dir_;
+};
+std::string* ReportBrowserTest::dir_ = nullptr;
+
+TEST_F(ReportBrowserTest, EveryChartOfAnExperimentReportDraws) {
+  const std::string out = JoinPath(*dir_, "out");
+  for (const char* r :
+       {"mode-sync_r1", "mode-async_r1", "mode-sync_r2", "mode-async_r2"})
+    AddShardReport(JoinPath(out, std::string("runs/") + r),
+                   r[5] == 's' ? 1 : 2);
+  auto html = WriteReport(out, "");
+  ASSERT_TRUE(html.ok()) << html.status().message();
+  std::string why;
+  const std::string dom = DumpDom(*html, &why);
+  if (dom.empty()) GTEST_SKIP() << why;
+  nlohmann::json check = SelfCheck(dom);
+  ASSERT_TRUE(check.is_object()) << "no self-check in the page";
+  EXPECT_EQ(check["status"], "done");
+  EXPECT_TRUE(check["errors"].empty()) << check["errors"].dump();
+  EXPECT_TRUE(check["failed"].empty()) << check.dump();
+  // 4 curves + 2 cells x 2 runs of class counts + sharding time + staleness.
+  EXPECT_EQ(check["charts"], 10) << check.dump();
+  EXPECT_EQ(check["drawn"], 10);
+  EXPECT_GE(check["tables"].get<int>(), 4);
+  for (const auto& r : check["results"])
+    EXPECT_GT(r["points"].get<int>(), 0) << r.dump();
+}
+
+TEST_F(ReportBrowserTest, RunReportDraws) {
+  const std::string run = JoinPath(*dir_, "out/runs/mode-async_r1");
+  auto html = WriteReport(run, JoinPath(*dir_, "run.html"));
+  ASSERT_TRUE(html.ok()) << html.status().message();
+  std::string why;
+  const std::string dom = DumpDom(*html, &why);
+  if (dom.empty()) GTEST_SKIP() << why;
+  nlohmann::json check = SelfCheck(dom);
+  ASSERT_TRUE(check.is_object());
+  EXPECT_TRUE(check["errors"].empty()) << check["errors"].dump();
+  EXPECT_TRUE(check["failed"].empty()) << check.dump();
+  EXPECT_GE(check["charts"].get<int>(), 5);  // 4 curves + staleness (+ shards)
+}
+
+// The control: the self-check does notice a script error.
+TEST_F(ReportBrowserTest, SelfCheckCatchesScriptErrors) {
+  const std::string out = JoinPath(*dir_, "out");
+  auto html_path = WriteReport(out, JoinPath(*dir_, "broken.html"));
+  ASSERT_TRUE(html_path.ok());
+  std::string html = *ReadFile(*html_path);
+  const size_t body = html.find("<body>");
+  ASSERT_NE(body, std::string::npos);
+  html.insert(body + 6, "<script>undefinedFunctionOfTheTest();</script>");
+  ASSERT_TRUE(WriteFileAtomic(*html_path, html).ok());
+  std::string why;
+  const std::string dom = DumpDom(*html_path, &why);
+  if (dom.empty()) GTEST_SKIP() << why;
+  nlohmann::json check = SelfCheck(dom);
+  ASSERT_TRUE(check.is_object());
+  ASSERT_FALSE(check["errors"].empty());
+  EXPECT_NE(
+      check["errors"][0].get<std::string>().find("undefinedFunctionOfTheTest"),
+      std::string::npos);
+  EXPECT_NE(dom.find("data-ok=\"false\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace strata

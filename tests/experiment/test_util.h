@@ -1,0 +1,47 @@
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "common/fs.h"
+#include "experiment/spec.h"
+
+namespace strata::testing_util {
+
+// A fresh directory under $STRATA_TEST_TMP (or /tmp), unique per test.
+inline std::string FreshDir(const std::string& name) {
+  const char* root = std::getenv("STRATA_TEST_TMP");
+  const ::testing::TestInfo* info =
+      ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string dir = JoinPath(
+      root != nullptr ? root : "/tmp",
+      "experiment_" + std::string(info->test_suite_name()) + "_" +
+          info->name() + "_" + name + "_" + std::to_string(::getpid()));
+  std::string cmd = "rm -rf '" + dir + "'";
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+  EXPECT_TRUE(MakeDirs(dir).ok());
+  return dir;
+}
+
+// Writes what a finished (or interrupted) run leaves: config.toml as the
+// runner expects it, summary.json with the given final metrics.
+inline void WriteFakeRun(const ExperimentSpec& spec, const PlannedRun& run,
+                         const std::string& output, nlohmann::json summary) {
+  const std::string dir = JoinPath(JoinPath(output, "runs"), run.name);
+  ASSERT_TRUE(MakeDirs(dir).ok());
+  auto config = spec.CellConfig(run.cell);
+  ASSERT_TRUE(config.ok());
+  ASSERT_TRUE(config->SetFromString("run.dir", JoinPath(output, "runs")).ok());
+  ASSERT_TRUE(config->SetFromString("run.name", run.name).ok());
+  ASSERT_TRUE(config->Set("run.seed", run.seed).ok());
+  ASSERT_TRUE(config->WriteToml(JoinPath(dir, "config.toml")).ok());
+  if (!summary.contains("interrupted")) summary["interrupted"] = false;
+  ASSERT_TRUE(
+      WriteFileAtomic(JoinPath(dir, "summary.json"), summary.dump()).ok());
+}
+
+}  // namespace strata::testing_util
