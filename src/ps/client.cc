@@ -5,48 +5,28 @@
 #include "ps/protocol.h"
 
 namespace strata {
-namespace {
-
-// The pool's capacity class for `bytes` (0 below the pool's minimum: such
-// small copies come from the heap).
-size_t PoolCapacity(size_t bytes) {
-  if (bytes < BufferPool::kMinCapacity) return 0;
-  size_t capacity = BufferPool::kMinCapacity;
-  while (capacity < bytes) capacity *= 2;
-  return capacity;
-}
-
-size_t OnePushOfCapacity(const KeyLayout& layout) {
-  size_t total = 0;
-  for (const KeyRange& r : layout.ranges()) {
-    total += PoolCapacity(sizeof(float) * static_cast<size_t>(r.size()));
-  }
-  return total;
-}
-
-}  // namespace
-
 PsClient::PsClient(RpcEndpoint& rpc, KeyLayout layout,
                    std::vector<NodeId> servers, bool leader_first)
     : rpc_(rpc),
       layout_(std::move(layout)),
       servers_(std::move(servers)),
-      leader_first_(leader_first && servers_.size() > 1),
-      push_pool_(BufferPool::Create(OnePushOfCapacity(layout_))) {
+      leader_first_(leader_first && servers_.size() > 1) {
   STRATA_CHECK(static_cast<int>(servers_.size()) == layout_.num_servers());
 }
 
 std::unique_ptr<PushHandle> PsClient::SendPush(
-    const float* values, const std::vector<int64_t>& versions, uint32_t flags) {
+    const float* values, const std::vector<int64_t>& versions, uint32_t flags,
+    const std::shared_ptr<void>& keep_alive) {
   auto handle = std::make_unique<PushHandle>();
   SendRanges(*handle, values, versions, flags, 0, layout_.num_servers(),
-             nullptr);
+             nullptr, keep_alive);
   return handle;
 }
 
 void PsClient::SendRanges(PushHandle& handle, const float* values,
                           const std::vector<int64_t>& versions, uint32_t flags,
-                          int first, int last, const int64_t* step_size) {
+                          int first, int last, const int64_t* step_size,
+                          const std::shared_ptr<void>& keep_alive) {
   for (int s = first; s < last; ++s) {
     const KeyRange& r = layout_.range(s);
     Message m;
@@ -57,9 +37,11 @@ void PsClient::SendRanges(PushHandle& handle, const float* values,
     m.header.clock = versions.empty() ? 0 : versions[s];
     const size_t bytes = sizeof(float) * static_cast<size_t>(r.size());
     if (bytes >= BufferPool::kMinCapacity) {
-      Buffer copy = push_pool_->Acquire(bytes);
-      std::memcpy(copy.data(), values + r.begin, bytes);
-      m.payloads.push_back(std::move(copy));
+      // Zero copy: the caller keeps `values` unchanged until Wait() returns
+      // (client.h), and `keep_alive` (if any) keeps the memory valid until
+      // the transport lets go of it, even after a failed Wait().
+      m.payloads.push_back(Buffer::Adopt(const_cast<float*>(values + r.begin),
+                                         bytes, keep_alive));
     } else {
       m.payloads.push_back(Buffer::CopyOf(values + r.begin, bytes));
     }
@@ -67,24 +49,40 @@ void PsClient::SendRanges(PushHandle& handle, const float* values,
       m.payloads.push_back(Buffer::CopyOf(step_size, sizeof(int64_t)));
     }
     handle.bytes_ += sizeof(float) * r.size();
+    handle.ranges_.push_back(r);
     handle.calls_.push_back(rpc_.Request(servers_[s], std::move(m)));
   }
 }
 
 std::unique_ptr<PushHandle> PsClient::Push(
-    const float* grads, const std::vector<int64_t>& base_versions) {
+    const float* grads, const std::vector<int64_t>& base_versions,
+    std::shared_ptr<void> keep_alive) {
   STRATA_CHECK(static_cast<int>(base_versions.size()) == layout_.num_servers());
-  if (!leader_first_) return SendPush(grads, base_versions, 0);
+  if (!leader_first_) return SendPush(grads, base_versions, 0, keep_alive);
   // Phase one: the leader alone; Wait() sends the rest, tagged.
   auto handle = std::make_unique<PushHandle>();
-  SendRanges(*handle, grads, base_versions, 0, 0, 1, nullptr);
+  SendRanges(*handle, grads, base_versions, 0, 0, 1, nullptr, keep_alive);
   handle->client_ = this;
   handle->grads_ = grads;
+  handle->keep_alive_ = std::move(keep_alive);
   return handle;
 }
 
-std::unique_ptr<PushHandle> PsClient::PushInitial(const float* params) {
-  return SendPush(params, {}, kPushInit);
+std::unique_ptr<PushHandle> PsClient::PushPull(
+    const float* grads, const std::vector<int64_t>& base_versions, float* dest,
+    std::shared_ptr<void> keep_alive) {
+  STRATA_CHECK(static_cast<int>(base_versions.size()) == layout_.num_servers());
+  STRATA_CHECK(!leader_first_ && dest != nullptr && dest != grads);
+  auto handle = std::make_unique<PushHandle>();
+  handle->dest_ = dest;
+  SendRanges(*handle, grads, base_versions, kPushPull, 0, layout_.num_servers(),
+             nullptr, keep_alive);
+  return handle;
+}
+
+std::unique_ptr<PushHandle> PsClient::PushInitial(
+    const float* params, std::shared_ptr<void> keep_alive) {
+  return SendPush(params, {}, kPushInit, keep_alive);
 }
 
 std::unique_ptr<PushHandle> PsClient::Leave() {
@@ -138,31 +136,51 @@ Result<PushResult> PushHandle::Wait(std::chrono::milliseconds timeout) {
     }
     std::memcpy(&size, ack.payloads[0].data(), sizeof(size));
     std::vector<int64_t> step(n, ack.header.clock - 1);
-    client_->SendRanges(*this, grads_, step, kPushTagged, 1, n, &size);
+    client_->SendRanges(*this, grads_, step, kPushTagged, 1, n, &size,
+                        keep_alive_);
     result.versions.push_back(ack.header.clock);
     calls_.erase(calls_.begin());
+    ranges_.erase(ranges_.begin());
   }
   result.bytes = bytes_;
-  for (auto& call : calls_) {
+  for (size_t i = 0; i < calls_.size(); ++i) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    ASSIGN_OR_RETURN(Message ack,
-                     call->Wait(std::max(left, std::chrono::milliseconds(0))));
+    ASSIGN_OR_RETURN(Message ack, calls_[i]->Wait(std::max(
+                                      left, std::chrono::milliseconds(0))));
     result.versions.push_back(ack.header.clock);
     if (ack.header.flags & kAckDropped) ++result.dropped_ranges;
+    if (dest_ != nullptr) {
+      const KeyRange& r = ranges_[i];
+      const size_t bytes = sizeof(float) * static_cast<size_t>(r.size());
+      if (ack.payloads.size() != 2 || ack.payloads[1].size() != bytes) {
+        return Status::DataLoss(
+            "push-pull ack from node {} for [{}, {}) carries {} payload(s) of "
+            "{} bytes, expected the step size and {} bytes of parameters",
+            ack.header.sender, r.begin, r.end, ack.payloads.size(),
+            ack.payload_bytes(), bytes);
+      }
+      ack.payloads[1].ForEachPiece(
+          [&](size_t offset, const uint8_t* data, size_t size) {
+            std::memcpy(reinterpret_cast<uint8_t*>(dest_ + r.begin) + offset,
+                        data, size);
+          });
+      result.pulled_bytes += bytes;
+    }
   }
   return result;
 }
 
 Result<PullHandle::Pulled> PullHandle::Wait(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  Pulled pulled;
-  for (size_t i = 0; i < calls_.size(); ++i) {
+  // A Wait() that timed out part way resumes where it stopped: the replies
+  // already copied are not waited for (nor consumed) twice.
+  for (; next_ < calls_.size(); ++next_) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    ASSIGN_OR_RETURN(Message reply, calls_[i]->Wait(std::max(
+    ASSIGN_OR_RETURN(Message reply, calls_[next_]->Wait(std::max(
                                         left, std::chrono::milliseconds(0))));
-    const KeyRange& r = ranges_[i];
+    const KeyRange& r = ranges_[next_];
     if (reply.payloads.size() != 1 ||
         reply.payloads[0].size() !=
             sizeof(float) * static_cast<size_t>(r.size())) {
@@ -171,12 +189,16 @@ Result<PullHandle::Pulled> PullHandle::Wait(std::chrono::milliseconds timeout) {
           reply.header.sender, r.begin, r.end, reply.payload_bytes(),
           sizeof(float) * r.size());
     }
-    std::memcpy(dest_ + r.begin, reply.payloads[0].data(),
-                reply.payloads[0].size());
-    pulled.versions.push_back(reply.header.clock);
-    pulled.bytes += reply.payloads[0].size();
+    // Straight from the frames the reply arrived in: one copy.
+    reply.payloads[0].ForEachPiece(
+        [&](size_t offset, const uint8_t* data, size_t size) {
+          std::memcpy(reinterpret_cast<uint8_t*>(dest_ + r.begin) + offset,
+                      data, size);
+        });
+    pulled_.versions.push_back(reply.header.clock);
+    pulled_.bytes += reply.payloads[0].size();
   }
-  return pulled;
+  return pulled_;
 }
 
 }  // namespace strata

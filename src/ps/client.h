@@ -16,6 +16,7 @@ struct PushResult {
       versions;            // each range's version after the push was handled
   int dropped_ranges = 0;  // ranges that dropped the gradient as late
   uint64_t bytes = 0;
+  uint64_t pulled_bytes = 0;  // PushPull(): parameter bytes copied back
 };
 
 // A push in flight. Wait() returns when every server answered.
@@ -33,10 +34,15 @@ class PushHandle {
   // once the leader placed the gradient in a step.
   class PsClient* client_ = nullptr;
   const float* grads_ = nullptr;
+  std::shared_ptr<void> keep_alive_;
+  // PushPull(): where each ack's parameters go (calls_[i] is ranges_[i]).
+  float* dest_ = nullptr;
+  std::vector<KeyRange> ranges_;
 };
 
 // A pull in flight. Wait() copies each range into the destination given to
-// Pull() and returns the versions they reflect.
+// Pull() and returns the versions they reflect. After a kDeadlineExceeded,
+// Wait() may be called again: it resumes with the ranges still missing.
 class PullHandle {
  public:
   struct Pulled {
@@ -50,6 +56,8 @@ class PullHandle {
   std::vector<std::shared_ptr<RpcCall>> calls_;
   std::vector<KeyRange> ranges_;
   float* dest_ = nullptr;
+  size_t next_ = 0;  // calls_[0, next_) are copied into dest_ and pulled_
+  Pulled pulled_;
 };
 
 // The worker's view of the parameter servers (KVWorker in ps-lite terms):
@@ -61,17 +69,32 @@ class PsClient {
   // `servers[i]` is the node id that owns layout.range(i).
   // `leader_first`: sync k-of-n with several servers (protocol.h,
   // kPushTagged): pushes go to server 0 first, which chooses the step, then
-  // to the others tagged with it. The gradients passed to Push() must then
-  // stay unchanged until the handle's Wait() returns.
+  // to the others tagged with it.
   PsClient(RpcEndpoint& rpc, KeyLayout layout, std::vector<NodeId> servers,
            bool leader_first = false);
 
-  // Sends the gradients (layout.total() floats, copied before return)
-  // computed on parameters of `base_versions` (one per range).
+  // Sends the gradients (layout.total() floats) computed on parameters of
+  // `base_versions` (one per range). Zero copy: large ranges go to the
+  // transport straight from `grads`, which must stay unchanged until the
+  // handle's Wait() returns. `keep_alive` (optional) owns the memory of
+  // `grads`; the transport holds it until it is done with the bytes, so the
+  // memory stays valid even if Wait() fails or is never called. Without it
+  // the caller must keep `grads` alive until every send has completed.
   std::unique_ptr<PushHandle> Push(const float* grads,
-                                   const std::vector<int64_t>& base_versions);
-  // Sends the initial parameters (worker 0, once, before training).
-  std::unique_ptr<PushHandle> PushInitial(const float* params);
+                                   const std::vector<int64_t>& base_versions,
+                                   std::shared_ptr<void> keep_alive = nullptr);
+  // Asynchronous mode: Push() and a Pull() of the parameters just after it
+  // in one round trip per server (protocol.h, kPushPull). Wait() copies each
+  // range's parameters into `dest` (layout.total() floats, valid until
+  // Wait() returns, and not `grads`) and PushResult::versions are their
+  // versions. Not for leader-first clients.
+  std::unique_ptr<PushHandle> PushPull(
+      const float* grads, const std::vector<int64_t>& base_versions,
+      float* dest, std::shared_ptr<void> keep_alive = nullptr);
+  // Sends the initial parameters (worker 0, once, before training); the
+  // same rules for `params` as Push() has for `grads`.
+  std::unique_ptr<PushHandle> PushInitial(
+      const float* params, std::shared_ptr<void> keep_alive = nullptr);
   // Tells every server this worker will push no more gradients.
   std::unique_ptr<PushHandle> Leave();
   // Asks every range for parameters of at least `min_versions` (empty: any);
@@ -84,7 +107,8 @@ class PsClient {
  private:
   std::unique_ptr<PushHandle> SendPush(const float* values,
                                        const std::vector<int64_t>& versions,
-                                       uint32_t flags);
+                                       uint32_t flags,
+                                       const std::shared_ptr<void>& keep_alive);
 
   RpcEndpoint& rpc_;
   friend class PushHandle;
@@ -92,15 +116,12 @@ class PsClient {
   // `step_size`, as tagged pushes (leader-first second phase).
   void SendRanges(PushHandle& handle, const float* values,
                   const std::vector<int64_t>& versions, uint32_t flags,
-                  int first, int last, const int64_t* step_size);
+                  int first, int last, const int64_t* step_size,
+                  const std::shared_ptr<void>& keep_alive);
 
   const KeyLayout layout_;
   const std::vector<NodeId> servers_;
   const bool leader_first_;
-  // Pushed values are copied into buffers recycled through this pool (it
-  // caches one push's worth): a fresh allocation of a multi-MiB range costs
-  // page faults and zeroing on every push.
-  const std::shared_ptr<BufferPool> push_pool_;
 };
 
 }  // namespace strata

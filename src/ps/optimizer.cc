@@ -10,31 +10,37 @@ class Sgd final : public Optimizer {
   Sgd(const OptimizerOptions& o, int64_t size)
       : o_(o), size_(size), buf_(o.momentum != 0.0 ? size : 0, 0.0f) {}
 
-  void Step(float* p, const float* g, double lr) override {
+  void StepPieces(float* params, const FloatPiece* pieces, size_t num_pieces,
+                  double lr) override {
     const float wd = static_cast<float>(o_.weight_decay);
     const float mu = static_cast<float>(o_.momentum);
     const float a = static_cast<float>(lr);
-    if (mu == 0.0f) {
-      for (int64_t i = 0; i < size_; ++i) p[i] -= a * (g[i] + wd * p[i]);
-      return;
-    }
-    float* b = buf_.data();
-    if (first_) {
-      // LibTorch starts the momentum buffer at the first gradient.
-      for (int64_t i = 0; i < size_; ++i) b[i] = g[i] + wd * p[i];
-      first_ = false;
-    } else {
-      for (int64_t i = 0; i < size_; ++i) b[i] = mu * b[i] + (g[i] + wd * p[i]);
-    }
-    if (o_.nesterov) {
-      for (int64_t i = 0; i < size_; ++i) {
-        // Note: the gradient term uses the parameter before this step, like
-        // LibTorch (d_p = g + wd * p computed before the update).
-        p[i] -= a * ((g[i] + wd * p[i]) + mu * b[i]);
+    for (size_t k = 0; k < num_pieces; ++k) {
+      float* p = params + pieces[k].offset;
+      const float* g = pieces[k].data;
+      const int64_t n = pieces[k].size;
+      if (mu == 0.0f) {
+        for (int64_t i = 0; i < n; ++i) p[i] -= a * (g[i] + wd * p[i]);
+        continue;
       }
-    } else {
-      for (int64_t i = 0; i < size_; ++i) p[i] -= a * b[i];
+      float* b = buf_.data() + pieces[k].offset;
+      if (first_) {
+        // LibTorch starts the momentum buffer at the first gradient.
+        for (int64_t i = 0; i < n; ++i) b[i] = g[i] + wd * p[i];
+      } else {
+        for (int64_t i = 0; i < n; ++i) b[i] = mu * b[i] + (g[i] + wd * p[i]);
+      }
+      if (o_.nesterov) {
+        for (int64_t i = 0; i < n; ++i) {
+          // Note: the gradient term uses the parameter before this step,
+          // like LibTorch (d_p = g + wd * p computed before the update).
+          p[i] -= a * ((g[i] + wd * p[i]) + mu * b[i]);
+        }
+      } else {
+        for (int64_t i = 0; i < n; ++i) p[i] -= a * b[i];
+      }
     }
+    if (mu != 0.0f) first_ = false;
   }
   int64_t size() const override { return size_; }
 
@@ -50,7 +56,8 @@ class Adam final : public Optimizer {
   Adam(const OptimizerOptions& o, int64_t size)
       : o_(o), size_(size), m_(size, 0.0f), v_(size, 0.0f) {}
 
-  void Step(float* p, const float* g, double lr) override {
+  void StepPieces(float* params, const FloatPiece* pieces, size_t num_pieces,
+                  double lr) override {
     ++t_;
     const float b1 = static_cast<float>(o_.beta1);
     const float b2 = static_cast<float>(o_.beta2);
@@ -60,14 +67,19 @@ class Adam final : public Optimizer {
     const float step = static_cast<float>(lr / bc1);
     const float sqrt_bc2 = static_cast<float>(std::sqrt(bc2));
     const float eps = static_cast<float>(o_.eps);
-    float* m = m_.data();
-    float* v = v_.data();
-    for (int64_t i = 0; i < size_; ++i) {
-      float gi = g[i] + wd * p[i];
-      m[i] = b1 * m[i] + (1.0f - b1) * gi;
-      v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
-      // Same operation order as LibTorch: (sqrt(v) / sqrt(bc2)) + eps.
-      p[i] -= step * (m[i] / (std::sqrt(v[i]) / sqrt_bc2 + eps));
+    for (size_t k = 0; k < num_pieces; ++k) {
+      const int64_t off = pieces[k].offset;
+      float* p = params + off;
+      const float* g = pieces[k].data;
+      float* m = m_.data() + off;
+      float* v = v_.data() + off;
+      for (int64_t i = 0; i < pieces[k].size; ++i) {
+        float gi = g[i] + wd * p[i];
+        m[i] = b1 * m[i] + (1.0f - b1) * gi;
+        v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
+        // Same operation order as LibTorch: (sqrt(v) / sqrt(bc2)) + eps.
+        p[i] -= step * (m[i] / (std::sqrt(v[i]) / sqrt_bc2 + eps));
+      }
     }
   }
   int64_t size() const override { return size_; }

@@ -30,11 +30,28 @@ struct OptimizerOptions {
 // range's state (momentum buffer, Adam moments and step count). The rules
 // are LibTorch's torch::optim::SGD (dampening 0) and torch::optim::Adam.
 // Not thread-safe: one instance per key range, used by one thread at a time.
+// Part of a gradient: `size` floats for parameters [offset, offset + size)
+// of a range. A gradient that arrived in several network frames is a list of
+// pieces that together cover the range once, in order.
+struct FloatPiece {
+  int64_t offset = 0;
+  const float* data = nullptr;
+  int64_t size = 0;
+};
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
   // params[i] -= update(grads[i]) for i < size() with learning rate `lr`.
-  virtual void Step(float* params, const float* grads, double lr) = 0;
+  void Step(float* params, const float* grads, double lr) {
+    const FloatPiece whole{0, grads, size()};
+    StepPieces(params, &whole, 1, lr);
+  }
+  // One step whose gradient is given in pieces (see FloatPiece) that cover
+  // [0, size()) exactly once, in order: the same result as Step() on the
+  // joined gradient, without joining it.
+  virtual void StepPieces(float* params, const FloatPiece* pieces,
+                          size_t num_pieces, double lr) = 0;
   virtual int64_t size() const = 0;
 };
 

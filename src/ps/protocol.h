@@ -1,7 +1,9 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
+#include "ps/optimizer.h"
 #include "transport/message.h"
 
 namespace strata {
@@ -30,9 +32,37 @@ inline constexpr uint32_t kPushDone = 1u << 2;
 // step (the leader's version after it, minus one), payload 0 = gradients,
 // payload 1 = the step's size (int64).
 inline constexpr uint32_t kPushTagged = 1u << 3;
+// kPush with kPushPull (asynchronous mode): the ack also carries the range's
+// parameters just after this gradient was applied, as payload 1 (payload 0
+// is the step size as for any applied push): a push and the pull that
+// follows it in one round trip, as ps-lite's ZPushPull. The ack's clock is
+// the version of those parameters.
+inline constexpr uint32_t kPushPull = 1u << 4;
 inline constexpr MessageType kStatsRequest = static_cast<MessageType>(
     static_cast<uint16_t>(MessageType::kFirstUserType) + 1);
 inline constexpr MessageType kStatsReply = static_cast<MessageType>(
     static_cast<uint16_t>(MessageType::kFirstUserType) + 2);
+
+// The float pieces of a payload (see Buffer::Gather and FloatPiece), to work
+// on a gradient or a pull reply where it landed instead of joining it first.
+// A payload whose pieces are not whole, 4-byte-aligned floats is joined
+// (one copy) and given as one piece.
+inline std::vector<FloatPiece> FloatPieces(const Buffer& payload) {
+  std::vector<FloatPiece> pieces;
+  bool whole_floats = true;
+  payload.ForEachPiece([&](size_t offset, const uint8_t* data, size_t size) {
+    whole_floats = whole_floats && offset % sizeof(float) == 0 &&
+                   size % sizeof(float) == 0 &&
+                   reinterpret_cast<uintptr_t>(data) % alignof(float) == 0;
+    pieces.push_back({static_cast<int64_t>(offset / sizeof(float)),
+                      reinterpret_cast<const float*>(data),
+                      static_cast<int64_t>(size / sizeof(float))});
+  });
+  if (!whole_floats) {
+    pieces.assign(
+        1, {0, payload.floats(), static_cast<int64_t>(payload.num_floats())});
+  }
+  return pieces;
+}
 
 }  // namespace strata

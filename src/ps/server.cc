@@ -7,19 +7,16 @@
 #include "ps/protocol.h"
 
 namespace strata {
+
 namespace {
 
-// Pull replies whose buffers the pool keeps for reuse: enough for several
-// workers' pulls in flight at once (a reply's buffer returns to the pool
-// when the transport has sent it, or when the in-process receiver has
-// copied it out).
-constexpr size_t kCachedReplies = 4;
-
-size_t ReplyCapacity(const KeyRange& range) {
-  size_t bytes = sizeof(float) * static_cast<size_t>(range.size());
-  size_t capacity = BufferPool::kMinCapacity;
-  while (capacity < bytes) capacity *= 2;
-  return capacity;
+// A payload that is a view of a parameter snapshot (no copy; the buffer
+// holds the snapshot until the transport is done with it).
+Buffer SnapshotBuffer(std::shared_ptr<const std::vector<float>> snapshot) {
+  auto* data = const_cast<float*>(snapshot->data());
+  const size_t bytes = sizeof(float) * snapshot->size();
+  return Buffer::Adopt(data, bytes,
+                       std::const_pointer_cast<std::vector<float>>(snapshot));
 }
 
 }  // namespace
@@ -29,8 +26,6 @@ ParameterServer::ParameterServer(ServerOptions options,
                                  std::function<void(Message)> other)
     : options_(std::move(options)),
       other_(std::move(other)),
-      reply_pool_(
-          BufferPool::Create(kCachedReplies * ReplyCapacity(options_.range))),
       rpc_(std::move(transport), [this](Message m) { Handle(std::move(m)); }) {}
 
 ParameterServer::~ParameterServer() { Stop(); }
@@ -121,8 +116,8 @@ void ParameterServer::HandlePush(Message msg) {
     (void)rpc_.ReplyError(msg, st);
     return;
   }
-  const float* values = msg.payloads[0].floats();
   if (msg.header.flags & kPushInit) {
+    const float* values = msg.payloads[0].floats();
     {
       std::lock_guard<std::mutex> lock(shard_mu_);
       if (!shard_) {
@@ -150,13 +145,16 @@ void ParameterServer::HandlePush(Message msg) {
   using State = ParameterShard::PushOutcome::State;
   if (msg.header.flags & kPushTagged) {
     const int64_t step = msg.header.clock;
-    auto outcome = shard_->PushTagged(values, step, tagged_size);
+    const std::vector<FloatPiece> pieces = FloatPieces(msg.payloads[0]);
+    auto outcome =
+        shard_->PushTagged(pieces.data(), pieces.size(), step, tagged_size);
     msg.payloads.clear();
     waiting_tagged_.emplace(step, std::move(msg));
     if (outcome.state == State::kApplied) Flush();
     return;
   }
-  auto outcome = shard_->Push(values, msg.header.clock);
+  const std::vector<FloatPiece> pieces = FloatPieces(msg.payloads[0]);
+  auto outcome = shard_->Push(pieces.data(), pieces.size(), msg.header.clock);
   if (outcome.state == State::kPending) {
     msg.payloads
         .clear();  // the gradient is in the accumulator; keep the header
@@ -170,6 +168,13 @@ void ParameterServer::HandlePush(Message msg) {
   if (outcome.state == State::kApplied) {
     const int64_t size = outcome.step_size;
     ack.payloads.push_back(Buffer::CopyOf(&size, sizeof(size)));
+    if (msg.header.flags & kPushPull) {
+      int64_t version = -1;
+      std::shared_ptr<const std::vector<float>> snapshot =
+          shard_->SnapshotIfAtLeast(0, &version);
+      ack.header.clock = version;
+      ack.payloads.push_back(SnapshotBuffer(std::move(snapshot)));
+    }
   }
   (void)rpc_.Reply(msg, std::move(ack));
   if (outcome.state == State::kApplied) Flush();
@@ -177,16 +182,18 @@ void ParameterServer::HandlePush(Message msg) {
 
 void ParameterServer::ReplyPull(const Message& request) {
   const KeyRange& r = options_.range;
-  const size_t bytes = sizeof(float) * static_cast<size_t>(r.size());
-  Buffer buf = bytes >= BufferPool::kMinCapacity ? reply_pool_->Acquire(bytes)
-                                                 : Buffer::Allocate(bytes);
-  int64_t version = shard_->ReadIfAtLeast(request.header.clock, buf.floats());
+  int64_t version = -1;
+  // Every pull of one version shares a snapshot: the reply goes out without
+  // another copy (readers of a pull reply never write it).
+  std::shared_ptr<const std::vector<float>> snapshot =
+      shard_->SnapshotIfAtLeast(request.header.clock, &version);
+  STRATA_CHECK(snapshot != nullptr);  // callers checked the version
   Message reply;
   reply.header.type = MessageType::kPullReply;
   reply.header.key_begin = r.begin;
   reply.header.key_end = r.end;
   reply.header.clock = version;
-  reply.payloads.push_back(std::move(buf));
+  reply.payloads.push_back(SnapshotBuffer(std::move(snapshot)));
   (void)rpc_.Reply(request, std::move(reply));
 }
 

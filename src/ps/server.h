@@ -60,10 +60,6 @@ class ParameterServer {
 
   const ServerOptions options_;
   const std::function<void(Message)> other_;
-  // Pull replies are built in buffers recycled through this pool: a reply
-  // is the size of the range, and a fresh allocation of that size costs
-  // page faults (and zeroing) on every pull.
-  const std::shared_ptr<BufferPool> reply_pool_;
   RpcEndpoint rpc_;
   // Touched only by the receive thread, except shard_ (read by stats()).
   std::unique_ptr<ParameterShard> shard_;

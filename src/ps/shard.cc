@@ -1,6 +1,7 @@
 #include "ps/shard.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 namespace strata {
@@ -22,25 +23,27 @@ ParameterShard::ParameterShard(KeyRange range, std::vector<float> initial,
   }
 }
 
-void ParameterShard::ApplyLocked(const float* grad, int64_t staleness,
-                                 int64_t num_grads) {
+void ParameterShard::ApplyLocked(const FloatPiece* pieces, size_t num_pieces,
+                                 int64_t staleness, int64_t num_grads) {
   // The schedule advances in worker iterations: an update that used g
   // gradients is g/n of an iteration of every worker.
   const int64_t step = version_ * num_grads / std::max(1, policy_.num_workers);
   double rate = schedule_.Rate(step) * policy_.rate_scale;
   if (policy_.inverse_staleness && staleness > 1)
     rate /= static_cast<double>(staleness);
-  optimizer_->Step(params_.data(), grad, rate);
+  optimizer_->StepPieces(params_.data(), pieces, num_pieces, rate);
+  snapshot_current_ = false;
   ++version_;
   ++stats_.updates;
 }
 
-ParameterShard::PushOutcome ParameterShard::Push(const float* grad,
+ParameterShard::PushOutcome ParameterShard::Push(const FloatPiece* pieces,
+                                                 size_t num_pieces,
                                                  int64_t base_version) {
   std::lock_guard<std::mutex> lock(mu_);
   const int64_t staleness = std::max<int64_t>(0, version_ - base_version);
   if (policy_.mode == UpdatePolicy::Mode::kAsync) {
-    ApplyLocked(grad, staleness, 1);
+    ApplyLocked(pieces, num_pieces, staleness, 1);
     ++stats_.applied_gradients;
     ++stats_.staleness[staleness];
     return {PushOutcome::State::kApplied, version_, staleness};
@@ -52,8 +55,11 @@ ParameterShard::PushOutcome ParameterShard::Push(const float* grad,
     }
     ++stats_.deferred;
   }
-  const int64_t n = range_.size();
-  for (int64_t i = 0; i < n; ++i) accum_[i] += grad[i];
+  for (size_t k = 0; k < num_pieces; ++k) {
+    float* a = accum_.data() + pieces[k].offset;
+    const float* g = pieces[k].data;
+    for (int64_t i = 0; i < pieces[k].size; ++i) a[i] += g[i];
+  }
   ++accum_count_;
   ++stats_.staleness[staleness];
   accum_max_staleness_ = std::max(accum_max_staleness_, staleness);
@@ -63,7 +69,8 @@ ParameterShard::PushOutcome ParameterShard::Push(const float* grad,
   return {PushOutcome::State::kApplied, version_, staleness, last_step_size_};
 }
 
-ParameterShard::PushOutcome ParameterShard::PushTagged(const float* grad,
+ParameterShard::PushOutcome ParameterShard::PushTagged(const FloatPiece* pieces,
+                                                       size_t num_pieces,
                                                        int64_t step,
                                                        int64_t size) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -74,7 +81,11 @@ ParameterShard::PushOutcome ParameterShard::PushTagged(const float* grad,
   TaggedStep& t = tagged_[step];
   const int64_t n = range_.size();
   if (t.sum.empty()) t.sum.assign(static_cast<size_t>(n), 0.0f);
-  for (int64_t i = 0; i < n; ++i) t.sum[i] += grad[i];
+  for (size_t k = 0; k < num_pieces; ++k) {
+    float* a = t.sum.data() + pieces[k].offset;
+    const float* g = pieces[k].data;
+    for (int64_t i = 0; i < pieces[k].size; ++i) a[i] += g[i];
+  }
   ++t.count;
   t.size = size;
   ++stats_.staleness[0];
@@ -85,7 +96,8 @@ ParameterShard::PushOutcome ParameterShard::PushTagged(const float* grad,
     const int64_t count = it->second.count;
     const float inv = 1.0f / static_cast<float>(count);
     for (int64_t i = 0; i < n; ++i) scratch_[i] = it->second.sum[i] * inv;
-    ApplyLocked(scratch_.data(), 0, count);
+    const FloatPiece mean{0, scratch_.data(), n};
+    ApplyLocked(&mean, 1, 0, count);
     stats_.applied_gradients += count;
     if (count >= policy_.updates_per_step) {
       ++stats_.gradients_per_update[count];
@@ -113,7 +125,8 @@ bool ParameterShard::MaybeCloseLocked() {
   const int64_t n = range_.size();
   const float inv = 1.0f / static_cast<float>(accum_count_);
   for (int64_t i = 0; i < n; ++i) scratch_[i] = accum_[i] * inv;
-  ApplyLocked(scratch_.data(), accum_max_staleness_, accum_count_);
+  const FloatPiece mean{0, scratch_.data(), n};
+  ApplyLocked(&mean, 1, accum_max_staleness_, accum_count_);
   stats_.applied_gradients += accum_count_;
   last_step_size_ = accum_count_;
   if (active_workers_ >= policy_.updates_per_step) {
@@ -142,6 +155,37 @@ int64_t ParameterShard::ReadIfAtLeast(int64_t min_version, float* out) const {
   return version_;
 }
 
+std::shared_ptr<const std::vector<float>> ParameterShard::SnapshotIfAtLeast(
+    int64_t min_version, int64_t* version) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (version_ < min_version) return nullptr;
+  *version = version_;
+  if (!snapshot_current_) {
+    // Take a block that nobody holds any more (no reply still in flight);
+    // keep a few so steady pulls do not fault in fresh pages.
+    std::shared_ptr<std::vector<float>> block;
+    for (auto& b : snapshot_blocks_) {
+      if (b.use_count() == 1) {
+        // The last other holder's reads happen before its release of the
+        // reference; pair with it before writing the block again.
+        std::atomic_thread_fence(std::memory_order_acquire);
+        block = b;
+        break;
+      }
+    }
+    if (!block) {
+      block = std::make_shared<std::vector<float>>(params_.size());
+      if (snapshot_blocks_.size() < kSnapshotBlocks) {
+        snapshot_blocks_.push_back(block);
+      }
+    }
+    std::memcpy(block->data(), params_.data(), sizeof(float) * params_.size());
+    snapshot_ = std::move(block);
+    snapshot_current_ = true;
+  }
+  return snapshot_;
+}
+
 Status ParameterShard::Overwrite(const float* values, int64_t size) {
   std::lock_guard<std::mutex> lock(mu_);
   if (size != range_.size()) {
@@ -150,6 +194,7 @@ Status ParameterShard::Overwrite(const float* values, int64_t size) {
                                    size);
   }
   std::memcpy(params_.data(), values, sizeof(float) * size);
+  snapshot_current_ = false;
   return Status::Ok();
 }
 

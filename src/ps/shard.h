@@ -81,13 +81,25 @@ class ParameterShard {
   // to the step in progress; the k-th gradient closes the step (mean of the k,
   // one optimizer step). A gradient whose base version is older than the
   // current version is late: dropped or deferred per the policy.
-  PushOutcome Push(const float* grad, int64_t base_version);
+  PushOutcome Push(const float* grad, int64_t base_version) {
+    const FloatPiece whole{0, grad, range_.size()};
+    return Push(&whole, 1, base_version);
+  }
+  // The same, for a gradient in pieces that cover the range once, in order
+  // (e.g. the frames it arrived in; see FloatPiece).
+  PushOutcome Push(const FloatPiece* pieces, size_t num_pieces,
+                   int64_t base_version);
 
   // Follower (sync): adds a gradient that the leader put in step `step` of
   // `size` gradients. Steps close in order, each when all its gradients are
   // in. kApplied once step `step` has closed (now or before); kPending
   // otherwise.
-  PushOutcome PushTagged(const float* grad, int64_t step, int64_t size);
+  PushOutcome PushTagged(const float* grad, int64_t step, int64_t size) {
+    const FloatPiece whole{0, grad, range_.size()};
+    return PushTagged(&whole, 1, step, size);
+  }
+  PushOutcome PushTagged(const FloatPiece* pieces, size_t num_pieces,
+                         int64_t step, int64_t size);
   // The number of gradients in the most recent update (sync).
   int64_t last_step_size() const;
 
@@ -95,6 +107,13 @@ class ParameterShard {
   // their version, if the version is at least `min_version`; else returns -1
   // and copies nothing.
   int64_t ReadIfAtLeast(int64_t min_version, float* out) const;
+
+  // The parameters as an immutable snapshot, if their version is at least
+  // `min_version` (else null); *version gets the snapshot's version. Pulls of
+  // an unchanged version share one snapshot (one copy serves every worker
+  // that pulls it, e.g. all n after a sync step). Holders must not write it.
+  std::shared_ptr<const std::vector<float>> SnapshotIfAtLeast(
+      int64_t min_version, int64_t* version) const;
 
   // A worker finished or was lost: sync steps from now on close with
   // min(k, workers still active) gradients, so the last steps of a run
@@ -111,7 +130,8 @@ class ParameterShard {
   ShardStats stats() const;
 
  private:
-  void ApplyLocked(const float* grad, int64_t staleness, int64_t num_grads);
+  void ApplyLocked(const FloatPiece* pieces, size_t num_pieces,
+                   int64_t staleness, int64_t num_grads);
   // Sync: closes the step if enough gradients are in. Returns true if it did.
   bool MaybeCloseLocked();
 
@@ -137,6 +157,13 @@ class ParameterShard {
   };
   std::map<int64_t, TaggedStep> tagged_;  // GUARDED_BY(mu_)
   ShardStats stats_;                      // GUARDED_BY(mu_)
+  // The latest snapshot handed out and whether it still equals params_;
+  // the blocks snapshots are made in (one is free when only this holds it).
+  static constexpr size_t kSnapshotBlocks = 4;
+  mutable std::shared_ptr<std::vector<float>> snapshot_;  // GUARDED_BY(mu_)
+  mutable bool snapshot_current_ = false;                 // GUARDED_BY(mu_)
+  mutable std::vector<std::shared_ptr<std::vector<float>>>
+      snapshot_blocks_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace strata

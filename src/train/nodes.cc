@@ -103,7 +103,10 @@ Result<WorkerMetrics> RunWorker(const Config& config,
   if (index == 0) {
     // Worker 0 owns the initial model: every worker then pulls the same one.
     auto init =
-        client.PushInitial(model.flat.param_data())->Wait(o.request_timeout);
+        client
+            .PushInitial(model.flat.param_data(),
+                         std::make_shared<torch::Tensor>(model.flat.params()))
+            ->Wait(o.request_timeout);
     if (!init.ok())
       return init.status().WithContext("pushing the initial model");
   }
@@ -123,6 +126,8 @@ Result<WorkerMetrics> RunWorker(const Config& config,
                   (o.seed << 8) ^ static_cast<uint64_t>(index));
   std::mt19937_64 delay_rng(o.seed * 7919 + static_cast<uint64_t>(index));
   const bool sync = o.mode == "sync";
+  const bool async = o.mode == "async";
+  bool pulled_with_push = false;      // the last push brought the parameters
   std::vector<int64_t> pulled(k, 0);  // versions of the local copy
   std::vector<int64_t> step(k, 0);    // sync: the step this worker is in
   std::vector<int64_t> indices;
@@ -149,7 +154,7 @@ Result<WorkerMetrics> RunWorker(const Config& config,
     auto t0 = Clock::now();
     if (o.staleness >= 0)
       RETURN_IF_ERROR(member.ClockWait(it, o.request_timeout));
-    if (it % o.pull_interval == 0) {
+    if (it % o.pull_interval == 0 && !pulled_with_push) {
       auto p = client
                    .Pull(model.flat.param_data(),
                          sync ? step : std::vector<int64_t>{})
@@ -171,12 +176,27 @@ Result<WorkerMetrics> RunWorker(const Config& config,
               delay_rng() % static_cast<uint64_t>(o.worker_delay_ms + 1))));
     }
     auto t2 = Clock::now();
-    auto pushed = client.Push(model.flat.grad_data(), sync ? step : pulled)
-                      ->Wait(o.request_timeout);
+    // Zero copy: the gradient buffer is not touched again until the push
+    // is acknowledged; the tensor handle keeps it alive for the transport.
+    auto keep = std::make_shared<torch::Tensor>(model.flat.grads());
+    // Asynchronous mode, next iteration pulls: push and pull in one round
+    // trip (the parameters just after this gradient, as a pull right after
+    // the push would return).
+    pulled_with_push = async && (it + 1) % o.pull_interval == 0;
+    auto handle =
+        pulled_with_push
+            ? client.PushPull(model.flat.grad_data(), pulled,
+                              model.flat.param_data(), keep)
+            : client.Push(model.flat.grad_data(), sync ? step : pulled, keep);
+    auto pushed = handle->Wait(o.request_timeout);
     if (!pushed.ok())
       return pushed.status().WithContext(
           fmt::format("worker {} push at iteration {}", index, it));
     if (sync) step = pushed->versions;
+    if (pulled_with_push) {
+      pulled = pushed->versions;
+      m.bytes_pulled += pushed->pulled_bytes;
+    }
     m.bytes_pushed += pushed->bytes;
     m.dropped_gradients += pushed->dropped_ranges > 0 ? 1 : 0;
     auto t3 = Clock::now();

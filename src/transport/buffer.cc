@@ -46,21 +46,58 @@ Buffer Buffer::Adopt(void* data, size_t size, std::shared_ptr<void> owner) {
   return Buffer(static_cast<uint8_t*>(data), size, std::move(owner));
 }
 
+Buffer Buffer::Gather(std::vector<Buffer> pieces) {
+  std::vector<Buffer> kept;
+  size_t size = 0;
+  for (Buffer& piece : pieces) {
+    if (piece.empty()) continue;
+    piece.Join();  // a piece is itself plain
+    size += piece.size_;
+    kept.push_back(std::move(piece));
+  }
+  if (kept.empty()) return Buffer();
+  if (kept.size() == 1) return std::move(kept[0]);
+  Buffer out;
+  out.size_ = size;
+  out.pieces_ = std::move(kept);
+  return out;
+}
+
+void Buffer::Join() const {
+  if (pieces_.empty()) return;
+  void* p = AlignedAlloc(size_);
+  std::shared_ptr<void> owner(p, [](void* q) { std::free(q); });
+  auto* dest = static_cast<uint8_t*>(p);
+  for (const Buffer& piece : pieces_) {
+    std::memcpy(dest, piece.data_, piece.size_);
+    dest += piece.size_;
+  }
+  pieces_.clear();
+  data_ = static_cast<uint8_t*>(p);
+  owner_ = std::move(owner);
+}
+
 Buffer::Buffer(Buffer&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
-      owner_(std::move(other.owner_)) {}
+      owner_(std::move(other.owner_)),
+      pieces_(std::move(other.pieces_)) {
+  other.pieces_.clear();
+}
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
     owner_ = std::move(other.owner_);
+    pieces_ = std::move(other.pieces_);
+    other.pieces_.clear();
   }
   return *this;
 }
 
 std::shared_ptr<void> Buffer::Release() && {
+  Join();
   data_ = nullptr;
   size_ = 0;
   return std::move(owner_);

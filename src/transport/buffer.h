@@ -52,6 +52,13 @@ class Buffer {
   // promises not to write the bytes while the Buffer is in flight. A null
   // `owner` means the caller guarantees the memory outlives every use.
   static Buffer Adopt(void* data, size_t size, std::shared_ptr<void> owner);
+  // One buffer made of several pieces kept apart, without copying them: how a
+  // transport hands over a payload that arrived as several frames. size() is
+  // the sum of the pieces. ForEachPiece() visits them in order; data() first
+  // joins them into one contiguous block (one copy), so code that does not
+  // care about pieces still sees plain bytes. Empty pieces are skipped; zero
+  // or one piece gives a plain buffer.
+  static Buffer Gather(std::vector<Buffer> pieces);
 
   Buffer(Buffer&& other) noexcept;
   Buffer& operator=(Buffer&& other) noexcept;
@@ -59,15 +66,30 @@ class Buffer {
   Buffer& operator=(const Buffer&) = delete;
   ~Buffer() = default;
 
-  uint8_t* data() { return data_; }
-  const uint8_t* data() const { return data_; }
+  // The bytes, contiguous (a gathered buffer is joined first: see Gather()).
+  uint8_t* data() {
+    if (!pieces_.empty()) Join();
+    return data_;
+  }
+  const uint8_t* data() const {
+    if (!pieces_.empty()) Join();
+    return data_;
+  }
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
 
+  // True while the bytes are held as separate pieces (see Gather()).
+  bool gathered() const { return !pieces_.empty(); }
+  // Calls fn(offset, data, size) for every contiguous run of bytes, in order,
+  // without joining: once for a plain buffer, once per piece for a gathered
+  // one. Nothing for an empty buffer.
+  template <typename Fn>
+  void ForEachPiece(Fn&& fn) const;
+
   // The bytes viewed as floats (size() / 4 of them; a trailing partial float
   // is not counted).
-  float* floats() { return reinterpret_cast<float*>(data_); }
-  const float* floats() const { return reinterpret_cast<const float*>(data_); }
+  float* floats() { return reinterpret_cast<float*>(data()); }
+  const float* floats() const { return reinterpret_cast<const float*>(data()); }
   size_t num_floats() const { return size_ / sizeof(float); }
 
   // Gives up this buffer and returns its ownership token: the bytes stay valid
@@ -78,11 +100,30 @@ class Buffer {
  private:
   Buffer(uint8_t* data, size_t size, std::shared_ptr<void> owner)
       : data_(data), size_(size), owner_(std::move(owner)) {}
+  // Copies the pieces of a gathered buffer into one block and drops them.
+  // Logically const: the bytes do not change, only how they are held.
+  void Join() const;
 
-  uint8_t* data_ = nullptr;
+  // A gathered buffer holds its bytes in pieces_ (data_ null, owner_ empty)
+  // until Join().
+  mutable uint8_t* data_ = nullptr;
   size_t size_ = 0;
-  std::shared_ptr<void> owner_;
+  mutable std::shared_ptr<void> owner_;
+  mutable std::vector<Buffer> pieces_;
 };
+
+template <typename Fn>
+void Buffer::ForEachPiece(Fn&& fn) const {
+  if (pieces_.empty()) {
+    if (size_ > 0) fn(size_t{0}, static_cast<const uint8_t*>(data_), size_);
+    return;
+  }
+  size_t offset = 0;
+  for (const Buffer& piece : pieces_) {
+    fn(offset, static_cast<const uint8_t*>(piece.data_), piece.size_);
+    offset += piece.size_;
+  }
+}
 
 template <typename T>
 Buffer Buffer::FromVector(std::vector<T> values) {

@@ -271,9 +271,21 @@ Status MessageAssembler::ConsumeDataFrame(Buffer frame) {
   }
   const size_t n = frame.size();
   Buffer& dest = p.payloads[p.index];
-  if (p.offset == 0 && n == payload_size && frame.size() >= kAdoptMinBytes &&
-      AlignedForAdoption(frame.data())) {
+  const bool adoptable =
+      n >= kAdoptMinBytes && AlignedForAdoption(frame.data());
+  if (p.offset == 0 && n == payload_size && adoptable) {
     dest = std::move(frame);
+  } else if (p.gathering || (p.offset == 0 && adoptable)) {
+    // Keep the frames as they are; a small or unaligned one among them is
+    // copied into a piece of its own.
+    p.gathering = true;
+    p.pieces.push_back(adoptable ? std::move(frame)
+                                 : Buffer::CopyOf(frame.data(), n));
+    if (p.offset + n == payload_size) {
+      dest = Buffer::Gather(std::move(p.pieces));
+      p.pieces.clear();
+      p.gathering = false;
+    }
   } else {
     if (p.offset == 0) {
       dest = (options_.pool && payload_size >= BufferPool::kMinCapacity)

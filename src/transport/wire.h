@@ -85,9 +85,11 @@ std::vector<Segment> EncodeSegments(Message msg, uint32_t transfer_id,
 // Every segment is checked before its bytes are used; a bad one is rejected
 // with kDataLoss, the message in progress (if any) is dropped with it, and the
 // assembler is ready for the next message: garbage can cost messages, never
-// memory safety. Payloads spanning several frames are copied into one
-// contiguous buffer (from `pool` when large); a payload that came as one large
-// aligned frame is adopted without a copy.
+// memory safety. Large aligned frames are adopted without a copy: a payload
+// that came as one such frame is that frame, and one that came as several is
+// a gathered Buffer of them (Buffer::Gather), so the receiver can work on the
+// pieces in place. A payload whose first frame is small or unaligned is
+// copied into one contiguous buffer (from `pool` when large).
 //
 // Not thread-safe: one receiving thread owns it.
 class MessageAssembler {
@@ -128,6 +130,10 @@ class MessageAssembler {
   struct Pending {
     DecodedHeader decoded;
     std::vector<Buffer> payloads;
+    // The frames of the payload being filled, when it is gathered rather
+    // than copied (its first frame was large and aligned).
+    std::vector<Buffer> pieces;
+    bool gathering = false;
     size_t index = 0;     // payload being filled
     uint64_t offset = 0;  // bytes of it received
     uint64_t received = 0;

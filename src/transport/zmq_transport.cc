@@ -1,5 +1,7 @@
 #include "transport/zmq_transport.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -587,6 +589,21 @@ class ZmqTransport final : public Transport {
   std::atomic<uint64_t> dropped_{0};
 };
 
+// ZeroMQ allocates every received frame (up to 1 MiB) with malloc, and the
+// receiver keeps frames as payload pieces. With glibc's defaults, frames of
+// that size are often mmap'ed, or their heap memory trimmed back to the
+// system once freed, so steady traffic pays page faults and page zeroing on
+// every message: about 10% of a 64 MiB push here (perf). Once per process,
+// keep allocations below 16 MiB in the heap and keep up to 256 MiB of freed
+// heap memory for reuse. Blocks of 16 MiB and more are still mmap'ed.
+void KeepFrameMemory() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    mallopt(M_MMAP_THRESHOLD, 16 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  });
+}
+
 }  // namespace
 
 ZmqContext::ZmqContext(std::unique_ptr<zmq::context_t> context, int io_threads)
@@ -599,6 +616,7 @@ Result<std::shared_ptr<ZmqContext>> ZmqContext::Create(int io_threads) {
     return Status::InvalidArgument(
         "ZeroMQ context needs >= 1 I/O thread, got {}", io_threads);
   }
+  KeepFrameMemory();
   try {
     auto context = std::make_unique<zmq::context_t>(io_threads);
     return std::shared_ptr<ZmqContext>(

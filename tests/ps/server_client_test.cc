@@ -171,6 +171,31 @@ TEST_P(PsOverTransportTest, PullWaitsForTheVersionItAsksFor) {
   EXPECT_EQ(out, std::vector<float>(keys, 4.0f));
 }
 
+TEST_P(PsOverTransportTest, PullWaitResumesAfterATimeoutWithTheRangesLeft) {
+  // Two servers; range 1 gets asked for a version it reaches only later. The
+  // first Wait() copies range 0 and times out on range 1; the second picks
+  // up range 1 without consuming range 0's reply twice.
+  const int64_t keys = 3 * (1 << 18);  // 1.5 MiB per range: several frames
+  Start(keys, 2, 1, 1.0);
+  const std::vector<float> init(keys, 5.0f);
+  ASSERT_TRUE(clients_[0]->PushInitial(init.data())->Wait(kTimeout).ok());
+  std::vector<float> out(keys, 0.0f);
+  auto handle = clients_[0]->Pull(out.data(), {0, 1});
+  EXPECT_EQ(handle->Wait(milliseconds(200)).status().code(),
+            Status::Code::kDeadlineExceeded);
+  const std::vector<float> grad(keys, 1.0f);
+  ASSERT_TRUE(clients_[0]->Push(grad.data(), {0, 0})->Wait(kTimeout).ok());
+  auto pulled = handle->Wait(kTimeout);
+  ASSERT_TRUE(pulled.ok()) << pulled.status().ToString();
+  EXPECT_EQ(pulled->versions, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(pulled->bytes, keys * sizeof(float));
+  const int64_t half = clients_[0]->layout().range(1).begin;
+  EXPECT_EQ(std::vector<float>(out.begin(), out.begin() + half),
+            std::vector<float>(half, 5.0f));
+  EXPECT_EQ(std::vector<float>(out.begin() + half, out.end()),
+            std::vector<float>(keys - half, 4.0f));
+}
+
 TEST_P(PsOverTransportTest, PullReplyFollowsTheProtocol) {
   // Asked directly over RPC: one payload holding the whole range (5 MiB and
   // a few bytes, several transport frames), with its version and keys.

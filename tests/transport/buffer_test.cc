@@ -102,5 +102,74 @@ TEST(TransportBufferPoolTest, BuffersOutliveThePoolHandle) {
   EXPECT_TRUE(watch.expired());
 }
 
+TEST(TransportBufferTest, GatherKeepsPiecesWithoutCopying) {
+  std::vector<Buffer> pieces;
+  std::vector<const uint8_t*> where;
+  for (uint8_t p = 0; p < 3; ++p) {
+    std::vector<uint8_t> bytes(1000 + p, p);
+    pieces.push_back(Buffer::FromVector(std::move(bytes)));
+    where.push_back(pieces.back().data());
+  }
+  pieces.insert(pieces.begin() + 1, Buffer());  // empty pieces are skipped
+  Buffer g = Buffer::Gather(std::move(pieces));
+  EXPECT_TRUE(g.gathered());
+  EXPECT_EQ(g.size(), 3003u);
+  std::vector<size_t> offsets;
+  std::vector<const uint8_t*> seen;
+  g.ForEachPiece([&](size_t offset, const uint8_t* data, size_t size) {
+    offsets.push_back(offset);
+    seen.push_back(data);
+    EXPECT_EQ(size, 1000 + offsets.size() - 1);
+  });
+  EXPECT_EQ(offsets, (std::vector<size_t>{0, 1000, 2001}));
+  EXPECT_EQ(seen, where);  // the very same memory: no copy
+  // data() joins the pieces, in order, into one block.
+  const uint8_t* joined = g.data();
+  EXPECT_FALSE(g.gathered());
+  EXPECT_EQ(joined[0], 0);
+  EXPECT_EQ(joined[999], 0);
+  EXPECT_EQ(joined[1000], 1);
+  EXPECT_EQ(joined[2000], 1);
+  EXPECT_EQ(joined[2001], 2);
+  EXPECT_EQ(joined[3002], 2);
+  int calls = 0;
+  g.ForEachPiece([&](size_t offset, const uint8_t* data, size_t size) {
+    ++calls;
+    EXPECT_EQ(offset, 0u);
+    EXPECT_EQ(data, joined);
+    EXPECT_EQ(size, 3003u);
+  });
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(TransportBufferTest, GatherOfOnePieceIsThatPieceAndMovesKeepPieces) {
+  std::vector<Buffer> one;
+  one.push_back(Buffer::CopyOf(std::vector<float>{1.0f, 2.0f}));
+  const uint8_t* p = one[0].data();
+  Buffer single = Buffer::Gather(std::move(one));
+  EXPECT_FALSE(single.gathered());
+  EXPECT_EQ(single.data(), p);
+  EXPECT_TRUE(Buffer::Gather({}).empty());
+
+  std::vector<Buffer> two;
+  two.push_back(Buffer::CopyOf(std::vector<float>{1.0f}));
+  two.push_back(Buffer::CopyOf(std::vector<float>{2.0f}));
+  Buffer g = Buffer::Gather(std::move(two));
+  Buffer moved = std::move(g);
+  EXPECT_TRUE(g.empty());
+  EXPECT_FALSE(g.gathered());
+  EXPECT_TRUE(moved.gathered());
+  EXPECT_EQ(moved.num_floats(), 2u);
+  EXPECT_EQ(moved.floats()[1], 2.0f);
+  // Release() hands out a token that keeps the joined bytes alive.
+  std::vector<Buffer> three;
+  three.push_back(Buffer::CopyOf(std::vector<float>{3.0f}));
+  three.push_back(Buffer::CopyOf(std::vector<float>{4.0f}));
+  Buffer h = Buffer::Gather(std::move(three));
+  std::shared_ptr<void> token = std::move(h).Release();
+  EXPECT_NE(token, nullptr);
+  EXPECT_TRUE(h.empty());
+}
+
 }  // namespace
 }  // namespace strata

@@ -237,6 +237,32 @@ TEST(TransportAssemblerTest, AdoptsSingleFramePayloadWithoutCopy) {
   EXPECT_EQ(r.value()->payloads[0].data(), sent);
 }
 
+TEST(TransportAssemblerTest, GathersMultiFramePayloadsWithoutCopy) {
+  // 3.5 MiB in 1 MiB frames: the payload arrives as a gathered buffer whose
+  // pieces are the frames themselves.
+  const size_t size = (7u << 19);
+  Message m = SampleMessage({size});
+  const uint8_t* sent = m.payloads[0].data();
+  std::vector<Segment> segments = EncodeSegments(std::move(m), 1, 1 << 20);
+  MessageAssembler assembler({{}, 7, BufferPool::Create(64 << 20)});
+  std::optional<Message> got;
+  for (Segment& s : segments) {
+    auto r = assembler.Add(&s, nullptr);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    if (r->has_value()) got = std::move(*r.value());
+  }
+  ASSERT_TRUE(got.has_value());
+  const Buffer& b = got->payloads[0];
+  EXPECT_TRUE(b.gathered());
+  std::vector<size_t> offsets;
+  b.ForEachPiece([&](size_t offset, const uint8_t* data, size_t) {
+    offsets.push_back(offset);
+    EXPECT_EQ(data, sent + offset);  // a view of the sent bytes
+  });
+  EXPECT_EQ(offsets, (std::vector<size_t>{0, 1 << 20, 2 << 20, 3 << 20}));
+  EXPECT_TRUE(SamePattern(b, size, 0));
+}
+
 TEST(TransportAssemblerTest, RejectsMisroutedAndOutOfOrderSegments) {
   MessageAssembler assembler({{}, /*expected_receiver=*/8, nullptr});
   std::vector<Segment> segments =
