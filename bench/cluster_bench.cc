@@ -141,15 +141,21 @@ std::vector<int> ParseInts(const std::string& s) {
 double RunTable(const Config& base, const DatasetSplits& data, int threads,
                 int reps) {
   std::vector<Variant> variants;
-  for (const char* v : {"local", "inproc", "tcp"}) {
+  // "+ovl": cluster.overlap = true (the push-pull of step t travels while
+  // step t+1 computes; gradients one update staler).
+  for (const char* v : {"local", "inproc", "tcp", "inproc+ovl", "tcp+ovl"}) {
     Variant var{v, base, {}};
     Set(var.config, "train.threads=" + std::to_string(threads));
     Set(var.config, "cluster.threads_per_worker=" + std::to_string(threads));
     if (var.name == "local") {
       Set(var.config, "cluster.mode=local");
     } else {
+      const bool overlap = var.name.find("+ovl") != std::string::npos;
       Set(var.config, "cluster.mode=async");
-      Set(var.config, "cluster.transport=" + var.name);
+      Set(var.config,
+          "cluster.transport=" + var.name.substr(0, var.name.find('+')));
+      Set(var.config,
+          std::string("cluster.overlap=") + (overlap ? "true" : "false"));
     }
     variants.push_back(std::move(var));
   }
@@ -175,7 +181,7 @@ double RunTable(const Config& base, const DatasetSplits& data, int threads,
       ratios[i].push_back(loop[i] / loop[0]);
     }
   }
-  std::printf("%-8s %11s %9s %14s %8s %11s\n", "variant", "loop smp/s",
+  std::printf("%-11s %11s %9s %14s %8s %11s\n", "variant", "loop smp/s",
               "vs local", "summary smp/s", "call s", "call smp/s");
   for (size_t i = 0; i < variants.size(); ++i) {
     std::vector<double> loop, summary, call, call_s;
@@ -187,7 +193,7 @@ double RunTable(const Config& base, const DatasetSplits& data, int threads,
     }
     char vs[32] = "-";
     if (i > 0) std::snprintf(vs, sizeof(vs), "%.3f", Median(ratios[i]));
-    std::printf("%-8s %11.0f %9s %14.0f %8.2f %11.0f\n",
+    std::printf("%-11s %11.0f %9s %14.0f %8.2f %11.0f\n",
                 variants[i].name.c_str(), Median(loop), vs, Median(summary),
                 Median(call_s), Median(call));
   }

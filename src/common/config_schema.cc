@@ -139,9 +139,14 @@ std::vector<ConfigKey> MakeSchema() {
       Int("data.sharding.seed", -1, "sharding seed; -1 = run.seed", -1, 1e18),
       Int("data.sharding.pca_components", 50,
           "distribution-aware, class-clusters: PCA dimension", 1, 1 << 20),
+      Str("data.sharding.pca_solver", "krylov",
+          "randomized PCA range finder: krylov = block Krylov; power = "
+          "scikit-learn's power iterations",
+          {"krylov", "power"}),
       Int("data.sharding.pca_iter", -1,
-          "PCA power iterations; -1 = auto (7, or 4 when pca_components >= "
-          "10% of min(examples, dimension))",
+          "Krylov steps (krylov; -1 = 2) or power iterations (power; -1 = "
+          "scikit-learn's auto: 7, or 4 when pca_components >= 10% of "
+          "min(examples, dimension))",
           -1, 100),
       Int("data.sharding.clusters", 0,
           "distribution-aware: KMeans clusters; 0 = 2 x classes", 0, 1e9),
@@ -178,6 +183,10 @@ std::vector<ConfigKey> MakeSchema() {
           "workers pull every p iterations and compute on their local copy in "
           "between",
           1, 1e9),
+      Bool("cluster.overlap", false,
+           "async only: the push (and pull) of iteration t travels while "
+           "iteration t+1 computes, hiding communication behind compute; "
+           "each gradient is then one update staler"),
       Str("cluster.lr_staleness", "none",
           "inverse = divide a gradient's rate by its staleness",
           {"none", "inverse"}),

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cstring>
 #include <random>
 #include <thread>
 
@@ -51,6 +52,13 @@ Result<ClusterRunOptions> ClusterRunOptions::FromConfig(const Config& c) {
   o.iterations = c.GetInt("train.iterations");
   o.epochs = c.GetInt("train.epochs");
   o.pull_interval = c.GetInt("cluster.pull_interval");
+  o.overlap = c.GetBool("cluster.overlap");
+  if (o.overlap && o.mode != "async") {
+    return Status::InvalidArgument(
+        "cluster.overlap = true needs cluster.mode = \"async\" (it is \"{}\"): "
+        "sync and ssp wait for their step or clock before computing",
+        o.mode);
+  }
   o.staleness = o.mode == "ssp" ? c.GetInt("cluster.staleness") : -1;
   o.shuffle = c.GetBool("data.shuffle");
   o.seed = static_cast<uint64_t>(c.GetInt("run.seed"));
@@ -133,6 +141,34 @@ Result<WorkerMetrics> RunWorker(const Config& config,
   std::vector<int64_t> indices;
   double window_loss = 0, window_acc = 0;
   int64_t window_n = 0;
+  // cluster.overlap: the push in flight, the buffer it sends from, and the
+  // buffer its parameters (if it pulls) arrive in.
+  std::unique_ptr<PushHandle> inflight;
+  bool inflight_pulls = false;
+  std::shared_ptr<std::vector<float>> side_grads;
+  std::vector<float> side_params;
+  if (o.overlap) {
+    side_grads = std::make_shared<std::vector<float>>(model.flat.size());
+    side_params.resize(static_cast<size_t>(model.flat.size()));
+  }
+  auto finish_inflight = [&](int64_t it) -> Status {
+    if (!inflight) return Status::Ok();
+    auto pushed = inflight->Wait(o.request_timeout);
+    inflight.reset();
+    if (!pushed.ok()) {
+      return pushed.status().WithContext(
+          fmt::format("worker {} push of iteration {}", index, it - 1));
+    }
+    if (inflight_pulls) {
+      std::memcpy(model.flat.param_data(), side_params.data(),
+                  sizeof(float) * side_params.size());
+      pulled = pushed->versions;
+      m.bytes_pulled += pushed->pulled_bytes;
+    }
+    m.bytes_pushed += pushed->bytes;
+    m.dropped_gradients += pushed->dropped_ranges > 0 ? 1 : 0;
+    return Status::Ok();
+  };
 
   for (int64_t it = 0; it < total; ++it) {
     if (stop != nullptr && stop->load()) break;
@@ -176,29 +212,44 @@ Result<WorkerMetrics> RunWorker(const Config& config,
               delay_rng() % static_cast<uint64_t>(o.worker_delay_ms + 1))));
     }
     auto t2 = Clock::now();
-    // Zero copy: the gradient buffer is not touched again until the push
-    // is acknowledged; the tensor handle keeps it alive for the transport.
-    auto keep = std::make_shared<torch::Tensor>(model.flat.grads());
     // Asynchronous mode, next iteration pulls: push and pull in one round
     // trip (the parameters just after this gradient, as a pull right after
     // the push would return).
     pulled_with_push = async && (it + 1) % o.pull_interval == 0;
-    auto handle =
-        pulled_with_push
-            ? client.PushPull(model.flat.grad_data(), pulled,
-                              model.flat.param_data(), keep)
-            : client.Push(model.flat.grad_data(), sync ? step : pulled, keep);
-    auto pushed = handle->Wait(o.request_timeout);
-    if (!pushed.ok())
-      return pushed.status().WithContext(
-          fmt::format("worker {} push at iteration {}", index, it));
-    if (sync) step = pushed->versions;
-    if (pulled_with_push) {
-      pulled = pushed->versions;
-      m.bytes_pulled += pushed->pulled_bytes;
+    if (o.overlap) {
+      // The previous iteration's push (and pull) travelled while this one
+      // computed: finish it, take its parameters, and send this gradient
+      // from the side buffer while the next iteration computes.
+      const std::vector<int64_t> base = pulled;  // what this step computed on
+      RETURN_IF_ERROR(finish_inflight(it));
+      std::memcpy(side_grads->data(), model.flat.grad_data(),
+                  sizeof(float) * side_grads->size());
+      inflight = pulled_with_push
+                     ? client.PushPull(side_grads->data(), base,
+                                       side_params.data(), side_grads)
+                     : client.Push(side_grads->data(), base, side_grads);
+      inflight_pulls = pulled_with_push;
+    } else {
+      // Zero copy: the gradient buffer is not touched again until the push
+      // is acknowledged; the tensor handle keeps it alive for the transport.
+      auto keep = std::make_shared<torch::Tensor>(model.flat.grads());
+      auto handle =
+          pulled_with_push
+              ? client.PushPull(model.flat.grad_data(), pulled,
+                                model.flat.param_data(), keep)
+              : client.Push(model.flat.grad_data(), sync ? step : pulled, keep);
+      auto pushed = handle->Wait(o.request_timeout);
+      if (!pushed.ok())
+        return pushed.status().WithContext(
+            fmt::format("worker {} push at iteration {}", index, it));
+      if (sync) step = pushed->versions;
+      if (pulled_with_push) {
+        pulled = pushed->versions;
+        m.bytes_pulled += pushed->pulled_bytes;
+      }
+      m.bytes_pushed += pushed->bytes;
+      m.dropped_gradients += pushed->dropped_ranges > 0 ? 1 : 0;
     }
-    m.bytes_pushed += pushed->bytes;
-    m.dropped_gradients += pushed->dropped_ranges > 0 ? 1 : 0;
     auto t3 = Clock::now();
     m.compute_s += Seconds(t1, t2);
     m.comm_s += Seconds(t0, t1) + Seconds(t2, t3);
@@ -222,6 +273,7 @@ Result<WorkerMetrics> RunWorker(const Config& config,
       window_n = 0;
     }
   }
+  RETURN_IF_ERROR(finish_inflight(m.iterations));
   m.finished = m.iterations == total;
   auto left = client.Leave()->Wait(o.request_timeout);
   if (!left.ok())

@@ -25,6 +25,7 @@ struct ClusterRunOptions {
   int64_t iterations = 0;     // per worker; 0 = epochs * batches per epoch
   int64_t epochs = 1;
   int64_t pull_interval = 1;
+  bool overlap = false;    // async: communication of step t overlaps step t+1
   int64_t staleness = -1;  // ssp bound; < 0 for other modes
   bool shuffle = true;
   uint64_t seed = 1;

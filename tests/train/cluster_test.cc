@@ -137,6 +137,34 @@ nlohmann::json Summary(const std::string& root) {
   return nlohmann::json::parse(*ReadFile(newest + "/summary.json"));
 }
 
+TEST(ClusterTest, OverlapSendsEachGradientOneUpdateLateAndStillLearns) {
+  // cluster.overlap with one worker: gradient t (t >= 1) is computed while
+  // gradient t-1 travels, on parameters without it, so it reaches the
+  // server one update stale; only the first is fresh.
+  std::string root = TempRoot();
+  Config c = Base(root);
+  for (const char* kv :
+       {"cluster.mode=async", "cluster.workers=1", "cluster.overlap=true",
+        "train.iterations=40", "cluster.transport=tcp"}) {
+    ASSERT_TRUE(c.ApplyOverride(kv).ok()) << kv;
+  }
+  auto r = RunConfig(c);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_GT(r->final_val_acc, 0.3);  // chance is 0.1
+  auto j = Summary(root);
+  EXPECT_EQ(j["staleness_histogram"], (nlohmann::json{{"0", 1}, {"1", 39}}));
+  EXPECT_GT(j["workers"][0]["bytes_pulled"].get<int64_t>(), 0);
+
+  Config sync = Base(root);
+  ASSERT_TRUE(sync.ApplyOverride("cluster.mode=sync").ok());
+  ASSERT_TRUE(sync.ApplyOverride("cluster.overlap=true").ok());
+  auto refused = RunConfig(sync);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("cluster.overlap"),
+            std::string::npos)
+      << refused.status().message();
+}
+
 TEST(ClusterTest, KOfNUsesExactlyKGradientsAndCountsDropped) {
   std::string root = TempRoot();
   Config c = Base(root);
