@@ -12,6 +12,7 @@ PACKAGES=(
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
   clang-format
+  chromium                # headless browser for the report test (tests/experiment)
 )
 
 missing=()
