@@ -87,7 +87,8 @@ Status RunNode(const Config& config, Role role, int index,
     return summary.status();
   }
   ASSIGN_OR_RETURN(DatasetSplits data, LoadDatasetFromConfig(config));
-  ASSIGN_OR_RETURN(ClusterPlan plan, ClusterPlan::Make(config, data));
+  ASSIGN_OR_RETURN(ClusterPlan plan,
+                   ClusterPlan::Make(config, data, role == Role::kWorker));
   plan.options.shape.evaluator = true;
   ASSIGN_OR_RETURN(auto t, BoundTransport(id, bind));
   // One process per node: LibTorch threads per process as configured

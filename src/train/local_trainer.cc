@@ -7,9 +7,10 @@
 #include <thread>
 
 #include "common/log.h"
-#include "data/sampler.h"
+#include "data/batch_sampler.h"
 #include "ps/optimizer.h"
 #include "ps/schedule.h"
+#include "sharding/resolve.h"
 #include "train/batch.h"
 #include "train/progress.h"
 
@@ -54,7 +55,20 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
   const int64_t batch_size = config.GetInt("train.batch_size");
   std::vector<int64_t> all(data.train.size());
   std::iota(all.begin(), all.end(), 0);
-  EpochShuffler shuffler(std::move(all), seed, config.GetBool("data.shuffle"));
+  // One process sees the whole training set; data.sampler still decides how
+  // its batches are drawn (cluster-stratified needs per-example clusters,
+  // which the sharding code computes).
+  const std::string sampler_name = config.GetString("data.sampler");
+  std::vector<int32_t> cluster_ids;
+  if (sampler_name == "cluster-stratified") {
+    ASSIGN_OR_RETURN(ShardSet one, ResolveShards(config, data.train, 1));
+    cluster_ids = std::move(one.cluster_ids);
+  }
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<BatchSampler> sampler,
+      MakeBatchSampler(sampler_name, std::move(all), data.train.labels,
+                       cluster_ids, seed, config.GetBool("data.shuffle")));
+  BatchSampler& shuffler = *sampler;
   const int64_t per_epoch = shuffler.BatchesPerEpoch(batch_size);
   const int64_t iterations = config.GetInt("train.iterations");
   const int64_t total_steps =

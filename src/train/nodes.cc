@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "common/log.h"
-#include "data/sampler.h"
+#include "data/batch_sampler.h"
 #include "train/batch.h"
 
 namespace strata {
@@ -88,18 +88,10 @@ nlohmann::json WorkerMetrics::ToJson() const {
   return j;
 }
 
-std::vector<int64_t> ModShard(int64_t size, int index, int n) {
-  std::vector<int64_t> shard;
-  shard.reserve(static_cast<size_t>(size / n + 1));
-  for (int64_t i = index; i < size; i += n) shard.push_back(i);
-  return shard;
-}
-
 Result<WorkerMetrics> RunWorker(const Config& config,
                                 const ClusterRunOptions& o, int index,
-                                const Dataset& train,
-                                std::vector<int64_t> shard, PsClient& client,
-                                ClusterMember& member,
+                                const Dataset& train, const ShardSet& shards,
+                                PsClient& client, ClusterMember& member,
                                 const RunDirectory* run_dir,
                                 const std::atomic<bool>* stop) {
   WorkerMetrics m;
@@ -120,13 +112,18 @@ Result<WorkerMetrics> RunWorker(const Config& config,
   }
   RETURN_IF_ERROR(member.Barrier(0, o.request_timeout));
 
-  if (shard.empty()) {
+  if (index >= static_cast<int>(shards.worker_indices.size()) ||
+      shards.worker_indices[index].empty()) {
     return Status::InvalidArgument(
         "worker {} has no examples (more workers than examples?)", index);
   }
-  EpochShuffler shuffler(std::move(shard),
-                         o.seed * 1000003 + static_cast<uint64_t>(index),
-                         o.shuffle);
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<BatchSampler> sampler,
+      MakeBatchSampler(
+          config.GetString("data.sampler"), shards.worker_indices[index],
+          train.labels, shards.cluster_ids,
+          o.seed * 1000003 + static_cast<uint64_t>(index), o.shuffle));
+  BatchSampler& shuffler = *sampler;
   const int64_t total =
       o.iterations > 0 ? o.iterations
                        : o.epochs * shuffler.BatchesPerEpoch(o.worker_batch);

@@ -13,6 +13,7 @@
 #include "common/config.h"
 #include "data/dataset.h"
 #include "ps/client.h"
+#include "sharding/resolve.h"
 #include "train/run_dir.h"
 
 namespace strata {
@@ -64,11 +65,12 @@ struct WorkerMetrics {
 // next pull asks for that version. Returns (after telling the servers it
 // left) when its iterations are done, `stop` is set or the coordinator ends
 // the run; or on the first error. Not thread-safe; one per thread.
+// Batches come from `shards.worker_indices[index]` through the sampler
+// data.sampler names (shuffle, stratified, cluster-stratified).
 Result<WorkerMetrics> RunWorker(const Config& config,
                                 const ClusterRunOptions& options, int index,
-                                const Dataset& train,
-                                std::vector<int64_t> shard, PsClient& client,
-                                ClusterMember& member,
+                                const Dataset& train, const ShardSet& shards,
+                                PsClient& client, ClusterMember& member,
                                 const RunDirectory* run_dir,
                                 const std::atomic<bool>* stop);
 
@@ -80,8 +82,5 @@ Status RunEvaluator(const Config& config, const ClusterRunOptions& options,
                     const DatasetSplits& data, PsClient& client,
                     const RunDirectory* run_dir, const std::atomic<bool>* done,
                     std::chrono::steady_clock::time_point start);
-
-// The mod shard of worker `index` among `n`: examples i with i mod n == index.
-std::vector<int64_t> ModShard(int64_t size, int index, int n);
 
 }  // namespace strata

@@ -8,6 +8,7 @@
 #include "ps/client.h"
 #include "ps/protocol.h"
 #include "ps/server.h"
+#include "sharding/report.h"
 #include "train/batch.h"
 
 namespace strata {
@@ -65,7 +66,8 @@ void WaitForEnd(ClusterMember& member) {
 }  // namespace
 
 Result<ClusterPlan> ClusterPlan::Make(const Config& config,
-                                      const DatasetSplits& data) {
+                                      const DatasetSplits& data,
+                                      bool resolve_shards) {
   ClusterPlan plan;
   ASSIGN_OR_RETURN(plan.options, ClusterRunOptions::FromConfig(config));
   const int n = plan.options.shape.num_workers;
@@ -80,8 +82,23 @@ Result<ClusterPlan> ClusterPlan::Make(const Config& config,
       plan.layout,
       KeyLayout::Balanced(plan.num_params, plan.options.shape.num_servers));
   ClusterRunOptions& o = plan.options;
+  if (resolve_shards) {
+    ASSIGN_OR_RETURN(ShardSet shards, ResolveShards(config, data.train, n));
+    for (int w = 0; w < n; ++w) {
+      if (shards.worker_indices[w].empty()) {
+        return Status::InvalidArgument(
+            "worker {} of {} has no examples with sharding method '{}'", w, n,
+            ShardMethodName(shards.plan.options.method));
+      }
+    }
+    plan.shards = std::make_shared<const ShardSet>(std::move(shards));
+  }
   if (o.iterations <= 0) {
-    // The smallest shard decides, so that every worker runs the same count.
+    // Every worker runs the same count (sync steps always find n
+    // gradients), and every node derives it without the shards: an epoch
+    // is N / n examples per worker, whatever the sharding method, so
+    // methods are compared on the same number of samples. (A shard with
+    // broadcast examples is larger than N / n; docs/sharding.md.)
     const int64_t shard = data.train.size() / n;
     o.iterations = o.epochs * ((shard + o.worker_batch - 1) / o.worker_batch);
   }
@@ -264,6 +281,15 @@ Result<WorkerMetrics> RunWorkerRole(const Config& config,
                                     const RunDirectory* run_dir,
                                     const std::atomic<bool>* stop) {
   const ClusterRunOptions& o = plan.options;
+  if (!plan.shards) {
+    return Status::FailedPrecondition(
+        "worker {}: the cluster plan was made without shards", index);
+  }
+  if (index == 0 && run_dir != nullptr) {
+    // The shard report goes into the run directory (docs/sharding.md).
+    RETURN_IF_ERROR(WriteShardReport(plan.shards->report,
+                                     run_dir->path() + "/shard_report.json"));
+  }
   ClusterMember* member_ptr = nullptr;
   RpcEndpoint rpc(std::move(transport), [&member_ptr](Message m) {
     if (member_ptr != nullptr) member_ptr->OnMessage(m);
@@ -275,10 +301,8 @@ Result<WorkerMetrics> RunWorkerRole(const Config& config,
   RETURN_IF_ERROR(member.Join(coordinator_endpoint, o.request_timeout));
   member.StartHeartbeats();
   PsClient client(rpc, plan.layout, ServerIds(o.shape), LeaderFirst(o, config));
-  auto metrics =
-      RunWorker(config, o, index, data.train,
-                ModShard(data.train.size(), index, o.shape.num_workers), client,
-                member, run_dir, stop);
+  auto metrics = RunWorker(config, o, index, data.train, *plan.shards, client,
+                           member, run_dir, stop);
   if (!metrics.ok()) {
     // Go silent, like a crashed process: the coordinator's heartbeat
     // monitor decides what the loss means for the run.

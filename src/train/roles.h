@@ -9,6 +9,7 @@
 #include "common/config.h"
 #include "data/dataset.h"
 #include "ps/key_range.h"
+#include "sharding/resolve.h"
 #include "train/nodes.h"
 #include "train/run_dir.h"
 #include "transport/transport.h"
@@ -23,9 +24,15 @@ struct ClusterPlan {
   ClusterRunOptions options;
   KeyLayout layout;
   int64_t num_params = 0;
+  // Which examples each worker trains on (data.shard_plan or
+  // data.sharding.*; sharding/resolve.h). Null when Make() was asked not to
+  // resolve them (servers, evaluator and coordinator do not need them).
+  std::shared_ptr<const ShardSet> shards;
 
+  // With `resolve_shards`, also computes (or loads) the shard plan.
   static Result<ClusterPlan> Make(const Config& config,
-                                  const DatasetSplits& data);
+                                  const DatasetSplits& data,
+                                  bool resolve_shards = true);
 };
 
 // The roles of a cluster. Each runs one node until the run ends and is the

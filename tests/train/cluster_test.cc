@@ -9,6 +9,8 @@
 #include <string>
 
 #include "common/fs.h"
+#include "sharding/methods.h"
+#include "sharding/plan.h"
 #include "train/cluster_run.h"
 #include "train/data_config.h"
 #include "train/local_trainer.h"
@@ -163,6 +165,67 @@ TEST(ClusterTest, OverlapSendsEachGradientOneUpdateLateAndStillLearns) {
   EXPECT_NE(refused.status().message().find("cluster.overlap"),
             std::string::npos)
       << refused.status().message();
+}
+
+TEST(ClusterTest, ShardingMethodAndSamplerReachTheWorkersAndTheReport) {
+  // Stratified shards and stratified batches: the run learns and its shard
+  // report (written by the run) describes 4 workers that each hold every
+  // class.
+  std::string root = TempRoot();
+  Config c = Base(root);
+  for (const char* kv :
+       {"cluster.mode=async", "cluster.workers=4",
+        "data.sharding.method=stratified", "data.sampler=stratified",
+        "data.shuffle=true", "train.iterations=60"}) {
+    ASSERT_TRUE(c.ApplyOverride(kv).ok()) << kv;
+  }
+  auto r = RunConfig(c);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_GT(r->final_val_acc, 0.3);  // chance is 0.1
+  std::string newest;
+  for (const auto& e : std::filesystem::directory_iterator(root)) {
+    newest = e.path().string();
+  }
+  auto text = ReadFile(newest + "/shard_report.json");
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  auto report = nlohmann::json::parse(*text);
+  EXPECT_EQ(report["method"], "stratified");
+  EXPECT_EQ(report["num_workers"], 4);
+  ASSERT_EQ(report["per_worker"].size(), 4u);
+  int64_t total = 0;
+  for (const auto& w : report["per_worker"]) {
+    total += w["count"].get<int64_t>();
+    for (const auto& n : w["class_counts"]) EXPECT_GT(n.get<int64_t>(), 0);
+  }
+  EXPECT_EQ(total, 512);
+}
+
+TEST(ClusterTest, APlanForAnotherWorkerCountIsRefused) {
+  std::string root = TempRoot();
+  Config base = Base(root);
+  auto data = LoadDatasetFromConfig(base);
+  ASSERT_TRUE(data.ok());
+  ShardOptions so;
+  so.method = ShardMethod::kStratified;
+  so.num_workers = 3;
+  auto plan = ComputeShardPlan(data->train, so);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const std::string path = root + "/plan3.json";
+  ASSERT_TRUE(SaveShardPlan(*plan, path).ok());
+  Config c = Base(root);
+  ASSERT_TRUE(c.ApplyOverride("cluster.mode=async").ok());
+  ASSERT_TRUE(c.ApplyOverride("cluster.workers=4").ok());
+  ASSERT_TRUE(c.ApplyOverride("data.shard_plan=" + path).ok());
+  auto r = RunConfig(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find('3'), std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find('4'), std::string::npos)
+      << r.status().message();
+  // With the right worker count the same plan is used.
+  ASSERT_TRUE(c.ApplyOverride("cluster.workers=3").ok());
+  auto ok = RunConfig(c);
+  EXPECT_TRUE(ok.ok()) << ok.status().ToString();
 }
 
 TEST(ClusterTest, KOfNUsesExactlyKGradientsAndCountsDropped) {
