@@ -1,11 +1,16 @@
 #include "train/launch.h"
 
 #include <ATen/Parallel.h>
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -24,13 +29,109 @@ namespace {
 
 using std::chrono::milliseconds;
 
-Result<std::unique_ptr<Transport>> BoundTransport(NodeId id,
-                                                  const std::string& endpoint) {
-  ASSIGN_OR_RETURN(auto t, NewZmqTransport(id, ZmqOptions{}));
+// Splits tcp://HOST:PORT; false for anything else.
+bool SplitTcp(const std::string& endpoint, std::string* host,
+              std::string* port) {
+  const std::string prefix = "tcp://";
+  const size_t colon = endpoint.rfind(':');
+  if (endpoint.compare(0, prefix.size(), prefix) != 0 ||
+      colon == std::string::npos || colon < prefix.size()) {
+    return false;
+  }
+  *host = endpoint.substr(prefix.size(), colon - prefix.size());
+  *port = endpoint.substr(colon + 1);
+  return !host->empty() && !port->empty();
+}
+
+bool IsWildcard(const std::string& host) {
+  return host == "*" || host == "0.0.0.0";
+}
+
+// The IPv4 address of `host` (a name or a dotted address).
+Result<std::string> Resolve(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (rc != 0 || found == nullptr) {
+    return Status::NotFound("cannot resolve host '{}': {}", host,
+                            ::gai_strerror(rc));
+  }
+  char text[INET_ADDRSTRLEN] = {};
+  const auto* in = reinterpret_cast<const sockaddr_in*>(found->ai_addr);
+  ::inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
+  ::freeaddrinfo(found);
+  return std::string(text);
+}
+
+// The local address this machine uses to reach `host`:`port` (the route's
+// source address; a UDP connect sends nothing).
+Result<std::string> LocalAddressToward(const std::string& host,
+                                       const std::string& port) {
+  ASSIGN_OR_RETURN(std::string ip, Resolve(host));
+  sockaddr_in peer{};
+  peer.sin_family = AF_INET;
+  peer.sin_port = htons(static_cast<uint16_t>(std::atoi(port.c_str())));
+  ::inet_pton(AF_INET, ip.c_str(), &peer.sin_addr);
+  const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd < 0) return Status::IoError("socket: {}", std::strerror(errno));
+  sockaddr_in local{};
+  socklen_t len = sizeof(local);
+  const bool ok =
+      ::connect(fd, reinterpret_cast<const sockaddr*>(&peer), sizeof(peer)) ==
+          0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0;
+  const int err = errno;
+  ::close(fd);
+  if (!ok) {
+    return Status::Unavailable("no route from this machine to {} ({}): {}",
+                               host, ip, std::strerror(err));
+  }
+  char text[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &local.sin_addr, text, sizeof(text));
+  return std::string(text);
+}
+
+// A ZeroMQ transport bound to `endpoint`. A node that binds a wildcard
+// address (tcp://0.0.0.0:* or tcp://*:*) advertises the address it uses to
+// reach the coordinator, so peers on other machines can connect to it.
+Result<std::unique_ptr<Transport>> BoundTransport(
+    NodeId id, const std::string& endpoint,
+    const std::string& coordinator = "") {
+  ZmqOptions options;
+  std::string host, port, chost, cport;
+  if (!coordinator.empty() && SplitTcp(endpoint, &host, &port) &&
+      IsWildcard(host) && SplitTcp(coordinator, &chost, &cport)) {
+    auto local = LocalAddressToward(chost, cport);
+    if (!local.ok()) {
+      return local.status().WithContext(fmt::format(
+          "node {} binding {}: finding the address peers reach", id, endpoint));
+    }
+    options.advertise_host = *local;
+  }
+  ASSIGN_OR_RETURN(auto t, NewZmqTransport(id, options));
   Status st = t->Bind(endpoint);
   if (!st.ok())
     return st.WithContext(fmt::format("node {} binding {}", id, endpoint));
   return t;
+}
+
+// The coordinator binds the address the others were told; a host name
+// (tcp://node001:5555, as under mpirun or srun) is resolved first, since
+// ZeroMQ binds interfaces and addresses, not names.
+Result<std::string> CoordinatorBindEndpoint(const std::string& coordinator) {
+  std::string host, port;
+  if (!SplitTcp(coordinator, &host, &port) || IsWildcard(host)) {
+    return coordinator;
+  }
+  in_addr probe{};
+  if (::inet_pton(AF_INET, host.c_str(), &probe) == 1) return coordinator;
+  auto ip = Resolve(host);
+  if (!ip.ok()) {
+    return ip.status().WithContext("--coordinator " + coordinator);
+  }
+  return "tcp://" + *ip + ":" + port;
 }
 
 ClusterShape ShapeOf(const Config& c) {
@@ -81,7 +182,8 @@ Status RunNode(const Config& config, Role role, int index,
     ASSIGN_OR_RETURN(ClusterRunOptions o,
                      ClusterRunOptions::FromConfig(config));
     o.shape.evaluator = true;
-    ASSIGN_OR_RETURN(auto t, BoundTransport(id, coordinator));
+    ASSIGN_OR_RETURN(std::string bind_at, CoordinatorBindEndpoint(coordinator));
+    ASSIGN_OR_RETURN(auto t, BoundTransport(id, bind_at));
     LogInfo("{} listening at {}", who, t->endpoint());
     auto summary = RunCoordinatorRole(config, o, std::move(t), run_dir, stop);
     return summary.status();
@@ -90,7 +192,7 @@ Status RunNode(const Config& config, Role role, int index,
   ASSIGN_OR_RETURN(ClusterPlan plan,
                    ClusterPlan::Make(config, data, role == Role::kWorker));
   plan.options.shape.evaluator = true;
-  ASSIGN_OR_RETURN(auto t, BoundTransport(id, bind));
+  ASSIGN_OR_RETURN(auto t, BoundTransport(id, bind, coordinator));
   // One process per node: LibTorch threads per process as configured
   // (0 = this machine's cores shared among the workers).
   int64_t threads = config.GetInt("cluster.threads_per_worker");

@@ -158,6 +158,12 @@ class ZmqTransport final : public Transport {
       }
       router->bind(endpoint);
       std::string bound = router->get(zmq::sockopt::last_endpoint);
+      const std::string wildcard = "tcp://0.0.0.0:";
+      if (!options_.advertise_host.empty() &&
+          bound.compare(0, wildcard.size(), wildcard) == 0) {
+        bound = "tcp://" + options_.advertise_host + ":" +
+                bound.substr(wildcard.size());
+      }
       router_ = std::move(router);
       std::lock_guard<std::mutex> state_lock(state_mu_);
       endpoint_ = std::move(bound);

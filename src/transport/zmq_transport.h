@@ -68,6 +68,10 @@ struct ZmqOptions {
   // A message whose remaining segments stop arriving for this long (its
   // sender died half way) is dropped and its memory freed.
   std::chrono::milliseconds stale_message_timeout{60000};
+  // When the transport binds a wildcard TCP address (tcp://0.0.0.0:PORT or
+  // tcp://*:PORT), endpoint() reports tcp://advertise_host:PORT instead, the
+  // address peers on other machines can reach. Empty: report as bound.
+  std::string advertise_host;
 };
 
 // A transport over ZeroMQ: tcp://host:port and ipc://path endpoints.
