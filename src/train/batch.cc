@@ -35,6 +35,41 @@ Batch Batcher::Gather(const std::vector<int64_t>& indices) {
   return Batch{inputs_.narrow(0, 0, n), targets_.narrow(0, 0, n)};
 }
 
+Result<bool> RecalibrateBatchNorm(ClassifierImpl& net, const Dataset& data,
+                                  int64_t batch_size, int64_t max_examples) {
+  std::vector<std::pair<torch::nn::BatchNorm2dImpl*, c10::optional<double>>>
+      layers;
+  for (const auto& m : net.modules(/*include_self=*/false)) {
+    if (auto* bn = m->as<torch::nn::BatchNorm2dImpl>()) {
+      layers.emplace_back(bn, bn->options.momentum());
+    }
+  }
+  if (layers.empty()) return false;
+  try {
+    for (auto& [bn, momentum] : layers) {
+      bn->reset_running_stats();
+      bn->options.momentum(c10::nullopt);  // cumulative average
+    }
+    torch::NoGradGuard no_grad;
+    net.train();
+    const int64_t n = std::min(max_examples, data.size());
+    for (int64_t start = 0; start < n; start += batch_size) {
+      const int64_t b = std::min(batch_size, n - start);
+      if (b < 2) break;  // one example gives no variance
+      auto x = torch::from_blob(const_cast<float*>(data.example(start)),
+                                {b, data.channels, data.height, data.width},
+                                torch::kFloat32);
+      net.forward(x);
+    }
+    for (auto& [bn, momentum] : layers) bn->options.momentum(momentum);
+  } catch (const c10::Error& e) {
+    for (auto& [bn, momentum] : layers) bn->options.momentum(momentum);
+    return Status::Internal("BatchNorm recalibration failed: {}",
+                            e.what_without_backtrace());
+  }
+  return true;
+}
+
 Result<EvalResult> Evaluate(ClassifierImpl& net, const Dataset& data,
                             int64_t batch_size) {
   EvalResult r;

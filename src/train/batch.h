@@ -47,6 +47,18 @@ struct EvalResult {
 Result<EvalResult> Evaluate(ClassifierImpl& net, const Dataset& data,
                             int64_t batch_size);
 
+// Re-estimates the running statistics of every BatchNorm layer of `net` for
+// its current parameters: resets them, then runs forward passes in training
+// mode (no gradients) over the first `max_examples` examples of `data` in
+// batches of `batch_size`, averaging the batch statistics cumulatively.
+// Parameter servers hold parameters only, so a model assembled from pulled
+// parameters has no running statistics of its own; the evaluator calls this
+// before evaluating. Returns whether the model has BatchNorm layers (false:
+// nothing done). Momentum settings are restored; the model is left in
+// training mode.
+Result<bool> RecalibrateBatchNorm(ClassifierImpl& net, const Dataset& data,
+                                  int64_t batch_size, int64_t max_examples);
+
 // Forward and backward on one batch; gradients accumulate into the model's
 // flat gradient buffer (zero it first). Returns the batch's mean loss and
 // accuracy. LibTorch errors become Status.

@@ -323,6 +323,9 @@ Status RunEvaluator(const Config& config, const ClusterRunOptions& o,
         *std::min_element(pulled->versions.begin(), pulled->versions.end());
     if (version == last_version) continue;
     last_version = version;
+    RETURN_IF_ERROR(RecalibrateBatchNorm(*model.net, data.train, o.eval_batch,
+                                         kBatchNormExamples)
+                        .status());
     ASSIGN_OR_RETURN(EvalResult ev,
                      Evaluate(*model.net, data.val, o.eval_batch));
     nlohmann::json j{{"step", version * grads_per_update / n},

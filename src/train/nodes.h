@@ -19,6 +19,10 @@
 namespace strata {
 
 // Settings every worker and the evaluator read from the run config.
+// Training examples the evaluator runs through the model to re-estimate
+// BatchNorm statistics before each evaluation (RecalibrateBatchNorm).
+inline constexpr int64_t kBatchNormExamples = 4096;
+
 struct ClusterRunOptions {
   std::string mode;  // sync, async, ssp
   ClusterShape shape;

@@ -377,6 +377,13 @@ Status RunEvaluatorRole(const Config& config, const ClusterPlan& plan,
       (void)rpc.ReplyError(*request, status);
       break;
     }
+    auto recalibrated = RecalibrateBatchNorm(*model->net, data.train,
+                                             o.eval_batch, kBatchNormExamples);
+    if (!recalibrated.ok()) {
+      status = recalibrated.status();
+      (void)rpc.ReplyError(*request, status);
+      break;
+    }
     auto tr = Evaluate(*model->net, data.train, o.eval_batch);
     auto va = Evaluate(*model->net, data.val, o.eval_batch);
     if (!tr.ok() || !va.ok()) {

@@ -1,13 +1,18 @@
 #include "train/local_trainer.h"
 
 #include <gtest/gtest.h>
+#include <torch/torch.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 
 #include "common/fs.h"
+#include "models/models.h"
+#include "train/batch.h"
 #include "train/data_config.h"
 
 namespace strata {
@@ -151,6 +156,56 @@ TEST(LocalTrainerRealDataTest, MlpOneEpochOnMnist) {
   auto s = TrainLocal(c, *data, *dir, nullptr);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_GT(s->final_val_acc, 0.95);
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+// After recalibration on a set of examples given as one batch, each
+// BatchNorm layer's running statistics are that batch's statistics, so the
+// model in evaluation mode computes what it computes in training mode on
+// that batch (up to the unbiased/biased variance factor). Before, with the
+// statistics at their initial values, the two differ.
+TEST(RecalibrateBatchNormTest, RunningStatisticsBecomeTheDataStatistics) {
+  Dataset data;
+  data.channels = 3;
+  data.height = 32;
+  data.width = 32;
+  data.num_classes = 10;
+  const int64_t n = 64;
+  data.features.resize(static_cast<size_t>(n * 3 * 32 * 32));
+  std::mt19937 rng(3);
+  std::normal_distribution<float> noise(2.0f, 3.0f);  // far from N(0, 1)
+  for (float& f : data.features) f = noise(rng);
+  data.labels.assign(n, 0);
+  auto model = CreateModel(ModelOptions{"resnet20", 16, 7}, InputSpecOf(data));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto& net = *model->net;
+  torch::NoGradGuard no_grad;
+  auto x =
+      torch::from_blob(data.features.data(), {n, 3, 32, 32}, torch::kFloat32);
+  net.train();
+  const torch::Tensor train_mode = net.forward(x).clone();
+  net.eval();
+  const double before =
+      (net.forward(x) - train_mode).abs().max().item<double>();
+  auto done = RecalibrateBatchNorm(net, data, n, n);
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  EXPECT_TRUE(*done);
+  net.eval();
+  const double after = (net.forward(x) - train_mode).abs().max().item<double>();
+  EXPECT_GT(before, 0.1);
+  EXPECT_LT(after, 1e-2 * std::max(1.0, train_mode.abs().max().item<double>()));
+  // A model without BatchNorm is left alone.
+  Dataset flat = data;
+  auto mlp = CreateModel(ModelOptions{"mlp", 16, 7}, InputSpecOf(flat));
+  ASSERT_TRUE(mlp.ok());
+  auto none = RecalibrateBatchNorm(*mlp->net, flat, n, n);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(*none);
 }
 
 }  // namespace
