@@ -8,6 +8,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config ccache curl ca-certificates
   libtorch-dev            # LibTorch 1.13 (models, autograd)
   libopenblas0-pthread    # fast BLAS for LibTorch (the reference BLAS is ~10x slower)
+  libopenblas-dev         # cblas.h + libopenblas.so for src/sharding (PCA, KMeans)
   libzmq3-dev cppzmq-dev  # transport
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev

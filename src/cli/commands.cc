@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/experiment_commands.h"
+#include "cli/shard_command.h"
 #include "common/config.h"
 #include "common/fs.h"
 #include "common/log.h"
@@ -230,6 +231,9 @@ void AddCommands(CLI::App& app, int* exit_code, const std::atomic<bool>* stop) {
 
   // strata experiment, strata report
   AddExperimentCommands(app, exit_code, stop);
+
+  // strata shard
+  AddShardCommand(app, exit_code);
 
   // strata data download
   CLI::App* data = app.add_subcommand("data", "Dataset utilities");

@@ -87,76 +87,94 @@ std::vector<float> KMeansPlusPlus(const Points& p, int64_t k,
   return centers;
 }
 
-// Assigns every point to its nearest centre; fills labels and the squared
-// distance to it. Returns how many labels changed.
-int64_t Assign(const Points& p, const std::vector<float>& centers, int64_t k,
-               std::vector<float>* dots, std::vector<int32_t>* labels,
-               std::vector<float>* dist) {
+// One Lloyd pass over the points, fused as in scikit-learn's lloyd: each
+// point's nearest centre by ||c||^2 - 2 x.c (+ ||x||^2, the same for every
+// centre), its squared distance, and its coordinates added to its new
+// cluster's sum. The x.c products go over the centres for each coordinate
+// (centres stored transposed), a loop the compiler vectorises; with k and
+// d in the tens a BLAS call per chunk would cost more than it saves.
+// Sums are per fixed chunk, combined in chunk order (thread-independent).
+struct LloydPass {
+  int64_t changed = 0;
+  std::vector<double> sums;     // k x d
+  std::vector<int64_t> counts;  // k
+};
+
+LloydPass Assign(const Points& p, const std::vector<float>& centers, int64_t k,
+                 bool with_sums, std::vector<int32_t>* labels,
+                 std::vector<float>* dist) {
   const int64_t n = p.n, d = p.d;
-  std::vector<float> csq(static_cast<size_t>(k));
+  std::vector<float> ct(static_cast<size_t>(d * k)),
+      csq(static_cast<size_t>(k));
   for (int64_t c = 0; c < k; ++c) {
     double s = 0;
-    for (int64_t j = 0; j < d; ++j)
-      s += static_cast<double>(centers[c * d + j]) * centers[c * d + j];
+    for (int64_t j = 0; j < d; ++j) {
+      const float v = centers[c * d + j];
+      ct[j * k + c] = v;
+      s += static_cast<double>(v) * v;
+    }
     csq[c] = static_cast<float>(s);
   }
-  Sgemm(false, true, n, k, d, 1.0f, p.x, d, centers.data(), d, 0.0f,
-        dots->data(), k);
   const int64_t chunks = NumChunks(n, kRowChunk);
   std::vector<int64_t> changed(static_cast<size_t>(chunks), 0);
+  std::vector<double> sums(with_sums ? static_cast<size_t>(chunks * k * d) : 0);
+  std::vector<int64_t> counts(with_sums ? static_cast<size_t>(chunks * k) : 0);
   ParallelChunks(n, kRowChunk, p.threads,
                  [&](int64_t ch, int64_t b, int64_t e) {
+                   std::vector<float> acc(static_cast<size_t>(k));
+                   double* s = with_sums ? sums.data() + ch * k * d : nullptr;
+                   int64_t* cnt = with_sums ? counts.data() + ch * k : nullptr;
                    for (int64_t i = b; i < e; ++i) {
-                     const float* row = dots->data() + i * k;
+                     const float* row = p.x + i * d;
+                     std::fill(acc.begin(), acc.end(), 0.0f);
+                     for (int64_t j = 0; j < d; ++j) {
+                       const float xj = row[j];
+                       const float* cj = ct.data() + j * k;
+                       for (int64_t c = 0; c < k; ++c) acc[c] += xj * cj[c];
+                     }
                      int32_t best = 0;
                      float best_d = std::numeric_limits<float>::infinity();
                      for (int64_t c = 0; c < k; ++c) {
-                       const float v = csq[c] - 2.0f * row[c];
+                       const float v = csq[c] - 2.0f * acc[c];
                        if (v < best_d)
                          best_d = v, best = static_cast<int32_t>(c);
                      }
                      if ((*labels)[i] != best) ++changed[ch];
                      (*labels)[i] = best;
                      (*dist)[i] = std::max(0.0f, best_d + p.sq[i]);
+                     if (with_sums) {
+                       ++cnt[best];
+                       double* sc = s + best * d;
+                       for (int64_t j = 0; j < d; ++j) sc[j] += row[j];
+                     }
                    }
                  });
-  return std::accumulate(changed.begin(), changed.end(), int64_t{0});
+  LloydPass out;
+  out.changed = std::accumulate(changed.begin(), changed.end(), int64_t{0});
+  if (with_sums) {
+    out.sums.assign(static_cast<size_t>(k * d), 0.0);
+    out.counts.assign(static_cast<size_t>(k), 0);
+    for (int64_t ch = 0; ch < chunks; ++ch) {
+      for (int64_t i = 0; i < k * d; ++i) out.sums[i] += sums[ch * k * d + i];
+      for (int64_t c = 0; c < k; ++c) out.counts[c] += counts[ch * k + c];
+    }
+  }
+  return out;
 }
 
-// New centres as the means of their points (double sums over fixed chunks,
-// combined in order). Empty clusters take the farthest points.
+// New centres as the means of their points. Empty clusters take the
+// farthest points (from their current centres), which leave their clusters.
 void UpdateCenters(const Points& p, int64_t k,
                    const std::vector<int32_t>& labels,
-                   const std::vector<float>& dist,
+                   const std::vector<float>& dist, LloydPass pass,
                    std::vector<float>* centers) {
   const int64_t n = p.n, d = p.d;
-  const int64_t chunks = NumChunks(n, kRowChunk);
-  std::vector<double> sums(static_cast<size_t>(chunks * k * d), 0.0);
-  std::vector<int64_t> counts(static_cast<size_t>(chunks * k), 0);
-  ParallelChunks(n, kRowChunk, p.threads,
-                 [&](int64_t ch, int64_t b, int64_t e) {
-                   double* s = sums.data() + ch * k * d;
-                   int64_t* cnt = counts.data() + ch * k;
-                   for (int64_t i = b; i < e; ++i) {
-                     const int32_t c = labels[i];
-                     ++cnt[c];
-                     const float* row = p.x + i * d;
-                     double* sc = s + c * d;
-                     for (int64_t j = 0; j < d; ++j) sc[j] += row[j];
-                   }
-                 });
-  std::vector<double> total(static_cast<size_t>(k * d), 0.0);
-  std::vector<int64_t> count(static_cast<size_t>(k), 0);
-  for (int64_t ch = 0; ch < chunks; ++ch) {
-    for (int64_t i = 0; i < k * d; ++i) total[i] += sums[ch * k * d + i];
-    for (int64_t c = 0; c < k; ++c) count[c] += counts[ch * k + c];
-  }
+  std::vector<double>& total = pass.sums;
+  std::vector<int64_t>& count = pass.counts;
   std::vector<int64_t> empty;
   for (int64_t c = 0; c < k; ++c)
     if (count[c] == 0) empty.push_back(c);
   if (!empty.empty()) {
-    // The farthest points (ties by index) re-seed the empty clusters and
-    // leave the clusters they were in.
     std::vector<int64_t> order(static_cast<size_t>(n));
     std::iota(order.begin(), order.end(), 0);
     std::partial_sort(order.begin(), order.begin() + empty.size(), order.end(),
@@ -191,19 +209,18 @@ KMeansResult RunOnce(const Points& p, const KMeansOptions& o, double tol_abs,
   r.k = k;
   r.centers = KMeansPlusPlus(p, k, rng);
   r.labels.assign(static_cast<size_t>(n), -1);
-  std::vector<float> dots(static_cast<size_t>(n * k)),
-      dist(static_cast<size_t>(n));
+  std::vector<float> dist(static_cast<size_t>(n));
   bool strict = false;
   std::vector<float> old;
   for (int it = 0; it < o.max_iter; ++it) {
-    const int64_t changed = Assign(p, r.centers, k, &dots, &r.labels, &dist);
+    LloydPass pass = Assign(p, r.centers, k, true, &r.labels, &dist);
     r.n_iter = it + 1;
-    if (it > 0 && changed == 0) {
+    if (it > 0 && pass.changed == 0) {
       strict = true;  // labels stable: centres already are their means
       break;
     }
     old = r.centers;
-    UpdateCenters(p, k, r.labels, dist, &r.centers);
+    UpdateCenters(p, k, r.labels, dist, std::move(pass), &r.centers);
     double shift = 0;
     for (int64_t i = 0; i < k * d; ++i) {
       const double t = static_cast<double>(r.centers[i]) - old[i];
@@ -211,7 +228,8 @@ KMeansResult RunOnce(const Points& p, const KMeansOptions& o, double tol_abs,
     }
     if (shift <= tol_abs) break;
   }
-  if (!strict) Assign(p, r.centers, k, &dots, &r.labels, &dist);
+  // Labels that match the final centres (scikit-learn does the same).
+  if (!strict) Assign(p, r.centers, k, false, &r.labels, &dist);
   // Inertia directly, in double (the GEMM form is only for choosing).
   const int64_t chunks = NumChunks(n, kRowChunk);
   std::vector<double> partial(static_cast<size_t>(chunks), 0.0);

@@ -13,8 +13,8 @@ namespace strata {
 // the total squared centre shift falls to tol x (mean per-feature variance),
 // empty clusters re-seeded with the points farthest from their centres, a
 // final assignment to the final centres, and the best of n_init runs by
-// inertia. Point-to-centre distances use ||x||^2 - 2 x.c + ||c||^2 with the
-// x.c products as one GEMM.
+// inertia. Point-to-centre distances use ||x||^2 - 2 x.c + ||c||^2; each
+// Lloyd iteration is one fused pass (distances, labels, new sums).
 struct KMeansOptions {
   int64_t k = 8;
   int max_iter = 150;

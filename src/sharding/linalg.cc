@@ -111,11 +111,15 @@ void SymmetricEigen(std::vector<double> a, int64_t n,
       diag += a[i * n + i] * a[i * n + i];
       for (int64_t j = i + 1; j < n; ++j) off += a[i * n + j] * a[i * n + j];
     }
-    if (off <= 1e-30 * diag || off == 0) break;
+    // Converged when the off-diagonal mass is at rounding level.
+    if (off <= 1e-26 * diag || off == 0) break;
     for (int64_t p = 0; p < n; ++p) {
       for (int64_t q = p + 1; q < n; ++q) {
         const double apq = a[p * n + q];
-        if (apq == 0) continue;
+        // Skip rotations that cannot change the diagonal in double.
+        if (std::fabs(apq) <=
+            1e-18 * (std::fabs(a[p * n + p]) + std::fabs(a[q * n + q])))
+          continue;
         const double app = a[p * n + p], aqq = a[q * n + q];
         const double theta = (aqq - app) / (2 * apq);
         const double t = (theta >= 0 ? 1.0 : -1.0) /

@@ -26,6 +26,7 @@ Result<PcaResult> Project(const Dataset& data, const ShardOptions& o) {
   PcaOptions po;
   po.n_components = o.pca_components;
   po.n_iter = o.pca_iter;
+  po.solver = o.pca_solver;
   po.seed = MixSeed(o.seed, kPca);
   po.threads = o.threads;
   return RandomizedPca(data.features.data(), data.size(), data.example_size(),
@@ -46,6 +47,17 @@ Status CheckDataset(const Dataset& data) {
 }
 
 }  // namespace
+
+const char* PcaSolverName(PcaSolver solver) {
+  return solver == PcaSolver::kPowerIteration ? "power" : "krylov";
+}
+
+Result<PcaSolver> ParsePcaSolver(const std::string& name) {
+  if (name == "krylov") return PcaSolver::kBlockKrylov;
+  if (name == "power") return PcaSolver::kPowerIteration;
+  return Status::InvalidArgument("unknown PCA solver '{}' (krylov or power)",
+                                 name);
+}
 
 const char* ShardMethodName(ShardMethod method) {
   switch (method) {
@@ -146,7 +158,7 @@ std::vector<int32_t> AssignGroupsRoundRobin(const std::vector<int64_t>& groups,
 
 Result<std::vector<int32_t>> ComputeClassSubclusters(const Dataset& data,
                                                      const ShardOptions& o,
-                                                     ShardTimings* timings) {
+                                                     ShardPlan* plan) {
   RETURN_IF_ERROR(CheckDataset(data));
   if (o.subclusters < 1) {
     return Status::InvalidArgument("subclusters must be >= 1, got {}",
@@ -154,7 +166,10 @@ Result<std::vector<int32_t>> ComputeClassSubclusters(const Dataset& data,
   }
   auto t = Clock::now();
   ASSIGN_OR_RETURN(PcaResult pca, Project(data, o));
-  if (timings != nullptr) timings->pca += Since(t);
+  if (plan != nullptr) {
+    plan->timings.pca += Since(t);
+    for (double v : pca.explained_variance) plan->pca_variance += v;
+  }
   t = Clock::now();
   const int64_t k = pca.n_components, m = o.subclusters;
   std::vector<int32_t> ids(static_cast<size_t>(data.size()), 0);
@@ -188,8 +203,12 @@ Result<std::vector<int32_t>> ComputeClassSubclusters(const Dataset& data,
         KMeans(rows.data(), static_cast<int64_t>(members.size()), k, ko));
     for (size_t r = 0; r < members.size(); ++r)
       ids[members[r]] = static_cast<int32_t>(c * m + km.labels[r]);
+    if (plan != nullptr) {
+      plan->kmeans_inertia += km.inertia;
+      plan->kmeans_iterations = std::max(plan->kmeans_iterations, km.n_iter);
+    }
   }
-  if (timings != nullptr) timings->kmeans += Since(t);
+  if (plan != nullptr) plan->timings.kmeans += Since(t);
   return ids;
 }
 
@@ -240,6 +259,7 @@ Result<ShardPlan> ComputeShardPlan(const Dataset& data,
       t = Clock::now();
       ASSIGN_OR_RETURN(PcaResult pca, Project(data, options));
       plan.timings.pca = Since(t);
+      for (double v : pca.explained_variance) plan.pca_variance += v;
       LogDebug("sharding: PCA to {} dimensions in {:.2f} s", pca.n_components,
                plan.timings.pca);
       t = Clock::now();
@@ -253,6 +273,8 @@ Result<ShardPlan> ComputeShardPlan(const Dataset& data,
       ASSIGN_OR_RETURN(KMeansResult km, KMeans(pca.transformed.data(), size,
                                                pca.n_components, ko));
       plan.timings.kmeans = Since(t);
+      plan.kmeans_inertia = km.inertia;
+      plan.kmeans_iterations = km.n_iter;
       LogDebug("sharding: KMeans k={} in {} iterations, inertia {:.6g}", k,
                km.n_iter, km.inertia);
       t = Clock::now();
@@ -266,7 +288,7 @@ Result<ShardPlan> ComputeShardPlan(const Dataset& data,
     }
     case ShardMethod::kClassClusters: {
       ASSIGN_OR_RETURN(plan.cluster_ids,
-                       ComputeClassSubclusters(data, options, &plan.timings));
+                       ComputeClassSubclusters(data, options, &plan));
       t = Clock::now();
       plan.num_clusters = data.num_classes * options.subclusters;
       std::vector<int64_t> groups(plan.cluster_ids.begin(),

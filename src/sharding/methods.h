@@ -27,6 +27,7 @@
 
 #include "common/status.h"
 #include "data/dataset.h"
+#include "sharding/pca.h"
 
 namespace strata {
 
@@ -37,6 +38,10 @@ enum class ShardMethod {
   kDistributionAware,
   kClassClusters
 };
+
+// "krylov" or "power"; ParsePcaSolver is InvalidArgument for other text.
+const char* PcaSolverName(PcaSolver solver);
+Result<PcaSolver> ParsePcaSolver(const std::string& name);
 
 // "random", "mod", "stratified", "distribution-aware", "class-clusters".
 const char* ShardMethodName(ShardMethod method);
@@ -51,13 +56,14 @@ struct ShardOptions {
   uint64_t seed = 1;
   // distribution-aware and class-clusters
   int64_t pca_components = 50;  // PCA dimension (clipped to the data's)
-  int pca_iter = -1;            // power iterations; < 0 = scikit-learn's auto
-  int64_t clusters = 0;         // distribution-aware k; 0 = 2 x classes
-  int max_iter = 150;           // KMeans
-  double tol = 1e-4;            // KMeans, relative to the mean variance
-  int n_init = 1;               // KMeans restarts (best inertia kept)
-  int64_t subclusters = 2;      // class-clusters: m per class
-  int threads = 0;              // 0 = hardware threads; never changes results
+  PcaSolver pca_solver = PcaSolver::kBlockKrylov;
+  int pca_iter = -1;        // power iterations / Krylov steps; < 0 = auto
+  int64_t clusters = 0;     // distribution-aware k; 0 = 2 x classes
+  int max_iter = 150;       // KMeans
+  double tol = 1e-4;        // KMeans, relative to the mean variance
+  int n_init = 1;           // KMeans restarts (best inertia kept)
+  int64_t subclusters = 2;  // class-clusters: m per class
+  int threads = 0;          // 0 = hardware threads; never changes results
 };
 
 // Wall time of each phase, seconds. `load` is filled by whoever loaded the
@@ -86,6 +92,13 @@ struct ShardPlan {
   // class-clusters: class * subclusters + sub-cluster), or empty.
   std::vector<int32_t> cluster_ids;
   int64_t num_clusters = 0;  // 0 when cluster_ids is empty
+  // Variance the PCA kept (sum of its explained variances), the KMeans sum
+  // of squared distances in the PCA space (class-clusters: summed over
+  // classes) and Lloyd iterations (class-clusters: the most of any class);
+  // 0 without clustering.
+  double pca_variance = 0;
+  double kmeans_inertia = 0;
+  int kmeans_iterations = 0;
   ShardTimings timings;
 
   // Worker w's full shard: its own examples and the broadcast set,
@@ -125,8 +138,9 @@ Result<ShardPlan> ComputeShardPlan(const Dataset& data,
 // clusters within each class; id = class * subclusters + sub-cluster.
 // Uses pca_components, pca_iter, max_iter, tol, n_init, seed and threads
 // from `options`.
+// When `plan` is given, adds to its timings and sets its kmeans_* fields.
 Result<std::vector<int32_t>> ComputeClassSubclusters(
     const Dataset& data, const ShardOptions& options,
-    ShardTimings* timings = nullptr);
+    ShardPlan* plan = nullptr);
 
 }  // namespace strata

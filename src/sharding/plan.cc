@@ -16,6 +16,7 @@ constexpr int kVersion = 1;
 
 json ParametersJson(const ShardOptions& o) {
   return json{{"pca_components", o.pca_components},
+              {"pca_solver", PcaSolverName(o.pca_solver)},
               {"pca_iter", o.pca_iter},
               {"clusters", o.clusters},
               {"max_iter", o.max_iter},
@@ -56,6 +57,9 @@ Status SaveShardPlan(const ShardPlan& plan, const std::string& path) {
                       {"num_classes", plan.num_classes}};
   j["timings_s"] = TimingsJson(plan.timings);
   j["num_clusters"] = plan.num_clusters;
+  j["clustering"] = json{{"pca_variance", plan.pca_variance},
+                         {"kmeans_inertia", plan.kmeans_inertia},
+                         {"kmeans_iterations", plan.kmeans_iterations}};
   j["workers"] = plan.workers;
   j["broadcast"] = plan.broadcast;
   j["cluster_ids"] = plan.cluster_ids;
@@ -93,6 +97,8 @@ Result<ShardPlan> LoadShardPlan(const std::string& path) {
     const json& p = j.at("parameters");
     plan.options.pca_components = p.at("pca_components").get<int64_t>();
     plan.options.pca_iter = p.at("pca_iter").get<int>();
+    ASSIGN_OR_RETURN(plan.options.pca_solver,
+                     ParsePcaSolver(p.value("pca_solver", "krylov")));
     plan.options.clusters = p.at("clusters").get<int64_t>();
     plan.options.max_iter = p.at("max_iter").get<int>();
     plan.options.tol = p.at("tol").get<double>();
@@ -111,6 +117,12 @@ Result<ShardPlan> LoadShardPlan(const std::string& path) {
     plan.timings.assign = t.value("assign", 0.0);
     plan.timings.total = t.value("total", 0.0);
     plan.num_clusters = j.at("num_clusters").get<int64_t>();
+    if (j.contains("clustering")) {
+      const json& c = j["clustering"];
+      plan.pca_variance = c.value("pca_variance", 0.0);
+      plan.kmeans_inertia = c.value("kmeans_inertia", 0.0);
+      plan.kmeans_iterations = c.value("kmeans_iterations", 0);
+    }
     plan.workers = j.at("workers").get<std::vector<std::vector<int64_t>>>();
     plan.broadcast = j.at("broadcast").get<std::vector<int64_t>>();
     plan.cluster_ids = j.at("cluster_ids").get<std::vector<int32_t>>();

@@ -6,7 +6,8 @@
 //   {"format": "strata-shard-plan", "version": 1, "method", "seed",
 //    "num_workers", "parameters": {...},
 //    "dataset": {"name", "fingerprint", "num_examples", "num_classes"},
-//    "timings_s": {...}, "num_clusters",
+//    "timings_s": {...}, "num_clusters", "clustering": {"pca_variance",
+//    "kmeans_inertia", "kmeans_iterations"},
 //    "workers": [[indices of worker 0], ...], "broadcast": [indices],
 //    "cluster_ids": [one per example, or empty]}
 // Plain JSON keeps plans inspectable with jq; 1,000,000 examples make a

@@ -22,6 +22,9 @@ Result<ShardOptions> ShardOptionsFromConfig(const Config& config,
   o.seed = static_cast<uint64_t>(seed >= 0 ? seed : config.GetInt("run.seed"));
   o.pca_components = config.GetInt("data.sharding.pca_components");
   o.pca_iter = static_cast<int>(config.GetInt("data.sharding.pca_iter"));
+  ASSIGN_OR_RETURN(
+      o.pca_solver,
+      ParsePcaSolver(config.GetString("data.sharding.pca_solver")));
   o.clusters = config.GetInt("data.sharding.clusters");
   o.max_iter = static_cast<int>(config.GetInt("data.sharding.max_iter"));
   o.tol = config.GetFloat("data.sharding.tol");
