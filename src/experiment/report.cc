@@ -16,6 +16,9 @@ namespace {
 constexpr int kBandPoints = 60;
 // Box plots per cell (paper 001 Fig. 7 shows three runs).
 constexpr int kBoxRunsPerCell = 3;
+// The phases of shard_report.json's timings_s (src/sharding/report.h).
+constexpr const char* kShardingPhases[] = {"load", "fingerprint", "pca",
+                                           "kmeans", "assign"};
 
 nlohmann::json Num(double x) {
   return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr);
@@ -101,8 +104,21 @@ nlohmann::json ShardJson(const std::string& path) {
   }
   out["boxes"] = boxes;
   out["worker_counts"] = counts;
-  if (r.contains("timings_s") && r["timings_s"].is_object())
+  if (r.contains("timings_s") && r["timings_s"].is_object()) {
     out["timings_s"] = r["timings_s"];
+    // The phases in the sharding module's order, then any it adds later,
+    // so that a phase the chart does not know is drawn under its own name
+    // instead of disappearing into "other".
+    nlohmann::json phases = nlohmann::json::array();
+    for (const char* p : kShardingPhases)
+      if (r["timings_s"].contains(p)) phases.push_back(p);
+    for (const auto& [k, v] : r["timings_s"].items()) {
+      if (k == "total" || !v.is_number()) continue;
+      if (std::find(phases.begin(), phases.end(), k) == phases.end())
+        phases.push_back(k);
+    }
+    out["timing_phases"] = phases;
+  }
   if (r.contains("tv_distance") && r["tv_distance"].is_object()) {
     out["tv_max"] = Num(NumberOr(r["tv_distance"], "max", kNaN));
     out["tv_mean"] = Num(NumberOr(r["tv_distance"], "mean", kNaN));
@@ -225,6 +241,17 @@ nlohmann::json ReportData(const ExperimentData& data,
     runs.push_back(j);
   }
 
+  // Union of the runs' sharding phases, first-seen order.
+  nlohmann::json sharding_phases = nlohmann::json::array();
+  for (const auto& j : runs) {
+    if (!j["shard"].is_object() || !j["shard"].contains("timing_phases"))
+      continue;
+    for (const auto& p : j["shard"]["timing_phases"])
+      if (std::find(sharding_phases.begin(), sharding_phases.end(), p) ==
+          sharding_phases.end())
+        sharding_phases.push_back(p);
+  }
+
   nlohmann::json bands = nlohmann::json::array();
   for (size_t c = 0; c < data.cells.size(); ++c) {
     std::vector<const Curve*> t, v;
@@ -247,6 +274,7 @@ nlohmann::json ReportData(const ExperimentData& data,
           {"echarts_version", std::string(EchartsVersion())},
           {"baseline", data.baseline},
           {"box_runs_per_cell", kBoxRunsPerCell},
+          {"sharding_phases", sharding_phases},
           {"cells", cells},
           {"runs", runs},
           {"bands", bands},

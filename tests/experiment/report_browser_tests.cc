@@ -96,9 +96,9 @@ std::string TmpDir(const std::string& name) {
   return dir;
 }
 
-// A sharding report as the sharding module writes it (runs do not write one
-// until workers use shard plans), so the class-count and timing charts are
-// exercised too.
+// A sharding report as the sharding module writes it, in place of the one
+// worker 0 wrote (default mod sharding), so that the two cells' class counts
+// and timings differ and every class-count and timing chart is exercised.
 void AddShardReport(const std::string& run_dir, int seed) {
   nlohmann::json per_worker = nlohmann::json::array();
   for (int w = 0; w < 2; ++w) {

@@ -61,6 +61,7 @@ std::string FakeRunDir(const std::string& root, const std::string& name,
         {{"worker", 1}, {"count", 20}, {"class_counts", {6, 5, 4, 5}}}}},
       {"timings_s",
        {{"load", 0.1},
+        {"fingerprint", 0.005},
         {"pca", 0},
         {"kmeans", 0},
         {"assign", 0.01},
@@ -91,6 +92,11 @@ TEST(ReportTest, RunDirectoryData) {
   EXPECT_DOUBLE_EQ(box[1].get<double>(), 1.75);
   EXPECT_DOUBLE_EQ(box[2].get<double>(), 2.5);
   EXPECT_DOUBLE_EQ(run["shard"]["timings_s"]["total"].get<double>(), 0.12);
+  // Every phase of timings_s is charted (fingerprint included), not "total".
+  const nlohmann::json phases = {"load", "fingerprint", "pca", "kmeans",
+                                 "assign"};
+  EXPECT_EQ(run["shard"]["timing_phases"], phases);
+  EXPECT_EQ(d["sharding_phases"], phases);
   EXPECT_EQ(d["summary"]["cells"][0]["runs_complete"], 1);
 }
 

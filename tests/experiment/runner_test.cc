@@ -208,7 +208,7 @@ data.synthetic.train_size = 2000
 data.synthetic.val_size = 200
 data.synthetic.dim = 16
 model.hidden = 16
-train.iterations = 400
+train.iterations = 3000
 train.batch_size = 16
 train.threads = 1
 cluster.worker_delay_ms = 0
@@ -216,7 +216,9 @@ cluster.worker_delay_ms = 0
                                          "stop.toml", ".");
   ASSERT_TRUE(spec.ok()) << spec.status().message();
   ASSERT_TRUE(spec->base.WriteToml(JoinPath(out, "base.toml")).ok());
-  // Slow the run down enough to be caught in the middle: many evaluations.
+  // Slow the run down enough to be caught in the middle: many evaluations
+  // and 3000 iterations (with 400 a run sometimes ended, in about 0.5 s,
+  // before the stop reached it).
   spec->base = *Config::FromTomlFile(JoinPath(out, "base.toml"));
   ASSERT_TRUE(spec->base.SetFromString("train.eval_every", "1").ok());
   ASSERT_TRUE(spec->base.WriteToml(JoinPath(out, "base.toml")).ok());
