@@ -13,13 +13,60 @@ namespace {
 
 constexpr int64_t kRowChunk = 2048;
 
+// The two hot loops get an AVX2 clone picked at load time (GCC function
+// multi-versioning); both clones do the same operations in the same order
+// (no FMA: ISO C++ mode does not contract), so results are bit-identical
+// whichever runs.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define STRATA_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define STRATA_VECTOR_CLONES
+#endif
+
+// Eight interleaved partial sums, so the loop vectorises without changing
+// the (fixed) summation order.
+STRATA_VECTOR_CLONES
 double SquaredDistance(const float* a, const float* b, int64_t d) {
-  double s = 0;
-  for (int64_t j = 0; j < d; ++j) {
-    const double t = static_cast<double>(a[j]) - b[j];
-    s += t * t;
+  double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t j = 0;
+  for (; j + 8 <= d; j += 8) {
+    for (int t = 0; t < 8; ++t) {
+      const double u = static_cast<double>(a[j + t]) - b[j + t];
+      s[t] += u * u;
+    }
   }
-  return s;
+  double tail = 0;
+  for (; j < d; ++j) {
+    const double u = static_cast<double>(a[j]) - b[j];
+    tail += u * u;
+  }
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])) +
+         tail;
+}
+
+// For rows [0, rows) of x: the nearest centre by ||c||^2 - 2 x.c (centres
+// transposed in ct, d x k) and that score. acc has room for k floats.
+STRATA_VECTOR_CLONES
+void NearestCenters(const float* x, int64_t rows, int64_t d, const float* ct,
+                    const float* csq, int64_t k, float* acc, int32_t* label,
+                    float* score) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* row = x + i * d;
+    for (int64_t c = 0; c < k; ++c) acc[c] = 0.0f;
+    for (int64_t j = 0; j < d; ++j) {
+      const float xj = row[j];
+      const float* cj = ct + j * k;
+      for (int64_t c = 0; c < k; ++c) acc[c] += xj * cj[c];
+    }
+    int32_t best = 0;
+    float best_d = std::numeric_limits<float>::infinity();
+    for (int64_t c = 0; c < k; ++c) {
+      const float v = csq[c] - 2.0f * acc[c];
+      if (v < best_d) best_d = v, best = static_cast<int32_t>(c);
+    }
+    label[i] = best;
+    score[i] = best_d;
+  }
 }
 
 // The data, centred (KMeans is translation invariant; centring keeps the
@@ -121,30 +168,21 @@ LloydPass Assign(const Points& p, const std::vector<float>& centers, int64_t k,
   std::vector<int64_t> counts(with_sums ? static_cast<size_t>(chunks * k) : 0);
   ParallelChunks(n, kRowChunk, p.threads,
                  [&](int64_t ch, int64_t b, int64_t e) {
-                   std::vector<float> acc(static_cast<size_t>(k));
+                   std::vector<float> acc(static_cast<size_t>(k)), score(e - b);
+                   std::vector<int32_t> best(e - b);
+                   NearestCenters(p.x + b * d, e - b, d, ct.data(), csq.data(),
+                                  k, acc.data(), best.data(), score.data());
                    double* s = with_sums ? sums.data() + ch * k * d : nullptr;
                    int64_t* cnt = with_sums ? counts.data() + ch * k : nullptr;
                    for (int64_t i = b; i < e; ++i) {
-                     const float* row = p.x + i * d;
-                     std::fill(acc.begin(), acc.end(), 0.0f);
-                     for (int64_t j = 0; j < d; ++j) {
-                       const float xj = row[j];
-                       const float* cj = ct.data() + j * k;
-                       for (int64_t c = 0; c < k; ++c) acc[c] += xj * cj[c];
-                     }
-                     int32_t best = 0;
-                     float best_d = std::numeric_limits<float>::infinity();
-                     for (int64_t c = 0; c < k; ++c) {
-                       const float v = csq[c] - 2.0f * acc[c];
-                       if (v < best_d)
-                         best_d = v, best = static_cast<int32_t>(c);
-                     }
-                     if ((*labels)[i] != best) ++changed[ch];
-                     (*labels)[i] = best;
-                     (*dist)[i] = std::max(0.0f, best_d + p.sq[i]);
+                     const int32_t c = best[i - b];
+                     if ((*labels)[i] != c) ++changed[ch];
+                     (*labels)[i] = c;
+                     (*dist)[i] = std::max(0.0f, score[i - b] + p.sq[i]);
                      if (with_sums) {
-                       ++cnt[best];
-                       double* sc = s + best * d;
+                       ++cnt[c];
+                       const float* row = p.x + i * d;
+                       double* sc = s + c * d;
                        for (int64_t j = 0; j < d; ++j) sc[j] += row[j];
                      }
                    }

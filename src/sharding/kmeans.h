@@ -33,8 +33,8 @@ struct KMeansResult {
 };
 
 // Clusters the row-major n x d float matrix `x`. Deterministic for a seed
-// whatever options.threads is. InvalidArgument when k < 1, k > n, d < 1,
-// max_iter < 1 or n_init < 1.
+// whatever options.threads is. Thread-safe (no shared state). InvalidArgument
+// when k < 1, k > n, d < 1, max_iter < 1 or n_init < 1.
 Result<KMeansResult> KMeans(const float* x, int64_t n, int64_t d,
                             const KMeansOptions& options);
 

@@ -20,6 +20,8 @@
 //   class-clusters      KMeans into m sub-clusters within each class (in the
 //                       PCA space), then stratified over (class, sub-cluster)
 //                       (paper 000's proof of concept, m = 2)
+//
+// Thread-safety: every function is thread-safe (no shared state).
 
 #include <cstdint>
 #include <string>

@@ -55,7 +55,8 @@ struct PcaResult {
 };
 
 // PCA of the row-major n x d float matrix `x`. Deterministic for a seed
-// whatever options.threads is. InvalidArgument when n < 2, d < 1 or
+// whatever options.threads is. Thread-safe (no shared state); `x` must not
+// change during the call. InvalidArgument when n < 2, d < 1 or
 // n_components < 1.
 Result<PcaResult> RandomizedPca(const float* x, int64_t n, int64_t d,
                                 const PcaOptions& options);
