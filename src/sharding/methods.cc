@@ -226,8 +226,10 @@ Result<ShardPlan> ComputeShardPlan(const Dataset& data,
   plan.num_examples = data.size();
   plan.num_classes = data.num_classes;
   auto t = Clock::now();
-  plan.fingerprint = DatasetFingerprint(data);
-  plan.timings.fingerprint = Since(t);
+  if (options.fingerprint) {
+    plan.fingerprint = DatasetFingerprint(data);
+    plan.timings.fingerprint = Since(t);
+  }
 
   const int n = options.num_workers;
   const int64_t size = data.size();

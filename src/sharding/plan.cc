@@ -44,6 +44,13 @@ std::string DatasetFingerprint(const Dataset& data) {
 }
 
 Status SaveShardPlan(const ShardPlan& plan, const std::string& path) {
+  if (plan.fingerprint.empty()) {
+    return Status::InvalidArgument(
+        "{}: the shard plan has no dataset fingerprint (computed with "
+        "ShardOptions::fingerprint = false), so it could not be checked when "
+        "loaded; not saved",
+        path);
+  }
   json j;
   j["format"] = kFormat;
   j["version"] = kVersion;

@@ -51,6 +51,7 @@ Result<ShardSet> ResolveShards(const Config& config, const Dataset& train,
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t)
                 .count());
   } else {
+    options.fingerprint = false;  // used at once, never saved
     ASSIGN_OR_RETURN(set.plan, ComputeShardPlan(train, options));
     LogInfo("sharding: {} over {} workers in {:.2f} s",
             ShardMethodName(options.method), num_workers,

@@ -56,6 +56,25 @@ TEST(ShardPlanTest, RoundTripKeepsEverything) {
   EXPECT_DOUBLE_EQ(loaded->timings.total, plan.timings.total);
 }
 
+TEST(ShardPlanTest, APlanWithoutFingerprintIsNotSaved) {
+  // Plans computed at the start of a run skip the dataset hash; such a plan
+  // cannot be checked later, so it is never written.
+  const Dataset d = testing::Blobs({40, 40}, 4, 9.0, 2, 5);
+  ShardOptions o;
+  o.method = ShardMethod::kStratified;
+  o.num_workers = 3;
+  o.fingerprint = false;
+  auto plan = ComputeShardPlan(d, o);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_TRUE(plan->fingerprint.empty());
+  EXPECT_EQ(plan->timings.fingerprint, 0.0);
+  TempDir dir;
+  Status saved = SaveShardPlan(*plan, dir.File("plan.json"));
+  EXPECT_EQ(saved.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(saved.message().find("fingerprint"), std::string::npos);
+  EXPECT_FALSE(ReadFile(dir.File("plan.json")).ok());
+}
+
 TEST(ShardPlanTest, FingerprintFollowsTheData) {
   Dataset d = testing::SkewedLabels(500, 3, 1);
   const std::string f = DatasetFingerprint(d);
