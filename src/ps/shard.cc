@@ -13,14 +13,44 @@ ParameterShard::ParameterShard(KeyRange range, std::vector<float> initial,
     : range_(range),
       schedule_(schedule),
       policy_(policy),
-      params_(std::move(initial)),
+      params_(std::make_shared<std::vector<float>>(std::move(initial))),
       optimizer_(MakeOptimizer(optimizer, range.size())),
       active_workers_(policy.num_workers) {
-  STRATA_CHECK(static_cast<int64_t>(params_.size()) == range.size());
+  STRATA_CHECK(static_cast<int64_t>(params_->size()) == range.size());
+  blocks_.push_back(params_);
   if (policy_.mode == UpdatePolicy::Mode::kSync) {
-    accum_.assign(params_.size(), 0.0f);
-    scratch_.assign(params_.size(), 0.0f);
+    accum_.assign(params_->size(), 0.0f);
+    scratch_.assign(params_->size(), 0.0f);
   }
+}
+
+float* ParameterShard::WritableParamsLocked() {
+  // Held by blocks_ and params_ (2), or by params_ alone: nobody else.
+  const bool pooled =
+      std::find(blocks_.begin(), blocks_.end(), params_) != blocks_.end();
+  const long mine = pooled ? 2 : 1;
+  if (params_.use_count() > mine) {
+    std::shared_ptr<std::vector<float>> block;
+    for (auto& b : blocks_) {
+      if (b != params_ && b.use_count() == 1) {
+        block = b;
+        break;
+      }
+    }
+    if (!block) {
+      block = std::make_shared<std::vector<float>>(params_->size());
+      if (blocks_.size() < kParamBlocks) blocks_.push_back(block);
+    }
+    // The last other holder's reads of `block` happen before its release
+    // of the reference; pair with it before writing the block again.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    std::memcpy(block->data(), params_->data(),
+                sizeof(float) * params_->size());
+    params_ = std::move(block);
+  } else {
+    std::atomic_thread_fence(std::memory_order_acquire);
+  }
+  return params_->data();
 }
 
 void ParameterShard::ApplyLocked(const FloatPiece* pieces, size_t num_pieces,
@@ -31,8 +61,7 @@ void ParameterShard::ApplyLocked(const FloatPiece* pieces, size_t num_pieces,
   double rate = schedule_.Rate(step) * policy_.rate_scale;
   if (policy_.inverse_staleness && staleness > 1)
     rate /= static_cast<double>(staleness);
-  optimizer_->StepPieces(params_.data(), pieces, num_pieces, rate);
-  snapshot_current_ = false;
+  optimizer_->StepPieces(WritableParamsLocked(), pieces, num_pieces, rate);
   ++version_;
   ++stats_.updates;
 }
@@ -151,7 +180,7 @@ bool ParameterShard::WorkerLeft() {
 int64_t ParameterShard::ReadIfAtLeast(int64_t min_version, float* out) const {
   std::lock_guard<std::mutex> lock(mu_);
   if (version_ < min_version) return -1;
-  std::memcpy(out, params_.data(), sizeof(float) * params_.size());
+  std::memcpy(out, params_->data(), sizeof(float) * params_->size());
   return version_;
 }
 
@@ -160,30 +189,7 @@ std::shared_ptr<const std::vector<float>> ParameterShard::SnapshotIfAtLeast(
   std::lock_guard<std::mutex> lock(mu_);
   if (version_ < min_version) return nullptr;
   *version = version_;
-  if (!snapshot_current_) {
-    // Take a block that nobody holds any more (no reply still in flight);
-    // keep a few so steady pulls do not fault in fresh pages.
-    std::shared_ptr<std::vector<float>> block;
-    for (auto& b : snapshot_blocks_) {
-      if (b.use_count() == 1) {
-        // The last other holder's reads happen before its release of the
-        // reference; pair with it before writing the block again.
-        std::atomic_thread_fence(std::memory_order_acquire);
-        block = b;
-        break;
-      }
-    }
-    if (!block) {
-      block = std::make_shared<std::vector<float>>(params_.size());
-      if (snapshot_blocks_.size() < kSnapshotBlocks) {
-        snapshot_blocks_.push_back(block);
-      }
-    }
-    std::memcpy(block->data(), params_.data(), sizeof(float) * params_.size());
-    snapshot_ = std::move(block);
-    snapshot_current_ = true;
-  }
-  return snapshot_;
+  return params_;
 }
 
 Status ParameterShard::Overwrite(const float* values, int64_t size) {
@@ -193,8 +199,7 @@ Status ParameterShard::Overwrite(const float* values, int64_t size) {
                                    range_.begin, range_.end, range_.size(),
                                    size);
   }
-  std::memcpy(params_.data(), values, sizeof(float) * size);
-  snapshot_current_ = false;
+  std::memcpy(WritableParamsLocked(), values, sizeof(float) * size);
   return Status::Ok();
 }
 

@@ -109,9 +109,12 @@ class ParameterShard {
   int64_t ReadIfAtLeast(int64_t min_version, float* out) const;
 
   // The parameters as an immutable snapshot, if their version is at least
-  // `min_version` (else null); *version gets the snapshot's version. Pulls of
-  // an unchanged version share one snapshot (one copy serves every worker
-  // that pulls it, e.g. all n after a sync step). Holders must not write it.
+  // `min_version` (else null); *version gets the snapshot's version. No
+  // copy: the snapshot is the shard's own buffer, and the next update that
+  // finds it still held copies it first (copy on write), so a reply that is
+  // consumed before the next update (one worker; or the transport done
+  // sending) costs no copy at all, and pulls of one version share it.
+  // Holders must not write it.
   std::shared_ptr<const std::vector<float>> SnapshotIfAtLeast(
       int64_t min_version, int64_t* version) const;
 
@@ -139,8 +142,10 @@ class ParameterShard {
   const LrSchedule schedule_;
   const UpdatePolicy policy_;
   mutable std::mutex mu_;
-  std::vector<float> params_;             // GUARDED_BY(mu_)
-  std::unique_ptr<Optimizer> optimizer_;  // GUARDED_BY(mu_)
+  // Copy on write: pull replies are views of params_ itself (no copy);
+  // an update that finds a reply still holding it first moves to a copy.
+  std::shared_ptr<std::vector<float>> params_;  // GUARDED_BY(mu_)
+  std::unique_ptr<Optimizer> optimizer_;        // GUARDED_BY(mu_)
   std::vector<float>
       accum_;  // GUARDED_BY(mu_) sync: sum of this step's gradients
   std::vector<float> scratch_;       // GUARDED_BY(mu_) sync: the mean
@@ -157,13 +162,13 @@ class ParameterShard {
   };
   std::map<int64_t, TaggedStep> tagged_;  // GUARDED_BY(mu_)
   ShardStats stats_;                      // GUARDED_BY(mu_)
-  // The latest snapshot handed out and whether it still equals params_;
-  // the blocks snapshots are made in (one is free when only this holds it).
-  static constexpr size_t kSnapshotBlocks = 4;
-  mutable std::shared_ptr<std::vector<float>> snapshot_;  // GUARDED_BY(mu_)
-  mutable bool snapshot_current_ = false;                 // GUARDED_BY(mu_)
-  mutable std::vector<std::shared_ptr<std::vector<float>>>
-      snapshot_blocks_;  // GUARDED_BY(mu_)
+  // The parameters, writable: params_ itself when no reply holds it, else
+  // a copy that becomes params_ (the holders keep the old version).
+  float* WritableParamsLocked();
+  // Blocks params_ has lived in, reused once nobody holds them, so steady
+  // copy-on-write does not fault in fresh pages.
+  static constexpr size_t kParamBlocks = 4;
+  std::vector<std::shared_ptr<std::vector<float>>> blocks_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace strata
