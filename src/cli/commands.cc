@@ -36,15 +36,6 @@ struct NodeArgs {
   std::string run_dir;
 };
 
-// The path of this executable, to start child processes of it.
-std::string SelfExe() {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return "strata";
-  buf[n] = '\0';
-  return buf;
-}
-
 LogLevel ParseLevel(const std::string& s) {
   if (s == "debug") return LogLevel::kDebug;
   if (s == "warning") return LogLevel::kWarning;
@@ -263,6 +254,14 @@ void AddCommands(CLI::App& app, int* exit_code, const std::atomic<bool>* stop) {
     std::printf("%s is in %s\n", dl_name->c_str(), dl_dir->c_str());
     *exit_code = 0;
   });
+}
+
+std::string SelfExe() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "strata";
+  buf[n] = '\0';
+  return buf;
 }
 
 }  // namespace strata

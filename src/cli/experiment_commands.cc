@@ -6,25 +6,12 @@
 #include <memory>
 #include <string>
 
+#include "cli/commands.h"
 #include "common/log.h"
 #include "experiment/experiment.h"
 #include "experiment/report.h"
 
 namespace strata {
-namespace {
-
-// The path of this executable: every run of an experiment is a child
-// process of the same binary.
-std::string ThisExe() {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return "strata";
-  buf[n] = '\0';
-  return buf;
-}
-
-}  // namespace
-
 void AddExperimentCommands(CLI::App& app, int* exit_code,
                            const std::atomic<bool>* stop) {
   auto opts = std::make_shared<ExperimentOptions>();
@@ -51,7 +38,7 @@ void AddExperimentCommands(CLI::App& app, int* exit_code,
   exp->add_flag("--no-report", *no_report, "do not write report.html");
   exp->callback([=]() {
     ExperimentOptions o = *opts;
-    o.exe = ThisExe();
+    o.exe = SelfExe();
     o.stop = stop;
     o.write_report = !*no_report;
     auto code = RunExperiment(o);
