@@ -77,6 +77,10 @@ class RpcEndpoint {
 
  private:
   void Loop();
+  // The waiting call for a reply's request id (removed), or null.
+  std::shared_ptr<RpcCall> TakePending(uint64_t request_id);
+  // Completes `call` with `reply` (a kError reply becomes its status).
+  void CompleteCall(RpcCall& call, Message reply);
 
   std::unique_ptr<Transport> transport_;
   Handler handler_;

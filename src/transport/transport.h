@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "common/status.h"
@@ -93,6 +94,17 @@ class Transport {
   virtual void Close() = 0;
 
   virtual TransportStats stats() const = 0;
+
+  // Optional fast path of in-process backends: a sender's thread offers each
+  // message for this node to `sink` before queueing it; when `sink` returns
+  // true it took the message (and may have moved from it), which then skips
+  // the queue and Recv(). `sink` runs on senders' threads, concurrently, and
+  // must be quick and must not send. Null removes it; that call waits until
+  // no sender is inside the old sink. Backends that cannot do it ignore the
+  // call (every message then goes through Recv()).
+  virtual void SetDirectDelivery(std::function<bool(Message&)> sink) {
+    (void)sink;
+  }
 };
 
 }  // namespace strata

@@ -435,3 +435,47 @@ TEST(InProcTransportTest, FullInboxTimesOut) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+// In-process fast path (Transport::SetDirectDelivery): a message the sink
+// takes skips the receiver's queue; one it declines, or any after the sink
+// is removed, is queued as usual. RpcEndpoint uses it for replies.
+TEST(InProcDirectDeliveryTest, SinkTakesOrDeclinesAndCanBeRemoved) {
+  InProcFabric fabric;
+  auto a = fabric.NewTransport(1);
+  auto b = fabric.NewTransport(2);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE((*a)->Bind("inproc://a").ok());
+  ASSERT_TRUE((*b)->Bind("inproc://b").ok());
+  ASSERT_TRUE((*a)->Connect(2, "inproc://b").ok());
+  std::vector<int64_t> taken;
+  (*b)->SetDirectDelivery([&taken](Message& m) {
+    if (m.header.clock % 2 != 0) return false;  // odd clocks: declined
+    taken.push_back(m.header.clock);
+    return true;
+  });
+  for (int64_t c = 0; c < 4; ++c) {
+    Message m;
+    m.header.clock = c;
+    ASSERT_TRUE((*a)->Send(2, std::move(m)).ok());
+  }
+  EXPECT_EQ(taken, (std::vector<int64_t>{0, 2}));
+  for (int64_t want : {1, 3}) {
+    auto got = (*b)->Recv(std::chrono::milliseconds(1000));
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(got->header.clock, want);
+  }
+  (*b)->SetDirectDelivery(nullptr);
+  Message m;
+  m.header.clock = 8;
+  ASSERT_TRUE((*a)->Send(2, std::move(m)).ok());
+  auto got = (*b)->Recv(std::chrono::milliseconds(1000));
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->header.clock, 8);
+  EXPECT_EQ(taken.size(), 2u);
+}
+
+}  // namespace
+}  // namespace strata
