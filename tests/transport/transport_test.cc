@@ -458,6 +458,7 @@ TEST(InProcDirectDeliveryTest, SinkTakesOrDeclinesAndCanBeRemoved) {
   });
   for (int64_t c = 0; c < 4; ++c) {
     Message m;
+    m.header.type = MessageType::kPush;
     m.header.clock = c;
     ASSERT_TRUE((*a)->Send(2, std::move(m)).ok());
   }
@@ -469,6 +470,7 @@ TEST(InProcDirectDeliveryTest, SinkTakesOrDeclinesAndCanBeRemoved) {
   }
   (*b)->SetDirectDelivery(nullptr);
   Message m;
+  m.header.type = MessageType::kPush;
   m.header.clock = 8;
   ASSERT_TRUE((*a)->Send(2, std::move(m)).ok());
   auto got = (*b)->Recv(std::chrono::milliseconds(1000));
