@@ -59,10 +59,17 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
   // its batches are drawn (cluster-stratified needs per-example clusters,
   // which the sharding code computes).
   const std::string sampler_name = config.GetString("data.sampler");
+  if (!config.GetString("data.shard_plan").empty() ||
+      config.GetString("data.sharding.method") != "mod") {
+    LogWarning(
+        "cluster.mode = local trains on the whole training set: "
+        "data.shard_plan and data.sharding.method apply to cluster modes and "
+        "are ignored here");
+  }
   std::vector<int32_t> cluster_ids;
   if (sampler_name == "cluster-stratified") {
-    ASSIGN_OR_RETURN(ShardSet one, ResolveShards(config, data.train, 1));
-    cluster_ids = std::move(one.cluster_ids);
+    ASSIGN_OR_RETURN(ShardOptions so, ShardOptionsFromConfig(config, 1));
+    ASSIGN_OR_RETURN(cluster_ids, ComputeClassSubclusters(data.train, so));
   }
   ASSIGN_OR_RETURN(
       std::unique_ptr<BatchSampler> sampler,

@@ -82,6 +82,26 @@ TEST(LocalTrainerTest, LearnsSyntheticAndWritesTheRunDirectory) {
   EXPECT_EQ(resolved->ToToml(), c.ToToml());
 }
 
+TEST(LocalTrainerTest, SamplersApplyAndShardPlansAreIgnoredLocally) {
+  // data.sampler draws the local trainer's batches too (cluster-stratified
+  // computes its sub-clusters itself); a shard plan meant for a cluster is
+  // ignored with a warning instead of failing the run on its worker count.
+  for (const char* sampler : {"stratified", "cluster-stratified"}) {
+    std::string root = TempRoot();
+    Config c = SmallSynthetic(root);
+    ASSERT_TRUE(c.ApplyOverride(std::string("data.sampler=") + sampler).ok());
+    ASSERT_TRUE(c.ApplyOverride("data.shard_plan=" + root + "/none.json").ok());
+    auto data = LoadDatasetFromConfig(c);
+    ASSERT_TRUE(data.ok());
+    auto dir = RunDirectory::Create(c);
+    ASSERT_TRUE(dir.ok());
+    auto s = TrainLocal(c, *data, *dir, nullptr);
+    ASSERT_TRUE(s.ok()) << sampler << ": " << s.status().ToString();
+    EXPECT_EQ(s->steps, 3 * ((3000 + 63) / 64)) << sampler;
+    EXPECT_GT(s->final_val_acc, 0.5) << sampler;
+  }
+}
+
 TEST(LocalTrainerTest, SameSeedGivesTheSameRun) {
   std::string root = TempRoot();
   Config c = SmallSynthetic(root);
