@@ -148,6 +148,15 @@ Result<WorkerMetrics> RunWorker(const Config& config,
     side_grads = std::make_shared<std::vector<float>>(model.flat.size());
     side_params.resize(static_cast<size_t>(model.flat.size()));
   }
+  // Books a finished push (and the pull that came with it).
+  auto account = [&](const PushResult& pushed, bool pulls) {
+    if (pulls) {
+      pulled = pushed.versions;
+      m.bytes_pulled += pushed.pulled_bytes;
+    }
+    m.bytes_pushed += pushed.bytes;
+    m.dropped_gradients += pushed.dropped_ranges > 0 ? 1 : 0;
+  };
   auto finish_inflight = [&](int64_t it) -> Status {
     if (!inflight) return Status::Ok();
     auto pushed = inflight->Wait(o.request_timeout);
@@ -159,11 +168,8 @@ Result<WorkerMetrics> RunWorker(const Config& config,
     if (inflight_pulls) {
       std::memcpy(model.flat.param_data(), side_params.data(),
                   sizeof(float) * side_params.size());
-      pulled = pushed->versions;
-      m.bytes_pulled += pushed->pulled_bytes;
     }
-    m.bytes_pushed += pushed->bytes;
-    m.dropped_gradients += pushed->dropped_ranges > 0 ? 1 : 0;
+    account(*pushed, inflight_pulls);
     return Status::Ok();
   };
 
@@ -240,12 +246,7 @@ Result<WorkerMetrics> RunWorker(const Config& config,
         return pushed.status().WithContext(
             fmt::format("worker {} push at iteration {}", index, it));
       if (sync) step = pushed->versions;
-      if (pulled_with_push) {
-        pulled = pushed->versions;
-        m.bytes_pulled += pushed->pulled_bytes;
-      }
-      m.bytes_pushed += pushed->bytes;
-      m.dropped_gradients += pushed->dropped_ranges > 0 ? 1 : 0;
+      account(*pushed, pulled_with_push);
     }
     auto t3 = Clock::now();
     m.compute_s += Seconds(t1, t2);
