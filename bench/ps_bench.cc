@@ -6,8 +6,9 @@
 // A push is PsClient::Push(grads)->Wait(): the value is split over the
 // servers by the key layout, each server applies it (asynchronous mode, plain
 // SGD: one pass params -= lr * grad over its range) and acks. A pull is
-// PsClient::Pull(dest)->Wait(): each server copies its range into a reply,
-// and Wait() copies the replies into `dest`. With S servers and W workers
+// PsClient::Pull(dest)->Wait(): each server replies with a view of its range
+// (copy on write: nothing changes it during a pull-only loop), and Wait()
+// copies the received frames into `dest`. With S servers and W workers
 // every worker pushes or pulls the whole value (N / S bytes per server), all
 // workers at once; throughput = N * W * operations / wall time.
 //
@@ -197,8 +198,9 @@ Flags ParseFlags(int argc, char** argv) {
   return f;
 }
 
-// Milliseconds a server spends on its own work for one operation on a range
-// of `bytes`: the SGD pass of a push, the copy of a pull.
+// Milliseconds of the work ours does on the bytes and raw does not, for one
+// operation on `bytes`: the server's SGD pass of a push, the client's copy
+// of a pull into `dest`.
 void PrintServerWork(size_t bytes) {
   const size_t n = bytes / sizeof(float);
   std::vector<float> params(n, 0.5f), grads(n, 1e-3f), out(n, 0.0f);
@@ -215,8 +217,8 @@ void PrintServerWork(size_t bytes) {
     copy.push_back(Seconds(t1, t2) * 1e3);
   }
   std::printf(
-      "server work per operation on %s (in the figures below, not in raw): "
-      "SGD pass %.1f ms (push), copy of the range %.1f ms (pull)\n\n",
+      "work on the bytes per operation on %s (in the figures below, not in "
+      "raw): SGD pass %.1f ms (push), copy into dest %.1f ms (pull)\n\n",
       SizeName(bytes).c_str(), Median(apply), Median(copy));
 }
 
@@ -247,8 +249,8 @@ void Main(int argc, char** argv) {
       "blocking TCP sockets moving the\nsame bytes (same request/reply "
       "pattern, one thread per worker and per server).\nServers: async mode, "
       "plain SGD (lr %g, no momentum): every push is one SGD pass over\nthe "
-      "server's range; every pull copies the range into the reply and the "
-      "client copies\nit into the destination. raw does neither. MB/s = 1e6 "
+      "server's range; a pull replies with a view of the range and the client "
+      "copies\nit into the destination. raw does neither. MB/s = 1e6 "
       "payload bytes/s, all workers\ntogether; medians of %d runs, ours and "
       "raw alternating; ratio = median of the\nper-run ratios. %u hardware "
       "threads; ZeroMQ: %s, 1 I/O thread.\n",
