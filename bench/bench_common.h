@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "transport/transport.h"
 
 namespace strata::bench {
 
@@ -105,6 +106,37 @@ inline std::shared_ptr<uint8_t> MakeBlock(size_t bytes, uint8_t fill = 1) {
   if (!block) Die("out of memory");
   std::memset(block.get(), fill, bytes);
   return block;
+}
+
+// A node factory: a transport for a node id (in-process or ZeroMQ).
+using TransportFactory = std::function<std::unique_ptr<Transport>(NodeId)>;
+
+// Ours, wired like a PS cluster without a coordinator: servers are node ids
+// 0..S-1 and workers 100..100+W-1, each bound to `bind_endpoint`, and every
+// worker connected to every server both ways.
+struct TransportMesh {
+  std::vector<std::unique_ptr<Transport>> servers;
+  std::vector<std::unique_ptr<Transport>> workers;
+};
+inline TransportMesh MakeMesh(int servers, int workers,
+                              const TransportFactory& factory,
+                              const std::string& bind_endpoint) {
+  TransportMesh mesh;
+  for (int s = 0; s < servers; ++s) {
+    mesh.servers.push_back(factory(s));
+    Check(mesh.servers.back()->Bind(bind_endpoint), "bind server");
+  }
+  for (int w = 0; w < workers; ++w) {
+    mesh.workers.push_back(factory(100 + w));
+    Check(mesh.workers.back()->Bind(bind_endpoint), "bind worker");
+  }
+  for (auto& w : mesh.workers) {
+    for (auto& s : mesh.servers) {
+      Check(w->Connect(s->node_id(), s->endpoint()), "connect");
+      Check(s->Connect(w->node_id(), w->endpoint()), "connect");
+    }
+  }
+  return mesh;
 }
 
 // ---------------------------------------------------------------------------

@@ -77,28 +77,16 @@ std::vector<float> Floats(size_t n, float value) {
 
 class PsCluster {
  public:
-  using Factory = std::function<std::unique_ptr<Transport>(NodeId)>;
+  using Factory = TransportFactory;
 
   PsCluster(int servers, int workers, size_t bytes, const Factory& factory,
             const std::string& bind_endpoint) {
     const int64_t keys = static_cast<int64_t>(bytes / sizeof(float));
     Result<KeyLayout> layout = KeyLayout::Balanced(keys, servers);
     Check(layout.status(), "key layout");
-    std::vector<std::unique_ptr<Transport>> server_t, worker_t;
-    for (int s = 0; s < servers; ++s) {
-      server_t.push_back(factory(s));
-      Check(server_t.back()->Bind(bind_endpoint), "bind server");
-    }
-    for (int w = 0; w < workers; ++w) {
-      worker_t.push_back(factory(100 + w));
-      Check(worker_t.back()->Bind(bind_endpoint), "bind worker");
-    }
-    for (auto& w : worker_t) {
-      for (auto& s : server_t) {
-        Check(w->Connect(s->node_id(), s->endpoint()), "connect");
-        Check(s->Connect(w->node_id(), w->endpoint()), "connect");
-      }
-    }
+    TransportMesh mesh = MakeMesh(servers, workers, factory, bind_endpoint);
+    std::vector<std::unique_ptr<Transport>>& server_t = mesh.servers;
+    std::vector<std::unique_ptr<Transport>>& worker_t = mesh.workers;
     std::vector<NodeId> server_ids;
     for (int s = 0; s < servers; ++s) {
       ServerOptions so;

@@ -60,25 +60,14 @@ constexpr milliseconds kTimeout{10000};
 
 class TransportCluster {
  public:
-  using Factory = std::function<std::unique_ptr<Transport>(NodeId)>;
+  using Factory = TransportFactory;
 
   TransportCluster(int servers, int workers, size_t max_bytes,
                    const Factory& factory, const std::string& bind_endpoint)
       : max_bytes_(max_bytes) {
-    for (int s = 0; s < servers; ++s) {
-      servers_.push_back(factory(s));
-      Check(servers_.back()->Bind(bind_endpoint), "bind server");
-    }
-    for (int w = 0; w < workers; ++w) {
-      workers_.push_back(factory(100 + w));
-      Check(workers_.back()->Bind(bind_endpoint), "bind worker");
-    }
-    for (auto& w : workers_) {
-      for (auto& s : servers_) {
-        Check(w->Connect(s->node_id(), s->endpoint()), "connect");
-        Check(s->Connect(w->node_id(), w->endpoint()), "connect");
-      }
-    }
+    TransportMesh mesh = MakeMesh(servers, workers, factory, bind_endpoint);
+    servers_ = std::move(mesh.servers);
+    workers_ = std::move(mesh.workers);
     params_ = MakeBlock(max_bytes);
     for (size_t w = 0; w < workers_.size(); ++w) {
       grads_.push_back(MakeBlock(max_bytes));

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/cli_test_util.h"
 #include "cli/commands.h"
 #include "common/config.h"
 #include "common/fs.h"
@@ -11,26 +12,9 @@
 namespace strata {
 namespace {
 
-// Runs `strata <args>` in-process and returns the exit code.
-int RunStrata(std::vector<std::string> args) {
-  CLI::App app{"strata"};
-  int exit_code = -1;
-  std::atomic<bool> stop{false};
-  AddCommands(app, &exit_code, &stop);
-  std::vector<const char*> argv = {"strata"};
-  for (const auto& a : args) argv.push_back(a.c_str());
-  try {
-    app.parse(static_cast<int>(argv.size()), const_cast<char**>(argv.data()));
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
-  return exit_code;
-}
+using testing::RunStrata;
 
-std::string TempDir() {
-  std::string d = "/tmp/strata_cli_test_XXXXXX";
-  return ::mkdtemp(d.data());
-}
+std::string TempDir() { return testing::CliTempDir("cli_test"); }
 
 TEST(CliTest, BadOverrideIsExitCode2) {
   EXPECT_EQ(RunStrata({"train", "--set", "train.lr=abc"}), 2);

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -34,6 +35,14 @@ std::vector<nlohmann::json> ReadJsonLines(const std::string& path) {
   std::string line;
   while (std::getline(in, line)) out.push_back(nlohmann::json::parse(line));
   return out;
+}
+
+// Loads the config's data into a fresh run directory and trains locally.
+Result<RunSummary> LoadAndTrain(const Config& c,
+                                const std::atomic<bool>* stop = nullptr) {
+  ASSIGN_OR_RETURN(DatasetSplits data, LoadDatasetFromConfig(c));
+  ASSIGN_OR_RETURN(RunDirectory dir, RunDirectory::Create(c));
+  return TrainLocal(c, data, dir, stop);
 }
 
 Config SmallSynthetic(const std::string& run_dir) {
@@ -91,11 +100,7 @@ TEST(LocalTrainerTest, SamplersApplyAndShardPlansAreIgnoredLocally) {
     Config c = SmallSynthetic(root);
     ASSERT_TRUE(c.ApplyOverride(std::string("data.sampler=") + sampler).ok());
     ASSERT_TRUE(c.ApplyOverride("data.shard_plan=" + root + "/none.json").ok());
-    auto data = LoadDatasetFromConfig(c);
-    ASSERT_TRUE(data.ok());
-    auto dir = RunDirectory::Create(c);
-    ASSERT_TRUE(dir.ok());
-    auto s = TrainLocal(c, *data, *dir, nullptr);
+    auto s = LoadAndTrain(c);
     ASSERT_TRUE(s.ok()) << sampler << ": " << s.status().ToString();
     EXPECT_EQ(s->steps, 3 * ((3000 + 63) / 64)) << sampler;
     EXPECT_GT(s->final_val_acc, 0.5) << sampler;
@@ -141,11 +146,7 @@ TEST(LocalTrainerTest, ConvModelOnFlatDataIsAClearError) {
   std::string root = TempRoot();
   Config c = SmallSynthetic(root);
   ASSERT_TRUE(c.ApplyOverride("model.name=lenet").ok());
-  auto data = LoadDatasetFromConfig(c);
-  ASSERT_TRUE(data.ok());
-  auto dir = RunDirectory::Create(c);
-  ASSERT_TRUE(dir.ok());
-  auto s = TrainLocal(c, *data, *dir, nullptr);
+  auto s = LoadAndTrain(c);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("lenet"), std::string::npos);
 }
@@ -169,11 +170,7 @@ TEST(LocalTrainerRealDataTest, MlpOneEpochOnMnist) {
   ASSERT_TRUE(c.ApplyOverride("data.dataset=mnist").ok());
   ASSERT_TRUE(c.ApplyOverride(std::string("data.dir=") + dd + "/mnist").ok());
   ASSERT_TRUE(c.ApplyOverride("train.epochs=1").ok());
-  auto data = LoadDatasetFromConfig(c);
-  ASSERT_TRUE(data.ok()) << data.status().ToString();
-  auto dir = RunDirectory::Create(c);
-  ASSERT_TRUE(dir.ok());
-  auto s = TrainLocal(c, *data, *dir, nullptr);
+  auto s = LoadAndTrain(c);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_GT(s->final_val_acc, 0.95);
 }
