@@ -44,6 +44,7 @@
 #include <thread>
 #include <vector>
 
+#include "bare_zmq.h"
 #include "bench_common.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -162,10 +163,12 @@ struct Row {
   Op op;
   size_t bytes;
   double ours, raw, ratio;  // MB/s medians; ratio = median of paired ratios
+  double zmq, zmq_ratio;    // bare ZeroMQ MB/s and zmq/raw (0: not run)
 };
 
 struct Flags : bench::CommonFlags {
   int reps = 7;
+  bool bare_zmq = true;  // also measure plain ZeroMQ (bare_zmq.h)
 };
 
 // The common flags (bench_common.h) and --reps=N.
@@ -176,10 +179,12 @@ Flags ParseFlags(int argc, char** argv) {
     if (bench::ParseCommonFlag(arg, &f)) continue;
     if (auto v = bench::FlagValue(arg, "reps")) {
       f.reps = std::max(1, std::stoi(*v));
+    } else if (arg == "--no-bare-zmq") {
+      f.bare_zmq = false;
     } else {
       Die("unknown flag " + arg +
           " (try --sizes=4K,64M --topologies=1+1 --ops=push --reps=5 "
-          "--no-inproc --context=shared)");
+          "--no-inproc --context=shared --no-bare-zmq)");
     }
   }
   bench::CheckCommonFlags(f);
@@ -246,42 +251,63 @@ void Main(int argc, char** argv) {
       flags.shared_context ? "one context shared by all nodes"
                            : "one context per node");
   PrintServerWork(max_bytes);
-  std::printf("%-8s %-5s %-7s %10s %10s %9s\n", "topology", "op", "size",
+  std::printf("%-8s %-5s %-7s %10s %10s %9s", "topology", "op", "size",
               "ours MB/s", "raw MB/s", "ours/raw");
+  if (flags.bare_zmq) {
+    std::printf(" %10s %9s %9s", "zmq MB/s", "zmq/raw", "ours/zmq");
+  }
+  std::printf("\n");
   std::fflush(stdout);
 
   std::vector<Row> rows;
   for (auto [servers, workers] : flags.topologies) {
     RawCluster raw(servers, workers, max_bytes, RawCluster::Threads::kPerNode);
+    std::unique_ptr<BareZmqCluster> bare;
+    if (flags.bare_zmq) {
+      bare = std::make_unique<BareZmqCluster>(servers, workers, max_bytes);
+    }
     for (size_t bytes : flags.sizes) {
       PsCluster ours(servers, workers, bytes, zmq_factory, "tcp://127.0.0.1:*");
       for (Op op : flags.ops) {
         const int ops = OpsFor(bytes);
         const double moved = static_cast<double>(bytes) * workers * ops;
-        // Warm up (pools, caches, TCP windows), then alternate, starting
-        // with a different one each repetition.
-        ours.Run(op, std::max(1, ops / 4));
-        raw.Run(op, bytes, std::max(1, ops / 4));
-        std::vector<double> o, r, ratio;
+        // The contenders, run in a rotating order each repetition.
+        std::vector<std::function<double(int)>> run = {
+            [&](int n) { return ours.Run(op, n); },
+            [&](int n) { return raw.Run(op, bytes, n); }};
+        if (bare) run.push_back([&](int n) { return bare->Run(op, bytes, n); });
+        // Warm up (pools, caches, TCP windows).
+        for (auto& r : run) r(std::max(1, ops / 4));
+        std::vector<std::vector<double>> mbps(run.size());
+        std::vector<double> ratio, zmq_ratio;
         for (int rep = 0; rep < flags.reps; ++rep) {
-          double a, b;
-          if (rep % 2 == 0) {
-            a = moved / ours.Run(op, ops) / 1e6;
-            b = moved / raw.Run(op, bytes, ops) / 1e6;
-          } else {
-            b = moved / raw.Run(op, bytes, ops) / 1e6;
-            a = moved / ours.Run(op, ops) / 1e6;
+          std::vector<double> got(run.size());
+          for (size_t i = 0; i < run.size(); ++i) {
+            const size_t k = (i + static_cast<size_t>(rep)) % run.size();
+            got[k] = moved / run[k](ops) / 1e6;
           }
-          o.push_back(a);
-          r.push_back(b);
-          ratio.push_back(a / b);
+          for (size_t k = 0; k < run.size(); ++k) mbps[k].push_back(got[k]);
+          ratio.push_back(got[0] / got[1]);
+          if (bare) zmq_ratio.push_back(got[2] / got[1]);
         }
-        Row row{servers,   workers,   op,           bytes,
-                Median(o), Median(r), Median(ratio)};
+        Row row{servers,
+                workers,
+                op,
+                bytes,
+                Median(mbps[0]),
+                Median(mbps[1]),
+                Median(ratio),
+                bare ? Median(mbps[2]) : 0.0,
+                bare ? Median(zmq_ratio) : 0.0};
         rows.push_back(row);
-        std::printf("%d+%-6d %-5s %-7s %10.0f %10.0f %9.2f\n", servers, workers,
+        std::printf("%d+%-6d %-5s %-7s %10.0f %10.0f %9.2f", servers, workers,
                     OpName(op), SizeName(bytes).c_str(), row.ours, row.raw,
                     row.ratio);
+        if (bare) {
+          std::printf(" %10.0f %9.2f %9.2f", row.zmq, row.zmq_ratio,
+                      row.ours / row.zmq);
+        }
+        std::printf("\n");
         std::fflush(stdout);
       }
     }
