@@ -126,9 +126,10 @@ class InProcTransport final : public Transport {
     return Status::Ok();
   }
 
-  void SetDirectDelivery(std::function<bool(Message&)> sink) override {
+  bool SetDirectDelivery(std::function<bool(Message&)> sink) override {
     std::unique_lock<std::shared_mutex> lock(direct_->mu);
     direct_->fn = std::move(sink);
+    return true;
   }
 
   std::string endpoint() const override {

@@ -1,12 +1,218 @@
 #include "transport/rpc.h"
 
+#include <algorithm>
+#include <deque>
+
 #include "common/log.h"
 
 namespace strata {
+namespace {
 
-Result<Message> RpcCall::Wait(std::chrono::milliseconds timeout) {
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// How long one Recv() by whoever receives waits before looking around again.
+constexpr milliseconds kReceiveSlice{50};
+// After the last waiting caller left, the endpoint's thread leaves the
+// receiving side to callers this long, so that a loop of requests keeps it.
+constexpr milliseconds kCallerLinger{20};
+// Messages queued for the endpoint's thread before offering threads wait,
+// and how long they wait for room.
+constexpr size_t kMaxQueued = 4096;
+constexpr milliseconds kQueueFullWait{30000};
+// How long Stop() waits for callers still inside Wait() to leave.
+constexpr milliseconds kStopWait{10000};
+
+bool IsReply(const Message& m) { return (m.header.flags & kReplyFlag) != 0; }
+
+}  // namespace
+
+namespace rpc_internal {
+
+// What an endpoint shares with its calls: the transport, the calls waiting
+// for replies, and the leader/follower state of the receiving side.
+struct EndpointState {
+  explicit EndpointState(std::unique_ptr<Transport> t)
+      : transport(std::move(t)) {}
+
+  // The waiting call for a reply's request id (removed), or null.
+  std::shared_ptr<RpcCall> TakePending(uint64_t request_id) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = pending.find(request_id);
+    if (it == pending.end()) return nullptr;
+    std::shared_ptr<RpcCall> call = std::move(it->second);
+    pending.erase(it);
+    return call;
+  }
+
+  // Completes `call` with `reply` (a kError reply becomes its status).
+  static void CompleteCall(RpcCall& call, Message reply) {
+    if (reply.header.type == MessageType::kError) {
+      call.Complete(
+          Status(Status::Code::kUnavailable,
+                 fmt::format("node {} answered {}: {}", reply.header.sender,
+                             call.what_, ErrorText(reply))));
+    } else {
+      call.Complete(std::move(reply));
+    }
+  }
+
+  // Completes the call a reply belongs to, or logs that none waits for it.
+  void DeliverReply(Message reply) {
+    std::shared_ptr<RpcCall> call = TakePending(reply.header.request_id);
+    if (call == nullptr) {
+      LogDebug("node {}: reply {} from node {} matches no request (late?)",
+               transport->node_id(), reply.header.request_id,
+               reply.header.sender);
+      return;
+    }
+    CompleteCall(*call, std::move(reply));
+  }
+
+  // Completes every waiting call with `status`, or (null) with a
+  // cancellation naming the call.
+  void CancelAll(const Status* status) {
+    std::map<uint64_t, std::shared_ptr<RpcCall>> calls;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      calls.swap(pending);
+    }
+    for (auto& [id, call] : calls) {
+      call->Complete(
+          status != nullptr
+              ? *status
+              : Status::Cancelled("node {} stopped before the reply to {}",
+                                  transport->node_id(), call->what_));
+    }
+    WakeCallers();
+  }
+
+  void WakeCallers() {
+    std::lock_guard<std::mutex> lock(lf_mu);
+    callers_cv.notify_all();
+  }
+
+  // A message that arrived, offered by the receiving caller or (in-process)
+  // by the sender's thread: a reply is completed at once, unless messages
+  // are queued for the endpoint's thread, in which case it queues behind
+  // them, as does anything for the handler. Always takes the message.
+  bool Offer(Message& msg) {
+    {
+      std::unique_lock<std::mutex> lock(lf_mu);
+      if (queued > 0 || !IsReply(msg)) {
+        // Back-pressure, as a transport's own queue would apply: a full
+        // queue holds the offering thread (a sender, in-process) until the
+        // endpoint's thread makes room or stops; past the wait the message
+        // is declined and takes the transport's way (and its send timeout).
+        if (!room_cv.wait_for(lock, kQueueFullWait, [&] {
+              return queue.size() < kMaxQueued || stopping;
+            })) {
+          return false;
+        }
+        queue.push_back(std::move(msg));
+        ++queued;
+        loop_cv.notify_one();
+        return true;
+      }
+    }
+    // Nothing was queued at the check. A message queued since then came
+    // from another sender concurrently (no order between senders) or not
+    // at all (callers receive one at a time).
+    DeliverReply(std::move(msg));
+    return true;
+  }
+
+  // Waits for `call` until `end`, receiving whenever nobody else does.
+  // False if the endpoint is stopping or its transport closed (the caller
+  // then waits for the call plainly: Stop() completes it).
+  bool WaitAsCaller(RpcCall& call, Clock::time_point end) {
+    std::unique_lock<std::mutex> lock(lf_mu);
+    if (stopping) return false;
+    ++waiters;
+    bool closed = false;
+    while (!call.Ready()) {
+      const Clock::time_point now = Clock::now();
+      if (now >= end) break;
+      if (!receiving) {
+        receiving = true;
+        lock.unlock();
+        const milliseconds wait =
+            std::min(std::chrono::ceil<milliseconds>(end - now), kReceiveSlice);
+        Result<Message> msg = transport->Recv(wait);
+        if (msg.ok()) {
+          if (!Offer(*msg)) {
+            LogWarning(
+                "node {}: dropped a {} from node {}: the handler's queue "
+                "stayed full for {} ms",
+                transport->node_id(), MessageTypeName(msg->header.type),
+                msg->header.sender, kQueueFullWait.count());
+          }
+        } else if (msg.status().code() == Status::Code::kCancelled) {
+          closed = true;
+        } else if (msg.status().code() != Status::Code::kDeadlineExceeded) {
+          LogWarning("node {}: receive failed: {}", transport->node_id(),
+                     msg.status().ToString());
+        }
+        lock.lock();
+        receiving = false;
+        // Another caller's reply may have come, or one may receive now.
+        callers_cv.notify_all();
+        if (closed) break;
+        continue;
+      }
+      if (loop_receiving && !interrupted) {
+        interrupted = true;
+        transport->Interrupt();
+      }
+      callers_cv.wait_until(lock, end);
+    }
+    --waiters;
+    last_wait_end = Clock::now();
+    if (stopping) callers_cv.notify_all();  // Stop() waits for waiters == 0
+    return !closed;
+  }
+
+  const std::unique_ptr<Transport> transport;
+
+  std::mutex mu;
+  std::map<uint64_t, std::shared_ptr<RpcCall>> pending;  // GUARDED_BY(mu)
+
+  // Leader/follower state (RpcEndpoint::callers_receive()).
+  std::atomic<bool> callers_receive{false};
+  std::mutex lf_mu;
+  std::condition_variable callers_cv;  // a call done, receiving side free
+  std::condition_variable loop_cv;     // something queued, stopping
+  std::condition_variable room_cv;     // the queue has room again
+  bool receiving = false;              // GUARDED_BY(lf_mu): someone in Recv()
+  bool loop_receiving = false;         // GUARDED_BY(lf_mu): the endpoint's
+  bool interrupted = false;            // GUARDED_BY(lf_mu)
+  bool stopping = false;               // GUARDED_BY(lf_mu)
+  int waiters = 0;                     // GUARDED_BY(lf_mu)
+  Clock::time_point last_wait_end;     // GUARDED_BY(lf_mu)
+  // Messages for the endpoint's thread in arrival order; `queued` also
+  // counts the one it is working on.
+  std::deque<Message> queue;  // GUARDED_BY(lf_mu)
+  int queued = 0;             // GUARDED_BY(lf_mu)
+};
+
+}  // namespace rpc_internal
+
+using rpc_internal::EndpointState;
+
+Result<Message> RpcCall::Wait(milliseconds timeout) {
+  const Clock::time_point end =
+      Clock::now() + std::max(timeout, milliseconds(0));
   std::unique_lock<std::mutex> lock(mu_);
-  if (!cv_.wait_for(lock, timeout, [&] { return done_; })) {
+  bool waited = false;
+  if (!done_) {
+    if (std::shared_ptr<EndpointState> ep = endpoint_.lock()) {
+      lock.unlock();
+      waited = ep->WaitAsCaller(*this, end);
+      lock.lock();
+    }
+  }
+  if (!waited) cv_.wait_until(lock, end, [&] { return done_; });
+  if (!done_) {
     return Status::DeadlineExceeded("no reply to {} within {} ms", what_,
                                     timeout.count());
   }
@@ -35,81 +241,126 @@ std::string ErrorText(const Message& msg) {
 }
 
 RpcEndpoint::RpcEndpoint(std::unique_ptr<Transport> transport, Handler handler)
-    : transport_(std::move(transport)), handler_(std::move(handler)) {}
+    : state_(std::make_shared<EndpointState>(std::move(transport))),
+      handler_(std::move(handler)) {}
 
 RpcEndpoint::~RpcEndpoint() { Stop(); }
 
+Transport& RpcEndpoint::transport() { return *state_->transport; }
+
+NodeId RpcEndpoint::node_id() const { return state_->transport->node_id(); }
+
+bool RpcEndpoint::callers_receive() const {
+  return state_->callers_receive.load();
+}
+
 void RpcEndpoint::Start() {
   if (running_.exchange(true)) return;
-  // In-process transports hand replies to the waiting call on the replier's
-  // thread: one thread hand-off fewer per request.
-  transport_->SetDirectDelivery([this](Message& m) {
-    if (!(m.header.flags & kReplyFlag)) return false;
-    std::shared_ptr<RpcCall> call = TakePending(m.header.request_id);
-    if (call == nullptr) return false;  // the receive loop logs it
-    CompleteCall(*call, std::move(m));
-    return true;
-  });
+  // In-process transports hand every message to Offer() on the sender's
+  // thread (a reply completes its call there); the others let waiting
+  // callers receive (see rpc.h). Either way, one thread hand-off fewer per
+  // request.
+  EndpointState* state = state_.get();
+  const bool direct = state->transport->SetDirectDelivery(
+      [state](Message& m) { return state->Offer(m); });
+  state_->callers_receive = !direct;
   thread_ = std::thread([this] { Loop(); });
 }
 
-std::shared_ptr<RpcCall> RpcEndpoint::TakePending(uint64_t request_id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = pending_.find(request_id);
-  if (it == pending_.end()) return nullptr;
-  std::shared_ptr<RpcCall> call = std::move(it->second);
-  pending_.erase(it);
-  return call;
-}
-
-void RpcEndpoint::CompleteCall(RpcCall& call, Message reply) {
-  if (reply.header.type == MessageType::kError) {
-    call.Complete(
-        Status(Status::Code::kUnavailable,
-               fmt::format("node {} answered {}: {}", reply.header.sender,
-                           call.what_, ErrorText(reply))));
-  } else {
-    call.Complete(std::move(reply));
-  }
-}
-
 void RpcEndpoint::Stop() {
+  EndpointState& s = *state_;
   // No sender is inside the fast path once this returns.
-  transport_->SetDirectDelivery(nullptr);
-  if (running_.exchange(false) && thread_.joinable()) thread_.join();
-  std::map<uint64_t, std::shared_ptr<RpcCall>> pending;
+  s.transport->SetDirectDelivery(nullptr);
+  const bool was_running = running_.exchange(false);
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    pending.swap(pending_);
+    std::lock_guard<std::mutex> lock(s.lf_mu);
+    s.stopping = true;
+    s.loop_cv.notify_all();
+    s.room_cv.notify_all();
   }
-  for (auto& [id, call] : pending) {
-    call->Complete(Status::Cancelled("node {} stopped before the reply to {}",
-                                     node_id(), call->what_));
+  s.transport->Interrupt();
+  if (was_running && thread_.joinable()) thread_.join();
+  s.CancelAll(nullptr);
+  s.transport->Close();
+  std::unique_lock<std::mutex> lock(s.lf_mu);
+  if (!s.callers_cv.wait_for(lock, kStopWait, [&] { return s.waiters == 0; })) {
+    LogWarning(
+        "node {}: {} caller(s) still inside RpcCall::Wait() {} ms after "
+        "Stop()",
+        s.transport->node_id(), s.waiters, kStopWait.count());
   }
-  transport_->Close();
 }
 
 void RpcEndpoint::Loop() {
-  while (running_.load()) {
-    auto msg = transport_->Recv(std::chrono::milliseconds(50));
-    if (!msg.ok()) {
-      if (msg.status().code() == Status::Code::kDeadlineExceeded) continue;
-      if (!running_.load()) break;
+  EndpointState& s = *state_;
+  auto dispatch = [&](Message msg) {
+    if (IsReply(msg)) {
+      s.DeliverReply(std::move(msg));
+    } else {
+      handler_(std::move(msg));
+    }
+  };
+  auto receive_once = [&] {
+    Result<Message> msg = s.transport->Recv(kReceiveSlice);
+    if (msg.ok()) {
+      dispatch(std::move(msg).value());
+    } else if (msg.status().code() != Status::Code::kDeadlineExceeded &&
+               running_.load()) {
       LogWarning("node {}: receive failed: {}", node_id(),
                  msg.status().ToString());
-      continue;
-    }
-    if (msg->header.flags & kReplyFlag) {
-      std::shared_ptr<RpcCall> call = TakePending(msg->header.request_id);
-      if (call == nullptr) {
-        LogDebug("node {}: reply {} from node {} matches no request (late?)",
-                 node_id(), msg->header.request_id, msg->header.sender);
-        continue;
+      if (msg.status().code() == Status::Code::kCancelled) {
+        std::this_thread::sleep_for(kReceiveSlice);  // closed: do not spin
       }
-      CompleteCall(*call, std::move(msg).value());
+    }
+  };
+  const bool direct = !s.callers_receive;
+  std::unique_lock<std::mutex> lock(s.lf_mu);
+  // In-process: what reached the transport's queue before the sink was set
+  // is received at the start and whenever the loop was idle for a slice.
+  bool drain = direct;
+  while (running_.load()) {
+    if (drain) {
+      drain = false;
+      lock.unlock();
+      for (Result<Message> msg = s.transport->Recv(milliseconds(0)); msg.ok();
+           msg = s.transport->Recv(milliseconds(0))) {
+        dispatch(std::move(msg).value());
+      }
+      lock.lock();
+    }
+    if (!s.queue.empty()) {
+      Message msg = std::move(s.queue.front());
+      s.queue.pop_front();
+      lock.unlock();
+      dispatch(std::move(msg));
+      lock.lock();
+      --s.queued;
+      s.callers_cv.notify_all();
+      s.room_cv.notify_all();
       continue;
     }
-    handler_(std::move(msg).value());
+    if (direct) {
+      drain =
+          s.loop_cv.wait_for(lock, kReceiveSlice) == std::cv_status::timeout;
+      continue;
+    }
+    const Clock::time_point now = Clock::now();
+    if (s.receiving || s.waiters > 0) {
+      s.loop_cv.wait_for(lock, kReceiveSlice);
+      continue;
+    }
+    if (now - s.last_wait_end < kCallerLinger) {
+      s.loop_cv.wait_until(lock, s.last_wait_end + kCallerLinger);
+      continue;
+    }
+    s.receiving = s.loop_receiving = true;
+    s.interrupted = false;
+    lock.unlock();
+    // Dispatched while still receiving, so that nothing after it overtakes.
+    receive_once();
+    lock.lock();
+    s.receiving = s.loop_receiving = false;
+    s.callers_cv.notify_all();
   }
 }
 
@@ -117,18 +368,19 @@ std::shared_ptr<RpcCall> RpcEndpoint::Request(NodeId to, Message msg) {
   auto call = std::make_shared<RpcCall>();
   call->what_ =
       fmt::format("{} to node {}", MessageTypeName(msg.header.type), to);
+  if (state_->callers_receive.load()) call->endpoint_ = state_;
   const uint64_t id = next_id_.fetch_add(1);
   msg.header.request_id = id;
   msg.header.flags &= ~kReplyFlag;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    pending_[id] = call;
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->pending[id] = call;
   }
-  Status st = transport_->Send(to, std::move(msg));
+  Status st = state_->transport->Send(to, std::move(msg));
   if (!st.ok()) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      pending_.erase(id);
+      std::lock_guard<std::mutex> lock(state_->mu);
+      state_->pending.erase(id);
     }
     call->Complete(st);
   }
@@ -138,7 +390,7 @@ std::shared_ptr<RpcCall> RpcEndpoint::Request(NodeId to, Message msg) {
 Status RpcEndpoint::Reply(const Message& request, Message reply) {
   reply.header.request_id = request.header.request_id;
   reply.header.flags |= kReplyFlag;
-  return transport_->Send(request.header.sender, std::move(reply));
+  return state_->transport->Send(request.header.sender, std::move(reply));
 }
 
 Status RpcEndpoint::ReplyError(const Message& request, const Status& status) {
@@ -150,17 +402,12 @@ Status RpcEndpoint::ReplyError(const Message& request, const Status& status) {
 }
 
 void RpcEndpoint::CancelPending(const Status& status) {
-  std::map<uint64_t, std::shared_ptr<RpcCall>> pending;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    pending.swap(pending_);
-  }
-  for (auto& [id, call] : pending) call->Complete(status);
+  state_->CancelAll(&status);
 }
 
 Status RpcEndpoint::Send(NodeId to, Message msg) {
   msg.header.flags &= ~kReplyFlag;
-  return transport_->Send(to, std::move(msg));
+  return state_->transport->Send(to, std::move(msg));
 }
 
 }  // namespace strata

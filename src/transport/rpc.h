@@ -18,6 +18,11 @@ namespace strata {
 // request_id (set by RpcEndpoint::Reply).
 inline constexpr uint32_t kReplyFlag = 1u << 31;
 
+class RpcEndpoint;
+namespace rpc_internal {
+struct EndpointState;
+}  // namespace rpc_internal
+
 // The outcome of one request: Wait() blocks until the reply arrives, the
 // timeout expires, or the endpoint stops. Thread-safe.
 class RpcCall {
@@ -30,22 +35,40 @@ class RpcCall {
 
  private:
   friend class RpcEndpoint;
+  friend struct rpc_internal::EndpointState;
   void Complete(Result<Message> result);
 
   std::string what_;  // "pull_request to node 3", for timeouts
+  // Set when waiting callers receive their replies themselves (RpcEndpoint).
+  std::weak_ptr<rpc_internal::EndpointState> endpoint_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;                        // GUARDED_BY(mu_)
   std::unique_ptr<Result<Message>> result_;  // GUARDED_BY(mu_)
 };
 
-// Request/reply on top of a Transport. Owns the transport's receive side:
-// one thread calls Recv(), completes the RpcCall a reply belongs to, and
+// Request/reply on top of a Transport. Owns the transport's receive side and
+// a thread that serves it: it completes the RpcCall a reply belongs to and
 // hands every other message to the handler (on that thread, in arrival
 // order). Send paths are thread-safe; the handler must not block for long
 // (it delays every later message of this node).
-// Start() spawns the thread; Stop() (or the destructor) joins it and
-// cancels the calls still waiting.
+//
+// Callers receive their own replies (leader/follower). Over a transport
+// without direct delivery (ZeroMQ), a thread waiting in RpcCall::Wait()
+// takes the receiving side itself, so a reply wakes the thread that waits
+// for it, not the endpoint's thread, which would then wake the waiter. One
+// thread receives at a time; it completes whatever replies it gets and
+// queues other messages for the endpoint's thread. Order is kept: once a
+// message is queued for the handler, every later one (replies too) goes
+// through the same queue. While callers wait, and for a short linger after
+// the last one (so that a loop of requests keeps the role), the endpoint's
+// thread leaves the receiving side alone; if it is receiving when a caller
+// arrives, the caller interrupts it (Transport::Interrupt()). Over an
+// in-process transport, replies are instead completed on the replier's
+// thread (Transport::SetDirectDelivery).
+//
+// Start() spawns the thread; Stop() (or the destructor) joins it, cancels
+// the calls still waiting and waits for callers to leave.
 class RpcEndpoint {
  public:
   using Handler = std::function<void(Message)>;
@@ -72,23 +95,22 @@ class RpcEndpoint {
   // One-way send (no reply expected).
   Status Send(NodeId to, Message msg);
 
-  Transport& transport() { return *transport_; }
-  NodeId node_id() const { return transport_->node_id(); }
+  Transport& transport();
+  NodeId node_id() const;
+  // Whether waiting callers receive their replies themselves (above); known
+  // after Start().
+  bool callers_receive() const;
 
  private:
   void Loop();
-  // The waiting call for a reply's request id (removed), or null.
-  std::shared_ptr<RpcCall> TakePending(uint64_t request_id);
-  // Completes `call` with `reply` (a kError reply becomes its status).
-  void CompleteCall(RpcCall& call, Message reply);
 
-  std::unique_ptr<Transport> transport_;
+  // Shared with the calls (weakly), so that a call never outlives what its
+  // Wait() uses.
+  std::shared_ptr<rpc_internal::EndpointState> state_;
   Handler handler_;
   std::atomic<bool> running_{false};
   std::thread thread_;
   std::atomic<uint64_t> next_id_{1};
-  std::mutex mu_;
-  std::map<uint64_t, std::shared_ptr<RpcCall>> pending_;  // GUARDED_BY(mu_)
 };
 
 // The text of a kError message's first payload.

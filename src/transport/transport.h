@@ -100,11 +100,21 @@ class Transport {
   // true it took the message (and may have moved from it), which then skips
   // the queue and Recv(). `sink` runs on senders' threads, concurrently, and
   // must be quick and must not send. Null removes it; that call waits until
-  // no sender is inside the old sink. Backends that cannot do it ignore the
-  // call (every message then goes through Recv()).
-  virtual void SetDirectDelivery(std::function<bool(Message&)> sink) {
+  // no sender is inside the old sink. Returns whether the backend does it;
+  // those that cannot ignore the call and return false (every message then
+  // goes through Recv()).
+  virtual bool SetDirectDelivery(std::function<bool(Message&)> sink) {
     (void)sink;
+    return false;
   }
+
+  // Makes a Recv() that is waiting now return promptly with
+  // kDeadlineExceeded (saying it was interrupted), so its thread can hand
+  // the receiving side to another. If none is waiting, the next Recv() that
+  // would wait may return early instead. Messages are never lost by it.
+  // Safe from any thread. Backends that cannot do it ignore the call (the
+  // Recv() then runs to its timeout or its next message).
+  virtual void Interrupt() {}
 };
 
 }  // namespace strata

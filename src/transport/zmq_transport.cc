@@ -1,6 +1,8 @@
 #include "transport/zmq_transport.h"
 
 #include <malloc.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -119,9 +121,20 @@ class ZmqTransport final : public Transport {
       : id_(id),
         options_(std::move(options)),
         ctx_(std::move(ctx)),
-        pool_(BufferPool::Create(options_.receive_pool_bytes)) {}
+        pool_(BufferPool::Create(options_.receive_pool_bytes)),
+        wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
 
-  ~ZmqTransport() override { Close(); }
+  ~ZmqTransport() override {
+    Close();
+    if (wake_fd_ >= 0) ::close(wake_fd_);
+  }
+
+  void Interrupt() override {
+    if (wake_fd_ < 0) return;
+    const uint64_t one = 1;
+    // Fails only when the counter is saturated: already signalled.
+    (void)!::write(wake_fd_, &one, sizeof(one));
+  }
 
   NodeId node_id() const override { return id_; }
 
@@ -356,8 +369,10 @@ class ZmqTransport final : public Transport {
                   : fmt::format(" ({} message(s) partly received)", partial));
         }
         const auto left = std::chrono::ceil<milliseconds>(deadline - now);
-        zmq_pollitem_t item{router_->handle(), 0, ZMQ_POLLIN, 0};
-        if (zmq_poll(&item, 1, std::min(left, kWaitSlice).count()) < 0) {
+        zmq_pollitem_t items[2] = {{router_->handle(), 0, ZMQ_POLLIN, 0},
+                                   {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
+        const int n_items = wake_fd_ >= 0 ? 2 : 1;
+        if (zmq_poll(items, n_items, std::min(left, kWaitSlice).count()) < 0) {
           if (zmq_errno() == ETERM) {
             return Status::Cancelled("node {}: ZeroMQ context terminated", id_);
           }
@@ -365,6 +380,16 @@ class ZmqTransport final : public Transport {
             return Status::IoError("node {}: poll: {}", id_,
                                    zmq_strerror(zmq_errno()));
           }
+        }
+        if (n_items == 2 && (items[1].revents & ZMQ_POLLIN)) {
+          uint64_t count = 0;
+          (void)!::read(wake_fd_, &count, sizeof(count));  // reset
+          if (closed_.load()) {
+            return Status::Cancelled("node {}: closed while receiving", id_);
+          }
+          return Status::DeadlineExceeded(
+              "node {}: receive at {} interrupted (Interrupt())", id_,
+              endpoint());
         }
       }
     } catch (const zmq::error_t& e) {
@@ -374,6 +399,7 @@ class ZmqTransport final : public Transport {
 
   void Close() override {
     if (closed_.exchange(true)) return;
+    Interrupt();  // a Recv() in progress lets go at once
     {
       // Recv() notices closed_ within one wait slice and lets go.
       ReceiverLease lease(this);
@@ -568,6 +594,9 @@ class ZmqTransport final : public Transport {
   const ZmqOptions options_;
   const std::shared_ptr<ZmqContext> ctx_;  // Outlives every socket below.
   const std::shared_ptr<BufferPool> pool_;
+  // Interrupt() makes it readable; Recv() polls it beside the socket. -1 if
+  // the system refused one (Interrupt() then does nothing).
+  const int wake_fd_;
   std::atomic<bool> closed_{false};
 
   mutable std::mutex state_mu_;

@@ -1,0 +1,234 @@
+// RpcEndpoint over the in-process transport (replies completed on the
+// replier's thread) and over ZeroMQ (waiting callers receive their own
+// replies): replies reach the right caller, order with handler messages is
+// kept, nothing waits past its timeout or past Stop().
+#include "transport/rpc.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "transport/inproc_transport.h"
+#include "transport/zmq_transport.h"
+
+namespace strata {
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+constexpr milliseconds kWait{10000};  // generous: CI machines can be slow
+constexpr NodeId kServer = 1;
+constexpr NodeId kClient = 2;
+
+// Request kinds the test server understands (in header.key_end).
+constexpr int64_t kEcho = 0;            // reply with the request's clock
+constexpr int64_t kAnnounceFirst = 1;   // one-way message, then the reply
+constexpr int64_t kNeverAnswer = 2;     // no reply
+constexpr int64_t kAnswerAfter300 = 3;  // reply after 300 ms
+constexpr int64_t kSendOneWayOnly = 4;  // one-way message, no reply
+
+enum class Backend { kInProc, kTcp };
+
+std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
+  return info.param == Backend::kInProc ? "inproc" : "tcp";
+}
+
+class RpcTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    std::unique_ptr<Transport> st = NewNode(kServer);
+    std::unique_ptr<Transport> ct = NewNode(kClient);
+    ASSERT_TRUE(st->Connect(kClient, ct->endpoint()).ok());
+    ASSERT_TRUE(ct->Connect(kServer, st->endpoint()).ok());
+    server_ = std::make_unique<RpcEndpoint>(
+        std::move(st), [this](Message m) { Serve(std::move(m)); });
+    client_ = std::make_unique<RpcEndpoint>(std::move(ct), [this](Message m) {
+      // Slow on purpose: a reply that overtook this message would be seen
+      // before `handled_` moves.
+      std::this_thread::sleep_for(milliseconds(handler_sleep_ms_.load()));
+      handled_clock_.store(m.header.clock);
+      handled_.fetch_add(1);
+    });
+    server_->Start();
+    client_->Start();
+  }
+
+  void TearDown() override {
+    if (client_) client_->Stop();
+    if (server_) server_->Stop();
+  }
+
+  std::unique_ptr<Transport> NewNode(NodeId id) {
+    std::unique_ptr<Transport> t;
+    std::string endpoint;
+    if (GetParam() == Backend::kInProc) {
+      auto r = fabric_.NewTransport(id);
+      EXPECT_TRUE(r.ok()) << r.status().ToString();
+      t = std::move(r).value();
+      endpoint = "inproc://*";
+    } else {
+      auto r = NewZmqTransport(id);
+      EXPECT_TRUE(r.ok()) << r.status().ToString();
+      t = std::move(r).value();
+      endpoint = "tcp://127.0.0.1:*";
+    }
+    Status s = t->Bind(endpoint);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return t;
+  }
+
+  void Serve(Message m) {
+    const int64_t kind = m.header.key_end;
+    if (kind == kNeverAnswer) return;
+    if (kind == kAnnounceFirst || kind == kSendOneWayOnly) {
+      Message note;
+      note.header.type = MessageType::kShutdown;
+      note.header.clock = m.header.clock;
+      ASSERT_TRUE(server_->Send(m.header.sender, std::move(note)).ok());
+      if (kind == kSendOneWayOnly) return;
+    }
+    if (kind == kAnswerAfter300) std::this_thread::sleep_for(milliseconds(300));
+    Message reply;
+    reply.header.type = MessageType::kPullReply;
+    reply.header.clock = m.header.clock;
+    ASSERT_TRUE(server_->Reply(m, std::move(reply)).ok());
+  }
+
+  std::shared_ptr<RpcCall> Ask(int64_t kind, int64_t clock) {
+    Message m;
+    m.header.type = MessageType::kPullRequest;
+    m.header.key_end = kind;
+    m.header.clock = clock;
+    return client_->Request(kServer, std::move(m));
+  }
+
+  InProcFabric fabric_;
+  std::unique_ptr<RpcEndpoint> server_;
+  std::unique_ptr<RpcEndpoint> client_;
+  std::atomic<int> handler_sleep_ms_{0};
+  std::atomic<int> handled_{0};
+  std::atomic<int64_t> handled_clock_{-1};
+};
+
+TEST_P(RpcTest, CallersReceiveTheirOwnRepliesOnlyWithoutDirectDelivery) {
+  EXPECT_EQ(client_->callers_receive(), GetParam() == Backend::kTcp);
+}
+
+TEST_P(RpcTest, ManyConcurrentCallersEachGetTheirOwnReply) {
+  constexpr int kThreads = 4;
+  constexpr int kCalls = 150;
+  std::atomic<int> wrong{0}, failed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kCalls; ++i) {
+        const int64_t clock = t * 100000 + i;
+        // Every third call has two requests in flight at once.
+        std::shared_ptr<RpcCall> extra;
+        if (i % 3 == 0) extra = Ask(kEcho, -clock);
+        Result<Message> r = Ask(kEcho, clock)->Wait(kWait);
+        if (!r.ok()) {
+          failed.fetch_add(1);
+        } else if (r->header.clock != clock) {
+          wrong.fetch_add(1);
+        }
+        if (extra) {
+          Result<Message> e = extra->Wait(kWait);
+          if (!e.ok() || e->header.clock != -clock) wrong.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+TEST_P(RpcTest, AHandlerMessageSentBeforeAReplyIsHandledBeforeTheWaitReturns) {
+  handler_sleep_ms_ = 100;
+  for (int i = 0; i < 3; ++i) {
+    const int before = handled_.load();
+    Result<Message> r = Ask(kAnnounceFirst, 40 + i)->Wait(kWait);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->header.clock, 40 + i);
+    EXPECT_EQ(handled_.load(), before + 1) << "the reply overtook round " << i;
+    EXPECT_EQ(handled_clock_.load(), 40 + i);
+  }
+}
+
+TEST_P(RpcTest, HandlerMessagesArriveWhileNobodyWaits) {
+  // A call finished just before: the linger after it must not keep the
+  // one-way messages that follow from the handler.
+  ASSERT_TRUE(Ask(kEcho, 1)->Wait(kWait).ok());
+  for (int i = 0; i < 5; ++i) (void)Ask(kSendOneWayOnly, 100 + i);
+  const auto end = Clock::now() + kWait;
+  while (handled_.load() < 5 && Clock::now() < end) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  EXPECT_EQ(handled_.load(), 5);
+  EXPECT_EQ(handled_clock_.load(), 104);  // in order: the last one last
+}
+
+TEST_P(RpcTest, AWaitTimesOutAndTheLateReplyHarmsNothing) {
+  const auto start = Clock::now();
+  Result<Message> r = Ask(kAnswerAfter300, 7)->Wait(milliseconds(50));
+  EXPECT_EQ(r.status().code(), Status::Code::kDeadlineExceeded);
+  EXPECT_NE(r.status().message().find("pull_request to node 1"),
+            std::string::npos)
+      << r.status().ToString();
+  EXPECT_LT(Clock::now() - start, milliseconds(250));
+  // The late reply arrives while this call waits; it must get its own.
+  Result<Message> next = Ask(kEcho, 8)->Wait(kWait);
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_EQ(next->header.clock, 8);
+}
+
+TEST_P(RpcTest, StopCancelsAWaitingCallerPromptly) {
+  std::shared_ptr<RpcCall> call = Ask(kNeverAnswer, 1);
+  Result<Message> r = Status::Internal("not run");
+  const auto start = Clock::now();
+  std::thread waiter([&] { r = call->Wait(milliseconds(30000)); });
+  std::this_thread::sleep_for(milliseconds(100));
+  client_->Stop();
+  waiter.join();
+  EXPECT_EQ(r.status().code(), Status::Code::kCancelled)
+      << r.status().ToString();
+  EXPECT_LT(Clock::now() - start, milliseconds(5000));
+  // A call made after Stop() fails at once.
+  Result<Message> late = Ask(kEcho, 2)->Wait(kWait);
+  EXPECT_FALSE(late.ok());
+}
+
+TEST_P(RpcTest, CancelPendingWakesEveryWaiter) {
+  std::vector<std::thread> waiters;
+  std::atomic<int> cancelled{0};
+  for (int i = 0; i < 3; ++i) {
+    std::shared_ptr<RpcCall> call = Ask(kNeverAnswer, i);
+    waiters.emplace_back([&cancelled, call] {
+      Result<Message> r = call->Wait(milliseconds(30000));
+      if (r.status().code() == Status::Code::kUnavailable) {
+        cancelled.fetch_add(1);
+      }
+    });
+  }
+  std::this_thread::sleep_for(milliseconds(100));
+  const auto start = Clock::now();
+  client_->CancelPending(Status::Unavailable("run stopped"));
+  for (auto& w : waiters) w.join();
+  EXPECT_EQ(cancelled.load(), 3);
+  EXPECT_LT(Clock::now() - start, milliseconds(5000));
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, RpcTest,
+                         ::testing::Values(Backend::kInProc, Backend::kTcp),
+                         BackendName);
+
+}  // namespace
+}  // namespace strata
