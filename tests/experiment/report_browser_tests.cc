@@ -2,6 +2,7 @@
 // own self-check: every chart drew something and no script error happened.
 // Skips (saying why) when Chromium is not installed or cannot start.
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -51,19 +52,31 @@ std::string DumpDom(const std::string& html, std::string* why) {
         "chromium)";
     return "";
   }
+  // Each run gets a profile directory of its own: instances sharing the
+  // default one (tests run in parallel) hand the page to the first instance
+  // and exit without a DOM. One retry before concluding it cannot start.
   int st = 0;
-  std::string dom = Run("timeout 120 " + chromium +
-                            " --headless --no-sandbox --disable-gpu "
-                            "--disable-dev-shm-usage --window-size=1280,1600 "
-                            "--virtual-time-budget=10000 --dump-dom 'file://" +
-                            html + "' 2>/dev/null",
-                        &st);
-  if (st != 0 || dom.find("<html") == std::string::npos) {
-    *why = "chromium could not load the page (exit status " +
-           std::to_string(st) + "); it may not be able to start here";
-    return "";
+  std::string dom;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    char profile[] = "/tmp/strata_chromium_XXXXXX";
+    if (::mkdtemp(profile) == nullptr) {
+      *why = "cannot create a Chromium profile directory in /tmp";
+      return "";
+    }
+    dom = Run("timeout 120 " + chromium +
+                  " --headless --no-sandbox --disable-gpu "
+                  "--disable-dev-shm-usage --window-size=1280,1600 "
+                  "--user-data-dir=" +
+                  profile + " --virtual-time-budget=10000 --dump-dom 'file://" +
+                  html + "' 2>/dev/null",
+              &st);
+    int rm_status = 0;
+    Run(std::string("rm -rf '") + profile + "'", &rm_status);
+    if (st == 0 && dom.find("<html") != std::string::npos) return dom;
   }
-  return dom;
+  *why = "chromium could not load the page (exit status " + std::to_string(st) +
+         ", twice); it may not be able to start here";
+  return "";
 }
 
 // The self-check JSON the page wrote into <pre id="strata-report-check">.
