@@ -50,7 +50,15 @@ void PsClient::SendRanges(PushHandle& handle, const float* values,
     }
     handle.bytes_ += sizeof(float) * r.size();
     handle.ranges_.push_back(r);
-    handle.calls_.push_back(rpc_.Request(servers_[s], std::move(m)));
+    std::shared_ptr<PayloadPlacement> placement;
+    if (handle.dest_ != nullptr) {
+      // The ack's parameters (payload 1) are received in place.
+      placement = std::make_shared<PayloadPlacement>(
+          1, reinterpret_cast<uint8_t*>(handle.dest_ + r.begin), bytes);
+      handle.placements_.push_back(placement);
+    }
+    handle.calls_.push_back(
+        rpc_.Request(servers_[s], std::move(m), std::move(placement)));
   }
 }
 
@@ -110,9 +118,34 @@ std::unique_ptr<PullHandle> PsClient::Pull(
     m.header.key_end = r.end;
     m.header.clock = min_versions.empty() ? 0 : min_versions[s];
     handle->ranges_.push_back(r);
-    handle->calls_.push_back(rpc_.Request(servers_[s], std::move(m)));
+    auto placement = std::make_shared<PayloadPlacement>(
+        0, reinterpret_cast<uint8_t*>(dest + r.begin),
+        sizeof(float) * static_cast<uint64_t>(r.size()));
+    handle->placements_.push_back(placement);
+    handle->calls_.push_back(
+        rpc_.Request(servers_[s], std::move(m), std::move(placement)));
   }
   return handle;
+}
+
+namespace {
+
+// Copies a received range into place, piece by piece, skipping the pieces
+// that were received in place already (their bytes are at `to`).
+void CopyRange(const Buffer& payload, uint8_t* to) {
+  payload.ForEachPiece([&](size_t offset, const uint8_t* data, size_t size) {
+    if (data != to + offset) std::memcpy(to + offset, data, size);
+  });
+}
+
+}  // namespace
+
+PushHandle::~PushHandle() {
+  for (auto& p : placements_) p->Revoke();
+}
+
+PullHandle::~PullHandle() {
+  for (auto& p : placements_) p->Revoke();
 }
 
 Result<PushResult> PushHandle::Wait(std::chrono::milliseconds timeout) {
@@ -160,11 +193,7 @@ Result<PushResult> PushHandle::Wait(std::chrono::milliseconds timeout) {
             ack.header.sender, r.begin, r.end, ack.payloads.size(),
             ack.payload_bytes(), bytes);
       }
-      ack.payloads[1].ForEachPiece(
-          [&](size_t offset, const uint8_t* data, size_t size) {
-            std::memcpy(reinterpret_cast<uint8_t*>(dest_ + r.begin) + offset,
-                        data, size);
-          });
+      CopyRange(ack.payloads[1], reinterpret_cast<uint8_t*>(dest_ + r.begin));
       result.pulled_bytes += bytes;
     }
   }
@@ -189,12 +218,9 @@ Result<PullHandle::Pulled> PullHandle::Wait(std::chrono::milliseconds timeout) {
           reply.header.sender, r.begin, r.end, reply.payload_bytes(),
           sizeof(float) * r.size());
     }
-    // Straight from the frames the reply arrived in: one copy.
-    reply.payloads[0].ForEachPiece(
-        [&](size_t offset, const uint8_t* data, size_t size) {
-          std::memcpy(reinterpret_cast<uint8_t*>(dest_ + r.begin) + offset,
-                      data, size);
-        });
+    // Received in place (ZeroMQ), or straight from the frames the reply
+    // arrived in (one copy).
+    CopyRange(reply.payloads[0], reinterpret_cast<uint8_t*>(dest_ + r.begin));
     pulled_.versions.push_back(reply.header.clock);
     pulled_.bytes += reply.payloads[0].size();
   }

@@ -22,6 +22,13 @@ struct PushResult {
 // A push in flight. Wait() returns when every server answered.
 class PushHandle {
  public:
+  PushHandle() = default;
+  // Revokes the receive-in-place of replies still on the way (PushPull()):
+  // nothing writes into `dest` once the handle is gone.
+  ~PushHandle();
+  PushHandle(const PushHandle&) = delete;
+  PushHandle& operator=(const PushHandle&) = delete;
+
   // kDeadlineExceeded names the server that did not answer in time; a
   // server's error reply becomes its status.
   Result<PushResult> Wait(std::chrono::milliseconds timeout);
@@ -29,6 +36,7 @@ class PushHandle {
  private:
   friend class PsClient;
   std::vector<std::shared_ptr<RpcCall>> calls_;
+  std::vector<std::shared_ptr<PayloadPlacement>> placements_;
   uint64_t bytes_ = 0;
   // Leader-first pushes (sync k-of-n): the second phase, sent from Wait()
   // once the leader placed the gradient in a step.
@@ -40,20 +48,30 @@ class PushHandle {
   std::vector<KeyRange> ranges_;
 };
 
-// A pull in flight. Wait() copies each range into the destination given to
-// Pull() and returns the versions they reflect. After a kDeadlineExceeded,
-// Wait() may be called again: it resumes with the ranges still missing.
+// A pull in flight. Each range lands in the destination given to Pull():
+// over ZeroMQ as its frames arrive (received in place, placement.h), else
+// copied by Wait(). Wait() returns the versions the ranges reflect. After a
+// kDeadlineExceeded, Wait() may be called again: it resumes with the ranges
+// still missing. Until Wait() succeeds the destination's content is
+// unspecified and the caller leaves it alone; destroying the handle stops
+// all writes into it.
 class PullHandle {
  public:
   struct Pulled {
     std::vector<int64_t> versions;
     uint64_t bytes = 0;
   };
+  PullHandle() = default;
+  ~PullHandle();
+  PullHandle(const PullHandle&) = delete;
+  PullHandle& operator=(const PullHandle&) = delete;
+
   Result<Pulled> Wait(std::chrono::milliseconds timeout);
 
  private:
   friend class PsClient;
   std::vector<std::shared_ptr<RpcCall>> calls_;
+  std::vector<std::shared_ptr<PayloadPlacement>> placements_;
   std::vector<KeyRange> ranges_;
   float* dest_ = nullptr;
   size_t next_ = 0;  // calls_[0, next_) are copied into dest_ and pulled_
@@ -84,9 +102,10 @@ class PsClient {
                                    const std::vector<int64_t>& base_versions,
                                    std::shared_ptr<void> keep_alive = nullptr);
   // Asynchronous mode: Push() and a Pull() of the parameters just after it
-  // in one round trip per server (protocol.h, kPushPull). Wait() copies each
-  // range's parameters into `dest` (layout.total() floats, valid until
-  // Wait() returns, and not `grads`) and PushResult::versions are their
+  // in one round trip per server (protocol.h, kPushPull). Each range's
+  // parameters land in `dest` (layout.total() floats, not `grads`) as for
+  // Pull(): `dest` stays valid and untouched by the caller until Wait()
+  // returns or the handle is destroyed. PushResult::versions are their
   // versions. Not for leader-first clients.
   std::unique_ptr<PushHandle> PushPull(
       const float* grads, const std::vector<int64_t>& base_versions,
@@ -98,7 +117,8 @@ class PsClient {
   // Tells every server this worker will push no more gradients.
   std::unique_ptr<PushHandle> Leave();
   // Asks every range for parameters of at least `min_versions` (empty: any);
-  // `dest` (layout.total() floats) must stay valid until Wait() returns.
+  // `dest` (layout.total() floats) stays valid and untouched by the caller
+  // until Wait() succeeds or the handle is destroyed (PullHandle).
   std::unique_ptr<PullHandle> Pull(float* dest,
                                    const std::vector<int64_t>& min_versions);
 

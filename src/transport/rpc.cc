@@ -23,7 +23,8 @@ constexpr milliseconds kQueueFullWait{30000};
 // How long Stop() waits for callers still inside Wait() to leave.
 constexpr milliseconds kStopWait{10000};
 
-bool IsReply(const Message& m) { return (m.header.flags & kReplyFlag) != 0; }
+bool IsReply(const MessageHeader& h) { return (h.flags & kReplyFlag) != 0; }
+bool IsReply(const Message& m) { return IsReply(m.header); }
 
 }  // namespace
 
@@ -264,6 +265,17 @@ void RpcEndpoint::Start() {
   const bool direct = state->transport->SetDirectDelivery(
       [state](Message& m) { return state->Offer(m); });
   state_->callers_receive = !direct;
+  // Replies to calls that carry a placement are received in place.
+  state->transport->SetPlacement(
+      [state](const MessageHeader& h) -> std::shared_ptr<PayloadPlacement> {
+        if (!IsReply(h)) return nullptr;
+        std::lock_guard<std::mutex> lock(state->mu);
+        auto it = state->pending.find(h.request_id);
+        if (it == state->pending.end() || it->second->to_ != h.sender) {
+          return nullptr;
+        }
+        return it->second->placement_;
+      });
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -271,6 +283,7 @@ void RpcEndpoint::Stop() {
   EndpointState& s = *state_;
   // No sender is inside the fast path once this returns.
   s.transport->SetDirectDelivery(nullptr);
+  s.transport->SetPlacement(nullptr);
   const bool was_running = running_.exchange(false);
   {
     std::lock_guard<std::mutex> lock(s.lf_mu);
@@ -364,8 +377,11 @@ void RpcEndpoint::Loop() {
   }
 }
 
-std::shared_ptr<RpcCall> RpcEndpoint::Request(NodeId to, Message msg) {
+std::shared_ptr<RpcCall> RpcEndpoint::Request(
+    NodeId to, Message msg, std::shared_ptr<PayloadPlacement> placement) {
   auto call = std::make_shared<RpcCall>();
+  call->to_ = to;
+  call->placement_ = std::move(placement);
   call->what_ =
       fmt::format("{} to node {}", MessageTypeName(msg.header.type), to);
   if (state_->callers_receive.load()) call->endpoint_ = state_;

@@ -39,6 +39,9 @@ class RpcCall {
   void Complete(Result<Message> result);
 
   std::string what_;  // "pull_request to node 3", for timeouts
+  NodeId to_ = kInvalidNodeId;
+  // Where the reply's payload goes as it arrives, if the transport can.
+  std::shared_ptr<PayloadPlacement> placement_;
   // Set when waiting callers receive their replies themselves (RpcEndpoint).
   std::weak_ptr<rpc_internal::EndpointState> endpoint_;
   mutable std::mutex mu_;
@@ -83,8 +86,12 @@ class RpcEndpoint {
   void Stop();
 
   // Sends `msg` to `to` with a fresh request id and returns the call to wait
-  // on. A send failure completes the call at once with that error.
-  std::shared_ptr<RpcCall> Request(NodeId to, Message msg);
+  // on. A send failure completes the call at once with that error. With a
+  // `placement`, a reply from `to` is received in place where the transport
+  // can (placement.h; the caller revokes it before its memory goes away).
+  std::shared_ptr<RpcCall> Request(
+      NodeId to, Message msg,
+      std::shared_ptr<PayloadPlacement> placement = nullptr);
   // Sends the reply to `request` (same request id, kReplyFlag set).
   Status Reply(const Message& request, Message reply);
   // Sends a kError reply carrying `status`'s text.

@@ -7,6 +7,7 @@
 
 #include "common/status.h"
 #include "transport/message.h"
+#include "transport/placement.h"
 
 namespace strata {
 
@@ -115,6 +116,13 @@ class Transport {
   // Safe from any thread. Backends that cannot do it ignore the call (the
   // Recv() then runs to its timeout or its next message).
   virtual void Interrupt() {}
+
+  // Receive in place (placement.h): `lookup` is asked with the header of
+  // each incoming message and may name memory one of its payloads is written
+  // into as it arrives. Null removes it. Backends that deliver payloads
+  // without copying them anyway (in-process) ignore it, and the caller
+  // copies; ZeroMQ uses it.
+  virtual void SetPlacement(PlacementLookup lookup) { (void)lookup; }
 };
 
 }  // namespace strata

@@ -271,6 +271,18 @@ Status MessageAssembler::ConsumeDataFrame(Buffer frame) {
   }
   const size_t n = frame.size();
   Buffer& dest = p.payloads[p.index];
+  if (p.placement && p.placement->payload_index() == p.index) {
+    // Received in place: into the owner's memory now, the frame freed.
+    if (!p.placement_failed && !p.placement->Write(p.offset, frame.data(), n)) {
+      p.placement_failed = true;
+    }
+    if (p.offset + n == payload_size && !p.placement_failed) {
+      dest = Buffer::Adopt(p.placement->dest(), payload_size, p.placement);
+    }
+    p.offset += n;
+    p.received += n;
+    return Status::Ok();
+  }
   const bool adoptable =
       n >= kAdoptMinBytes && AlignedForAdoption(frame.data());
   if (p.offset == 0 && n == payload_size && adoptable) {
@@ -344,6 +356,16 @@ Result<std::optional<Message>> MessageAssembler::Add(
     pending_.emplace();
     pending_->decoded = std::move(decoded).value();
     pending_->payloads.resize(pending_->decoded.payload_sizes.size());
+    if (options_.placement) {
+      std::shared_ptr<PayloadPlacement> placement =
+          options_.placement(pending_->decoded.header);
+      const std::vector<uint64_t>& sizes = pending_->decoded.payload_sizes;
+      if (placement && placement->payload_index() < sizes.size() &&
+          sizes[placement->payload_index()] == placement->size() &&
+          placement->size() > 0) {
+        pending_->placement = std::move(placement);
+      }
+    }
   } else if (magic == kContinuationMagic) {
     Result<Continuation> c = DecodeContinuation(first.data(), first.size());
     if (!c.ok()) return fail(c.status().WithContext(Describe()));

@@ -9,6 +9,7 @@
 #include "common/status.h"
 #include "transport/buffer.h"
 #include "transport/message.h"
+#include "transport/placement.h"
 
 // The byte-level format of messages on a stream transport (ZeroMQ tcp / ipc),
 // and the pure functions that produce and check it. No I/O here: the ZeroMQ
@@ -100,6 +101,12 @@ class MessageAssembler {
     NodeId expected_receiver = kInvalidNodeId;
     // Large payload buffers come from here; null means the heap.
     std::shared_ptr<BufferPool> pool;
+    // Asked once per message, with its validated header: a payload it
+    // places is written into the placement frame by frame as the frames
+    // arrive, and delivered as a view of the placement's memory (empty if
+    // the placement was revoked meanwhile). A placement whose index or size
+    // does not match the header is ignored. Null: no placement.
+    PlacementLookup placement;
   };
 
   explicit MessageAssembler(Options options);
@@ -134,6 +141,10 @@ class MessageAssembler {
     // than copied (its first frame was large and aligned).
     std::vector<Buffer> pieces;
     bool gathering = false;
+    // Where payload placement->payload_index() goes, if anywhere;
+    // `placement_failed` once a write was refused (revoked).
+    std::shared_ptr<PayloadPlacement> placement;
+    bool placement_failed = false;
     size_t index = 0;     // payload being filled
     uint64_t offset = 0;  // bytes of it received
     uint64_t received = 0;

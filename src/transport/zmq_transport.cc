@@ -129,6 +129,11 @@ class ZmqTransport final : public Transport {
     if (wake_fd_ >= 0) ::close(wake_fd_);
   }
 
+  void SetPlacement(PlacementLookup lookup) override {
+    std::lock_guard<std::mutex> lock(placement_mu_);
+    placement_ = std::move(lookup);
+  }
+
   void Interrupt() override {
     if (wake_fd_ < 0) return;
     const uint64_t one = 1;
@@ -524,6 +529,14 @@ class ZmqTransport final : public Transport {
       opts.limits = options_.limits;
       opts.expected_receiver = id_;
       opts.pool = pool_;
+      opts.placement = [this](const MessageHeader& header) {
+        PlacementLookup lookup;
+        {
+          std::lock_guard<std::mutex> lock(placement_mu_);
+          lookup = placement_;
+        }
+        return lookup ? lookup(header) : nullptr;
+      };
       it = conns_.emplace(from, Conn(wire::MessageAssembler(std::move(opts))))
                .first;
     }
@@ -616,6 +629,9 @@ class ZmqTransport final : public Transport {
 
   std::mutex peers_mu_;
   std::map<NodeId, std::shared_ptr<Peer>> peers_;  // Guarded by peers_mu_.
+
+  std::mutex placement_mu_;
+  PlacementLookup placement_;  // Guarded by placement_mu_.
 
   std::atomic<uint64_t> messages_sent_{0};
   std::atomic<uint64_t> messages_received_{0};

@@ -3,6 +3,7 @@
 // Skips (saying why) when Chromium is not installed or cannot start.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -101,9 +102,13 @@ nlohmann::json SelfCheck(const std::string& dom) {
   return nlohmann::json::parse(text, nullptr, false);
 }
 
+// Per process: ctest runs each test of the suite as its own process, in
+// parallel, and each runs the suite's set-up.
 std::string TmpDir(const std::string& name) {
   const char* root = std::getenv("STRATA_TEST_TMP");
-  std::string dir = JoinPath(root ? root : "/tmp", "report_browser_" + name);
+  std::string dir =
+      JoinPath(root ? root : "/tmp",
+               "report_browser_" + name + "_" + std::to_string(::getpid()));
   EXPECT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
   EXPECT_TRUE(MakeDirs(dir).ok());
   return dir;
@@ -175,7 +180,12 @@ cluster.mode = ["sync", "async"]
     ASSERT_TRUE(code.ok()) << code.status().message();
     ASSERT_EQ(*code, 0);
   }
-  static void TearDownTestSuite() { delete dir_; }
+  static void TearDownTestSuite() {
+    if (std::system(("rm -rf '" + *dir_ + "'").c_str()) != 0) {
+      std::fprintf(stderr, "could not remove %s\n", dir_->c_str());
+    }
+    delete dir_;
+  }
   static std::string* dir_;
 };
 std::string* ReportBrowserTest::dir_ = nullptr;

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -28,11 +29,13 @@ constexpr NodeId kServer = 1;
 constexpr NodeId kClient = 2;
 
 // Request kinds the test server understands (in header.key_end).
-constexpr int64_t kEcho = 0;            // reply with the request's clock
-constexpr int64_t kAnnounceFirst = 1;   // one-way message, then the reply
-constexpr int64_t kNeverAnswer = 2;     // no reply
-constexpr int64_t kAnswerAfter300 = 3;  // reply after 300 ms
-constexpr int64_t kSendOneWayOnly = 4;  // one-way message, no reply
+constexpr int64_t kEcho = 0;               // reply with the request's clock
+constexpr int64_t kAnnounceFirst = 1;      // one-way message, then the reply
+constexpr int64_t kNeverAnswer = 2;        // no reply
+constexpr int64_t kAnswerAfter300 = 3;     // reply after 300 ms
+constexpr int64_t kSendOneWayOnly = 4;     // one-way message, no reply
+constexpr int64_t kBytesAfterClockMs = 5;  // kReplyBytes bytes, clock ms late
+constexpr size_t kReplyBytes = 300000;
 
 enum class Backend { kInProc, kTcp };
 
@@ -98,16 +101,26 @@ class RpcTest : public ::testing::TestWithParam<Backend> {
     Message reply;
     reply.header.type = MessageType::kPullReply;
     reply.header.clock = m.header.clock;
+    if (kind == kBytesAfterClockMs) {
+      std::this_thread::sleep_for(milliseconds(m.header.clock));
+      std::vector<uint8_t> bytes(kReplyBytes);
+      for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = Byte(i);
+      reply.payloads.push_back(Buffer::CopyOf(bytes));
+    }
     ASSERT_TRUE(server_->Reply(m, std::move(reply)).ok());
   }
 
-  std::shared_ptr<RpcCall> Ask(int64_t kind, int64_t clock) {
+  std::shared_ptr<RpcCall> Ask(
+      int64_t kind, int64_t clock,
+      std::shared_ptr<PayloadPlacement> placement = nullptr) {
     Message m;
     m.header.type = MessageType::kPullRequest;
     m.header.key_end = kind;
     m.header.clock = clock;
-    return client_->Request(kServer, std::move(m));
+    return client_->Request(kServer, std::move(m), std::move(placement));
   }
+
+  static uint8_t Byte(size_t i) { return static_cast<uint8_t>(i * 31 + 7); }
 
   InProcFabric fabric_;
   std::unique_ptr<RpcEndpoint> server_;
@@ -224,6 +237,41 @@ TEST_P(RpcTest, CancelPendingWakesEveryWaiter) {
   for (auto& w : waiters) w.join();
   EXPECT_EQ(cancelled.load(), 3);
   EXPECT_LT(Clock::now() - start, milliseconds(5000));
+}
+
+// Receive in place: over ZeroMQ the reply's payload is written into the
+// caller's memory and delivered as a view of it; in process it arrives as
+// usual (zero copy) and the caller copies. The bytes are right either way.
+TEST_P(RpcTest, APlacedReplyLandsInTheCallersMemory) {
+  std::vector<uint8_t> dest(kReplyBytes, 0);
+  auto placement =
+      std::make_shared<PayloadPlacement>(0, dest.data(), dest.size());
+  Result<Message> r = Ask(kBytesAfterClockMs, 0, placement)->Wait(kWait);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->payloads.size(), 1u);
+  const Buffer& got = r->payloads[0];
+  ASSERT_EQ(got.size(), kReplyBytes);
+  EXPECT_EQ(got.data() == dest.data(), GetParam() == Backend::kTcp);
+  size_t wrong = 0;
+  for (size_t i = 0; i < kReplyBytes; ++i) wrong += got.data()[i] != Byte(i);
+  EXPECT_EQ(wrong, 0u);
+}
+
+// The owner revokes before the reply comes (as a destroyed PullHandle
+// does): its memory is never written, and the late reply harms nothing.
+TEST_P(RpcTest, ARevokedPlacementIsNeverWritten) {
+  std::vector<uint8_t> dest(kReplyBytes, 0xEE);
+  auto placement =
+      std::make_shared<PayloadPlacement>(0, dest.data(), dest.size());
+  std::shared_ptr<RpcCall> call = Ask(kBytesAfterClockMs, 200, placement);
+  placement->Revoke();
+  Result<Message> r = call->Wait(kWait);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(std::count(dest.begin(), dest.end(), 0xEE),
+            static_cast<std::ptrdiff_t>(kReplyBytes));
+  Result<Message> next = Ask(kEcho, 9)->Wait(kWait);
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_EQ(next->header.clock, 9);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, RpcTest,

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -193,7 +194,7 @@ class TransportAssemblerRoundTripTest
 TEST_P(TransportAssemblerRoundTripTest, DeliversEveryPayloadIntact) {
   const size_t frame_bytes = GetParam();
   const std::vector<size_t> sizes = {0, 1, 4096, (3u << 20) + 7, 0, 100000};
-  MessageAssembler assembler({{}, 7, BufferPool::Create(64 << 20)});
+  MessageAssembler assembler({{}, 7, BufferPool::Create(64 << 20), {}});
   for (int round = 0; round < 3; ++round) {  // the assembler is reusable
     std::vector<Segment> segments =
         EncodeSegments(SampleMessage(sizes), round + 1, frame_bytes);
@@ -227,6 +228,102 @@ INSTANTIATE_TEST_SUITE_P(FrameSizes, TransportAssemblerRoundTripTest,
                          ::testing::Values(size_t{1000}, size_t{64 << 10},
                                            size_t{1} << 20, size_t{16} << 20));
 
+// Receive in place: a placed payload is written into the owner's memory
+// frame by frame while the message is still arriving, and delivered as a
+// view of it; the other payloads are unaffected; the lookup sees the header.
+TEST(TransportAssemblerTest, PlacedPayloadIsWrittenInPlaceAsFramesArrive) {
+  const std::vector<size_t> sizes = {4096, (2u << 20) + 100, 300};
+  std::vector<uint8_t> dest(sizes[1], 0xEE);
+  auto placement =
+      std::make_shared<PayloadPlacement>(1, dest.data(), dest.size());
+  MessageHeader seen;
+  MessageAssembler::Options opts;
+  opts.placement = [&](const MessageHeader& h) {
+    seen = h;
+    return placement;
+  };
+  MessageAssembler assembler(std::move(opts));
+  std::vector<Segment> segments =
+      EncodeSegments(SampleMessage(sizes), 1, 64 << 10);
+  ASSERT_GT(segments.size(), 4u);
+  std::optional<Message> got;
+  for (size_t s = 0; s < segments.size(); ++s) {
+    auto r = assembler.Add(&segments[s], nullptr);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    if (s == segments.size() / 2) {
+      // Half way: the first bytes of payload 1 are in place already.
+      EXPECT_EQ(dest[0], static_cast<uint8_t>(13));
+      EXPECT_EQ(dest.back(), 0xEE);
+    }
+    if (r->has_value()) got = std::move(*r.value());
+  }
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(seen, SampleHeader());
+  EXPECT_EQ(got->payloads[1].data(), dest.data());
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    EXPECT_TRUE(
+        SamePattern(got->payloads[i], sizes[i], static_cast<uint8_t>(i * 13)))
+        << "payload " << i;
+  }
+}
+
+TEST(TransportAssemblerTest, PlacementOfTheWrongSizeIsIgnored) {
+  std::vector<uint8_t> dest(1000, 0xEE);
+  auto placement =
+      std::make_shared<PayloadPlacement>(0, dest.data(), dest.size());
+  MessageAssembler::Options opts;
+  opts.placement = [&](const MessageHeader&) { return placement; };
+  MessageAssembler assembler(std::move(opts));
+  std::vector<Segment> segments =
+      EncodeSegments(SampleMessage({200000}), 1, 64 << 10);
+  std::optional<Message> got;
+  for (Segment& seg : segments) {
+    auto r = assembler.Add(&seg, nullptr);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    if (r->has_value()) got = std::move(*r.value());
+  }
+  ASSERT_TRUE(got.has_value());
+  EXPECT_TRUE(SamePattern(got->payloads[0], 200000, 0));
+  EXPECT_EQ(std::count(dest.begin(), dest.end(), 0xEE), 1000);
+}
+
+// Revoked half way (its owner gave up): nothing more is written, the payload
+// is delivered empty, and the next message is assembled normally.
+TEST(TransportAssemblerTest, RevokedPlacementStopsWritingAndDropsThePayload) {
+  const size_t size = 1 << 20;
+  std::vector<uint8_t> dest(size, 0xEE);
+  auto placement = std::make_shared<PayloadPlacement>(0, dest.data(), size);
+  MessageAssembler::Options opts;
+  bool place = true;
+  opts.placement = [&](const MessageHeader&) {
+    return place ? placement : nullptr;
+  };
+  MessageAssembler assembler(std::move(opts));
+  std::vector<Segment> segments =
+      EncodeSegments(SampleMessage({size, 10}), 1, 64 << 10);
+  const size_t half = segments.size() / 2;
+  std::optional<Message> got;
+  for (size_t s = 0; s < segments.size(); ++s) {
+    if (s == half) placement->Revoke();
+    auto r = assembler.Add(&segments[s], nullptr);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    if (r->has_value()) got = std::move(*r.value());
+  }
+  ASSERT_TRUE(got.has_value());
+  EXPECT_TRUE(got->payloads[0].empty());
+  EXPECT_TRUE(SamePattern(got->payloads[1], 10, 13));
+  EXPECT_EQ(dest[0], 0);            // written before the revocation
+  EXPECT_EQ(dest[size - 1], 0xEE);  // not after
+  place = false;
+  segments = EncodeSegments(SampleMessage({size}), 2, 64 << 10);
+  for (Segment& seg : segments) {
+    auto r = assembler.Add(&seg, nullptr);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    if (r->has_value()) got = std::move(*r.value());
+  }
+  EXPECT_TRUE(SamePattern(got->payloads[0], size, 0));
+}
+
 TEST(TransportAssemblerTest, AdoptsSingleFramePayloadWithoutCopy) {
   Message m = SampleMessage({1 << 20});
   const uint8_t* sent = m.payloads[0].data();
@@ -244,7 +341,7 @@ TEST(TransportAssemblerTest, GathersMultiFramePayloadsWithoutCopy) {
   Message m = SampleMessage({size});
   const uint8_t* sent = m.payloads[0].data();
   std::vector<Segment> segments = EncodeSegments(std::move(m), 1, 1 << 20);
-  MessageAssembler assembler({{}, 7, BufferPool::Create(64 << 20)});
+  MessageAssembler assembler({{}, 7, BufferPool::Create(64 << 20), {}});
   std::optional<Message> got;
   for (Segment& s : segments) {
     auto r = assembler.Add(&s, nullptr);
@@ -264,7 +361,7 @@ TEST(TransportAssemblerTest, GathersMultiFramePayloadsWithoutCopy) {
 }
 
 TEST(TransportAssemblerTest, RejectsMisroutedAndOutOfOrderSegments) {
-  MessageAssembler assembler({{}, /*expected_receiver=*/8, nullptr});
+  MessageAssembler assembler({{}, /*expected_receiver=*/8, nullptr, {}});
   std::vector<Segment> segments =
       EncodeSegments(SampleMessage({5000}), 1, 1000);  // receiver is 7
   auto r = assembler.Add(&segments[0], nullptr);
@@ -272,7 +369,7 @@ TEST(TransportAssemblerTest, RejectsMisroutedAndOutOfOrderSegments) {
   EXPECT_NE(r.status().message().find("addressed to node 7"),
             std::string::npos);
 
-  MessageAssembler ordered({{}, 7, nullptr});
+  MessageAssembler ordered({{}, 7, nullptr, {}});
   segments = EncodeSegments(SampleMessage({5000}), 1, 1000);
   ASSERT_TRUE(ordered.Add(&segments[0], nullptr).ok());
   auto skip = ordered.Add(&segments[2], nullptr);  // segment 1 went missing
@@ -383,7 +480,8 @@ TEST(TransportWireFuzzTest, DecodeHeaderOnRandomAndMutatedBytes) {
 // afterwards must always come through intact.
 TEST(TransportWireFuzzTest, AssemblerSurvivesMangledStreams) {
   std::mt19937_64 rng(7);
-  MessageAssembler assembler({{}, kInvalidNodeId, BufferPool::Create(1 << 24)});
+  MessageAssembler assembler(
+      {{}, kInvalidNodeId, BufferPool::Create(1 << 24), {}});
   const auto start = std::chrono::steady_clock::now();
   int delivered_clean = 0, errors = 0;
   for (int iter = 0; iter < 2000; ++iter) {
