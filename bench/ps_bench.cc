@@ -7,8 +7,9 @@
 // servers by the key layout, each server applies it (asynchronous mode, plain
 // SGD: one pass params -= lr * grad over its range) and acks. A pull is
 // PsClient::Pull(dest)->Wait(): each server replies with a view of its range
-// (copy on write: nothing changes it during a pull-only loop), and Wait()
-// copies the received frames into `dest`. With S servers and W workers
+// (copy on write: nothing changes it during a pull-only loop), and the
+// worker's receiving thread writes each frame into `dest` as it arrives
+// (receive in place; one copy). With S servers and W workers
 // every worker pushes or pulls the whole value (N / S bytes per server), all
 // workers at once; throughput = N * W * operations / wall time.
 //
@@ -211,7 +212,8 @@ void PrintServerWork(size_t bytes) {
   }
   std::printf(
       "work on the bytes per operation on %s (in the figures below, not in "
-      "raw): SGD pass %.1f ms (push), copy into dest %.1f ms (pull)\n\n",
+      "raw): SGD pass %.1f ms (push), copy into dest %.1f ms (pull; from "
+      "memory,\nwhile receiving in place copies each frame as it arrives)\n\n",
       SizeName(bytes).c_str(), Median(apply), Median(copy));
 }
 
@@ -242,8 +244,8 @@ void Main(int argc, char** argv) {
       "blocking TCP sockets moving the\nsame bytes (same request/reply "
       "pattern, one thread per worker and per server).\nServers: async mode, "
       "plain SGD (lr %g, no momentum): every push is one SGD pass over\nthe "
-      "server's range; a pull replies with a view of the range and the client "
-      "copies\nit into the destination. raw does neither. MB/s = 1e6 "
+      "server's range; a pull replies with a view of the range, written into "
+      "the\ndestination as it arrives. raw does neither. MB/s = 1e6 "
       "payload bytes/s, all workers\ntogether; medians of %d runs, ours and "
       "raw alternating; ratio = median of the\nper-run ratios. %u hardware "
       "threads; ZeroMQ: %s, 1 I/O thread.\n",
