@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "transport/backends.h"
 #include "transport/inproc_transport.h"
 #include "transport/zmq_transport.h"
 
@@ -37,11 +38,8 @@ constexpr int64_t kSendOneWayOnly = 4;     // one-way message, no reply
 constexpr int64_t kBytesAfterClockMs = 5;  // kReplyBytes bytes, clock ms late
 constexpr size_t kReplyBytes = 300000;
 
-enum class Backend { kInProc, kTcp };
-
-std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
-  return info.param == Backend::kInProc ? "inproc" : "tcp";
-}
+using test_backends::Backend;
+using test_backends::BackendName;
 
 class RpcTest : public ::testing::TestWithParam<Backend> {
  protected:
@@ -69,22 +67,7 @@ class RpcTest : public ::testing::TestWithParam<Backend> {
   }
 
   std::unique_ptr<Transport> NewNode(NodeId id) {
-    std::unique_ptr<Transport> t;
-    std::string endpoint;
-    if (GetParam() == Backend::kInProc) {
-      auto r = fabric_.NewTransport(id);
-      EXPECT_TRUE(r.ok()) << r.status().ToString();
-      t = std::move(r).value();
-      endpoint = "inproc://*";
-    } else {
-      auto r = NewZmqTransport(id);
-      EXPECT_TRUE(r.ok()) << r.status().ToString();
-      t = std::move(r).value();
-      endpoint = "tcp://127.0.0.1:*";
-    }
-    Status s = t->Bind(endpoint);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-    return t;
+    return test_backends::NewBoundNode(GetParam(), id, fabric_);
   }
 
   void Serve(Message m) {

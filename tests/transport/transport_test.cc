@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "transport/backends.h"
 #include "transport/inproc_transport.h"
 #include "transport/zmq_transport.h"
 
@@ -25,27 +26,8 @@ using Clock = std::chrono::steady_clock;
 
 constexpr milliseconds kWait{5000};  // generous: CI machines can be slow
 
-enum class Backend { kInProc, kTcp, kIpc };
-
-const char* BackendString(Backend backend) {
-  switch (backend) {
-    case Backend::kInProc:
-      return "inproc";
-    case Backend::kTcp:
-      return "tcp";
-    case Backend::kIpc:
-      return "ipc";
-  }
-  return "unknown";
-}
-
-std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
-  return BackendString(info.param);
-}
-
-void PrintTo(Backend backend, std::ostream* os) {
-  *os << BackendString(backend);
-}
+using test_backends::Backend;
+using test_backends::BackendName;
 
 Buffer Pattern(size_t size, uint8_t seed) {
   Buffer b = Buffer::Allocate(size);
@@ -86,22 +68,7 @@ class TransportTest : public ::testing::TestWithParam<Backend> {
  protected:
   // A node bound to a fresh local endpoint.
   std::unique_ptr<Transport> NewNode(NodeId id) {
-    std::unique_ptr<Transport> t;
-    std::string endpoint;
-    if (GetParam() == Backend::kInProc) {
-      auto r = fabric_.NewTransport(id);
-      EXPECT_TRUE(r.ok()) << r.status().ToString();
-      t = std::move(r).value();
-      endpoint = "inproc://*";
-    } else {
-      auto r = NewZmqTransport(id);
-      EXPECT_TRUE(r.ok()) << r.status().ToString();
-      t = std::move(r).value();
-      endpoint = GetParam() == Backend::kTcp ? "tcp://127.0.0.1:*" : "ipc://*";
-    }
-    Status s = t->Bind(endpoint);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-    return t;
+    return test_backends::NewBoundNode(GetParam(), id, fabric_);
   }
 
   static void Link(Transport& from, const Transport& to) {
