@@ -28,7 +28,9 @@
 #include <vector>
 
 #include "common/status.h"
+#include "transport/inproc_transport.h"
 #include "transport/transport.h"
+#include "transport/zmq_transport.h"
 
 namespace strata::bench {
 
@@ -110,6 +112,34 @@ inline std::shared_ptr<uint8_t> MakeBlock(size_t bytes, uint8_t fill = 1) {
 
 // A node factory: a transport for a node id (in-process or ZeroMQ).
 using TransportFactory = std::function<std::unique_ptr<Transport>(NodeId)>;
+
+// In-process nodes on `fabric` (which outlives the factory's use).
+inline TransportFactory InProcFactory(InProcFabric& fabric) {
+  return [&fabric](NodeId id) {
+    auto t = fabric.NewTransport(id);
+    Check(t.status(), "inproc transport");
+    return std::move(t).value();
+  };
+}
+
+// ZeroMQ nodes with `io_threads` I/O threads: each with a context of its
+// own (as separate processes have), or all in one shared context.
+inline TransportFactory ZmqFactory(bool shared_context, int io_threads) {
+  std::shared_ptr<ZmqContext> shared;
+  if (shared_context) {
+    auto ctx = ZmqContext::Create(io_threads);
+    Check(ctx.status(), "zmq context");
+    shared = *ctx;
+  }
+  return [shared, io_threads](NodeId id) {
+    ZmqOptions options;
+    options.context = shared;  // null: the node owns its context
+    options.io_threads = io_threads;
+    auto t = NewZmqTransport(id, options);
+    Check(t.status(), "zmq transport");
+    return std::move(t).value();
+  };
+}
 
 // Ours, wired like a PS cluster without a coordinator: servers are node ids
 // 0..S-1 and workers 100..100+W-1, each bound to `bind_endpoint`, and every

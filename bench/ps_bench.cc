@@ -224,19 +224,7 @@ void Main(int argc, char** argv) {
       *std::max_element(flags.sizes.begin(), flags.sizes.end());
   const auto bench_start = Clock::now();
 
-  std::shared_ptr<ZmqContext> shared;
-  if (flags.shared_context) {
-    auto ctx = ZmqContext::Create(1);
-    Check(ctx.status(), "zmq context");
-    shared = *ctx;
-  }
-  auto zmq_factory = [&](NodeId id) {
-    ZmqOptions options;
-    options.context = shared;  // null: the node owns its context
-    auto t = NewZmqTransport(id, options);
-    Check(t.status(), "zmq transport");
-    return std::move(t).value();
-  };
+  const TransportFactory zmq_factory = ZmqFactory(flags.shared_context, 1);
 
   std::printf(
       "ps_bench: PsClient::Push/Pull(...)->Wait() through RpcEndpoint and "
@@ -333,12 +321,7 @@ void Main(int argc, char** argv) {
   if (flags.inproc) {
     // In-process, 1 + 1, largest size, through the same PS stack.
     InProcFabric fabric;
-    auto inproc_factory = [&fabric](NodeId id) {
-      auto t = fabric.NewTransport(id);
-      Check(t.status(), "inproc transport");
-      return std::move(t).value();
-    };
-    PsCluster inproc(1, 1, max_bytes, inproc_factory, "inproc://*");
+    PsCluster inproc(1, 1, max_bytes, InProcFactory(fabric), "inproc://*");
     std::printf("in-process transport, 1+1, %s (same PS stack):\n",
                 SizeName(max_bytes).c_str());
     bool met = true;

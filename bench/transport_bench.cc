@@ -191,20 +191,8 @@ void Main(int argc, char** argv) {
   const size_t max_bytes = *std::max_element(sizes.begin(), sizes.end());
   const auto bench_start = Clock::now();
 
-  std::shared_ptr<ZmqContext> shared;
-  if (flags.shared_context) {
-    auto ctx = ZmqContext::Create(flags.io_threads);
-    Check(ctx.status(), "zmq context");
-    shared = *ctx;
-  }
-  auto zmq_factory = [&](NodeId id) {
-    ZmqOptions options;
-    options.context = shared;  // null: the node owns its context
-    options.io_threads = flags.io_threads;
-    auto t = NewZmqTransport(id, options);
-    Check(t.status(), "zmq transport");
-    return std::move(t).value();
-  };
+  const TransportFactory zmq_factory =
+      ZmqFactory(flags.shared_context, flags.io_threads);
 
   std::printf(
       "transport_bench: ZeroMQ transport over loopback TCP (frames of 1 MiB)\n"
@@ -290,12 +278,7 @@ void Main(int argc, char** argv) {
 
   // In-process, 1 + 1, largest size.
   InProcFabric fabric;
-  auto inproc_factory = [&fabric](NodeId id) {
-    auto t = fabric.NewTransport(id);
-    Check(t.status(), "inproc transport");
-    return std::move(t).value();
-  };
-  TransportCluster inproc(1, 1, max_bytes, inproc_factory, "inproc://*");
+  TransportCluster inproc(1, 1, max_bytes, InProcFactory(fabric), "inproc://*");
   std::printf("in-process, 1+1, %s (zero copy):\n",
               SizeName(max_bytes).c_str());
   bool inproc_met = true;

@@ -14,6 +14,7 @@
 #include "experiment/experiment.h"
 #include "experiment/report.h"
 #include "experiment/results.h"
+#include "experiment/test_util.h"
 
 namespace strata {
 namespace {
@@ -153,24 +154,13 @@ class ReportBrowserTest : public ::testing::Test {
     dir_ = new std::string(TmpDir("exp"));
     const std::string file = JoinPath(*dir_, "exp.toml");
     ASSERT_TRUE(
-        WriteFileAtomic(file, "output = \"" + JoinPath(*dir_, "out") + R"("
+        WriteFileAtomic(
+            file, "output = \"" + JoinPath(*dir_, "out") + R"("
 repeats = 2
-baseline = "mode-async"
-[base]
-data.synthetic.train_size = 600
-data.synthetic.val_size = 200
-data.synthetic.dim = 8
-model.hidden = 8
-train.iterations = 30
-train.batch_size = 16
-train.log_every = 5
-train.threads = 1
-cluster.workers = 2
-cluster.servers = 1
-eval.every_s = 0.02
-[grid]
-cluster.mode = ["sync", "async"]
-)")
+baseline = "mode-async")" +
+                      testing_util::TinyTwoModeBody(30,
+                                                    "train.log_every = 5\n"
+                                                    "eval.every_s = 0.02\n"))
             .ok());
     ExperimentOptions o;
     o.spec_path = file;

@@ -17,6 +17,7 @@ namespace strata {
 namespace {
 
 using testing_util::FreshDir;
+using testing_util::TinyTwoModeBody;
 using testing_util::WriteFakeRun;
 
 bool IsDir(const std::string& p) {
@@ -26,22 +27,10 @@ bool IsDir(const std::string& p) {
 
 ExperimentSpec TwoCells(int repeats) {
   auto spec =
-      ExperimentSpec::FromString("repeats = " + std::to_string(repeats) + R"(
-[base]
-data.synthetic.train_size = 600
-data.synthetic.val_size = 200
-data.synthetic.dim = 8
-model.hidden = 8
-train.iterations = 20
-train.batch_size = 16
-train.log_every = 5
-train.threads = 1
-cluster.workers = 2
-cluster.servers = 1
-eval.every_s = 0.05
-[grid]
-cluster.mode = ["sync", "async"]
-)",
+      ExperimentSpec::FromString("repeats = " + std::to_string(repeats) +
+                                     TinyTwoModeBody(20,
+                                                     "train.log_every = 5\n"
+                                                     "eval.every_s = 0.05\n"),
                                  "two.toml", ".");
   EXPECT_TRUE(spec.ok()) << spec.status().message();
   return *spec;
@@ -257,20 +246,7 @@ TEST(ExperimentTest, RunExperimentWritesEverything) {
   const std::string file = JoinPath(dir, "exp.toml");
   ASSERT_TRUE(WriteFileAtomic(file, "output = \"" + JoinPath(dir, "out") + R"("
 repeats = 2
-baseline = "cluster.mode=async"
-[base]
-data.synthetic.train_size = 600
-data.synthetic.val_size = 200
-data.synthetic.dim = 8
-model.hidden = 8
-train.iterations = 10
-train.batch_size = 16
-train.threads = 1
-cluster.workers = 2
-cluster.servers = 1
-[grid]
-cluster.mode = ["sync", "async"]
-)")
+baseline = "cluster.mode=async")" + TinyTwoModeBody(10))
                   .ok());
   ExperimentOptions o;
   o.spec_path = file;

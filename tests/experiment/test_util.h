@@ -27,6 +27,29 @@ inline std::string FreshDir(const std::string& name) {
   return dir;
 }
 
+// The [base] and [grid] of the tiny experiment several tests run: a 2-worker,
+// 1-server cluster on small synthetic data, sync against async, with
+// `iterations` per worker; `extra` adds lines to [base].
+inline std::string TinyTwoModeBody(int iterations,
+                                   const std::string& extra = "") {
+  return R"(
+[base]
+data.synthetic.train_size = 600
+data.synthetic.val_size = 200
+data.synthetic.dim = 8
+model.hidden = 8
+train.iterations = )" +
+         std::to_string(iterations) + R"(
+train.batch_size = 16
+train.threads = 1
+cluster.workers = 2
+cluster.servers = 1
+)" + extra +
+         R"([grid]
+cluster.mode = ["sync", "async"]
+)";
+}
+
 // Writes what a finished (or interrupted) run leaves: config.toml as the
 // runner expects it, summary.json with the given final metrics.
 inline void WriteFakeRun(const ExperimentSpec& spec, const PlannedRun& run,
