@@ -10,6 +10,7 @@ PACKAGES=(
   libopenblas0-pthread    # fast BLAS for LibTorch (the reference BLAS is ~10x slower)
   libopenblas-dev         # cblas.h + libopenblas.so for src/sharding (PCA, KMeans)
   libzmq3-dev cppzmq-dev  # transport
+  libgloo-dev             # collectives (all-reduce, reduce-scatter, all-gather) for the decentralized modes
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
   clang-format

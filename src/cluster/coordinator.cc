@@ -35,8 +35,8 @@ void Coordinator::Stop() {
 
 std::vector<NodeId> Coordinator::LiveWorkersLocked() const {
   std::vector<NodeId> live;
-  for (int i = 0; i < options_.shape.num_workers; ++i) {
-    NodeId id = options_.shape.WorkerId(i);
+  for (int i = 0; i < options_.roles.num_workers(); ++i) {
+    NodeId id = options_.roles.WorkerId(i);
     if (!lost_.count(id)) live.push_back(id);
   }
   return live;
@@ -61,13 +61,13 @@ void Coordinator::Handle(Message msg) {
       if (msg.header.flags & kRegisterConnected) {
         waiting_connected_.push_back(std::move(msg));
         if (static_cast<int>(waiting_connected_.size()) ==
-            options_.shape.num_nodes() - 1) {
+            options_.roles.num_nodes() - 1) {
           std::vector<Message> waiting;
           waiting.swap(waiting_connected_);
           for (Message& w : waiting) {
             Message reply;
             reply.header.type = MessageType::kRegisterReply;
-            (void)rpc_.Reply(w, std::move(reply));
+            ReplyOrLog(w, std::move(reply));
           }
         }
         return;
@@ -78,26 +78,26 @@ void Coordinator::Handle(Message msg) {
           msg.payloads.empty() ? 0 : msg.payloads[0].size());
       Role role;
       int index;
-      if (!options_.shape.RoleOf(from, &role, &index).ok() ||
+      if (!options_.roles.RoleOf(from, &role, &index).ok() ||
           endpoint.empty()) {
         lock.unlock();
-        (void)rpc_.ReplyError(
+        ReplyOrLog(
             msg,
             Status::InvalidArgument(
                 "registration from node {} with endpoint '{}' does not fit "
                 "this cluster ({} nodes)",
-                from, endpoint, options_.shape.num_nodes()));
+                from, endpoint, options_.roles.num_nodes()));
         return;
       }
       Status st = rpc_.transport().Connect(from, endpoint);
       if (!st.ok()) {
         LogWarning("coordinator: cannot connect back to {} at {}: {}",
-                   options_.shape.Describe(from), endpoint, st.ToString());
+                   options_.roles.Describe(from), endpoint, st.ToString());
       }
       endpoints_[from] = endpoint;
       waiting_register_.push_back(std::move(msg));
       if (static_cast<int>(endpoints_.size()) ==
-          options_.shape.num_nodes() - 1) {
+          options_.roles.num_nodes() - 1) {
         nlohmann::json map = nlohmann::json::object();
         for (const auto& [id, ep] : endpoints_) map[std::to_string(id)] = ep;
         map["0"] = rpc_.transport().endpoint();
@@ -108,10 +108,10 @@ void Coordinator::Handle(Message msg) {
           Message reply;
           reply.header.type = MessageType::kRegisterReply;
           reply.payloads.push_back(Buffer::CopyOf(text.data(), text.size()));
-          (void)rpc_.Reply(w, std::move(reply));
+          ReplyOrLog(w, std::move(reply));
         }
         LogDebug("coordinator: all {} nodes registered",
-                 options_.shape.num_nodes() - 1);
+                 options_.roles.num_nodes() - 1);
       }
       return;
     }
@@ -120,7 +120,7 @@ void Coordinator::Handle(Message msg) {
         Message ack;
         ack.header.type = MessageType::kAck;
         lock.unlock();
-        (void)rpc_.Reply(msg, std::move(ack));
+        ReplyOrLog(msg, std::move(ack));
       }
       return;
     case MessageType::kBarrier:
@@ -141,10 +141,64 @@ void Coordinator::Handle(Message msg) {
       ReleaseBarriersLocked();
       MaybeFinishLocked();
       return;
+    case kStoreSet: {
+      if (msg.payloads.size() < 2) {
+        lock.unlock();
+        ReplyOrLog(msg, Status::InvalidArgument("store set without a value"));
+        return;
+      }
+      const std::string key(reinterpret_cast<const char*>(msg.payloads[0].data()),
+                            msg.payloads[0].size());
+      const Buffer& v = msg.payloads[1];
+      store_[key] = std::string(reinterpret_cast<const char*>(v.data()), v.size());
+      std::vector<Message> ready;
+      for (auto it = waiting_gets_.begin(); it != waiting_gets_.end();) {
+        if (it->first == key) {
+          ready.push_back(std::move(it->second));
+          it = waiting_gets_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      const std::string value = store_[key];
+      lock.unlock();
+      Message ack;
+      ack.header.type = MessageType::kAck;
+      ReplyOrLog(msg, std::move(ack));
+      for (Message& get : ready) {
+        Message reply;
+        reply.header.type = MessageType::kAck;
+        reply.payloads.push_back(Buffer::CopyOf(value.data(), value.size()));
+        ReplyOrLog(get, std::move(reply));
+      }
+      return;
+    }
+    case kStoreGet: {
+      if (msg.payloads.empty()) {
+        lock.unlock();
+        ReplyOrLog(msg, Status::InvalidArgument("store get without a key"));
+        return;
+      }
+      const std::string key(reinterpret_cast<const char*>(msg.payloads[0].data()),
+                            msg.payloads[0].size());
+      auto it = store_.find(key);
+      if (it == store_.end()) {
+        // Answered when the key is set; the caller's wait is bounded.
+        waiting_gets_.emplace_back(key, std::move(msg));
+        return;
+      }
+      Message reply;
+      reply.header.type = MessageType::kAck;
+      reply.payloads.push_back(
+          Buffer::CopyOf(it->second.data(), it->second.size()));
+      lock.unlock();
+      ReplyOrLog(msg, std::move(reply));
+      return;
+    }
     default:
       LogWarning("coordinator: ignoring unexpected {} from {}",
                  MessageTypeName(msg.header.type),
-                 options_.shape.Describe(from));
+                 options_.roles.Describe(from));
   }
 }
 
@@ -161,7 +215,7 @@ void Coordinator::GrantClocksLocked() {
       Message grant;
       grant.header.type = MessageType::kAck;
       grant.header.clock = min_clock;
-      (void)rpc_.Reply(m, std::move(grant));
+      ReplyOrLog(m, std::move(grant));
     } else {
       still.push_back(std::move(m));
     }
@@ -186,7 +240,7 @@ void Coordinator::ReleaseBarriersLocked() {
       Message release;
       release.header.type = MessageType::kBarrierRelease;
       release.header.clock = it->first;
-      (void)rpc_.Reply(m, std::move(release));
+      ReplyOrLog(m, std::move(release));
     }
     it = barriers_.erase(it);
   }
@@ -209,7 +263,7 @@ void Coordinator::Monitor() {
     cv_.wait_for(lock, period, [&] { return stopping_; });
     if (stopping_) break;
     const auto now = Clock::now();
-    for (NodeId id = 1; id < options_.shape.num_nodes(); ++id) {
+    for (NodeId id = 1; id < options_.roles.num_nodes(); ++id) {
       if (lost_.count(id) || done_.count(id)) continue;
       auto it = last_seen_.find(id);
       const bool joined = endpoints_.count(id) > 0;
@@ -220,13 +274,13 @@ void Coordinator::Monitor() {
       lost_.insert(id);
       Role role;
       int index;
-      (void)options_.shape.RoleOf(id, &role, &index);
+      (void)options_.roles.RoleOf(id, &role, &index);
       const double silent = std::chrono::duration<double>(now - seen).count();
       std::string what = fmt::format(
           joined
               ? "lost {}: no message for {:.1f} s (heartbeat timeout {:.1f} s)"
               : "lost {}: never registered in {:.1f} s (join timeout {:.1f} s)",
-          options_.shape.Describe(id), silent,
+          options_.roles.Describe(id), silent,
           (joined ? options_.heartbeat_timeout : options_.join_timeout)
                   .count() /
               1000.0);
@@ -263,7 +317,7 @@ Status Coordinator::WaitForWorkers(std::chrono::milliseconds timeout) {
   std::string running;
   for (NodeId id : LiveWorkersLocked()) {
     if (!done_.count(id))
-      running += (running.empty() ? "" : ", ") + options_.shape.Describe(id);
+      running += (running.empty() ? "" : ", ") + options_.roles.Describe(id);
   }
   return Status::DeadlineExceeded("workers still running after {} s: {}",
                                   timeout.count() / 1000.0, running);
@@ -289,17 +343,17 @@ void Coordinator::BroadcastShutdown(const std::string& reason) {
 }
 
 void Coordinator::StopWorkers() {
-  for (int i = 0; i < options_.shape.num_workers; ++i) {
+  for (int i = 0; i < options_.roles.num_workers(); ++i) {
     Message m;
     m.header.type = MessageType::kShutdown;
-    (void)rpc_.Send(options_.shape.WorkerId(i), std::move(m));
+    (void)rpc_.Send(options_.roles.WorkerId(i), std::move(m));
   }
 }
 
 std::vector<std::string> Coordinator::LostNodes() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> out;
-  for (NodeId id : lost_) out.push_back(options_.shape.Describe(id));
+  for (NodeId id : lost_) out.push_back(options_.roles.Describe(id));
   return out;
 }
 
@@ -311,6 +365,28 @@ std::map<NodeId, std::string> Coordinator::DoneReports() const {
 std::vector<NodeId> Coordinator::LostIds() const {
   std::lock_guard<std::mutex> lock(mu_);
   return std::vector<NodeId>(lost_.begin(), lost_.end());
+}
+
+}  // namespace strata
+
+namespace strata {
+
+void Coordinator::ReplyOrLog(const Message& request, Message reply) {
+  Status st = rpc_.Reply(request, std::move(reply));
+  if (!st.ok()) {
+    LogWarning("coordinator: reply to {} from {} not sent: {}",
+               MessageTypeName(request.header.type),
+               options_.roles.Describe(request.header.sender), st.message());
+  }
+}
+
+void Coordinator::ReplyOrLog(const Message& request, const Status& error) {
+  Status st = rpc_.ReplyError(request, error);
+  if (!st.ok()) {
+    LogWarning("coordinator: error reply to {} from {} not sent: {}",
+               MessageTypeName(request.header.type),
+               options_.roles.Describe(request.header.sender), st.message());
+  }
 }
 
 }  // namespace strata

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cluster/roles.h"
+#include "collective/store.h"
 #include "transport/rpc.h"
 
 namespace strata {
@@ -33,7 +34,7 @@ inline constexpr uint32_t kShutdownError = 1u << 0;
 inline constexpr uint32_t kRegisterConnected = 1u << 0;
 
 struct CoordinatorOptions {
-  ClusterShape shape;
+  RoleTable roles;
   std::chrono::milliseconds heartbeat_timeout{5000};
   // How long a node may take to register (process start, data loading)
   // before it is declared lost; heartbeats are watched from registration on.
@@ -91,6 +92,10 @@ class Coordinator {
   void ReleaseBarriersLocked();
   void MaybeFinishLocked();
   std::vector<NodeId> LiveWorkersLocked() const;
+  // Sends a reply (or an error reply); a failure is logged with its cause
+  // (the peer then reports its own timeout).
+  void ReplyOrLog(const Message& request, Message reply);
+  void ReplyOrLog(const Message& request, const Status& error);
 
   const CoordinatorOptions options_;
   RpcEndpoint rpc_;
@@ -107,6 +112,10 @@ class Coordinator {
   std::map<NodeId, int64_t> clocks_;                  // GUARDED_BY(mu_)
   std::vector<Message> waiting_clocks_;               // GUARDED_BY(mu_)
   std::map<int64_t, std::vector<Message>> barriers_;  // GUARDED_BY(mu_)
+  // The rendezvous store (collective/store.h) and the gets waiting for a
+  // key not set yet.
+  std::map<std::string, std::string> store_;                       // GUARDED_BY(mu_)
+  std::vector<std::pair<std::string, Message>> waiting_gets_;  // GUARDED_BY(mu_)
   std::string fatal_;                                 // GUARDED_BY(mu_)
   bool finished_ = false;                             // GUARDED_BY(mu_)
   bool stopping_ = false;                             // GUARDED_BY(mu_)

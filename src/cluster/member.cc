@@ -7,11 +7,11 @@
 
 namespace strata {
 
-ClusterMember::ClusterMember(RpcEndpoint& rpc, ClusterShape shape,
+ClusterMember::ClusterMember(RpcEndpoint& rpc, RoleTable roles,
                              std::chrono::milliseconds heartbeat_interval,
                              std::chrono::milliseconds heartbeat_timeout)
     : rpc_(rpc),
-      shape_(shape),
+      roles_(roles),
       heartbeat_interval_(heartbeat_interval),
       heartbeat_timeout_(heartbeat_timeout) {}
 
@@ -20,18 +20,18 @@ ClusterMember::~ClusterMember() { StopHeartbeats(); }
 Status ClusterMember::Join(const std::string& coordinator_endpoint,
                            std::chrono::milliseconds timeout) {
   RETURN_IF_ERROR(
-      rpc_.transport().Connect(shape_.CoordinatorId(), coordinator_endpoint));
+      rpc_.transport().Connect(roles_.CoordinatorId(), coordinator_endpoint));
   Message m;
   m.header.type = MessageType::kRegister;
   const std::string endpoint = rpc_.transport().endpoint();
   m.payloads.push_back(Buffer::CopyOf(endpoint.data(), endpoint.size()));
   auto reply =
-      rpc_.Request(shape_.CoordinatorId(), std::move(m))->Wait(timeout);
+      rpc_.Request(roles_.CoordinatorId(), std::move(m))->Wait(timeout);
   if (!reply.ok()) {
     return reply.status().WithContext(fmt::format(
         "{} joining the cluster at {} (waits for all {} nodes to register)",
-        shape_.Describe(rpc_.node_id()), coordinator_endpoint,
-        shape_.num_nodes()));
+        roles_.Describe(rpc_.node_id()), coordinator_endpoint,
+        roles_.num_nodes()));
   }
   nlohmann::json map;
   try {
@@ -44,7 +44,7 @@ Status ClusterMember::Join(const std::string& coordinator_endpoint,
   }
   for (auto it = map.begin(); it != map.end(); ++it) {
     NodeId id = std::stoi(it.key());
-    if (id == rpc_.node_id() || id == shape_.CoordinatorId()) continue;
+    if (id == rpc_.node_id() || id == roles_.CoordinatorId()) continue;
     RETURN_IF_ERROR(
         rpc_.transport().Connect(id, it.value().get<std::string>()));
   }
@@ -53,11 +53,11 @@ Status ClusterMember::Join(const std::string& coordinator_endpoint,
   connected.header.type = MessageType::kRegister;
   connected.header.flags = kRegisterConnected;
   auto ready =
-      rpc_.Request(shape_.CoordinatorId(), std::move(connected))->Wait(timeout);
+      rpc_.Request(roles_.CoordinatorId(), std::move(connected))->Wait(timeout);
   if (!ready.ok()) {
     return ready.status().WithContext(
         fmt::format("{} waiting for every node to connect",
-                    shape_.Describe(rpc_.node_id())));
+                    roles_.Describe(rpc_.node_id())));
   }
   return Status::Ok();
 }
@@ -80,7 +80,7 @@ void ClusterMember::StartHeartbeats() {
       if (!in_flight) {
         Message m;
         m.header.type = MessageType::kHeartbeat;
-        in_flight = rpc_.Request(shape_.CoordinatorId(), std::move(m));
+        in_flight = rpc_.Request(roles_.CoordinatorId(), std::move(m));
       }
       const auto silent = std::chrono::steady_clock::now() - last_reply;
       if (silent > heartbeat_timeout_) {
@@ -95,7 +95,7 @@ void ClusterMember::StartHeartbeats() {
 }
 
 void ClusterMember::ShutdownLocally(const std::string& reason) {
-  LogError("{}: {}", shape_.Describe(rpc_.node_id()), reason);
+  LogError("{}: {}", roles_.Describe(rpc_.node_id()), reason);
   {
     std::lock_guard<std::mutex> lock(mu_);
     reason_ = reason;
@@ -119,7 +119,7 @@ Status ClusterMember::Barrier(int64_t number,
   Message m;
   m.header.type = MessageType::kBarrier;
   m.header.clock = number;
-  auto r = rpc_.Request(shape_.CoordinatorId(), std::move(m))->Wait(timeout);
+  auto r = rpc_.Request(roles_.CoordinatorId(), std::move(m))->Wait(timeout);
   if (!r.ok()) return r.status().WithContext(fmt::format("barrier {}", number));
   return Status::Ok();
 }
@@ -129,7 +129,7 @@ Status ClusterMember::ClockWait(int64_t completed,
   Message m;
   m.header.type = MessageType::kClock;
   m.header.clock = completed;
-  auto r = rpc_.Request(shape_.CoordinatorId(), std::move(m))->Wait(timeout);
+  auto r = rpc_.Request(roles_.CoordinatorId(), std::move(m))->Wait(timeout);
   if (!r.ok()) {
     return r.status().WithContext(fmt::format(
         "waiting on the clock table to start iteration {}", completed));
@@ -142,13 +142,13 @@ Status ClusterMember::ReportDone(const std::string& report) {
   m.header.type = MessageType::kShutdown;
   if (!report.empty())
     m.payloads.push_back(Buffer::CopyOf(report.data(), report.size()));
-  return rpc_.Send(shape_.CoordinatorId(), std::move(m));
+  return rpc_.Send(roles_.CoordinatorId(), std::move(m));
 }
 
 void ClusterMember::OnMessage(const Message& msg) {
   if (msg.header.type != MessageType::kShutdown) {
     LogWarning("{}: ignoring unexpected {} from node {}",
-               shape_.Describe(rpc_.node_id()),
+               roles_.Describe(rpc_.node_id()),
                MessageTypeName(msg.header.type), msg.header.sender);
     return;
   }

@@ -23,7 +23,7 @@ class ClusterMember {
  public:
   // A node that hears nothing back from the coordinator for
   // `heartbeat_timeout` stops itself ("lost the coordinator").
-  ClusterMember(RpcEndpoint& rpc, ClusterShape shape,
+  ClusterMember(RpcEndpoint& rpc, RoleTable roles,
                 std::chrono::milliseconds heartbeat_interval,
                 std::chrono::milliseconds heartbeat_timeout =
                     std::chrono::milliseconds(30000));
@@ -59,7 +59,7 @@ class ClusterMember {
 
  private:
   RpcEndpoint& rpc_;
-  const ClusterShape shape_;
+  const RoleTable roles_;
   const std::chrono::milliseconds heartbeat_interval_;
   const std::chrono::milliseconds heartbeat_timeout_;
   std::atomic<bool> shutdown_{false};

@@ -1,5 +1,7 @@
 #include "cluster/roles.h"
 
+#include <fmt/format.h>
+
 namespace strata {
 
 const char* RoleName(Role role) {
@@ -25,50 +27,96 @@ Result<Role> ParseRole(const std::string& name) {
       "unknown role '{}'; one of coordinator, server, worker, evaluator", name);
 }
 
-Status ClusterShape::RoleOf(NodeId id, Role* role, int* index) const {
-  if (id == 0) {
-    *role = Role::kCoordinator;
-    *index = 0;
-  } else if (id <= num_servers) {
-    *role = Role::kServer;
-    *index = id - 1;
-  } else if (id <= num_servers + num_workers) {
-    *role = Role::kWorker;
-    *index = id - 1 - num_servers;
-  } else if (evaluator && id == EvaluatorId()) {
-    *role = Role::kEvaluator;
-    *index = 0;
-  } else {
-    return Status::InvalidArgument(
-        "node id (or rank) {} is outside a cluster of {} nodes (1 coordinator, "
-        "{} servers, {} workers{})",
-        id, num_nodes(), num_servers, num_workers,
-        evaluator ? ", 1 evaluator" : "");
+RoleTable RoleTable::Make(const std::vector<std::pair<Role, int>>& counts) {
+  RoleTable t;
+  t.entries_.push_back({Role::kCoordinator, 1, 0});
+  for (const auto& [role, count] : counts) {
+    if (role == Role::kCoordinator) continue;
+    bool replaced = false;
+    for (Entry& e : t.entries_) {
+      if (e.role == role) {
+        e.count = std::max(0, count);
+        replaced = true;
+      }
+    }
+    if (!replaced) t.entries_.push_back({role, std::max(0, count), 0});
   }
-  return Status::Ok();
+  NodeId next = 0;
+  for (Entry& e : t.entries_) {
+    e.first_id = next;
+    next += static_cast<NodeId>(e.count);
+  }
+  return t;
 }
 
-NodeId ClusterShape::IdOf(Role role, int index) const {
-  switch (role) {
-    case Role::kCoordinator:
-      return 0;
-    case Role::kServer:
-      return ServerId(index);
-    case Role::kWorker:
-      return WorkerId(index);
-    case Role::kEvaluator:
-      return EvaluatorId();
+RoleTable RoleTable::Standard(int servers, int workers, bool evaluator) {
+  return Make({{Role::kServer, servers},
+               {Role::kWorker, workers},
+               {Role::kEvaluator, evaluator ? 1 : 0}});
+}
+
+int RoleTable::Count(Role role) const {
+  for (const Entry& e : entries_) {
+    if (e.role == role) return e.count;
+  }
+  return 0;
+}
+
+int RoleTable::num_nodes() const {
+  int n = 0;
+  for (const Entry& e : entries_) n += e.count;
+  return n;
+}
+
+std::vector<NodeId> RoleTable::Ids(Role role) const {
+  std::vector<NodeId> ids;
+  for (const Entry& e : entries_) {
+    if (e.role != role) continue;
+    for (int i = 0; i < e.count; ++i)
+      ids.push_back(e.first_id + static_cast<NodeId>(i));
+  }
+  return ids;
+}
+
+Status RoleTable::RoleOf(NodeId id, Role* role, int* index) const {
+  for (const Entry& e : entries_) {
+    if (id >= e.first_id && id < e.first_id + static_cast<NodeId>(e.count)) {
+      *role = e.role;
+      *index = static_cast<int>(id - e.first_id);
+      return Status::Ok();
+    }
+  }
+  return Status::InvalidArgument(
+      "node id (or rank) {} is outside a cluster of {} nodes ({})", id,
+      num_nodes(), ToString());
+}
+
+NodeId RoleTable::IdOf(Role role, int index) const {
+  for (const Entry& e : entries_) {
+    if (e.role == role && index >= 0 && index < e.count)
+      return e.first_id + static_cast<NodeId>(index);
   }
   return kInvalidNodeId;
 }
 
-std::string ClusterShape::Describe(NodeId id) const {
+std::string RoleTable::Describe(NodeId id) const {
   Role role;
   int index;
   if (!RoleOf(id, &role, &index).ok()) return fmt::format("node {}", id);
-  if (role == Role::kCoordinator || role == Role::kEvaluator)
+  if (Count(role) == 1 &&
+      (role == Role::kCoordinator || role == Role::kEvaluator))
     return fmt::format("{} (node {})", RoleName(role), id);
   return fmt::format("{} {} (node {})", RoleName(role), index, id);
+}
+
+std::string RoleTable::ToString() const {
+  std::string out;
+  for (const Entry& e : entries_) {
+    if (!out.empty()) out += ", ";
+    out += fmt::format("{} {}{}", e.count, RoleName(e.role),
+                       e.count == 1 ? "" : "s");
+  }
+  return out;
 }
 
 }  // namespace strata

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -12,26 +13,53 @@ enum class Role { kCoordinator, kServer, kWorker, kEvaluator };
 const char* RoleName(Role role);
 Result<Role> ParseRole(const std::string& name);
 
-// Node ids follow from the cluster's shape: coordinator 0, servers 1..k,
-// workers k+1..k+n, the evaluator k+n+1 (the same order as MPI ranks).
-struct ClusterShape {
-  int num_servers = 1;
-  int num_workers = 1;
-  bool evaluator = true;
+// The role table of a cluster: which roles it has, how many nodes of each,
+// and their node ids. Ids are handed out in table order, the coordinator
+// first (id 0), each role's nodes consecutively; the same order maps MPI and
+// Slurm ranks to roles. A role may have zero nodes (a decentralized run has
+// no servers), and a new role is a new row, not new arithmetic. A value
+// type; immutable once made, so safe to share between threads.
+class RoleTable {
+ public:
+  struct Entry {
+    Role role;
+    int count;
+    NodeId first_id;
+  };
 
-  int num_nodes() const {
-    return 1 + num_servers + num_workers + (evaluator ? 1 : 0);
-  }
-  NodeId CoordinatorId() const { return 0; }
-  NodeId ServerId(int i) const { return 1 + i; }
-  NodeId WorkerId(int i) const { return 1 + num_servers + i; }
-  NodeId EvaluatorId() const { return 1 + num_servers + num_workers; }
+  // An empty table (no nodes at all); Make() builds a real one.
+  RoleTable() = default;
+  // The coordinator, then `counts` in order (a role listed twice, or with a
+  // negative count, is a programming error: the later entry wins).
+  static RoleTable Make(const std::vector<std::pair<Role, int>>& counts);
+  // The usual table: coordinator, servers, workers, evaluator (0 or 1).
+  static RoleTable Standard(int servers, int workers, bool evaluator);
+
+  int Count(Role role) const;
+  int num_servers() const { return Count(Role::kServer); }
+  int num_workers() const { return Count(Role::kWorker); }
+  bool has_evaluator() const { return Count(Role::kEvaluator) > 0; }
+  int num_nodes() const;
+  const std::vector<Entry>& entries() const { return entries_; }
+
+  NodeId CoordinatorId() const { return IdOf(Role::kCoordinator, 0); }
+  NodeId ServerId(int i) const { return IdOf(Role::kServer, i); }
+  NodeId WorkerId(int i) const { return IdOf(Role::kWorker, i); }
+  NodeId EvaluatorId() const { return IdOf(Role::kEvaluator, 0); }
+  // Every node id of `role`, in index order.
+  std::vector<NodeId> Ids(Role role) const;
   // Role and index of a node id (or of an MPI rank). InvalidArgument when
   // the id is outside the cluster.
   Status RoleOf(NodeId id, Role* role, int* index) const;
+  // kInvalidNodeId when the table has no such node.
   NodeId IdOf(Role role, int index) const;
   // "worker 2 (node 5)"
   std::string Describe(NodeId id) const;
+  // "1 coordinator, 2 servers, 4 workers, 1 evaluator"
+  std::string ToString() const;
+
+ private:
+  std::vector<Entry> entries_;
 };
 
 }  // namespace strata

@@ -167,9 +167,34 @@ std::vector<ConfigKey> MakeSchema() {
       // cluster
       Str("cluster.mode", "async",
           "scheduling mode: local = single-process trainer; sync, async, ssp = "
-          "parameter-server cluster",
-          {"local", "sync", "async", "ssp"}),
-      Int("cluster.servers", 2, "parameter servers (k)", 1, 1024),
+          "parameter-server cluster; easgd = elastic averaging with the "
+          "servers; allreduce, ring, local-sgd, dpsgd, gossip = decentralized "
+          "(no servers; docs/decentralized.md)",
+          {"local", "sync", "async", "ssp", "easgd", "allreduce", "ring",
+           "local-sgd", "dpsgd", "gossip"}),
+      Int("cluster.servers", 2,
+          "parameter servers (k); decentralized modes run none", 1, 1024),
+      Str("cluster.sync_reduce", "mean",
+          "sync: the server applies the mean or the sum of a step's gradients",
+          {"mean", "sum"}),
+      Int("cluster.average_every", 4,
+          "local-sgd and easgd: local steps between averaging rounds (tau)", 1,
+          1e9),
+      Float("cluster.elastic_alpha", 0.1,
+            "easgd: elastic coefficient alpha (each round moves a worker and "
+            "the centre by alpha (w_i - centre))",
+            0.0, 1.0),
+      Str("cluster.topology", "ring",
+          "dpsgd: neighbours of a worker (ring: 2; torus: 4 on a 2-D grid)",
+          {"ring", "torus"}),
+      Float("cluster.gossip_p", 0.5,
+            "gossip: probability that a worker pushes to a random peer after "
+            "a step",
+            0.0, 1.0),
+      Float("cluster.bucket_mb", 1.0,
+            "allreduce: gradient bucket size in MiB (buckets are reduced as "
+            "the backward pass fills them)",
+            0.001, 4096),
       Int("cluster.workers", 4, "workers (n)", 1, 4096),
       Int("cluster.staleness", 2,
           "ssp: a worker may run at most this many clocks ahead of the slowest",

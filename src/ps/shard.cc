@@ -61,7 +61,16 @@ void ParameterShard::ApplyLocked(const FloatPiece* pieces, size_t num_pieces,
   double rate = schedule_.Rate(step) * policy_.rate_scale;
   if (policy_.inverse_staleness && staleness > 1)
     rate /= static_cast<double>(staleness);
-  optimizer_->StepPieces(WritableParamsLocked(), pieces, num_pieces, rate);
+  float* params = WritableParamsLocked();
+  if (policy_.rule == UpdatePolicy::Rule::kElastic) {
+    for (size_t k = 0; k < num_pieces; ++k) {
+      float* w = params + pieces[k].offset;
+      const float* d = pieces[k].data;
+      for (int64_t i = 0; i < pieces[k].size; ++i) w[i] += d[i];
+    }
+  } else {
+    optimizer_->StepPieces(params, pieces, num_pieces, rate);
+  }
   ++version_;
   ++stats_.updates;
 }
@@ -123,7 +132,8 @@ ParameterShard::PushOutcome ParameterShard::PushTagged(const FloatPiece* pieces,
        it != tagged_.end() && it->second.count >= it->second.size;
        it = tagged_.find(version_)) {
     const int64_t count = it->second.count;
-    const float inv = 1.0f / static_cast<float>(count);
+    const float inv =
+        policy_.sum_gradients ? 1.0f : 1.0f / static_cast<float>(count);
     for (int64_t i = 0; i < n; ++i) scratch_[i] = it->second.sum[i] * inv;
     const FloatPiece mean{0, scratch_.data(), n};
     ApplyLocked(&mean, 1, 0, count);
@@ -152,7 +162,8 @@ bool ParameterShard::MaybeCloseLocked() {
       std::min<int64_t>(policy_.updates_per_step, std::max(1, active_workers_));
   if (accum_count_ == 0 || accum_count_ < needed) return false;
   const int64_t n = range_.size();
-  const float inv = 1.0f / static_cast<float>(accum_count_);
+  const float inv =
+      policy_.sum_gradients ? 1.0f : 1.0f / static_cast<float>(accum_count_);
   for (int64_t i = 0; i < n; ++i) scratch_[i] = accum_[i] * inv;
   const FloatPiece mean{0, scratch_.data(), n};
   ApplyLocked(&mean, 1, accum_max_staleness_, accum_count_);

@@ -17,7 +17,15 @@ namespace strata {
 // the coordinator, not by the servers.
 struct UpdatePolicy {
   enum class Mode { kSync, kAsync };
+  // The update rule: what a push does to the range.
+  //   kGradientStep: the optimizer steps with the gradient (sync: with the
+  //                  mean, or with sum_gradients the sum, of a step's k);
+  //   kElastic:      the push is an elastic difference d (EASGD): the range
+  //                  (the centre variable) becomes w + d, no optimizer.
+  enum class Rule { kGradientStep, kElastic };
   Mode mode = Mode::kAsync;
+  Rule rule = Rule::kGradientStep;
+  bool sum_gradients = false;  // sync: apply the sum of a step's gradients
   int num_workers = 1;       // n
   int updates_per_step = 1;  // sync: k of n gradients close a step (1..n)
   bool defer_late = false;   // sync k-of-n: late gradients join the next step

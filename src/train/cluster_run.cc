@@ -46,20 +46,19 @@ Result<RunSummary> TrainCluster(const Config& config, const DatasetSplits& data,
                                 const RunDirectory& run_dir,
                                 const std::atomic<bool>* stop) {
   ASSIGN_OR_RETURN(ClusterPlan plan, ClusterPlan::Make(config, data));
-  plan.options.shape.evaluator = true;  // the final model is always evaluated
   const ClusterRunOptions& o = plan.options;
-  const ClusterShape& shape = o.shape;
+  const RoleTable& roles = o.roles;
   int64_t threads = config.GetInt("cluster.threads_per_worker");
   if (threads == 0) {
     threads = std::max<int64_t>(
-        1, std::thread::hardware_concurrency() / shape.num_workers);
+        1, std::thread::hardware_concurrency() / roles.num_workers());
   }
   torch::set_num_threads(static_cast<int>(threads));
 
   const bool tcp = config.GetString("cluster.transport") == "tcp";
   TransportFactory factory(tcp);
-  std::vector<std::unique_ptr<Transport>> transports(shape.num_nodes());
-  for (NodeId id = 0; id < shape.num_nodes(); ++id) {
+  std::vector<std::unique_ptr<Transport>> transports(roles.num_nodes());
+  for (NodeId id = 0; id < roles.num_nodes(); ++id) {
     ASSIGN_OR_RETURN(transports[id], factory.Make(id));
   }
   const std::string coordinator = transports[0]->endpoint();
@@ -67,7 +66,7 @@ Result<RunSummary> TrainCluster(const Config& config, const DatasetSplits& data,
       "cluster: mode {}, {} servers, {} workers, in one process over {}; {} "
       "parameters "
       "({}); per-worker batch {}, {} iterations per worker",
-      o.mode, shape.num_servers, shape.num_workers,
+      RunModeName(o.mode), roles.num_servers(), roles.num_workers(),
       tcp ? "tcp (loopback)" : "the in-process transport", plan.num_params,
       plan.layout.ToString(), o.worker_batch, o.iterations);
 
@@ -78,24 +77,24 @@ Result<RunSummary> TrainCluster(const Config& config, const DatasetSplits& data,
     summary =
         RunCoordinatorRole(config, o, std::move(transports[0]), run_dir, stop);
   });
-  for (int s = 0; s < shape.num_servers; ++s) {
+  for (int s = 0; s < roles.num_servers(); ++s) {
     threads_list.emplace_back([&, s] {
       Status st = RunServerRole(config, plan, s,
-                                std::move(transports[shape.ServerId(s)]),
+                                std::move(transports[roles.ServerId(s)]),
                                 coordinator, stop);
       if (!st.ok()) LogDebug("server {}: {}", s, st.message());
     });
   }
-  for (int w = 0; w < shape.num_workers; ++w) {
+  for (int w = 0; w < roles.num_workers(); ++w) {
     threads_list.emplace_back([&, w] {
       (void)RunWorkerRole(config, plan, w, data,
-                          std::move(transports[shape.WorkerId(w)]), coordinator,
+                          std::move(transports[roles.WorkerId(w)]), coordinator,
                           &run_dir, stop);
     });
   }
   threads_list.emplace_back([&] {
     Status st = RunEvaluatorRole(config, plan, data,
-                                 std::move(transports[shape.EvaluatorId()]),
+                                 std::move(transports[roles.EvaluatorId()]),
                                  coordinator, &run_dir, stop, &final_params);
     if (!st.ok()) LogWarning("evaluator: {}", st.message());
   });

@@ -134,12 +134,9 @@ Result<std::string> CoordinatorBindEndpoint(const std::string& coordinator) {
   return "tcp://" + *ip + ":" + port;
 }
 
-ClusterShape ShapeOf(const Config& c) {
-  ClusterShape shape;
-  shape.num_servers = static_cast<int>(c.GetInt("cluster.servers"));
-  shape.num_workers = static_cast<int>(c.GetInt("cluster.workers"));
-  shape.evaluator = true;
-  return shape;
+Result<RoleTable> RolesOf(const Config& c) {
+  ASSIGN_OR_RETURN(ClusterRunOptions o, ClusterRunOptions::FromConfig(c));
+  return o.roles;
 }
 
 }  // namespace
@@ -154,7 +151,8 @@ Status RoleFromRank(const Config& config, Role* role, int* index) {
     if (*v == '\0' || *end != '\0' || rank < 0) {
       return Status::InvalidArgument("{}='{}' is not a rank", var, v);
     }
-    Status st = ShapeOf(config).RoleOf(static_cast<NodeId>(rank), role, index);
+    ASSIGN_OR_RETURN(RoleTable roles, RolesOf(config));
+    Status st = roles.RoleOf(static_cast<NodeId>(rank), role, index);
     if (!st.ok()) return st.WithContext(fmt::format("{}={}", var, rank));
     return Status::Ok();
   }
@@ -167,21 +165,20 @@ Status RoleFromRank(const Config& config, Role* role, int* index) {
 Status RunNode(const Config& config, Role role, int index,
                const std::string& coordinator, const std::string& bind,
                const RunDirectory& run_dir, const std::atomic<bool>* stop) {
-  const ClusterShape shape = ShapeOf(config);
-  const NodeId id = shape.IdOf(role, index);
+  ASSIGN_OR_RETURN(const RoleTable roles, RolesOf(config));
+  const NodeId id = roles.IdOf(role, index);
   Role check;
   int check_index;
-  RETURN_IF_ERROR(shape.RoleOf(id, &check, &check_index));
+  RETURN_IF_ERROR(roles.RoleOf(id, &check, &check_index));
   if (check != role || check_index != index) {
     return Status::InvalidArgument(
-        "{} {} does not exist in a cluster of {} servers and {} workers",
-        RoleName(role), index, shape.num_servers, shape.num_workers);
+        "{} {} does not exist in a cluster of {}", RoleName(role), index,
+        roles.ToString());
   }
-  const std::string who = shape.Describe(id);
+  const std::string who = roles.Describe(id);
   if (role == Role::kCoordinator) {
     ASSIGN_OR_RETURN(ClusterRunOptions o,
                      ClusterRunOptions::FromConfig(config));
-    o.shape.evaluator = true;
     ASSIGN_OR_RETURN(std::string bind_at, CoordinatorBindEndpoint(coordinator));
     ASSIGN_OR_RETURN(auto t, BoundTransport(id, bind_at));
     LogInfo("{} listening at {}", who, t->endpoint());
@@ -191,14 +188,13 @@ Status RunNode(const Config& config, Role role, int index,
   ASSIGN_OR_RETURN(DatasetSplits data, LoadDatasetFromConfig(config));
   ASSIGN_OR_RETURN(ClusterPlan plan,
                    ClusterPlan::Make(config, data, role == Role::kWorker));
-  plan.options.shape.evaluator = true;
   ASSIGN_OR_RETURN(auto t, BoundTransport(id, bind, coordinator));
   // One process per node: LibTorch threads per process as configured
   // (0 = this machine's cores shared among the workers).
   int64_t threads = config.GetInt("cluster.threads_per_worker");
   if (threads == 0) {
     threads = std::max<int64_t>(
-        1, std::thread::hardware_concurrency() / shape.num_workers);
+        1, std::thread::hardware_concurrency() / roles.num_workers());
   }
   at::set_num_threads(static_cast<int>(threads));
   LogInfo("{} at {} joining the coordinator at {}", who, t->endpoint(),
@@ -226,9 +222,8 @@ Result<nlohmann::json> TrainProcesses(const Config& config,
                                       const RunDirectory& run_dir,
                                       const std::string& self_exe,
                                       const std::atomic<bool>* stop) {
-  const ClusterShape shape = ShapeOf(config);
   ASSIGN_OR_RETURN(ClusterRunOptions o, ClusterRunOptions::FromConfig(config));
-  o.shape.evaluator = true;
+  const RoleTable& roles = o.roles;
   ASSIGN_OR_RETURN(auto coord, BoundTransport(0, "tcp://127.0.0.1:*"));
   const std::string endpoint = coord->endpoint();
   const std::string config_path = run_dir.File("config.toml");
@@ -237,10 +232,10 @@ Result<nlohmann::json> TrainProcesses(const Config& config,
   setenv("OPENBLAS_NUM_THREADS", "1", 0);
   std::vector<pid_t> pids;
   nlohmann::json pid_map = nlohmann::json::object();
-  for (NodeId id = 1; id < shape.num_nodes(); ++id) {
+  for (NodeId id = 1; id < roles.num_nodes(); ++id) {
     Role role;
     int index;
-    RETURN_IF_ERROR(shape.RoleOf(id, &role, &index));
+    RETURN_IF_ERROR(roles.RoleOf(id, &role, &index));
     std::vector<std::string> args = {
         self_exe,        "node",    "--role",
         RoleName(role),  "--index", std::to_string(index),
@@ -255,16 +250,16 @@ Result<nlohmann::json> TrainProcesses(const Config& config,
     if (rc != 0) {
       for (pid_t p : pids) ::kill(p, SIGTERM);
       return Status::IoError("cannot start {} as a process ({}): {}",
-                             shape.Describe(id), self_exe, std::strerror(rc));
+                             roles.Describe(id), self_exe, std::strerror(rc));
     }
     pids.push_back(pid);
-    pid_map[shape.Describe(id)] = pid;
+    pid_map[roles.Describe(id)] = pid;
   }
   RETURN_IF_ERROR(run_dir.WriteJson("pids.json", pid_map));
   LogInfo(
       "cluster: {} processes ({} servers, {} workers, evaluator) around the "
       "coordinator at {}",
-      pids.size(), shape.num_servers, shape.num_workers, endpoint);
+      pids.size(), roles.num_servers(), roles.num_workers(), endpoint);
 
   auto summary = RunCoordinatorRole(config, o, std::move(coord), run_dir, stop);
 

@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
+#include <limits>
 #include <algorithm>
 #include <cstring>
 #include <random>
@@ -10,6 +12,7 @@
 #include "common/log.h"
 #include "data/batch_sampler.h"
 #include "train/batch.h"
+#include "train/exchange.h"
 
 namespace strata {
 namespace {
@@ -23,13 +26,17 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
 
 Result<ClusterRunOptions> ClusterRunOptions::FromConfig(const Config& c) {
   ClusterRunOptions o;
-  o.mode = c.GetString("cluster.mode");
-  o.shape.num_servers = static_cast<int>(c.GetInt("cluster.servers"));
-  o.shape.num_workers = static_cast<int>(c.GetInt("cluster.workers"));
-  o.shape.evaluator = c.GetBool("cluster.evaluator");
-  const int n = o.shape.num_workers;
+  ASSIGN_OR_RETURN(o.mode, ParseRunMode(c.GetString("cluster.mode")));
+  const int n = static_cast<int>(c.GetInt("cluster.workers"));
+  // Decentralized modes have no servers, whatever cluster.servers says.
+  const int servers =
+      UsesServers(o.mode) ? static_cast<int>(c.GetInt("cluster.servers")) : 0;
+  // The evaluator node always exists: it evaluates the final model even
+  // when cluster.evaluator turns the periodic evaluations off.
+  o.roles = RoleTable::Standard(servers, n, /*evaluator=*/true);
   const int64_t batch = c.GetInt("train.batch_size");
-  if (c.GetBool("cluster.adapt_hyperparams")) {
+  const bool adapt = c.GetBool("cluster.adapt_hyperparams");
+  if (adapt) {
     if (batch < n) {
       return Status::InvalidArgument(
           "train.batch_size = {} cannot be split over cluster.workers = {} "
@@ -53,13 +60,13 @@ Result<ClusterRunOptions> ClusterRunOptions::FromConfig(const Config& c) {
   o.epochs = c.GetInt("train.epochs");
   o.pull_interval = c.GetInt("cluster.pull_interval");
   o.overlap = c.GetBool("cluster.overlap");
-  if (o.overlap && o.mode != "async") {
+  if (o.overlap && o.mode != RunMode::kAsync) {
     return Status::InvalidArgument(
         "cluster.overlap = true needs cluster.mode = \"async\" (it is \"{}\"): "
         "sync and ssp wait for their step or clock before computing",
-        o.mode);
+        RunModeName(o.mode));
   }
-  o.staleness = o.mode == "ssp" ? c.GetInt("cluster.staleness") : -1;
+  o.staleness = o.mode == RunMode::kSsp ? c.GetInt("cluster.staleness") : -1;
   o.shuffle = c.GetBool("data.shuffle");
   o.seed = static_cast<uint64_t>(c.GetInt("run.seed"));
   o.log_every = c.GetInt("train.log_every");
@@ -71,45 +78,85 @@ Result<ClusterRunOptions> ClusterRunOptions::FromConfig(const Config& c) {
   o.fail_at = c.GetInt("cluster.fail_at");
   o.request_timeout =
       std::chrono::milliseconds(c.GetInt("cluster.request_timeout_ms"));
+  o.heartbeat_interval =
+      std::chrono::milliseconds(c.GetInt("cluster.heartbeat_interval_ms"));
+  o.heartbeat_timeout =
+      std::chrono::milliseconds(c.GetInt("cluster.heartbeat_timeout_ms"));
+
+  const bool sync = o.mode == RunMode::kSync;
+  o.updates_per_step = k > 0 ? static_cast<int>(k) : n;
+  o.defer_late = c.GetString("cluster.late_gradients") == "defer";
+  o.inverse_staleness = c.GetString("cluster.lr_staleness") == "inverse";
+  o.server_rate_scale = (!sync && adapt) ? 1.0 / n : 1.0;
+  o.sum_gradients = c.GetString("cluster.sync_reduce") == "sum";
+  o.leader_first = sync && k > 0 && k < n && servers > 1;
+  o.gradients_per_update = sync ? o.updates_per_step : 1;
+
+  o.average_every = c.GetInt("cluster.average_every");
+  o.elastic_alpha = c.GetFloat("cluster.elastic_alpha");
+  o.topology = c.GetString("cluster.topology") == "torus" ? Topology::kTorus
+                                                          : Topology::kRing;
+  o.gossip_p = c.GetFloat("cluster.gossip_p");
+  o.bucket_floats = static_cast<int64_t>(c.GetFloat("cluster.bucket_mb") *
+                                         (1 << 20) / sizeof(float));
+  if (o.bucket_floats < 1) o.bucket_floats = 1;
+  if (IsDecentralized(o.mode) && o.pull_interval != 1) {
+    return Status::InvalidArgument(
+        "cluster.pull_interval = {} applies to the parameter-server modes, "
+        "not to cluster.mode = \"{}\"",
+        o.pull_interval, RunModeName(o.mode));
+  }
   return o;
 }
 
-nlohmann::json WorkerMetrics::ToJson() const {
-  nlohmann::json j{{"worker", index},
-                   {"iterations", iterations},
-                   {"samples", samples},
-                   {"compute_s", compute_s},
-                   {"comm_s", comm_s},
-                   {"bytes_pushed", bytes_pushed},
-                   {"bytes_pulled", bytes_pulled},
-                   {"dropped_gradients", dropped_gradients},
-                   {"finished", finished}};
-  if (!error.empty()) j["error"] = error;
-  return j;
+void PublishedModel::Publish(const float* params, int64_t size, int64_t step) {
+  std::lock_guard<std::mutex> lock(mu);
+  live = params;
+  this->size = size;
+  this->step = step;
+}
+
+void PublishedModel::Freeze(int64_t step) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (live != nullptr) final_copy.assign(live, live + size);
+  live = nullptr;
+  this->step = step;
+  frozen = true;
 }
 
 Result<WorkerMetrics> RunWorker(const Config& config,
                                 const ClusterRunOptions& o, int index,
                                 const Dataset& train, const ShardSet& shards,
-                                PsClient& client, ClusterMember& member,
+                                ExchangeEnv env, PublishedModel* published,
                                 const RunDirectory* run_dir,
                                 const std::atomic<bool>* stop) {
   WorkerMetrics m;
   m.index = index;
   const auto start = Clock::now();
+  ClusterMember& member = *env.member;
   ASSIGN_OR_RETURN(Model model, CreateModel(ModelOptions::FromConfig(config),
                                             InputSpecOf(train)));
-  const int k = client.layout().num_servers();
-  if (index == 0) {
-    // Worker 0 owns the initial model: every worker then pulls the same one.
-    auto init =
-        client
-            .PushInitial(model.flat.param_data(),
-                         std::make_shared<torch::Tensor>(model.flat.params()))
-            ->Wait(o.request_timeout);
-    if (!init.ok())
-      return init.status().WithContext("pushing the initial model");
-  }
+  env.options = &o;
+  env.index = index;
+  env.model.params = model.flat.param_data();
+  env.model.grads = model.flat.grad_data();
+  env.model.size = model.flat.size();
+  // The flat tensors own the buffers; a zero-copy send keeps them alive.
+  auto owner = std::make_shared<std::pair<torch::Tensor, torch::Tensor>>(
+      model.flat.params(), model.flat.grads());
+  env.model.owner = owner;
+  env.metrics = &m;
+  env.params_mu = &published->mu;
+  published->Publish(env.model.params, env.model.size, 0);
+  // The model goes away with this function: whatever happens, leave a copy
+  // of it (and no pointer into it) behind for the evaluator.
+  struct FreezeAtExit {
+    PublishedModel* p;
+    const WorkerMetrics* m;
+    ~FreezeAtExit() { p->Freeze(m->iterations); }
+  } freeze_at_exit{published, &m};
+  ASSIGN_OR_RETURN(std::unique_ptr<Exchange> exchange, MakeExchange(env));
+  RETURN_IF_ERROR(exchange->Start());
   RETURN_IF_ERROR(member.Barrier(0, o.request_timeout));
 
   if (index >= static_cast<int>(shards.worker_indices.size()) ||
@@ -130,48 +177,9 @@ Result<WorkerMetrics> RunWorker(const Config& config,
   Batcher batcher(train, config.GetBool("data.augment"),
                   (o.seed << 8) ^ static_cast<uint64_t>(index));
   std::mt19937_64 delay_rng(o.seed * 7919 + static_cast<uint64_t>(index));
-  const bool sync = o.mode == "sync";
-  const bool async = o.mode == "async";
-  bool pulled_with_push = false;      // the last push brought the parameters
-  std::vector<int64_t> pulled(k, 0);  // versions of the local copy
-  std::vector<int64_t> step(k, 0);    // sync: the step this worker is in
   std::vector<int64_t> indices;
   double window_loss = 0, window_acc = 0;
   int64_t window_n = 0;
-  // cluster.overlap: the push in flight, the buffer it sends from, and the
-  // buffer its parameters (if it pulls) arrive in.
-  std::unique_ptr<PushHandle> inflight;
-  bool inflight_pulls = false;
-  std::shared_ptr<std::vector<float>> side_grads;
-  std::vector<float> side_params;
-  if (o.overlap) {
-    side_grads = std::make_shared<std::vector<float>>(model.flat.size());
-    side_params.resize(static_cast<size_t>(model.flat.size()));
-  }
-  // Books a finished push (and the pull that came with it).
-  auto account = [&](const PushResult& pushed, bool pulls) {
-    if (pulls) {
-      pulled = pushed.versions;
-      m.bytes_pulled += pushed.pulled_bytes;
-    }
-    m.bytes_pushed += pushed.bytes;
-    m.dropped_gradients += pushed.dropped_ranges > 0 ? 1 : 0;
-  };
-  auto finish_inflight = [&](int64_t it) -> Status {
-    if (!inflight) return Status::Ok();
-    auto pushed = inflight->Wait(o.request_timeout);
-    inflight.reset();
-    if (!pushed.ok()) {
-      return pushed.status().WithContext(
-          fmt::format("worker {} push of iteration {}", index, it - 1));
-    }
-    if (inflight_pulls) {
-      std::memcpy(model.flat.param_data(), side_params.data(),
-                  sizeof(float) * side_params.size());
-    }
-    account(*pushed, inflight_pulls);
-    return Status::Ok();
-  };
 
   for (int64_t it = 0; it < total; ++it) {
     if (stop != nullptr && stop->load()) break;
@@ -191,19 +199,7 @@ Result<WorkerMetrics> RunWorker(const Config& config,
           "worker {} crashed at iteration {} (cluster.fail_worker)", index, it);
     }
     auto t0 = Clock::now();
-    if (o.staleness >= 0)
-      RETURN_IF_ERROR(member.ClockWait(it, o.request_timeout));
-    if (it % o.pull_interval == 0 && !pulled_with_push) {
-      auto p = client
-                   .Pull(model.flat.param_data(),
-                         sync ? step : std::vector<int64_t>{})
-                   ->Wait(o.request_timeout);
-      if (!p.ok())
-        return p.status().WithContext(
-            fmt::format("worker {} pull at iteration {}", index, it));
-      pulled = p->versions;
-      m.bytes_pulled += p->bytes;
-    }
+    RETURN_IF_ERROR(exchange->BeforeStep(it));
     auto t1 = Clock::now();
     const int64_t epoch = shuffler.Next(o.worker_batch, &indices);
     Batch batch = batcher.Gather(indices);
@@ -215,44 +211,16 @@ Result<WorkerMetrics> RunWorker(const Config& config,
               delay_rng() % static_cast<uint64_t>(o.worker_delay_ms + 1))));
     }
     auto t2 = Clock::now();
-    // Asynchronous mode, next iteration pulls: push and pull in one round
-    // trip (the parameters just after this gradient, as a pull right after
-    // the push would return).
-    pulled_with_push = async && (it + 1) % o.pull_interval == 0;
-    if (o.overlap) {
-      // The previous iteration's push (and pull) travelled while this one
-      // computed: finish it, take its parameters, and send this gradient
-      // from the side buffer while the next iteration computes.
-      const std::vector<int64_t> base = pulled;  // what this step computed on
-      RETURN_IF_ERROR(finish_inflight(it));
-      std::memcpy(side_grads->data(), model.flat.grad_data(),
-                  sizeof(float) * side_grads->size());
-      inflight = pulled_with_push
-                     ? client.PushPull(side_grads->data(), base,
-                                       side_params.data(), side_grads)
-                     : client.Push(side_grads->data(), base, side_grads);
-      inflight_pulls = pulled_with_push;
-    } else {
-      // Zero copy: the gradient buffer is not touched again until the push
-      // is acknowledged; the tensor handle keeps it alive for the transport.
-      auto keep = std::make_shared<torch::Tensor>(model.flat.grads());
-      auto handle =
-          pulled_with_push
-              ? client.PushPull(model.flat.grad_data(), pulled,
-                                model.flat.param_data(), keep)
-              : client.Push(model.flat.grad_data(), sync ? step : pulled, keep);
-      auto pushed = handle->Wait(o.request_timeout);
-      if (!pushed.ok())
-        return pushed.status().WithContext(
-            fmt::format("worker {} push at iteration {}", index, it));
-      if (sync) step = pushed->versions;
-      account(*pushed, pulled_with_push);
-    }
+    RETURN_IF_ERROR(exchange->AfterStep(it));
     auto t3 = Clock::now();
     m.compute_s += Seconds(t1, t2);
     m.comm_s += Seconds(t0, t1) + Seconds(t2, t3);
     m.iterations = it + 1;
     m.samples += static_cast<int64_t>(indices.size());
+    {
+      std::lock_guard<std::mutex> lock(published->mu);
+      published->step = it + 1;
+    }
     window_loss += r.loss;
     window_acc += r.accuracy;
     ++window_n;
@@ -265,17 +233,14 @@ Result<WorkerMetrics> RunWorker(const Config& config,
                        {"train_loss", window_loss / window_n},
                        {"train_acc", window_acc / window_n},
                        {"samples", m.samples},
-                       {"version", pulled.empty() ? 0 : pulled[0]}};
+                       {"version", exchange->version()}};
       RETURN_IF_ERROR(run_dir->AppendJson("metrics.jsonl", j));
       window_loss = window_acc = 0;
       window_n = 0;
     }
   }
-  RETURN_IF_ERROR(finish_inflight(m.iterations));
+  RETURN_IF_ERROR(exchange->Finish(m.iterations));
   m.finished = m.iterations == total;
-  auto left = client.Leave()->Wait(o.request_timeout);
-  if (!left.ok())
-    return left.status().WithContext(fmt::format("worker {} leaving", index));
   return m;
 }
 
@@ -286,12 +251,8 @@ Status RunEvaluator(const Config& config, const ClusterRunOptions& o,
   ASSIGN_OR_RETURN(Model model, CreateModel(ModelOptions::FromConfig(config),
                                             InputSpecOf(data.train)));
   const int k = client.layout().num_servers();
-  const int n = o.shape.num_workers;
-  const int64_t grads_per_update =
-      o.mode == "sync" ? (config.GetInt("cluster.updates_per_step") > 0
-                              ? config.GetInt("cluster.updates_per_step")
-                              : n)
-                       : 1;
+  const int n = o.roles.num_workers();
+  const int64_t grads_per_update = o.gradients_per_update;
   int64_t last_version = -1;
   while (!done->load()) {
     std::vector<int64_t> want;
@@ -338,6 +299,116 @@ Status RunEvaluator(const Config& config, const ClusterRunOptions& o,
       RETURN_IF_ERROR(run_dir->AppendJson("eval.jsonl", j));
     LogInfo("evaluator: version {} (step {}): val loss {:.4f} acc {:.4f}",
             version, version * grads_per_update / n, ev.loss, ev.accuracy);
+  }
+  return Status::Ok();
+}
+
+}  // namespace strata
+
+namespace strata {
+
+Result<GatheredModel> GatherWorkerModels(RpcEndpoint& rpc,
+                                         const ClusterRunOptions& o,
+                                         float* dest, int64_t size) {
+  const int n = o.roles.num_workers();
+  std::vector<std::shared_ptr<RpcCall>> calls;
+  for (int w = 0; w < n; ++w) {
+    Message m;
+    m.header.type = kModelRequest;
+    calls.push_back(rpc.Request(o.roles.WorkerId(w), std::move(m)));
+  }
+  // A lost worker does not answer; do not wait for it longer than its loss
+  // takes to be noticed.
+  const auto timeout = std::max(o.heartbeat_timeout * 2,
+                                std::chrono::milliseconds(2000));
+  std::vector<Message> models;
+  GatheredModel g;
+  g.min_step = std::numeric_limits<int64_t>::max();
+  for (int w = 0; w < n; ++w) {
+    auto reply = calls[w]->Wait(timeout);
+    if (!reply.ok() || reply->payloads.empty() ||
+        static_cast<int64_t>(reply->payloads[0].size()) !=
+            size * static_cast<int64_t>(sizeof(float))) {
+      LogDebug("evaluator: no model from worker {}: {}", w,
+               reply.ok() ? "wrong size" : reply.status().message());
+      continue;
+    }
+    g.min_step = std::min(g.min_step, reply->header.clock);
+    models.push_back(std::move(*reply));
+  }
+  if (models.empty()) {
+    return Status::Unavailable("no worker sent its model within {} ms",
+                               timeout.count());
+  }
+  g.workers = static_cast<int>(models.size());
+  std::vector<double> avg(static_cast<size_t>(size), 0.0);
+  for (const Message& m : models) {
+    const float* x = m.payloads[0].floats();
+    for (int64_t i = 0; i < size; ++i) avg[i] += x[i];
+  }
+  for (int64_t i = 0; i < size; ++i) avg[i] /= static_cast<double>(models.size());
+  // Consensus distance: the mean over workers of ||w_i - average||.
+  double total = 0;
+  for (const Message& m : models) {
+    const float* x = m.payloads[0].floats();
+    double sq = 0;
+    for (int64_t i = 0; i < size; ++i) {
+      const double d = x[i] - avg[i];
+      sq += d * d;
+    }
+    total += std::sqrt(sq);
+  }
+  g.consensus_distance = total / static_cast<double>(models.size());
+  for (int64_t i = 0; i < size; ++i) dest[i] = static_cast<float>(avg[i]);
+  return g;
+}
+
+Status RunPeerEvaluator(const Config& config, const ClusterRunOptions& o,
+                        const DatasetSplits& data, RpcEndpoint& rpc,
+                        const RunDirectory* run_dir,
+                        const std::atomic<bool>* done,
+                        Clock::time_point start) {
+  ASSIGN_OR_RETURN(Model model, CreateModel(ModelOptions::FromConfig(config),
+                                            InputSpecOf(data.train)));
+  int64_t last_step = -1;
+  bool first = true;
+  while (!done->load()) {
+    if (!first) {
+      auto until = Clock::now() + std::chrono::duration<double>(o.eval_every_s);
+      while (!done->load() && Clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      if (done->load()) break;
+    }
+    first = false;
+    auto gathered = GatherWorkerModels(rpc, o, model.flat.param_data(),
+                                       model.flat.size());
+    if (!gathered.ok()) {
+      // Workers not started yet, or all busy ending: try at the next round.
+      LogDebug("evaluator: {}", gathered.status().message());
+      continue;
+    }
+    if (gathered->min_step == last_step) continue;
+    last_step = gathered->min_step;
+    RETURN_IF_ERROR(RecalibrateBatchNorm(*model.net, data.train, o.eval_batch,
+                                         kBatchNormExamples)
+                        .status());
+    ASSIGN_OR_RETURN(EvalResult ev,
+                     Evaluate(*model.net, data.val, o.eval_batch));
+    nlohmann::json j{{"step", gathered->min_step},
+                     {"version", gathered->min_step},
+                     {"wall_s", Seconds(start, Clock::now())},
+                     {"val_loss", ev.loss},
+                     {"val_acc", ev.accuracy},
+                     {"consensus_distance", gathered->consensus_distance},
+                     {"workers", gathered->workers}};
+    if (run_dir != nullptr)
+      RETURN_IF_ERROR(run_dir->AppendJson("eval.jsonl", j));
+    LogInfo(
+        "evaluator: step {} (average of {} workers): val loss {:.4f} acc "
+        "{:.4f}, consensus distance {:.4g}",
+        gathered->min_step, gathered->workers, ev.loss, ev.accuracy,
+        gathered->consensus_distance);
   }
   return Status::Ok();
 }

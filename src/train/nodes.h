@@ -4,12 +4,16 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "cluster/member.h"
+#include "train/exchange.h"
+#include "train/run_options.h"
+#include "train/worker_metrics.h"
 #include "common/config.h"
 #include "data/dataset.h"
 #include "ps/client.h"
@@ -23,58 +27,39 @@ namespace strata {
 // BatchNorm statistics before each evaluation (RecalibrateBatchNorm).
 inline constexpr int64_t kBatchNormExamples = 4096;
 
-struct ClusterRunOptions {
-  std::string mode;  // sync, async, ssp
-  ClusterShape shape;
-  int64_t worker_batch = 64;  // per-worker batch (B / n with adaptation)
-  int64_t iterations = 0;     // per worker; 0 = epochs * batches per epoch
-  int64_t epochs = 1;
-  int64_t pull_interval = 1;
-  bool overlap = false;    // async: communication of step t overlaps step t+1
-  int64_t staleness = -1;  // ssp bound; < 0 for other modes
-  bool shuffle = true;
-  uint64_t seed = 1;
-  int64_t log_every = 50;
-  int64_t eval_batch = 1000;
-  int64_t eval_every_updates = 0;
-  double eval_every_s = 2.0;
-  int worker_delay_ms = 0;
-  int fail_worker = -1;  // fault injection (tests)
-  int64_t fail_at = 0;
-  std::chrono::milliseconds request_timeout{120000};
+// What a worker shows the evaluator of its model (decentralized modes,
+// kModelRequest): the live parameters while it trains (read under `mu`,
+// which the exchange holds while it writes them), a copy once it is done.
+// Thread-safe through `mu`.
+struct PublishedModel {
+  std::mutex mu;
+  const float* live = nullptr;    // GUARDED_BY(mu)
+  int64_t size = 0;               // GUARDED_BY(mu)
+  int64_t step = 0;               // GUARDED_BY(mu)
+  std::vector<float> final_copy;  // GUARDED_BY(mu)
+  bool frozen = false;            // GUARDED_BY(mu)
 
-  static Result<ClusterRunOptions> FromConfig(const Config& config);
+  void Publish(const float* params, int64_t size, int64_t step);
+  // Copies the live parameters and forgets the pointer (before the model
+  // goes away).
+  void Freeze(int64_t step);
 };
 
-// What one worker measured.
-struct WorkerMetrics {
-  int index = 0;
-  int64_t iterations = 0;
-  int64_t samples = 0;
-  double compute_s = 0;  // forward, backward, batch assembly
-  double comm_s = 0;     // waiting on pushes, pulls and the clock table
-  uint64_t bytes_pushed = 0;
-  uint64_t bytes_pulled = 0;
-  int64_t dropped_gradients = 0;  // pushes a server dropped as late (per range)
-  bool finished = false;
-  std::string error;
-
-  nlohmann::json ToJson() const;
-};
-
-// A worker's training loop over its shard: per iteration (bounded staleness:
-// after the clock table allows it) pull every p iterations, draw a
-// mini-batch, compute gradients into the model's flat buffer, push them, and
-// report the clock. Sync: the push completes when the step closed, and the
-// next pull asks for that version. Returns (after telling the servers it
-// left) when its iterations are done, `stop` is set or the coordinator ends
-// the run; or on the first error. Not thread-safe; one per thread.
-// Batches come from `shards.worker_indices[index]` through the sampler
-// data.sampler names (shuffle, stratified, cluster-stratified).
+// A worker's training loop over its shard: per iteration the exchange
+// strategy of the mode (exchange.h) brings the parameters up to date, the
+// worker draws a mini-batch and computes gradients into the model's flat
+// buffer, and the strategy hands them on (push, all-reduce, neighbour
+// averaging, gossip, elastic exchange). Returns when its iterations are
+// done, `stop` is set or the coordinator ends the run; or on the first
+// error. `env` brings the endpoint, membership, key layout, mailbox and
+// optimizer; the model's buffers are filled in here. `published` shows
+// the model to the evaluator and receives its final copy. Not thread-safe;
+// one per thread. Batches come from `shards.worker_indices[index]` through
+// the sampler data.sampler names (shuffle, stratified, cluster-stratified).
 Result<WorkerMetrics> RunWorker(const Config& config,
                                 const ClusterRunOptions& options, int index,
                                 const Dataset& train, const ShardSet& shards,
-                                PsClient& client, ClusterMember& member,
+                                ExchangeEnv env, PublishedModel* published,
                                 const RunDirectory* run_dir,
                                 const std::atomic<bool>* stop);
 
@@ -86,5 +71,28 @@ Status RunEvaluator(const Config& config, const ClusterRunOptions& options,
                     const DatasetSplits& data, PsClient& client,
                     const RunDirectory* run_dir, const std::atomic<bool>* done,
                     std::chrono::steady_clock::time_point start);
+
+// The average of every worker's model (decentralized modes): asks each
+// worker (kModelRequest), averages what came back into `dest` (`size`
+// floats) and measures how far apart the models are. Workers that do not
+// answer within twice the heartbeat timeout (lost ones) are left out;
+// kUnavailable when none answered.
+struct GatheredModel {
+  int64_t min_step = 0;            // the slowest answering worker's step
+  double consensus_distance = 0;   // mean of ||w_i - average||_2
+  int workers = 0;                 // how many answered
+};
+Result<GatheredModel> GatherWorkerModels(RpcEndpoint& rpc,
+                                         const ClusterRunOptions& options,
+                                         float* dest, int64_t size);
+
+// The evaluator of a decentralized run: every eval.every_s seconds, the
+// average of the workers' models, evaluated on the validation split, with
+// the consensus distance, appended to eval.jsonl; until `done` is set.
+Status RunPeerEvaluator(const Config& config, const ClusterRunOptions& options,
+                        const DatasetSplits& data, RpcEndpoint& rpc,
+                        const RunDirectory* run_dir,
+                        const std::atomic<bool>* done,
+                        std::chrono::steady_clock::time_point start);
 
 }  // namespace strata

@@ -3,7 +3,9 @@
 #include <thread>
 
 #include "cluster/coordinator.h"
+#include "cluster/mailbox.h"
 #include "cluster/member.h"
+#include "cluster/node.h"
 #include "common/log.h"
 #include "ps/client.h"
 #include "ps/protocol.h"
@@ -23,25 +25,24 @@ constexpr MessageType kFinalEvalRequest = static_cast<MessageType>(
 constexpr MessageType kFinalEvalReply = static_cast<MessageType>(
     static_cast<uint16_t>(MessageType::kFirstUserType) + 4);
 
-milliseconds HeartbeatInterval(const Config& c) {
-  return milliseconds(c.GetInt("cluster.heartbeat_interval_ms"));
+// Sends a reply; a failure is logged with its cause (the peer then reports
+// its own timeout, and this log says why).
+void ReplyOrLog(RpcEndpoint& rpc, const Message& request, Message reply) {
+  Status st = rpc.Reply(request, std::move(reply));
+  if (!st.ok()) {
+    LogWarning("reply to {} from node {} not sent: {}",
+               MessageTypeName(request.header.type), request.header.sender,
+               st.message());
+  }
 }
-milliseconds HeartbeatTimeout(const Config& c) {
-  return milliseconds(c.GetInt("cluster.heartbeat_timeout_ms"));
-}
-
-std::vector<NodeId> ServerIds(const ClusterShape& shape) {
-  std::vector<NodeId> ids;
-  for (int s = 0; s < shape.num_servers; ++s) ids.push_back(shape.ServerId(s));
-  return ids;
-}
-
-// Sync k-of-n with several servers: server 0 chooses each step's gradients
-// and the others follow (shard.h, UpdatePolicy::follower).
-bool LeaderFirst(const ClusterRunOptions& o, const Config& c) {
-  const int64_t k = c.GetInt("cluster.updates_per_step");
-  return o.mode == "sync" && k > 0 && k < o.shape.num_workers &&
-         o.shape.num_servers > 1;
+void ReplyErrorOrLog(RpcEndpoint& rpc, const Message& request,
+                     const Status& error) {
+  Status st = rpc.ReplyError(request, error);
+  if (!st.ok()) {
+    LogWarning("error reply to {} from node {} not sent: {}",
+               MessageTypeName(request.header.type), request.header.sender,
+               st.message());
+  }
 }
 
 std::string Text(const Message& m) {
@@ -70,7 +71,7 @@ Result<ClusterPlan> ClusterPlan::Make(const Config& config,
                                       bool resolve_shards) {
   ClusterPlan plan;
   ASSIGN_OR_RETURN(plan.options, ClusterRunOptions::FromConfig(config));
-  const int n = plan.options.shape.num_workers;
+  const int n = plan.options.roles.num_workers();
   if (data.train.size() < n) {
     return Status::InvalidArgument(
         "{} training examples cannot feed {} workers", data.train.size(), n);
@@ -78,9 +79,10 @@ Result<ClusterPlan> ClusterPlan::Make(const Config& config,
   ASSIGN_OR_RETURN(Model probe, CreateModel(ModelOptions::FromConfig(config),
                                             InputSpecOf(data.train)));
   plan.num_params = probe.flat.size();
-  ASSIGN_OR_RETURN(
-      plan.layout,
-      KeyLayout::Balanced(plan.num_params, plan.options.shape.num_servers));
+  // Decentralized modes have no servers: one range, which nobody serves.
+  ASSIGN_OR_RETURN(plan.layout,
+                   KeyLayout::Balanced(plan.num_params,
+                                       std::max(1, plan.options.roles.num_servers())));
   ClusterRunOptions& o = plan.options;
   if (resolve_shards) {
     ASSIGN_OR_RETURN(ShardSet shards, ResolveShards(config, data.train, n));
@@ -112,11 +114,11 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
                                           const std::atomic<bool>* stop) {
   const auto start = Clock::now();
   CoordinatorOptions co;
-  co.shape = o.shape;
-  co.heartbeat_timeout = HeartbeatTimeout(config);
+  co.roles = o.roles;
+  co.heartbeat_timeout = o.heartbeat_timeout;
   co.join_timeout = o.request_timeout;
   co.staleness = o.staleness;
-  co.worker_loss_fatal = o.mode == "sync";
+  co.worker_loss_fatal = WorkerLossFatal(o.mode);
   Coordinator coordinator(co, std::move(transport));
   coordinator.Start();
 
@@ -141,23 +143,24 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
   };
   if (!run_status.ok()) {
     // Release the workers blocked on the failed step at once.
-    for (int w = 0; w < o.shape.num_workers; ++w) {
+    for (int w = 0; w < o.roles.num_workers(); ++w) {
       Message m;
       m.header.type = MessageType::kShutdown;
       m.header.flags |= kShutdownError;
       m.payloads.push_back(Buffer::CopyOf(run_status.message().data(),
                                           run_status.message().size()));
-      (void)coordinator.Request(o.shape.WorkerId(w), std::move(m));
+      // One-way in effect: the worker may be the lost one.
+      coordinator.Request(o.roles.WorkerId(w), std::move(m));
     }
   }
 
   // Gather: servers' statistics, workers' reports, the final evaluation.
   nlohmann::json servers = nlohmann::json::array();
-  for (int s = 0; s < o.shape.num_servers; ++s) {
-    if (is_lost(o.shape.ServerId(s))) continue;
+  for (int s = 0; s < o.roles.num_servers(); ++s) {
+    if (is_lost(o.roles.ServerId(s))) continue;
     Message m;
     m.header.type = kStatsRequest;
-    auto reply = coordinator.Request(o.shape.ServerId(s), std::move(m))
+    auto reply = coordinator.Request(o.roles.ServerId(s), std::move(m))
                      ->Wait(milliseconds(10000));
     if (reply.ok())
       servers.push_back(ParseOr(Text(*reply), nlohmann::json::object()));
@@ -166,10 +169,10 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
                  reply.status().message());
   }
   nlohmann::json final_eval = nlohmann::json::object();
-  if (run_status.ok() && o.shape.evaluator && !is_lost(o.shape.EvaluatorId())) {
+  if (run_status.ok() && o.roles.has_evaluator() && !is_lost(o.roles.EvaluatorId())) {
     Message m;
     m.header.type = kFinalEvalRequest;
-    auto reply = coordinator.Request(o.shape.EvaluatorId(), std::move(m))
+    auto reply = coordinator.Request(o.roles.EvaluatorId(), std::move(m))
                      ->Wait(o.request_timeout);
     if (reply.ok())
       final_eval = ParseOr(Text(*reply), final_eval);
@@ -181,8 +184,8 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
   const auto reports = coordinator.DoneReports();
   nlohmann::json workers = nlohmann::json::array();
   int64_t samples = 0, steps = 0;
-  for (int w = 0; w < o.shape.num_workers; ++w) {
-    auto it = reports.find(o.shape.WorkerId(w));
+  for (int w = 0; w < o.roles.num_workers(); ++w) {
+    auto it = reports.find(o.roles.WorkerId(w));
     nlohmann::json r =
         it == reports.end()
             ? nlohmann::json{{"worker", w}, {"error", "no report (lost)"}}
@@ -202,9 +205,9 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
   summary["interrupted"] = interrupted;
   summary["model"] = config.GetString("model.name");
   summary["dataset"] = config.GetString("data.dataset");
-  summary["mode"] = o.mode;
-  summary["servers"] = o.shape.num_servers;
-  summary["workers_count"] = o.shape.num_workers;
+  summary["mode"] = RunModeName(o.mode);
+  summary["servers"] = o.roles.num_servers();
+  summary["workers_count"] = o.roles.num_workers();
   summary["worker_batch"] = o.worker_batch;
   summary["iterations_per_worker"] = o.iterations;
   summary["workers"] = workers;
@@ -219,6 +222,12 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
       s0.value("gradients_per_update", nlohmann::json::object());
   summary["tail_updates"] = s0.value("tail_updates", int64_t{0});
   summary["lost_workers"] = coordinator.LostNodes();
+  if (o.mode == RunMode::kGossip) {
+    // GoSGD keeps the weights' sum at 1 (less what lost workers held).
+    double total = 0;
+    for (const auto& w : workers) total += w.value("gossip_weight", 0.0);
+    summary["gossip_weight_total"] = total;
+  }
   if (!run_status.ok()) summary["error"] = run_status.message();
   Status written = run_dir.WriteJson("summary.json", summary);
   coordinator.Stop();
@@ -232,31 +241,28 @@ Status RunServerRole(const Config& config, const ClusterPlan& plan, int index,
                      const std::string& coordinator_endpoint,
                      const std::atomic<bool>* stop) {
   const ClusterRunOptions& o = plan.options;
-  const int n = o.shape.num_workers;
   ServerOptions so;
   so.range = plan.layout.range(index);
   so.optimizer = OptimizerOptions::FromConfig(config);
   so.schedule = LrSchedule::FromConfig(config, o.iterations);
-  so.policy.mode =
-      o.mode == "sync" ? UpdatePolicy::Mode::kSync : UpdatePolicy::Mode::kAsync;
-  so.policy.num_workers = n;
-  const int64_t k = config.GetInt("cluster.updates_per_step");
-  so.policy.updates_per_step = k > 0 ? static_cast<int>(k) : n;
-  so.policy.defer_late = config.GetString("cluster.late_gradients") == "defer";
-  so.policy.inverse_staleness =
-      config.GetString("cluster.lr_staleness") == "inverse";
-  so.policy.rate_scale =
-      (o.mode != "sync" && config.GetBool("cluster.adapt_hyperparams"))
-          ? 1.0 / n
-          : 1.0;
-  so.policy.follower = LeaderFirst(o, config) && index > 0;
+  so.policy.mode = o.mode == RunMode::kSync ? UpdatePolicy::Mode::kSync
+                                            : UpdatePolicy::Mode::kAsync;
+  so.policy.rule = o.mode == RunMode::kEasgd ? UpdatePolicy::Rule::kElastic
+                                             : UpdatePolicy::Rule::kGradientStep;
+  so.policy.sum_gradients = o.sum_gradients;
+  so.policy.num_workers = o.roles.num_workers();
+  so.policy.updates_per_step = o.updates_per_step;
+  so.policy.defer_late = o.defer_late;
+  so.policy.inverse_staleness = o.inverse_staleness;
+  so.policy.rate_scale = o.server_rate_scale;
+  so.policy.follower = o.leader_first && index > 0;
 
   ClusterMember* member_ptr = nullptr;
   ParameterServer server(so, std::move(transport), [&member_ptr](Message m) {
     if (member_ptr != nullptr) member_ptr->OnMessage(m);
   });
-  ClusterMember member(server.rpc(), o.shape, HeartbeatInterval(config),
-                       HeartbeatTimeout(config));
+  ClusterMember member(server.rpc(), o.roles, o.heartbeat_interval,
+                       o.heartbeat_timeout);
   member_ptr = &member;
   server.Start();
   Status joined = member.Join(coordinator_endpoint, o.request_timeout);
@@ -264,7 +270,9 @@ Status RunServerRole(const Config& config, const ClusterPlan& plan, int index,
     member.StartHeartbeats();
     WaitForEnd(member);
   }
-  (void)stop;  // servers serve until the coordinator ends the run
+  // Servers serve until the coordinator ends the run; `stop` is for roles
+  // that loop on their own.
+  static_cast<void>(stop);
   member.StopHeartbeats();
   server.Stop();
   if (!joined.ok()) return joined;
@@ -290,30 +298,63 @@ Result<WorkerMetrics> RunWorkerRole(const Config& config,
     RETURN_IF_ERROR(WriteShardReport(plan.shards->report,
                                      run_dir->path() + "/shard_report.json"));
   }
-  ClusterMember* member_ptr = nullptr;
-  RpcEndpoint rpc(std::move(transport), [&member_ptr](Message m) {
-    if (member_ptr != nullptr) member_ptr->OnMessage(m);
+  Mailbox mailbox;
+  PublishedModel published;
+  Node node(std::move(transport), o.roles, o.heartbeat_interval,
+            o.heartbeat_timeout);
+  for (MessageType type : {kPeerModel, kGossipModel, kGossipDone}) {
+    node.On(type, [&mailbox](Message m) { mailbox.Put(std::move(m)); });
+  }
+  node.On(kModelRequest, [&published, &node](Message m) {
+    // The evaluator of a decentralized run asks for this worker's model.
+    Message reply;
+    reply.header.type = MessageType::kAck;
+    {
+      std::lock_guard<std::mutex> lock(published.mu);
+      reply.header.clock = published.step;
+      if (published.live != nullptr) {
+        reply.payloads.push_back(Buffer::CopyOf(
+            published.live, sizeof(float) * published.size));
+      } else if (published.frozen) {
+        reply.payloads.push_back(
+            Buffer::CopyOf(published.final_copy.data(),
+                           sizeof(float) * published.final_copy.size()));
+      }
+    }
+    if (reply.payloads.empty()) {
+      ReplyErrorOrLog(node.rpc(), m,
+                      Status::Unavailable("the worker has no model yet"));
+      return;
+    }
+    ReplyOrLog(node.rpc(), m, std::move(reply));
   });
-  ClusterMember member(rpc, o.shape, HeartbeatInterval(config),
-                       HeartbeatTimeout(config));
-  member_ptr = &member;
-  rpc.Start();
-  RETURN_IF_ERROR(member.Join(coordinator_endpoint, o.request_timeout));
-  member.StartHeartbeats();
-  PsClient client(rpc, plan.layout, ServerIds(o.shape), LeaderFirst(o, config));
-  auto metrics = RunWorker(config, o, index, data.train, *plan.shards, client,
-                           member, run_dir, stop);
+  node.On(MessageType::kShutdown, [&mailbox, &node](Message) {
+    if (!node.member().shutdown_reason().empty())
+      mailbox.Close(node.member().shutdown_reason());
+  });
+  RETURN_IF_ERROR(node.Join(coordinator_endpoint, o.request_timeout));
+  ExchangeEnv env;
+  env.rpc = &node.rpc();
+  env.member = &node.member();
+  env.layout = &plan.layout;
+  env.mailbox = &mailbox;
+  env.optimizer = OptimizerOptions::FromConfig(config);
+  env.schedule = LrSchedule::FromConfig(config, o.iterations);
+  auto metrics = RunWorker(config, o, index, data.train, *plan.shards, env,
+                           &published, run_dir, stop);
   if (!metrics.ok()) {
     // Go silent, like a crashed process: the coordinator's heartbeat
     // monitor decides what the loss means for the run.
     LogError("worker {}: {}", index, metrics.status().message());
-    member.StopHeartbeats();
-    rpc.Stop();
+    node.Leave();
     return metrics.status();
   }
-  Status done = member.ReportDone(metrics->ToJson().dump());
-  member.StopHeartbeats();
-  rpc.Stop();
+  Status done = node.member().ReportDone(metrics->ToJson().dump());
+  if (done.ok() && IsDecentralized(o.mode)) {
+    // The evaluator averages the workers' final models: stay until the end.
+    node.WaitForEnd();
+  }
+  node.Leave();
   RETURN_IF_ERROR(done);
   return metrics;
 }
@@ -327,30 +368,31 @@ Status RunEvaluatorRole(const Config& config, const ClusterPlan& plan,
                         std::vector<float>* final_params) {
   const ClusterRunOptions& o = plan.options;
   const auto start = Clock::now();
-  ClusterMember* member_ptr = nullptr;
   std::atomic<bool> done{false};
   std::mutex final_mu;
   std::unique_ptr<Message> final_request;  // GUARDED_BY(final_mu)
-  RpcEndpoint rpc(std::move(transport), [&](Message m) {
-    if (m.header.type == kFinalEvalRequest) {
-      std::lock_guard<std::mutex> lock(final_mu);
-      final_request = std::make_unique<Message>(std::move(m));
-      done = true;
-      return;
-    }
-    if (member_ptr != nullptr) member_ptr->OnMessage(m);
-    if (m.header.type == MessageType::kShutdown) done = true;
+  Node node(std::move(transport), o.roles, o.heartbeat_interval,
+            o.heartbeat_timeout);
+  node.On(kFinalEvalRequest, [&](Message m) {
+    std::lock_guard<std::mutex> lock(final_mu);
+    final_request = std::make_unique<Message>(std::move(m));
+    done = true;
   });
-  ClusterMember member(rpc, o.shape, HeartbeatInterval(config),
-                       HeartbeatTimeout(config));
-  member_ptr = &member;
-  rpc.Start();
-  RETURN_IF_ERROR(member.Join(coordinator_endpoint, o.request_timeout));
-  member.StartHeartbeats();
-  PsClient client(rpc, plan.layout, ServerIds(o.shape));
+  node.On(MessageType::kShutdown, [&done](Message) { done = true; });
+  RETURN_IF_ERROR(node.Join(coordinator_endpoint, o.request_timeout));
+  ClusterMember& member = node.member();
+  RpcEndpoint& rpc = node.rpc();
+  const bool decentralized = IsDecentralized(o.mode);
+  std::unique_ptr<PsClient> ps;
+  if (!decentralized) {
+    ps = std::make_unique<PsClient>(rpc, plan.layout,
+                                    o.roles.Ids(Role::kServer));
+  }
   Status status;
   if (config.GetBool("cluster.evaluator")) {
-    status = RunEvaluator(config, o, data, client, run_dir, &done, start);
+    status = decentralized
+                 ? RunPeerEvaluator(config, o, data, rpc, run_dir, &done, start)
+                 : RunEvaluator(config, o, data, *ps, run_dir, &done, start);
   }
   // The final evaluation, when the coordinator asks for it.
   while (status.ok() && !member.shutdown_requested()) {
@@ -370,25 +412,41 @@ Status RunEvaluatorRole(const Config& config, const ClusterPlan& plan,
       status = model.status();
       break;
     }
-    auto pulled =
-        client.Pull(model->flat.param_data(), {})->Wait(o.request_timeout);
-    if (!pulled.ok()) {
-      status = pulled.status().WithContext("final pull");
-      (void)rpc.ReplyError(*request, status);
-      break;
+    int64_t final_version = 0;
+    nlohmann::json consensus;
+    if (decentralized) {
+      // The average of the workers' final models (each waits for the end).
+      auto gathered = GatherWorkerModels(rpc, o, model->flat.param_data(),
+                                         model->flat.size());
+      if (!gathered.ok()) {
+        status = gathered.status().WithContext("final model");
+        ReplyErrorOrLog(rpc, *request, status);
+        break;
+      }
+      final_version = gathered->min_step;
+      consensus = gathered->consensus_distance;
+    } else {
+      auto pulled =
+          ps->Pull(model->flat.param_data(), {})->Wait(o.request_timeout);
+      if (!pulled.ok()) {
+        status = pulled.status().WithContext("final pull");
+        ReplyErrorOrLog(rpc, *request, status);
+        break;
+      }
+      final_version = pulled->versions[0];
     }
     auto recalibrated = RecalibrateBatchNorm(*model->net, data.train,
                                              o.eval_batch, kBatchNormExamples);
     if (!recalibrated.ok()) {
       status = recalibrated.status();
-      (void)rpc.ReplyError(*request, status);
+      ReplyErrorOrLog(rpc, *request, status);
       break;
     }
     auto tr = Evaluate(*model->net, data.train, o.eval_batch);
     auto va = Evaluate(*model->net, data.val, o.eval_batch);
     if (!tr.ok() || !va.ok()) {
       status = !tr.ok() ? tr.status() : va.status();
-      (void)rpc.ReplyError(*request, status);
+      ReplyErrorOrLog(rpc, *request, status);
       break;
     }
     if (final_params != nullptr) {
@@ -399,33 +457,34 @@ Status RunEvaluatorRole(const Config& config, const ClusterPlan& plan,
               {"final_train_acc", tr->accuracy},
               {"final_val_loss", va->loss},
               {"final_val_acc", va->accuracy},
-              {"final_version", pulled->versions[0]},
+              {"final_version", final_version},
               {"parameters", plan.num_params}};
+    if (decentralized) result["final_consensus_distance"] = consensus;
     if (run_dir != nullptr) {
-      (void)run_dir->AppendJson(
+      Status appended = run_dir->AppendJson(
           "eval.jsonl",
           {{"step", o.iterations},
-           {"version", pulled->versions[0]},
+           {"version", final_version},
            {"wall_s",
             std::chrono::duration<double>(Clock::now() - start).count()},
            {"val_loss", va->loss},
            {"val_acc", va->accuracy},
            {"final", true}});
+      if (!appended.ok()) LogWarning("eval.jsonl: {}", appended.message());
     }
     LogInfo(
         "final model (version {}): train loss {:.4f} acc {:.4f} | val loss "
         "{:.4f} acc {:.4f}",
-        pulled->versions[0], tr->loss, tr->accuracy, va->loss, va->accuracy);
+        final_version, tr->loss, tr->accuracy, va->loss, va->accuracy);
     Message reply;
     reply.header.type = kFinalEvalReply;
     const std::string text = result.dump();
     reply.payloads.push_back(Buffer::CopyOf(text.data(), text.size()));
-    (void)rpc.Reply(*request, std::move(reply));
-    WaitForEnd(member);
+    ReplyOrLog(rpc, *request, std::move(reply));
+    node.WaitForEnd();
   }
-  (void)stop;  // the evaluator ends with the run
-  member.StopHeartbeats();
-  rpc.Stop();
+  static_cast<void>(stop);  // the evaluator ends with the run
+  node.Leave();
   return status;
 }
 

@@ -22,13 +22,10 @@ using std::chrono::milliseconds;
 // Returns the largest lead observed. `enforce` false runs the coordinator
 // without a bound (as async does) to show the check can fail.
 int64_t CheckBound(int n, int64_t s, uint64_t seed, bool enforce = true) {
-  ClusterShape shape;
-  shape.num_servers = 0;
-  shape.num_workers = n;
-  shape.evaluator = false;
+  const RoleTable roles = RoleTable::Standard(/*servers=*/0, n, false);
   InProcFabric fabric;
   CoordinatorOptions co;
-  co.shape = shape;
+  co.roles = roles;
   co.staleness = enforce ? s : -1;
   co.heartbeat_timeout = milliseconds(10000);
   auto ct = fabric.NewTransport(0);
@@ -44,14 +41,14 @@ int64_t CheckBound(int n, int64_t s, uint64_t seed, bool enforce = true) {
   std::vector<std::thread> threads;
   for (int w = 0; w < n; ++w) {
     threads.emplace_back([&, w] {
-      auto t = fabric.NewTransport(shape.WorkerId(w));
+      auto t = fabric.NewTransport(roles.WorkerId(w));
       ASSERT_TRUE(t.ok());
       ASSERT_TRUE((*t)->Bind("inproc://*").ok());
       ClusterMember* member_ptr = nullptr;
       RpcEndpoint rpc(std::move(*t), [&](Message m) {
         if (member_ptr) member_ptr->OnMessage(m);
       });
-      ClusterMember member(rpc, shape, milliseconds(100));
+      ClusterMember member(rpc, roles, milliseconds(100));
       member_ptr = &member;
       rpc.Start();
       ASSERT_TRUE(member.Join("inproc://coordinator", milliseconds(5000)).ok());
@@ -105,18 +102,16 @@ TEST(ClockTableTest, WithoutTheBoundFastWorkersRunAhead) {
 }
 
 TEST(ClockTableTest, ShapeMapsIdsToRoles) {
-  ClusterShape shape;
-  shape.num_servers = 2;
-  shape.num_workers = 3;
+  const RoleTable roles = RoleTable::Standard(/*servers=*/2, 3, true);
   Role role;
   int index;
-  ASSERT_TRUE(shape.RoleOf(4, &role, &index).ok());
+  ASSERT_TRUE(roles.RoleOf(4, &role, &index).ok());
   EXPECT_EQ(role, Role::kWorker);
   EXPECT_EQ(index, 1);
-  ASSERT_TRUE(shape.RoleOf(6, &role, &index).ok());
+  ASSERT_TRUE(roles.RoleOf(6, &role, &index).ok());
   EXPECT_EQ(role, Role::kEvaluator);
-  EXPECT_FALSE(shape.RoleOf(7, &role, &index).ok());
-  EXPECT_EQ(shape.Describe(2), "server 1 (node 2)");
+  EXPECT_FALSE(roles.RoleOf(7, &role, &index).ok());
+  EXPECT_EQ(roles.Describe(2), "server 1 (node 2)");
 }
 
 }  // namespace

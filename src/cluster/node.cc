@@ -1,0 +1,57 @@
+#include "cluster/node.h"
+
+#include "common/log.h"
+
+namespace strata {
+
+Node::Node(std::unique_ptr<Transport> transport, RoleTable roles,
+           std::chrono::milliseconds heartbeat_interval,
+           std::chrono::milliseconds heartbeat_timeout)
+    : roles_(roles),
+      rpc_(std::move(transport), [this](Message m) { Dispatch(std::move(m)); }),
+      member_(rpc_, roles_, heartbeat_interval, heartbeat_timeout) {}
+
+Node::~Node() { Leave(); }
+
+void Node::On(MessageType type, Handler handler) {
+  handlers_[type] = std::move(handler);
+}
+
+void Node::Dispatch(Message msg) {
+  if (msg.header.type == MessageType::kShutdown) {
+    member_.OnMessage(msg);
+  }
+  auto it = handlers_.find(msg.header.type);
+  if (it != handlers_.end()) {
+    it->second(std::move(msg));
+    return;
+  }
+  if (msg.header.type != MessageType::kShutdown) {
+    LogWarning("{}: ignoring unexpected {} from {}",
+               roles_.Describe(rpc_.node_id()),
+               MessageTypeName(msg.header.type),
+               roles_.Describe(msg.header.sender));
+  }
+}
+
+Status Node::Join(const std::string& coordinator_endpoint,
+                  std::chrono::milliseconds timeout) {
+  rpc_.Start();
+  RETURN_IF_ERROR(member_.Join(coordinator_endpoint, timeout));
+  member_.StartHeartbeats();
+  return Status::Ok();
+}
+
+void Node::Leave() {
+  if (left_) return;
+  left_ = true;
+  member_.StopHeartbeats();
+  rpc_.Stop();
+}
+
+void Node::WaitForEnd() {
+  while (!member_.WaitForShutdown(std::chrono::milliseconds(200))) {
+  }
+}
+
+}  // namespace strata

@@ -1,0 +1,60 @@
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "cluster/member.h"
+#include "cluster/roles.h"
+#include "transport/rpc.h"
+
+namespace strata {
+
+// One node of a cluster: owns its endpoint and its membership, and routes
+// each incoming message type to the handler registered for it (a
+// coordinator's shutdown to the membership; a peer's model, a model
+// request, ... to the role). A message type nobody handles is logged and
+// dropped. Handlers run on the endpoint's thread, in arrival order, and
+// must not block for long. On() before Join(); the rest is thread-safe.
+// The destructor leaves (stops heartbeats, joins the endpoint's thread).
+class Node {
+ public:
+  using Handler = std::function<void(Message)>;
+
+  Node(std::unique_ptr<Transport> transport, RoleTable roles,
+       std::chrono::milliseconds heartbeat_interval,
+       std::chrono::milliseconds heartbeat_timeout);
+  ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  // Routes messages of `type` to `handler`. Before Join() only.
+  void On(MessageType type, Handler handler);
+  // Starts the endpoint, registers with the coordinator (waits for every
+  // node, up to `timeout`) and starts heartbeats. The error names the node
+  // and what it waited for.
+  Status Join(const std::string& coordinator_endpoint,
+              std::chrono::milliseconds timeout);
+  // Stops heartbeats and the endpoint: the node goes silent (the
+  // coordinator notices as it would a crash unless it reported done).
+  void Leave();
+  // Waits until the coordinator ends the run (or is lost).
+  void WaitForEnd();
+
+  RpcEndpoint& rpc() { return rpc_; }
+  ClusterMember& member() { return member_; }
+  const RoleTable& roles() const { return roles_; }
+
+ private:
+  void Dispatch(Message msg);
+
+  const RoleTable roles_;
+  std::map<MessageType, Handler> handlers_;  // written before Join() only
+  RpcEndpoint rpc_;
+  ClusterMember member_;
+  bool left_ = false;
+};
+
+}  // namespace strata

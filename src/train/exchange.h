@@ -1,0 +1,107 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "cluster/mailbox.h"
+#include "cluster/member.h"
+#include "train/run_options.h"
+#include "common/status.h"
+#include "ps/key_range.h"
+#include "ps/optimizer.h"
+#include "ps/schedule.h"
+#include "train/worker_metrics.h"
+
+namespace strata {
+
+// A worker's model as the exchange sees it: the flat parameter and gradient
+// buffers (LibTorch's tensors are views of them; no LibTorch here).
+struct ModelBuffers {
+  float* params = nullptr;
+  float* grads = nullptr;
+  int64_t size = 0;
+  // Owns `grads` (and `params`): zero-copy sends keep it until the
+  // transport is done with the bytes.
+  std::shared_ptr<void> owner;
+};
+
+// What an exchange strategy may use. Every pointer outlives the strategy.
+struct ExchangeEnv {
+  const ClusterRunOptions* options = nullptr;
+  int index = 0;  // the worker's index
+  ModelBuffers model;
+  RpcEndpoint* rpc = nullptr;
+  ClusterMember* member = nullptr;
+  const KeyLayout* layout = nullptr;  // the servers' key ranges (PS modes)
+  // The local update of the decentralized modes (the servers apply it in
+  // the PS modes).
+  OptimizerOptions optimizer;
+  LrSchedule schedule;
+  WorkerMetrics* metrics = nullptr;
+  // Held while the strategy writes model.params, so that a snapshot taken
+  // by another thread (the evaluator's model request) is never torn.
+  std::mutex* params_mu = nullptr;
+  // Peer messages (neighbour models, gossip pushes) the node received.
+  Mailbox* mailbox = nullptr;
+  // Decentralized modes: start every worker from worker 0's model (tests of
+  // consensus turn it off to start from different models).
+  bool broadcast_initial = true;
+};
+
+// Peer-to-peer messages of the decentralized modes:
+//   kPeerModel    clock = step, payload 0 = the sender's parameters (dpsgd).
+//   kGossipModel  clock = step, payload 0 = parameters, payload 1 = the
+//                 weight sent along (float32; gossip).
+//   kGossipDone   the sender will gossip no more.
+//   kModelRequest the evaluator asks a worker for its parameters; the reply
+//                 has them in payload 0 (and the worker's step in clock).
+inline constexpr MessageType kPeerModel = static_cast<MessageType>(
+    static_cast<uint16_t>(MessageType::kFirstUserType) + 20);
+inline constexpr MessageType kGossipModel = static_cast<MessageType>(
+    static_cast<uint16_t>(MessageType::kFirstUserType) + 21);
+inline constexpr MessageType kGossipDone = static_cast<MessageType>(
+    static_cast<uint16_t>(MessageType::kFirstUserType) + 22);
+inline constexpr MessageType kModelRequest = static_cast<MessageType>(
+    static_cast<uint16_t>(MessageType::kFirstUserType) + 23);
+
+// The neighbours of worker `index` of `n` in a topology (dpsgd), without
+// itself and without duplicates (a ring of 2 has one neighbour).
+std::vector<int> Neighbours(Topology topology, int index, int n);
+
+// How a worker's step result leaves the worker: one strategy per mode
+// family (parameter-server push/pull, elastic averaging, collective
+// all-reduce, neighbour averaging, gossip). The worker loop (nodes.cc)
+// draws a batch, runs forward and backward into model.grads and calls the
+// strategy around it; a new mode is a new strategy, not a branch in the
+// loop. Not thread-safe: the worker's thread makes every call, in the order
+// Start, (BeforeStep, AfterStep) per step, Finish. An error names the
+// worker, the step and the peer or server involved.
+class Exchange {
+ public:
+  virtual ~Exchange() = default;
+  // Before the first step: every worker starts from the same model.
+  virtual Status Start() = 0;
+  // Before step `it` computes: bring model.params up to date (a pull, a
+  // clock wait, merging what peers sent).
+  virtual Status BeforeStep(int64_t it) = 0;
+  // After step `it`'s backward pass: model.grads holds its gradient.
+  virtual Status AfterStep(int64_t it) = 0;
+  // After the last step (`steps` were done): flush what is in flight and
+  // leave.
+  virtual Status Finish(int64_t steps) = 0;
+  // The version of the model the last step computed on, for metrics.
+  virtual int64_t version() const { return 0; }
+};
+
+// The strategy of env.options->mode's family.
+Result<std::unique_ptr<Exchange>> MakeExchange(const ExchangeEnv& env);
+
+// The strategies themselves (exchange_*.cc), for tests that drive one alone.
+std::unique_ptr<Exchange> MakePushPullExchange(const ExchangeEnv& env);
+std::unique_ptr<Exchange> MakeElasticExchange(const ExchangeEnv& env);
+std::unique_ptr<Exchange> MakeCollectiveExchange(const ExchangeEnv& env);
+std::unique_ptr<Exchange> MakeNeighbourExchange(const ExchangeEnv& env);
+std::unique_ptr<Exchange> MakeGossipExchange(const ExchangeEnv& env);
+
+}  // namespace strata

@@ -1,0 +1,402 @@
+// The decentralized strategies: collective (allreduce, ring, local-sgd over
+// Gloo), neighbour averaging (dpsgd) and gossip (GoSGD). docs/decentralized.md
+// gives the algorithm of each, from papers 002 and 003.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "collective/collective.h"
+#include "collective/store.h"
+#include "common/log.h"
+#include "train/exchange.h"
+#include "train/nodes.h"
+
+namespace strata {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// The host a node's Gloo device listens on: the host of its own endpoint
+// (tcp://host:port), or loopback for the in-process transport.
+std::string HostOf(const std::string& endpoint) {
+  const std::string tcp = "tcp://";
+  if (endpoint.compare(0, tcp.size(), tcp) != 0) return "127.0.0.1";
+  std::string rest = endpoint.substr(tcp.size());
+  const size_t colon = rest.rfind(':');
+  if (colon != std::string::npos) rest = rest.substr(0, colon);
+  if (rest.empty() || rest == "*" || rest == "0.0.0.0") return "127.0.0.1";
+  return rest;
+}
+
+// A lost peer surfaces as a Gloo timeout or I/O error; the coordinator's
+// verdict (which node was lost) is the better message, when it comes in time.
+Status NamePeerLoss(ClusterMember& member, Status failed,
+                    std::chrono::milliseconds heartbeat_timeout) {
+  const auto until = Clock::now() + heartbeat_timeout * 2;
+  while (Clock::now() < until && !member.shutdown_requested()) {
+    member.WaitForShutdown(std::chrono::milliseconds(50));
+  }
+  if (!member.shutdown_reason().empty())
+    return Status::Unavailable("{} ({})", member.shutdown_reason(),
+                               failed.message());
+  return failed;
+}
+
+Result<std::unique_ptr<Collective>> ConnectGroup(const ExchangeEnv& env) {
+  const ClusterRunOptions& o = *env.options;
+  CoordinatorStore store(*env.rpc, o.roles.CoordinatorId(), o.request_timeout);
+  CollectiveOptions co;
+  co.rank = env.index;
+  co.size = o.roles.num_workers();
+  co.hostname = HostOf(env.rpc->transport().endpoint());
+  co.timeout = std::max(o.heartbeat_timeout * 2, std::chrono::milliseconds(2000));
+  co.prefix = "workers";
+  return Collective::Connect(co, store);
+}
+
+// allreduce, ring and local-sgd: synchronous, every worker in every round.
+class CollectiveExchange final : public Exchange {
+ public:
+  explicit CollectiveExchange(const ExchangeEnv& env)
+      : env_(env), o_(*env.options), m_(*env.metrics) {}
+
+  Status Start() override {
+    ASSIGN_OR_RETURN(group_, ConnectGroup(env_));
+    const int n = group_->size();
+    counts_ = BalancedCounts(env_.model.size, n);
+    offset_ = 0;
+    for (int r = 0; r < env_.index; ++r) offset_ += counts_[r];
+    if (o_.mode == RunMode::kRing) {
+      // Paper 003: each node holds the optimizer state of its slice only.
+      optimizer_ = MakeOptimizer(env_.optimizer, counts_[env_.index]);
+    } else {
+      optimizer_ = MakeOptimizer(env_.optimizer, env_.model.size);
+    }
+    if (env_.broadcast_initial) {
+      // Worker 0's model everywhere: the others contribute zeros to a sum.
+      std::lock_guard<std::mutex> lock(*env_.params_mu);
+      if (env_.index != 0)
+        std::fill(env_.model.params, env_.model.params + env_.model.size, 0.f);
+      RETURN_IF_ERROR(Run(group_->AllReduceSum(env_.model.params,
+                                               static_cast<size_t>(env_.model.size)),
+                          "broadcasting the initial model", 0));
+    }
+    return Status::Ok();
+  }
+
+  Status BeforeStep(int64_t) override { return Status::Ok(); }
+
+  Status AfterStep(int64_t it) override {
+    const int64_t size = env_.model.size;
+    const float inv_n = 1.0f / static_cast<float>(group_->size());
+    const double lr = env_.schedule.Rate(it);
+    float* g = env_.model.grads;
+    float* w = env_.model.params;
+    const uint64_t bytes = sizeof(float) * static_cast<uint64_t>(size);
+    const double ring_share =
+        2.0 * (group_->size() - 1) / std::max(1, group_->size());
+    switch (o_.mode) {
+      case RunMode::kAllReduce: {
+        // Bucketed: each bucket is one all-reduce (docs/decentralized.md).
+        const int64_t bucket = o_.bucket_floats > 0 ? o_.bucket_floats : size;
+        for (int64_t b = 0; b < size; b += bucket) {
+          RETURN_IF_ERROR(Run(group_->AllReduceSum(
+                                  g + b, static_cast<size_t>(
+                                             std::min(bucket, size - b))),
+                              "all-reduce of the gradients", it));
+        }
+        for (int64_t i = 0; i < size; ++i) g[i] *= inv_n;
+        std::lock_guard<std::mutex> lock(*env_.params_mu);
+        optimizer_->Step(w, g, lr);
+        Count(bytes, ring_share);
+        return Status::Ok();
+      }
+      case RunMode::kRing: {
+        const int64_t mine = counts_[env_.index];
+        RETURN_IF_ERROR(Run(group_->ReduceScatterSum(g, counts_),
+                            "reduce-scatter of the gradients", it));
+        for (int64_t i = 0; i < mine; ++i) g[offset_ + i] *= inv_n;
+        std::lock_guard<std::mutex> lock(*env_.params_mu);
+        optimizer_->Step(w + offset_, g + offset_, lr);
+        RETURN_IF_ERROR(Run(group_->AllGather(w, counts_),
+                            "all-gather of the parameters", it));
+        Count(bytes, ring_share);
+        return Status::Ok();
+      }
+      case RunMode::kLocalSgd: {
+        std::lock_guard<std::mutex> lock(*env_.params_mu);
+        optimizer_->Step(w, g, lr);
+        if ((it + 1) % o_.average_every != 0) return Status::Ok();
+        RETURN_IF_ERROR(Run(group_->AllReduceSum(w, static_cast<size_t>(size)),
+                            "model averaging", it));
+        for (int64_t i = 0; i < size; ++i) w[i] *= inv_n;
+        Count(bytes, ring_share);
+        return Status::Ok();
+      }
+      default:
+        return Status::Internal("collective exchange for mode {}",
+                                RunModeName(o_.mode));
+    }
+  }
+
+  Status Finish(int64_t) override { return Status::Ok(); }
+
+ private:
+  Status Run(Status st, const char* what, int64_t it) {
+    if (st.ok()) return st;
+    return NamePeerLoss(*env_.member, std::move(st), o_.heartbeat_timeout)
+        .WithContext(fmt::format("worker {} {} at step {}", env_.index, what, it));
+  }
+  void Count(uint64_t bytes, double share) {
+    // What a ring algorithm moves per member: 2 (n-1)/n of the buffer each
+    // way (Gloo's algorithms move about as much).
+    const auto moved = static_cast<uint64_t>(static_cast<double>(bytes) * share / 2);
+    m_.bytes_pushed += moved;
+    m_.bytes_pulled += moved;
+    ++m_.exchanges;
+  }
+
+  const ExchangeEnv env_;
+  const ClusterRunOptions& o_;
+  WorkerMetrics& m_;
+  std::unique_ptr<Collective> group_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::vector<int64_t> counts_;
+  int64_t offset_ = 0;
+};
+
+// Sends this worker's parameters (copied: the caller goes on changing them).
+Status SendModel(RpcEndpoint& rpc, NodeId to, MessageType type, int64_t clock,
+                 const float* params, int64_t size, const float* weight,
+                 uint64_t* bytes) {
+  Message m;
+  m.header.type = type;
+  m.header.clock = clock;
+  m.payloads.push_back(Buffer::CopyOf(params, sizeof(float) * size));
+  if (weight != nullptr)
+    m.payloads.push_back(Buffer::CopyOf(weight, sizeof(float)));
+  *bytes += sizeof(float) * static_cast<uint64_t>(size);
+  return rpc.Send(to, std::move(m));
+}
+
+// D-PSGD (Lian et al., paper 002): every step, x_i <- sum_j W_ij x_j - lr g_i
+// with W the uniform mixing matrix of the topology (1 / (degree + 1) for
+// the node and each neighbour); the gradient was computed on x_i.
+class NeighbourExchange final : public Exchange {
+ public:
+  explicit NeighbourExchange(const ExchangeEnv& env)
+      : env_(env),
+        o_(*env.options),
+        m_(*env.metrics),
+        optimizer_(MakeOptimizer(env.optimizer, env.model.size)),
+        sum_(static_cast<size_t>(env.model.size)) {
+    for (int peer : Neighbours(o_.topology, env.index, o_.roles.num_workers()))
+      neighbours_.push_back(o_.roles.WorkerId(peer));
+  }
+
+  Status Start() override { return Status::Ok(); }
+  Status BeforeStep(int64_t) override { return Status::Ok(); }
+
+  Status AfterStep(int64_t it) override {
+    const int64_t size = env_.model.size;
+    for (NodeId peer : neighbours_) {
+      Status sent = SendModel(*env_.rpc, peer, kPeerModel, it, env_.model.params,
+                              size, nullptr, &m_.bytes_pushed);
+      if (!sent.ok()) {
+        return sent.WithContext(fmt::format(
+            "worker {} sending its model to {} at step {}", env_.index,
+            o_.roles.Describe(peer), it));
+      }
+    }
+    std::copy(env_.model.params, env_.model.params + size, sum_.begin());
+    const auto waited = Clock::now();
+    for (NodeId peer : neighbours_) {
+      auto got = env_.mailbox->Take(kPeerModel, peer, it, o_.request_timeout);
+      if (!got.ok()) {
+        Status st = env_.member->shutdown_reason().empty()
+                        ? got.status()
+                        : Status::Unavailable("{}", env_.member->shutdown_reason());
+        return st.WithContext(fmt::format(
+            "worker {} waiting for the model of {} at step {}", env_.index,
+            o_.roles.Describe(peer), it));
+      }
+      const Buffer& b = got->payloads.at(0);
+      if (static_cast<int64_t>(b.size()) != size * 4) {
+        return Status::DataLoss("model of {} has {} bytes, expected {}",
+                                o_.roles.Describe(peer), b.size(), size * 4);
+      }
+      const float* x = b.floats();
+      for (int64_t i = 0; i < size; ++i) sum_[i] += x[i];
+      m_.bytes_pulled += b.size();
+    }
+    m_.wait_s += Since(waited);
+    const float inv = 1.0f / static_cast<float>(neighbours_.size() + 1);
+    std::lock_guard<std::mutex> lock(*env_.params_mu);
+    for (int64_t i = 0; i < size; ++i) env_.model.params[i] = sum_[i] * inv;
+    optimizer_->Step(env_.model.params, env_.model.grads, env_.schedule.Rate(it));
+    ++m_.exchanges;
+    return Status::Ok();
+  }
+
+  Status Finish(int64_t) override { return Status::Ok(); }
+
+ private:
+  const ExchangeEnv env_;
+  const ClusterRunOptions& o_;
+  WorkerMetrics& m_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::vector<NodeId> neighbours_;
+  std::vector<float> sum_;
+};
+
+// GoSGD (Blot et al., paper 002): every worker i holds a weight a_i (1/n at
+// the start). After a step, with probability p, it halves a_i and sends
+// (x_i, a_i) to a random peer j, which merges x_j <- (a_j x_j + a_i x_i) /
+// (a_j + a_i), a_j <- a_j + a_i before its next step. The weights always sum
+// to 1: at the end every worker tells every peer it is done, and merges what
+// came before the peers' "done" (per-pair delivery is in order).
+class GossipExchange final : public Exchange {
+ public:
+  explicit GossipExchange(const ExchangeEnv& env)
+      : env_(env),
+        o_(*env.options),
+        m_(*env.metrics),
+        optimizer_(MakeOptimizer(env.optimizer, env.model.size)),
+        rng_(o_.seed * 104729 + static_cast<uint64_t>(env.index)),
+        weight_(1.0f / static_cast<float>(o_.roles.num_workers())) {}
+
+  Status Start() override { return Status::Ok(); }
+
+  Status BeforeStep(int64_t) override {
+    Merge(env_.mailbox->TakeAll(kGossipModel));
+    return Status::Ok();
+  }
+
+  Status AfterStep(int64_t it) override {
+    {
+      std::lock_guard<std::mutex> lock(*env_.params_mu);
+      optimizer_->Step(env_.model.params, env_.model.grads,
+                       env_.schedule.Rate(it));
+    }
+    const int n = o_.roles.num_workers();
+    if (n < 2 || std::uniform_real_distribution<double>(0, 1)(rng_) >= o_.gossip_p)
+      return Status::Ok();
+    int peer = static_cast<int>(rng_() % static_cast<uint64_t>(n - 1));
+    if (peer >= env_.index) ++peer;
+    weight_ *= 0.5f;
+    Status sent = SendModel(*env_.rpc, o_.roles.WorkerId(peer), kGossipModel, it,
+                            env_.model.params, env_.model.size, &weight_,
+                            &m_.bytes_pushed);
+    if (!sent.ok()) {
+      // The peer is gone: keep the weight (gossip goes on without it).
+      weight_ *= 2.0f;
+      LogWarning("worker {}: gossip to worker {} failed: {}", env_.index, peer,
+                 sent.message());
+      return Status::Ok();
+    }
+    ++m_.exchanges;
+    return Status::Ok();
+  }
+
+  Status Finish(int64_t steps) override {
+    const int n = o_.roles.num_workers();
+    std::vector<NodeId> peers;
+    for (int w = 0; w < n; ++w) {
+      if (w == env_.index) continue;
+      Message done;
+      done.header.type = kGossipDone;
+      if (env_.rpc->Send(o_.roles.WorkerId(w), std::move(done)).ok())
+        peers.push_back(o_.roles.WorkerId(w));
+    }
+    // Merge what the peers sent before their "done". A lost peer never says
+    // it: wait for it no longer than the heartbeat timeout allows.
+    const auto waited = Clock::now();
+    for (NodeId peer : peers) {
+      auto got = env_.mailbox->Take(kGossipDone, peer, 0, o_.heartbeat_timeout * 2);
+      if (!got.ok()) {
+        LogWarning("worker {}: no end of gossip from {} ({}); its last pushes "
+                   "may be missing",
+                   env_.index, o_.roles.Describe(peer), got.status().message());
+      }
+    }
+    m_.wait_s += Since(waited);
+    Merge(env_.mailbox->TakeAll(kGossipModel));
+    m_.gossip_weight = weight_;
+    (void)steps;
+    return Status::Ok();
+  }
+
+ private:
+  void Merge(std::vector<Message> pushes) {
+    for (const Message& msg : pushes) {
+      if (msg.payloads.size() < 2 ||
+          static_cast<int64_t>(msg.payloads[0].size()) != env_.model.size * 4 ||
+          msg.payloads[1].size() != sizeof(float)) {
+        LogWarning("worker {}: malformed gossip from node {} ignored",
+                   env_.index, msg.header.sender);
+        continue;
+      }
+      float a;
+      std::memcpy(&a, msg.payloads[1].data(), sizeof(float));
+      const float* x = msg.payloads[0].floats();
+      const float total = weight_ + a;
+      const float keep = weight_ / total, take = a / total;
+      std::lock_guard<std::mutex> lock(*env_.params_mu);
+      float* w = env_.model.params;
+      for (int64_t i = 0; i < env_.model.size; ++i) w[i] = keep * w[i] + take * x[i];
+      weight_ = total;
+      m_.bytes_pulled += msg.payloads[0].size();
+    }
+  }
+
+  const ExchangeEnv env_;
+  const ClusterRunOptions& o_;
+  WorkerMetrics& m_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::mt19937_64 rng_;
+  float weight_;
+};
+
+}  // namespace
+
+std::vector<int> Neighbours(Topology topology, int index, int n) {
+  std::set<int> out;
+  if (n < 2) return {};
+  if (topology == Topology::kRing) {
+    out.insert((index + 1) % n);
+    out.insert((index + n - 1) % n);
+  } else {
+    // A rows x cols grid with wrap-around, rows the largest divisor of n
+    // not above sqrt(n).
+    int rows = 1;
+    for (int r = 1; r * r <= n; ++r)
+      if (n % r == 0) rows = r;
+    const int cols = n / rows;
+    const int r = index / cols, c = index % cols;
+    out.insert(((r + 1) % rows) * cols + c);
+    out.insert(((r + rows - 1) % rows) * cols + c);
+    out.insert(r * cols + (c + 1) % cols);
+    out.insert(r * cols + (c + cols - 1) % cols);
+  }
+  out.erase(index);
+  return std::vector<int>(out.begin(), out.end());
+}
+
+std::unique_ptr<Exchange> MakeCollectiveExchange(const ExchangeEnv& env) {
+  return std::make_unique<CollectiveExchange>(env);
+}
+std::unique_ptr<Exchange> MakeNeighbourExchange(const ExchangeEnv& env) {
+  return std::make_unique<NeighbourExchange>(env);
+}
+std::unique_ptr<Exchange> MakeGossipExchange(const ExchangeEnv& env) {
+  return std::make_unique<GossipExchange>(env);
+}
+
+}  // namespace strata

@@ -1,0 +1,277 @@
+// Parameter-server push/pull (sync, async, ssp, k-of-n, pull interval,
+// cluster.overlap) and elastic averaging with the servers (easgd).
+#include <cstring>
+#include <vector>
+
+#include "common/log.h"
+#include "ps/client.h"
+#include "train/exchange.h"
+#include "train/nodes.h"
+
+namespace strata {
+namespace {
+
+class PushPullExchange final : public Exchange {
+ public:
+  explicit PushPullExchange(const ExchangeEnv& env)
+      : env_(env),
+        o_(*env.options),
+        m_(*env.metrics),
+        client_(*env.rpc, *env.layout, o_.roles.Ids(Role::kServer),
+                o_.leader_first),
+        sync_(o_.mode == RunMode::kSync),
+        async_(o_.mode == RunMode::kAsync),
+        pulled_(static_cast<size_t>(env.layout->num_servers()), 0),
+        step_(static_cast<size_t>(env.layout->num_servers()), 0) {
+    if (o_.overlap) {
+      side_grads_ = std::make_shared<std::vector<float>>(
+          static_cast<size_t>(env.model.size));
+      side_params_.resize(static_cast<size_t>(env.model.size));
+    }
+  }
+
+  ~PushPullExchange() override {
+    // Nothing may write into the model once the strategy is gone.
+    inflight_.reset();
+  }
+
+  Status Start() override {
+    if (env_.index != 0) return Status::Ok();
+    // Worker 0 owns the initial model: every worker then pulls the same one.
+    auto init = client_.PushInitial(env_.model.params, env_.model.owner)
+                    ->Wait(o_.request_timeout);
+    if (!init.ok()) return init.status().WithContext("pushing the initial model");
+    return Status::Ok();
+  }
+
+  Status BeforeStep(int64_t it) override {
+    if (o_.staleness >= 0)
+      RETURN_IF_ERROR(env_.member->ClockWait(it, o_.request_timeout));
+    if (it % o_.pull_interval != 0 || pulled_with_push_) return Status::Ok();
+    auto p = client_
+                 .Pull(env_.model.params, sync_ ? step_ : std::vector<int64_t>{})
+                 ->Wait(o_.request_timeout);
+    if (!p.ok()) {
+      return p.status().WithContext(
+          fmt::format("worker {} pull at iteration {}", env_.index, it));
+    }
+    pulled_ = p->versions;
+    m_.bytes_pulled += p->bytes;
+    return Status::Ok();
+  }
+
+  Status AfterStep(int64_t it) override {
+    // Asynchronous mode, next iteration pulls: push and pull in one round
+    // trip (the parameters just after this gradient, as a pull right after
+    // the push would return).
+    pulled_with_push_ = async_ && (it + 1) % o_.pull_interval == 0;
+    const ModelBuffers& model = env_.model;
+    if (o_.overlap) {
+      // The previous iteration's push (and pull) travelled while this one
+      // computed: finish it, take its parameters, and send this gradient
+      // from the side buffer while the next iteration computes.
+      const std::vector<int64_t> base = pulled_;  // what this step computed on
+      RETURN_IF_ERROR(FinishInflight(it));
+      std::memcpy(side_grads_->data(), model.grads,
+                  sizeof(float) * side_grads_->size());
+      inflight_ = pulled_with_push_
+                      ? client_.PushPull(side_grads_->data(), base,
+                                         side_params_.data(), side_grads_)
+                      : client_.Push(side_grads_->data(), base, side_grads_);
+      inflight_pulls_ = pulled_with_push_;
+      return Status::Ok();
+    }
+    // Zero copy: the gradient buffer is not touched again until the push is
+    // acknowledged; `owner` keeps it alive for the transport.
+    auto handle =
+        pulled_with_push_
+            ? client_.PushPull(model.grads, pulled_, model.params, model.owner)
+            : client_.Push(model.grads, sync_ ? step_ : pulled_, model.owner);
+    auto pushed = handle->Wait(o_.request_timeout);
+    if (!pushed.ok()) {
+      return pushed.status().WithContext(
+          fmt::format("worker {} push at iteration {}", env_.index, it));
+    }
+    if (sync_) step_ = pushed->versions;
+    Account(*pushed, pulled_with_push_);
+    return Status::Ok();
+  }
+
+  Status Finish(int64_t steps) override {
+    RETURN_IF_ERROR(FinishInflight(steps));
+    auto left = client_.Leave()->Wait(o_.request_timeout);
+    if (!left.ok()) {
+      return left.status().WithContext(
+          fmt::format("worker {} leaving", env_.index));
+    }
+    return Status::Ok();
+  }
+
+  int64_t version() const override { return pulled_.empty() ? 0 : pulled_[0]; }
+
+ private:
+  // Books a finished push (and the pull that came with it).
+  void Account(const PushResult& pushed, bool pulls) {
+    if (pulls) {
+      pulled_ = pushed.versions;
+      m_.bytes_pulled += pushed.pulled_bytes;
+    }
+    m_.bytes_pushed += pushed.bytes;
+    m_.dropped_gradients += pushed.dropped_ranges > 0 ? 1 : 0;
+  }
+
+  Status FinishInflight(int64_t it) {
+    if (!inflight_) return Status::Ok();
+    auto pushed = inflight_->Wait(o_.request_timeout);
+    inflight_.reset();
+    if (!pushed.ok()) {
+      return pushed.status().WithContext(
+          fmt::format("worker {} push of iteration {}", env_.index, it - 1));
+    }
+    if (inflight_pulls_) {
+      std::lock_guard<std::mutex> lock(*env_.params_mu);
+      std::memcpy(env_.model.params, side_params_.data(),
+                  sizeof(float) * side_params_.size());
+    }
+    Account(*pushed, inflight_pulls_);
+    return Status::Ok();
+  }
+
+  const ExchangeEnv env_;
+  const ClusterRunOptions& o_;
+  WorkerMetrics& m_;
+  PsClient client_;
+  const bool sync_;
+  const bool async_;
+  bool pulled_with_push_ = false;  // the last push brought the parameters
+  std::vector<int64_t> pulled_;    // versions of the local copy
+  std::vector<int64_t> step_;      // sync: the step this worker is in
+  // cluster.overlap: the push in flight, the buffer it sends from, and the
+  // buffer its parameters (if it pulls) arrive in.
+  std::unique_ptr<PushHandle> inflight_;
+  bool inflight_pulls_ = false;
+  std::shared_ptr<std::vector<float>> side_grads_;
+  std::vector<float> side_params_;
+};
+
+// EASGD (paper 002, Zhang et al.): each worker trains alone with its own
+// optimizer; every tau steps it pulls the centre w~ from the servers, sends
+// the elastic difference d = alpha (w_i - w~) and moves itself by -d. The
+// servers (update rule "elastic", ServerOptions) add every d to the centre
+// as it arrives, so the centre moves by exactly the sum of the differences
+// it received.
+class ElasticExchange final : public Exchange {
+ public:
+  explicit ElasticExchange(const ExchangeEnv& env)
+      : env_(env),
+        o_(*env.options),
+        m_(*env.metrics),
+        client_(*env.rpc, *env.layout, o_.roles.Ids(Role::kServer)),
+        optimizer_(MakeOptimizer(env.optimizer, env.model.size)),
+        centre_(static_cast<size_t>(env.model.size)),
+        diff_(std::make_shared<std::vector<float>>(
+            static_cast<size_t>(env.model.size))) {}
+
+  Status Start() override {
+    if (env_.index == 0) {
+      auto init = client_.PushInitial(env_.model.params, env_.model.owner)
+                      ->Wait(o_.request_timeout);
+      if (!init.ok())
+        return init.status().WithContext("pushing the initial centre");
+    }
+    RETURN_IF_ERROR(env_.member->Barrier(1, o_.request_timeout));
+    // Every worker starts from the centre.
+    auto p = client_.Pull(env_.model.params, {})->Wait(o_.request_timeout);
+    if (!p.ok()) return p.status().WithContext("pulling the initial centre");
+    return Status::Ok();
+  }
+
+  Status BeforeStep(int64_t) override { return Status::Ok(); }
+
+  Status AfterStep(int64_t it) override {
+    {
+      std::lock_guard<std::mutex> lock(*env_.params_mu);
+      optimizer_->Step(env_.model.params, env_.model.grads,
+                       env_.schedule.Rate(it));
+    }
+    if ((it + 1) % o_.average_every != 0) return Status::Ok();
+    auto p = client_.Pull(centre_.data(), {})->Wait(o_.request_timeout);
+    if (!p.ok()) {
+      return p.status().WithContext(
+          fmt::format("worker {} pulling the centre at step {}", env_.index,
+                      it));
+    }
+    m_.bytes_pulled += p->bytes;
+    version_ = p->versions.empty() ? 0 : p->versions[0];
+    const float alpha = static_cast<float>(o_.elastic_alpha);
+    {
+      std::lock_guard<std::mutex> lock(*env_.params_mu);
+      for (size_t i = 0; i < centre_.size(); ++i) {
+        const float d = alpha * (env_.model.params[i] - centre_[i]);
+        (*diff_)[i] = d;
+        env_.model.params[i] -= d;
+      }
+    }
+    auto pushed = client_.Push(diff_->data(), p->versions, diff_)
+                      ->Wait(o_.request_timeout);
+    if (!pushed.ok()) {
+      return pushed.status().WithContext(fmt::format(
+          "worker {} sending its elastic difference at step {}", env_.index,
+          it));
+    }
+    m_.bytes_pushed += pushed->bytes;
+    ++m_.exchanges;
+    return Status::Ok();
+  }
+
+  Status Finish(int64_t) override {
+    auto left = client_.Leave()->Wait(o_.request_timeout);
+    if (!left.ok())
+      return left.status().WithContext(
+          fmt::format("worker {} leaving", env_.index));
+    return Status::Ok();
+  }
+
+  int64_t version() const override { return version_; }
+
+ private:
+  const ExchangeEnv env_;
+  const ClusterRunOptions& o_;
+  WorkerMetrics& m_;
+  PsClient client_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::vector<float> centre_;
+  std::shared_ptr<std::vector<float>> diff_;
+  int64_t version_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Exchange> MakePushPullExchange(const ExchangeEnv& env) {
+  return std::make_unique<PushPullExchange>(env);
+}
+
+std::unique_ptr<Exchange> MakeElasticExchange(const ExchangeEnv& env) {
+  return std::make_unique<ElasticExchange>(env);
+}
+
+Result<std::unique_ptr<Exchange>> MakeExchange(const ExchangeEnv& env) {
+  switch (FamilyOf(env.options->mode)) {
+    case ExchangeFamily::kPushPull:
+      return MakePushPullExchange(env);
+    case ExchangeFamily::kElastic:
+      return MakeElasticExchange(env);
+    case ExchangeFamily::kCollective:
+      return MakeCollectiveExchange(env);
+    case ExchangeFamily::kNeighbour:
+      return MakeNeighbourExchange(env);
+    case ExchangeFamily::kGossip:
+      return MakeGossipExchange(env);
+    case ExchangeFamily::kNone:
+      break;
+  }
+  return Status::InvalidArgument("cluster.mode '{}' has no cluster exchange",
+                                 RunModeName(env.options->mode));
+}
+
+}  // namespace strata

@@ -1,0 +1,64 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+#include "cluster/roles.h"
+#include "cluster/run_mode.h"
+#include "common/config.h"
+#include "common/status.h"
+
+namespace strata {
+
+// Topology of neighbour averaging (dpsgd).
+enum class Topology { kRing, kTorus };
+
+// Everything a cluster's nodes need to know about the run, resolved once
+// from the config: the typed mode, the role table and every knob, so that
+// nothing below reads mode strings or re-derives a knob.
+struct ClusterRunOptions {
+  RunMode mode = RunMode::kAsync;
+  RoleTable roles;
+  int64_t worker_batch = 64;  // per-worker batch (B / n with adaptation)
+  int64_t iterations = 0;     // per worker; 0 = epochs * batches per epoch
+  int64_t epochs = 1;
+  int64_t pull_interval = 1;
+  bool overlap = false;    // async: communication of step t overlaps step t+1
+  int64_t staleness = -1;  // ssp bound; < 0 for other modes
+  bool shuffle = true;
+  uint64_t seed = 1;
+  int64_t log_every = 50;
+  int64_t eval_batch = 1000;
+  int64_t eval_every_updates = 0;
+  double eval_every_s = 2.0;
+  int worker_delay_ms = 0;
+  int fail_worker = -1;  // fault injection (tests)
+  int64_t fail_at = 0;
+  std::chrono::milliseconds request_timeout{120000};
+  std::chrono::milliseconds heartbeat_interval{500};
+  std::chrono::milliseconds heartbeat_timeout{5000};
+
+  // Parameter-server knobs (sync, async, ssp, easgd).
+  int updates_per_step = 1;    // k of n (n when cluster.updates_per_step = 0)
+  bool defer_late = false;     // cluster.late_gradients = "defer"
+  bool inverse_staleness = false;  // cluster.lr_staleness = "inverse"
+  double server_rate_scale = 1.0;  // 1/n for async and ssp with adaptation
+  bool sum_gradients = false;      // cluster.sync_reduce = "sum"
+  // Sync k-of-n with several servers: server 0 chooses each step's
+  // gradients and the others follow (shard.h, UpdatePolicy::follower).
+  bool leader_first = false;
+  // Gradients per update of the global model (the evaluator's step count).
+  int64_t gradients_per_update = 1;
+
+  // Decentralized knobs.
+  int64_t average_every = 1;    // local-sgd and easgd: tau
+  double elastic_alpha = 0.1;   // easgd
+  Topology topology = Topology::kRing;  // dpsgd
+  double gossip_p = 0.5;        // gossip: probability of a push per step
+  int64_t bucket_floats = 0;    // allreduce: gradient bucket size
+
+
+  static Result<ClusterRunOptions> FromConfig(const Config& config);
+};
+
+}  // namespace strata
