@@ -91,11 +91,21 @@ Status Collective::ReduceScatterSum(float* data,
   if (size_ == 1) return Status::Ok();
   const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
   std::vector<int> recv(counts.begin(), counts.end());
-  return Guard("reduce-scatter", [&] {
+  Status st = Guard("reduce-scatter", [&] {
     gloo::ReduceScatterHalvingDoubling<float> algorithm(
         context_, std::vector<float*>{data}, static_cast<int>(total), recv);
     algorithm.run();
   });
+  if (!st.ok()) return st;
+  // Gloo leaves a member's reduced slice at the start of its buffer; move
+  // it to the slice's own place (the contract above).
+  int64_t offset = 0;
+  for (int r = 0; r < rank_; ++r) offset += counts[static_cast<size_t>(r)];
+  if (offset > 0) {
+    std::memmove(data + offset, data,
+                 sizeof(float) * static_cast<size_t>(counts[rank_]));
+  }
+  return Status::Ok();
 }
 
 Status Collective::AllGather(float* data, const std::vector<int64_t>& counts) {

@@ -1,3 +1,4 @@
+#include <cmath>
 #include "ps/shard.h"
 
 #include <gtest/gtest.h>
@@ -146,6 +147,56 @@ TEST(ParameterShardTest, OverwriteChecksTheSize) {
   float out[2];
   EXPECT_EQ(shard.ReadIfAtLeast(0, out), 0);
   EXPECT_FLOAT_EQ(out[1], 4.0f);
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+TEST(ParameterShardTest, ElasticRuleMovesTheCentreByTheSumOfDifferences) {
+  // EASGD: the centre moves by exactly the sum of the elastic differences
+  // it received, whatever the learning rate and momentum say.
+  UpdatePolicy p;
+  p.mode = UpdatePolicy::Mode::kAsync;
+  p.rule = UpdatePolicy::Rule::kElastic;
+  p.num_workers = 3;
+  p.rate_scale = 0.25;
+  OptimizerOptions momentum;
+  momentum.momentum = 0.9;
+  ParameterShard shard({0, 3}, {1.0f, 2.0f, -3.0f}, momentum, Constant(0.4), p);
+  const float d[3][3] = {{0.5f, -0.25f, 1.0f},
+                         {0.125f, 0.0f, -2.0f},
+                         {-1.0f, 0.75f, 0.5f}};
+  for (const auto& diff : d) shard.Push(diff, 0);
+  float out[3];
+  ASSERT_EQ(shard.ReadIfAtLeast(3, out), 3);
+  EXPECT_FLOAT_EQ(out[0], 1.0f + 0.5f + 0.125f - 1.0f);
+  EXPECT_FLOAT_EQ(out[1], 2.0f - 0.25f + 0.0f + 0.75f);
+  EXPECT_FLOAT_EQ(out[2], -3.0f + 1.0f - 2.0f + 0.5f);
+  // Control: the gradient rule with the same pushes lands elsewhere.
+  p.rule = UpdatePolicy::Rule::kGradientStep;
+  ParameterShard steps({0, 3}, {1.0f, 2.0f, -3.0f}, momentum, Constant(0.4), p);
+  for (const auto& diff : d) steps.Push(diff, 0);
+  float other[3];
+  ASSERT_EQ(steps.ReadIfAtLeast(3, other), 3);
+  EXPECT_GT(std::fabs(other[0] - out[0]), 0.1f);
+}
+
+TEST(ParameterShardTest, SyncSumsInsteadOfAveragingWhenAsked) {
+  UpdatePolicy p;
+  p.mode = UpdatePolicy::Mode::kSync;
+  p.num_workers = 2;
+  p.updates_per_step = 2;
+  p.sum_gradients = true;
+  ParameterShard shard({0, 1}, {1.0f}, OptimizerOptions{}, Constant(0.1), p);
+  const float a = 1.0f, b = 3.0f;
+  shard.Push(&a, 0);
+  shard.Push(&b, 0);
+  float out;
+  ASSERT_EQ(shard.ReadIfAtLeast(1, &out), 1);
+  EXPECT_FLOAT_EQ(out, 1.0f - 0.1f * 4.0f);  // the mean would give 1 - 0.2
 }
 
 }  // namespace

@@ -1,0 +1,191 @@
+// The decentralized modes against the oracles of issue 10: all-reduce equals
+// single-process SGD with batch n x WB, ring equals all-reduce, local SGD
+// with tau = 1 and plain SGD equals all-reduce; gossip keeps the sum of the
+// weights at 1.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "train/cluster_run.h"
+#include "train/data_config.h"
+#include "train/local_trainer.h"
+
+namespace strata {
+namespace {
+
+std::string TempRoot() {
+  std::string dir = "/tmp/strata_decentralized_test_XXXXXX";
+  char* made = ::mkdtemp(dir.data());
+  EXPECT_NE(made, nullptr);
+  return dir;
+}
+
+// The sync-equals-local problem of cluster_test.cc: 512 examples in a fixed
+// order, 32 x 20 steps.
+Config Base(const std::string& root) {
+  Config c;
+  for (const char* kv :
+       {"data.synthetic.train_size=512", "data.synthetic.val_size=128",
+        "data.synthetic.dim=16", "data.shuffle=false", "model.hidden=16",
+        "train.batch_size=32", "train.iterations=20", "train.lr=0.1",
+        "train.momentum=0.9", "train.threads=1", "cluster.threads_per_worker=1",
+        "eval.every_s=100", "cluster.mode=local"}) {
+    EXPECT_TRUE(c.ApplyOverride(kv).ok()) << kv;
+  }
+  EXPECT_TRUE(c.ApplyOverride("run.dir=" + root).ok());
+  return c;
+}
+
+Result<RunSummary> RunConfig(const Config& c) {
+  ASSIGN_OR_RETURN(DatasetSplits data, LoadDatasetFromConfig(c));
+  ASSIGN_OR_RETURN(RunDirectory dir, RunDirectory::Create(c));
+  if (c.GetString("cluster.mode") == "local")
+    return TrainLocal(c, data, dir, nullptr);
+  return TrainCluster(c, data, dir, nullptr);
+}
+
+Config With(Config c, std::initializer_list<std::string> kvs) {
+  for (const std::string& kv : kvs) EXPECT_TRUE(c.ApplyOverride(kv).ok()) << kv;
+  return c;
+}
+
+double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double m = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    m = std::max(m, std::fabs(double(a[i]) - b[i]));
+  return m;
+}
+
+struct EqCase {
+  std::string transport;
+  int workers;
+};
+
+void PrintTo(const EqCase& c, std::ostream* os) {
+  *os << c.transport << "_" << c.workers;
+}
+
+class AllReduceEqualsLocalTest : public ::testing::TestWithParam<EqCase> {};
+
+TEST_P(AllReduceEqualsLocalTest, SameParametersAsSingleProcessSgd) {
+  const std::string root = TempRoot();
+  auto expected = RunConfig(Base(root));
+  ASSERT_TRUE(expected.ok()) << expected.status().ToString();
+  auto got = RunConfig(With(
+      Base(root), {"cluster.mode=allreduce",
+                   "cluster.transport=" + GetParam().transport,
+                   "cluster.workers=" + std::to_string(GetParam().workers)}));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_FALSE(expected->final_params.empty());
+  EXPECT_GT(MaxAbsDiff(expected->final_params,
+                       std::vector<float>(expected->final_params.size(), 0.0f)),
+            0.0);
+  EXPECT_LT(MaxAbsDiff(expected->final_params, got->final_params), 1e-4);
+  EXPECT_NEAR(expected->final_train_loss, got->final_train_loss, 1e-4);
+  EXPECT_EQ(got->samples, 20 * 32);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, AllReduceEqualsLocalTest,
+    ::testing::Values(EqCase{"inproc", 1}, EqCase{"inproc", 2},
+                      EqCase{"inproc", 4}, EqCase{"tcp", 1}, EqCase{"tcp", 2},
+                      EqCase{"tcp", 4}),
+    [](const auto& info) {
+      return info.param.transport + "_" + std::to_string(info.param.workers);
+    });
+
+TEST(DecentralizedTest, RingEqualsAllReduce) {
+  const std::string root = TempRoot();
+  // 4 workers: 32 / 4 examples each; the parameter count does not divide
+  // evenly by 4 (uneven slices are exercised).
+  auto all = RunConfig(With(Base(root), {"cluster.mode=allreduce",
+                                         "cluster.workers=4"}));
+  auto ring = RunConfig(With(Base(root), {"cluster.mode=ring",
+                                          "cluster.workers=4"}));
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  ASSERT_TRUE(ring.ok()) << ring.status().ToString();
+  EXPECT_LT(MaxAbsDiff(all->final_params, ring->final_params), 1e-5);
+}
+
+TEST(DecentralizedTest, LocalSgdWithTauOneEqualsAllReduce) {
+  const std::string root = TempRoot();
+  // Plain SGD: averaging the models after one step each is averaging the
+  // gradients.
+  auto all = RunConfig(With(Base(root), {"cluster.mode=allreduce",
+                                         "cluster.workers=4",
+                                         "train.momentum=0"}));
+  auto avg = RunConfig(With(Base(root), {"cluster.mode=local-sgd",
+                                         "cluster.workers=4",
+                                         "cluster.average_every=1",
+                                         "train.momentum=0"}));
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  ASSERT_TRUE(avg.ok()) << avg.status().ToString();
+  EXPECT_LT(MaxAbsDiff(all->final_params, avg->final_params), 1e-5);
+  // Control: averaging every 4 steps is a different algorithm.
+  auto tau4 = RunConfig(With(Base(root), {"cluster.mode=local-sgd",
+                                          "cluster.workers=4",
+                                          "cluster.average_every=4",
+                                          "train.momentum=0"}));
+  ASSERT_TRUE(tau4.ok()) << tau4.status().ToString();
+  EXPECT_GT(MaxAbsDiff(all->final_params, tau4->final_params), 1e-4);
+}
+
+nlohmann::json NewestSummary(const std::string& root) {
+  std::string newest;
+  for (const auto& e : std::filesystem::directory_iterator(root)) {
+    if (newest.empty() || std::filesystem::last_write_time(e) >
+                              std::filesystem::last_write_time(newest))
+      newest = e.path().string();
+  }
+  std::ifstream in(newest + "/summary.json");
+  return nlohmann::json::parse(in);
+}
+
+TEST(DecentralizedTest, GossipKeepsTheWeightsSumAtOne) {
+  const std::string root = TempRoot();
+  auto got = RunConfig(With(Base(root), {"cluster.mode=gossip",
+                                         "cluster.workers=4",
+                                         "cluster.gossip_p=0.7",
+                                         "train.iterations=40"}));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  const nlohmann::json s = NewestSummary(root);
+  EXPECT_NEAR(s.at("gossip_weight_total").get<double>(), 1.0, 1e-5);
+  int64_t pushes = 0;
+  for (const auto& w : s.at("workers")) {
+    pushes += w.at("exchanges").get<int64_t>();
+    EXPECT_GT(w.at("gossip_weight").get<double>(), 0.0);
+  }
+  EXPECT_GT(pushes, 0);  // the weights did move
+  EXPECT_TRUE(s.contains("final_consensus_distance"));
+}
+
+TEST(DecentralizedTest, EveryModeTrains) {
+  const std::string root = TempRoot();
+  auto local = RunConfig(Base(root));
+  ASSERT_TRUE(local.ok());
+  for (const char* mode : {"dpsgd", "gossip", "easgd", "local-sgd"}) {
+    auto got = RunConfig(With(Base(root), {std::string("cluster.mode=") + mode,
+                                           "cluster.workers=4",
+                                           "train.iterations=60"}));
+    ASSERT_TRUE(got.ok()) << mode << ": " << got.status().ToString();
+    // Better than chance on 10 classes, and the model moved.
+    EXPECT_GT(got->final_train_acc, 0.3) << mode;
+    EXPECT_GT(MaxAbsDiff(got->final_params, local->final_params), 1e-4) << mode;
+  }
+}
+
+TEST(DecentralizedTest, UnknownModeIsNamed) {
+  Config c;
+  Status st = c.ApplyOverride("cluster.mode=hogwild");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("gossip"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace strata
