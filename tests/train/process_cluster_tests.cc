@@ -71,8 +71,10 @@ Launched Launch(const std::string& mode) {
   return l;
 }
 
-// Kills worker 1's process once it has trained a few iterations.
-pid_t KillWorkerOne(const Launched& l) {
+// Kills worker 1's process once it has trained a few iterations. `name` is
+// how pids.json names it (node 3 with one server, node 2 without servers).
+pid_t KillWorkerOne(const Launched& l,
+                    const std::string& name = "worker 1 (node 3)") {
   const auto deadline = Clock::now() + std::chrono::seconds(90);
   pid_t victim = -1;
   while (Clock::now() < deadline) {
@@ -80,7 +82,7 @@ pid_t KillWorkerOne(const Launched& l) {
     auto metrics = ReadFile(l.run_dir + "/metrics.jsonl");
     if (pids.ok() && metrics.ok() &&
         metrics->find("\"worker\":1") != std::string::npos) {
-      victim = nlohmann::json::parse(*pids)["worker 1 (node 3)"].get<pid_t>();
+      victim = nlohmann::json::parse(*pids)[name].get<pid_t>();
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -135,6 +137,37 @@ TEST(ProcessClusterTest,
   EXPECT_NE(summary["error"].get<std::string>().find("worker 1"),
             std::string::npos);
   EXPECT_EQ(summary["lost_workers"][0], "worker 1 (node 3)");
+}
+
+TEST(ProcessClusterTest,
+     AllReduceRunStopsWithinTheHeartbeatTimeoutNamingTheKilledWorker) {
+  // No servers: worker 1 is node 2. The survivors are blocked in a Gloo
+  // collective with it; each must stop with the coordinator's verdict.
+  Launched l = Launch("allreduce");
+  ASSERT_GT(l.pid, 0);
+  ASSERT_GT(KillWorkerOne(l, "worker 1 (node 2)"), 0);
+  double secs = 0;
+  EXPECT_EQ(WaitExit(l.pid, &secs), 1);
+  EXPECT_LT(secs, 15.0);
+  auto summary = nlohmann::json::parse(*ReadFile(l.run_dir + "/summary.json"));
+  ASSERT_TRUE(summary.contains("error")) << summary.dump();
+  EXPECT_NE(summary["error"].get<std::string>().find("worker 1"),
+            std::string::npos);
+  EXPECT_EQ(summary["lost_workers"][0], "worker 1 (node 2)");
+}
+
+TEST(ProcessClusterTest, GossipRunFinishesWithoutAKilledWorker) {
+  Launched l = Launch("gossip");
+  ASSERT_GT(l.pid, 0);
+  ASSERT_GT(KillWorkerOne(l, "worker 1 (node 2)"), 0);
+  double secs = 0;
+  EXPECT_EQ(WaitExit(l.pid, &secs), 0);
+  auto summary = nlohmann::json::parse(*ReadFile(l.run_dir + "/summary.json"));
+  ASSERT_EQ(summary["lost_workers"].size(), 1u) << summary.dump();
+  EXPECT_EQ(summary["lost_workers"][0], "worker 1 (node 2)");
+  EXPECT_EQ(summary["workers"][0]["iterations"], 300);
+  EXPECT_EQ(summary["workers"][2]["iterations"], 300);
+  EXPECT_GT(summary["final_val_acc"].get<double>(), 0.2);
 }
 
 }  // namespace
