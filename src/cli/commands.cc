@@ -154,7 +154,8 @@ int RunNodeCommand(const NodeArgs& args, const std::atomic<bool>* stop) {
     return 1;
   }
   if (role == Role::kCoordinator && !FileExists(run_dir->File("config.toml"))) {
-    (void)config->WriteToml(run_dir->File("config.toml"));
+    Status written = config->WriteToml(run_dir->File("config.toml"));
+    if (!written.ok()) LogWarning("config.toml: {}", written.message());
   }
   Status st = RunNode(*config, role, index, args.coordinator, args.bind,
                       *run_dir, stop);

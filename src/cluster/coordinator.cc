@@ -56,6 +56,10 @@ void Coordinator::Handle(Message msg) {
   const NodeId from = msg.header.sender;
   std::unique_lock<std::mutex> lock(mu_);
   last_seen_[from] = Clock::now();
+  if (msg.header.type == kStoreSet || msg.header.type == kStoreGet) {
+    HandleStore(std::move(msg), lock);
+    return;
+  }
   switch (msg.header.type) {
     case MessageType::kRegister: {
       if (msg.header.flags & kRegisterConnected) {
@@ -141,60 +145,6 @@ void Coordinator::Handle(Message msg) {
       ReleaseBarriersLocked();
       MaybeFinishLocked();
       return;
-    case kStoreSet: {
-      if (msg.payloads.size() < 2) {
-        lock.unlock();
-        ReplyOrLog(msg, Status::InvalidArgument("store set without a value"));
-        return;
-      }
-      const std::string key(reinterpret_cast<const char*>(msg.payloads[0].data()),
-                            msg.payloads[0].size());
-      const Buffer& v = msg.payloads[1];
-      store_[key] = std::string(reinterpret_cast<const char*>(v.data()), v.size());
-      std::vector<Message> ready;
-      for (auto it = waiting_gets_.begin(); it != waiting_gets_.end();) {
-        if (it->first == key) {
-          ready.push_back(std::move(it->second));
-          it = waiting_gets_.erase(it);
-        } else {
-          ++it;
-        }
-      }
-      const std::string value = store_[key];
-      lock.unlock();
-      Message ack;
-      ack.header.type = MessageType::kAck;
-      ReplyOrLog(msg, std::move(ack));
-      for (Message& get : ready) {
-        Message reply;
-        reply.header.type = MessageType::kAck;
-        reply.payloads.push_back(Buffer::CopyOf(value.data(), value.size()));
-        ReplyOrLog(get, std::move(reply));
-      }
-      return;
-    }
-    case kStoreGet: {
-      if (msg.payloads.empty()) {
-        lock.unlock();
-        ReplyOrLog(msg, Status::InvalidArgument("store get without a key"));
-        return;
-      }
-      const std::string key(reinterpret_cast<const char*>(msg.payloads[0].data()),
-                            msg.payloads[0].size());
-      auto it = store_.find(key);
-      if (it == store_.end()) {
-        // Answered when the key is set; the caller's wait is bounded.
-        waiting_gets_.emplace_back(key, std::move(msg));
-        return;
-      }
-      Message reply;
-      reply.header.type = MessageType::kAck;
-      reply.payloads.push_back(
-          Buffer::CopyOf(it->second.data(), it->second.size()));
-      lock.unlock();
-      ReplyOrLog(msg, std::move(reply));
-      return;
-    }
     default:
       LogWarning("coordinator: ignoring unexpected {} from {}",
                  MessageTypeName(msg.header.type),
@@ -274,7 +224,7 @@ void Coordinator::Monitor() {
       lost_.insert(id);
       Role role;
       int index;
-      (void)options_.roles.RoleOf(id, &role, &index);
+      if (!options_.roles.RoleOf(id, &role, &index).ok()) role = Role::kWorker;
       const double silent = std::chrono::duration<double>(now - seen).count();
       std::string what = fmt::format(
           joined
@@ -338,7 +288,10 @@ void Coordinator::BroadcastShutdown(const std::string& reason) {
       m.header.flags |= kShutdownError;
       m.payloads.push_back(Buffer::CopyOf(reason.data(), reason.size()));
     }
-    (void)rpc_.Send(id, std::move(m));
+    Status sent = rpc_.Send(id, std::move(m));
+    if (!sent.ok())
+      LogDebug("coordinator: shutdown to {} not sent: {}",
+               options_.roles.Describe(id), sent.message());
   }
 }
 
@@ -346,7 +299,10 @@ void Coordinator::StopWorkers() {
   for (int i = 0; i < options_.roles.num_workers(); ++i) {
     Message m;
     m.header.type = MessageType::kShutdown;
-    (void)rpc_.Send(options_.roles.WorkerId(i), std::move(m));
+    Status sent = rpc_.Send(options_.roles.WorkerId(i), std::move(m));
+    if (!sent.ok())
+      LogDebug("coordinator: stop to worker {} not sent: {}", i,
+               sent.message());
   }
 }
 
@@ -386,6 +342,70 @@ void Coordinator::ReplyOrLog(const Message& request, const Status& error) {
     LogWarning("coordinator: error reply to {} from {} not sent: {}",
                MessageTypeName(request.header.type),
                options_.roles.Describe(request.header.sender), st.message());
+  }
+}
+
+}  // namespace strata
+
+namespace strata {
+
+// The rendezvous store (collective/store.h): a set answers the gets that
+// waited for its key.
+void Coordinator::HandleStore(Message msg, std::unique_lock<std::mutex>& lock) {
+  if (msg.header.type == kStoreSet) {
+    if (msg.payloads.size() < 2) {
+      lock.unlock();
+      ReplyOrLog(msg, Status::InvalidArgument("store set without a value"));
+      return;
+    }
+    const std::string key(reinterpret_cast<const char*>(msg.payloads[0].data()),
+                          msg.payloads[0].size());
+    const Buffer& v = msg.payloads[1];
+    store_[key] =
+        std::string(reinterpret_cast<const char*>(v.data()), v.size());
+    std::vector<Message> ready;
+    for (auto it = waiting_gets_.begin(); it != waiting_gets_.end();) {
+      if (it->first == key) {
+        ready.push_back(std::move(it->second));
+        it = waiting_gets_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    const std::string value = store_[key];
+    lock.unlock();
+    Message ack;
+    ack.header.type = MessageType::kAck;
+    ReplyOrLog(msg, std::move(ack));
+    for (Message& get : ready) {
+      Message reply;
+      reply.header.type = MessageType::kAck;
+      reply.payloads.push_back(Buffer::CopyOf(value.data(), value.size()));
+      ReplyOrLog(get, std::move(reply));
+    }
+    return;
+  }
+  if (msg.header.type == kStoreGet) {
+    if (msg.payloads.empty()) {
+      lock.unlock();
+      ReplyOrLog(msg, Status::InvalidArgument("store get without a key"));
+      return;
+    }
+    const std::string key(reinterpret_cast<const char*>(msg.payloads[0].data()),
+                          msg.payloads[0].size());
+    auto it = store_.find(key);
+    if (it == store_.end()) {
+      // Answered when the key is set; the caller's wait is bounded.
+      waiting_gets_.emplace_back(key, std::move(msg));
+      return;
+    }
+    Message reply;
+    reply.header.type = MessageType::kAck;
+    reply.payloads.push_back(
+        Buffer::CopyOf(it->second.data(), it->second.size()));
+    lock.unlock();
+    ReplyOrLog(msg, std::move(reply));
+    return;
   }
 }
 

@@ -86,6 +86,8 @@ class Coordinator {
 
  private:
   void Handle(Message msg);
+  // kStoreSet / kStoreGet; `lock` holds mu_ and may be released.
+  void HandleStore(Message msg, std::unique_lock<std::mutex>& lock);
   void Monitor();
   // Callers hold mu_.
   void GrantClocksLocked();
@@ -114,11 +116,12 @@ class Coordinator {
   std::map<int64_t, std::vector<Message>> barriers_;  // GUARDED_BY(mu_)
   // The rendezvous store (collective/store.h) and the gets waiting for a
   // key not set yet.
-  std::map<std::string, std::string> store_;                       // GUARDED_BY(mu_)
-  std::vector<std::pair<std::string, Message>> waiting_gets_;  // GUARDED_BY(mu_)
-  std::string fatal_;                                 // GUARDED_BY(mu_)
-  bool finished_ = false;                             // GUARDED_BY(mu_)
-  bool stopping_ = false;                             // GUARDED_BY(mu_)
+  std::map<std::string, std::string> store_;  // GUARDED_BY(mu_)
+  std::vector<std::pair<std::string, Message>>
+      waiting_gets_;       // GUARDED_BY(mu_)
+  std::string fatal_;      // GUARDED_BY(mu_)
+  bool finished_ = false;  // GUARDED_BY(mu_)
+  bool stopping_ = false;  // GUARDED_BY(mu_)
   std::thread monitor_;
 };
 

@@ -30,8 +30,8 @@ Result<Message> Mailbox::Take(MessageType type, NodeId sender, int64_t clock,
     if (closed_) return Status::Cancelled("{}", reason_);
     if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
       return Status::DeadlineExceeded(
-          "no {} for step {} from node {} within {} ms",
-          MessageTypeName(type), clock, sender, timeout.count());
+          "no {} for step {} from node {} within {} ms", MessageTypeName(type),
+          clock, sender, timeout.count());
     }
   }
 }

@@ -1,6 +1,9 @@
 #include "cluster/member.h"
 
+#include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <utility>
+#include <vector>
 
 #include "cluster/coordinator.h"
 #include "common/log.h"
@@ -42,11 +45,22 @@ Status ClusterMember::Join(const std::string& coordinator_endpoint,
     return Status::DataLoss("bad cluster map from the coordinator: {}",
                             e.what());
   }
+  // Parse the whole map before connecting: a malformed entry is an error
+  // that names it, never an exception out of this thread.
+  std::vector<std::pair<NodeId, std::string>> peers;
   for (auto it = map.begin(); it != map.end(); ++it) {
-    NodeId id = std::stoi(it.key());
+    char* end = nullptr;
+    const long id = std::strtol(it.key().c_str(), &end, 10);
+    if (it.key().empty() || *end != '\0' || !it.value().is_string()) {
+      return Status::DataLoss(
+          "bad cluster map from the coordinator: entry '{}': {}", it.key(),
+          it.value().dump());
+    }
+    peers.emplace_back(static_cast<NodeId>(id), it.value().get<std::string>());
+  }
+  for (const auto& [id, endpoint] : peers) {
     if (id == rpc_.node_id() || id == roles_.CoordinatorId()) continue;
-    RETURN_IF_ERROR(
-        rpc_.transport().Connect(id, it.value().get<std::string>()));
+    RETURN_IF_ERROR(rpc_.transport().Connect(id, endpoint));
   }
   // Second phase: wait until every node connected to its peers too.
   Message connected;

@@ -27,10 +27,9 @@ void Node::Dispatch(Message msg) {
     return;
   }
   if (msg.header.type != MessageType::kShutdown) {
-    LogWarning("{}: ignoring unexpected {} from {}",
-               roles_.Describe(rpc_.node_id()),
-               MessageTypeName(msg.header.type),
-               roles_.Describe(msg.header.sender));
+    LogWarning(
+        "{}: ignoring unexpected {} from {}", roles_.Describe(rpc_.node_id()),
+        MessageTypeName(msg.header.type), roles_.Describe(msg.header.sender));
   }
 }
 

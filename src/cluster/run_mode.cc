@@ -38,8 +38,8 @@ Result<RunMode> ParseRunMode(const std::string& name) {
   for (const ModeEntry& e : kModes) {
     if (name == e.name) return e.mode;
   }
-  return Status::InvalidArgument("unknown cluster.mode '{}' (one of: {})",
-                                 name, fmt::join(RunModeNames(), ", "));
+  return Status::InvalidArgument("unknown cluster.mode '{}' (one of: {})", name,
+                                 fmt::join(RunModeNames(), ", "));
 }
 
 const char* RunModeName(RunMode mode) { return EntryOf(mode).name; }

@@ -17,10 +17,10 @@ enum class RunMode {
   kSsp,        // parameter server, bounded staleness
   kEasgd,      // elastic averaging with the servers' centre variable
   kAllReduce,  // gradients all-reduced among the workers (Gloo), no servers
-  kRing,       // paper 003: reduce-scatter, update of the owned slice, all-gather
-  kLocalSgd,   // model averaging every cluster.average_every steps
-  kDpsgd,      // average with the topology's neighbours every step
-  kGossip,     // GoSGD: push half the weight to a random peer with prob. p
+  kRing,  // paper 003: reduce-scatter, update of the owned slice, all-gather
+  kLocalSgd,  // model averaging every cluster.average_every steps
+  kDpsgd,     // average with the topology's neighbours every step
+  kGossip,    // GoSGD: push half the weight to a random peer with prob. p
 };
 
 // How a mode's workers exchange a step's result; one strategy per family

@@ -61,8 +61,8 @@ Result<std::unique_ptr<Collective>> Collective::Connect(
     context->connectFullMesh(prefixed, device);
   });
   if (!st.ok()) {
-    return st.WithContext(fmt::format("member {} of {} at {}", o.rank, o.size,
-                                      o.hostname));
+    return st.WithContext(
+        fmt::format("member {} of {} at {}", o.rank, o.size, o.hostname));
   }
   return std::unique_ptr<Collective>(
       new Collective(std::move(context), o.rank, o.size, o.timeout));
@@ -89,7 +89,8 @@ Status Collective::ReduceScatterSum(float* data,
                                    counts.size(), size_);
   }
   if (size_ == 1) return Status::Ok();
-  const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
+  const int64_t total =
+      std::accumulate(counts.begin(), counts.end(), int64_t{0});
   std::vector<int> recv(counts.begin(), counts.end());
   Status st = Guard("reduce-scatter", [&] {
     gloo::ReduceScatterHalvingDoubling<float> algorithm(
@@ -114,7 +115,8 @@ Status Collective::AllGather(float* data, const std::vector<int64_t>& counts) {
                                    counts.size(), size_);
   }
   if (size_ == 1) return Status::Ok();
-  const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
+  const int64_t total =
+      std::accumulate(counts.begin(), counts.end(), int64_t{0});
   int64_t offset = 0;
   for (int r = 0; r < rank_; ++r) offset += counts[static_cast<size_t>(r)];
   scratch_.resize(static_cast<size_t>(total));

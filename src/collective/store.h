@@ -1,7 +1,8 @@
 #pragma once
 
-#include <chrono>
 #include <gloo/rendezvous/store.h>
+
+#include <chrono>
 #include <string>
 #include <vector>
 

@@ -13,7 +13,7 @@ namespace strata {
 // Errors are values. A Status is either OK or carries a code and a message
 // that says what went wrong and where (file, key, node...). Cheap to copy.
 // Thread-compatible (no shared state).
-class Status {
+class [[nodiscard]] Status {
  public:
   enum class Code {
     kOk = 0,

@@ -108,7 +108,10 @@ std::string TextTable(const std::vector<std::vector<std::string>>& rows) {
 const std::vector<std::string>& SummaryMetrics() {
   static const std::vector<std::string> m = {
       "final_train_loss", "final_train_acc", "final_val_loss", "final_val_acc",
-      "wall_s",           "train_s",         "samples_per_s"};
+      "wall_s",           "train_s",         "samples_per_s",
+      // Appended (indices above are used by position): communication and,
+      // for decentralized modes, how far apart the workers' models ended.
+      "bytes_per_worker", "final_consensus_distance"};
   return m;
 }
 
@@ -394,7 +397,7 @@ std::string SummaryText(const nlohmann::json& s) {
   const bool has_base = !s.value("baseline", std::string()).empty();
   std::vector<std::vector<std::string>> rows = {
       {"cell", "n", "train loss", "var", "train acc", "var", "val loss", "var",
-       "val acc", "var", "wall s", "samples/s"}};
+       "val acc", "var", "wall s", "samples/s", "MB/worker", "consensus"}};
   for (const auto& c : s["cells"]) {
     const auto& m = c["metrics"];
     rows.push_back({c["name"].get<std::string>() +
@@ -409,7 +412,9 @@ std::string SummaryText(const nlohmann::json& s) {
                     Fixed(m["final_val_acc"]["mean"], 6),
                     Sci(m["final_val_acc"]["variance"]),
                     Fixed(m["wall_s"]["mean"], 2),
-                    Fixed(m["samples_per_s"]["mean"], 0)});
+                    Fixed(m["samples_per_s"]["mean"], 0),
+                    Fixed(m["bytes_per_worker"]["mean"] / 1e6, 1),
+                    Sci(m["final_consensus_distance"]["mean"])});
   }
   out += "Final metrics per cell (mean and unbiased variance over repeats";
   out += has_base ? "; * = baseline):\n" : "):\n";

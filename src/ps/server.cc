@@ -67,7 +67,7 @@ void ParameterServer::Handle(Message msg) {
     reply.header.type = kStatsReply;
     std::string text = StatsJson();
     reply.payloads.push_back(Buffer::CopyOf(text.data(), text.size()));
-    (void)rpc_.Reply(msg, std::move(reply));
+    ReplyOrLog(msg, std::move(reply));
   } else if (other_) {
     other_(std::move(msg));
   } else {
@@ -85,7 +85,7 @@ void ParameterServer::HandlePush(Message msg) {
     Message ack;
     ack.header.type = MessageType::kAck;
     ack.header.clock = shard_ ? shard_->version() : 0;
-    (void)rpc_.Reply(msg, std::move(ack));
+    ReplyOrLog(msg, std::move(ack));
     if (closed) Flush();
     return;
   }
@@ -93,11 +93,10 @@ void ParameterServer::HandlePush(Message msg) {
   if (msg.header.flags & kPushTagged) {
     // Payload 1 is the step's size; the rest is checked like any push.
     if (msg.payloads.size() != 2 || msg.payloads[1].size() != sizeof(int64_t)) {
-      (void)rpc_.ReplyError(
-          msg,
-          Status::InvalidArgument("tagged push from node {} needs 2 payloads "
-                                  "(gradients, int64 step size)",
-                                  msg.header.sender));
+      ReplyErrorOrLog(msg, Status::InvalidArgument(
+                               "tagged push from node {} needs 2 payloads "
+                               "(gradients, int64 step size)",
+                               msg.header.sender));
       return;
     }
     std::memcpy(&tagged_size, msg.payloads[1].data(), sizeof(int64_t));
@@ -113,7 +112,7 @@ void ParameterServer::HandlePush(Message msg) {
         node_id(), r.begin, r.end, r.size(), msg.header.sender,
         msg.header.key_begin, msg.header.key_end, msg.payload_bytes());
     LogWarning("{}", st.message());
-    (void)rpc_.ReplyError(msg, st);
+    ReplyErrorOrLog(msg, st);
     return;
   }
   if (msg.header.flags & kPushInit) {
@@ -125,21 +124,23 @@ void ParameterServer::HandlePush(Message msg) {
             r, std::vector<float>(values, values + r.size()),
             options_.optimizer, options_.schedule, options_.policy);
       } else {
-        (void)shard_->Overwrite(values, r.size());
+        Status st = shard_->Overwrite(values, r.size());
+        if (!st.ok())
+          LogWarning("server: initial parameters: {}", st.message());
       }
     }
     Message ack;
     ack.header.type = MessageType::kAck;
     ack.header.clock = shard_->version();
-    (void)rpc_.Reply(msg, std::move(ack));
+    ReplyOrLog(msg, std::move(ack));
     Flush();
     return;
   }
   if (!shard_) {
-    (void)rpc_.ReplyError(msg, Status::FailedPrecondition(
-                                   "server {} has no parameters yet (worker 0 "
-                                   "pushes the initial model first)",
-                                   node_id()));
+    ReplyErrorOrLog(msg, Status::FailedPrecondition(
+                             "server {} has no parameters yet (worker 0 "
+                             "pushes the initial model first)",
+                             node_id()));
     return;
   }
   using State = ParameterShard::PushOutcome::State;
@@ -176,7 +177,7 @@ void ParameterServer::HandlePush(Message msg) {
       ack.payloads.push_back(SnapshotBuffer(std::move(snapshot)));
     }
   }
-  (void)rpc_.Reply(msg, std::move(ack));
+  ReplyOrLog(msg, std::move(ack));
   if (outcome.state == State::kApplied) Flush();
 }
 
@@ -194,7 +195,7 @@ void ParameterServer::ReplyPull(const Message& request) {
   reply.header.key_end = r.end;
   reply.header.clock = version;
   reply.payloads.push_back(SnapshotBuffer(std::move(snapshot)));
-  (void)rpc_.Reply(request, std::move(reply));
+  ReplyOrLog(request, std::move(reply));
 }
 
 void ParameterServer::HandlePull(Message msg) {
@@ -217,14 +218,14 @@ void ParameterServer::Flush() {
     ack.header.type = MessageType::kAck;
     ack.header.clock = version;
     ack.payloads.push_back(Buffer::CopyOf(&size, sizeof(size)));
-    (void)rpc_.Reply(m, std::move(ack));
+    ReplyOrLog(m, std::move(ack));
   }
   // Follower: tagged pushes whose step closed.
   while (!waiting_tagged_.empty() && waiting_tagged_.begin()->first < version) {
     Message ack;
     ack.header.type = MessageType::kAck;
     ack.header.clock = version;
-    (void)rpc_.Reply(waiting_tagged_.begin()->second, std::move(ack));
+    ReplyOrLog(waiting_tagged_.begin()->second, std::move(ack));
     waiting_tagged_.erase(waiting_tagged_.begin());
   }
   std::vector<Message> still_waiting;
@@ -236,6 +237,25 @@ void ParameterServer::Flush() {
     }
   }
   waiting_pulls_.swap(still_waiting);
+}
+
+void ParameterServer::ReplyOrLog(const Message& request, Message reply) {
+  Status st = rpc_.Reply(request, std::move(reply));
+  if (!st.ok()) {
+    LogWarning("server: reply to {} from node {} not sent: {}",
+               MessageTypeName(request.header.type), request.header.sender,
+               st.message());
+  }
+}
+
+void ParameterServer::ReplyErrorOrLog(const Message& request,
+                                      const Status& error) {
+  Status st = rpc_.ReplyError(request, error);
+  if (!st.ok()) {
+    LogWarning("server: error reply to {} from node {} not sent: {}",
+               MessageTypeName(request.header.type), request.header.sender,
+               st.message());
+  }
 }
 
 }  // namespace strata

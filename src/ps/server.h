@@ -51,6 +51,10 @@ class ParameterServer {
   std::string StatsJson() const;
 
  private:
+  // Sends a reply; a failure is logged with its cause (the worker then
+  // reports its own timeout, and this log says why).
+  void ReplyOrLog(const Message& request, Message reply);
+  void ReplyErrorOrLog(const Message& request, const Status& error);
   void Handle(Message msg);
   void HandlePush(Message msg);
   void HandlePull(Message msg);

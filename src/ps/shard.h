@@ -26,10 +26,10 @@ struct UpdatePolicy {
   Mode mode = Mode::kAsync;
   Rule rule = Rule::kGradientStep;
   bool sum_gradients = false;  // sync: apply the sum of a step's gradients
-  int num_workers = 1;       // n
-  int updates_per_step = 1;  // sync: k of n gradients close a step (1..n)
-  bool defer_late = false;   // sync k-of-n: late gradients join the next step
-                             // instead of being dropped
+  int num_workers = 1;         // n
+  int updates_per_step = 1;    // sync: k of n gradients close a step (1..n)
+  bool defer_late = false;     // sync k-of-n: late gradients join the next step
+                               // instead of being dropped
   bool inverse_staleness =
       false;                // divide a gradient's rate by max(1, staleness)
   double rate_scale = 1.0;  // multiplies the scheduled rate (async: 1/n under

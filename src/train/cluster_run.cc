@@ -40,6 +40,18 @@ class TransportFactory {
   std::shared_ptr<ZmqContext> context_;
 };
 
+// Runs a role's body on its thread: an exception (a bug, or LibTorch
+// throwing past a boundary) is logged with the role's name and stops only
+// that role; its node goes silent and the coordinator reports it lost.
+template <typename F>
+void Guarded(const std::string& who, F&& body) {
+  try {
+    body();
+  } catch (const std::exception& e) {
+    LogError("{}: stopped by an exception: {}", who, e.what());
+  }
+}
+
 }  // namespace
 
 Result<RunSummary> TrainCluster(const Config& config, const DatasetSplits& data,
@@ -74,29 +86,40 @@ Result<RunSummary> TrainCluster(const Config& config, const DatasetSplits& data,
   std::vector<float> final_params;
   std::vector<std::thread> threads_list;
   threads_list.emplace_back([&] {
-    summary =
-        RunCoordinatorRole(config, o, std::move(transports[0]), run_dir, stop);
+    Guarded("coordinator", [&] {
+      summary = RunCoordinatorRole(config, o, std::move(transports[0]), run_dir,
+                                   stop);
+    });
   });
   for (int s = 0; s < roles.num_servers(); ++s) {
     threads_list.emplace_back([&, s] {
-      Status st = RunServerRole(config, plan, s,
-                                std::move(transports[roles.ServerId(s)]),
-                                coordinator, stop);
-      if (!st.ok()) LogDebug("server {}: {}", s, st.message());
+      Guarded(roles.Describe(roles.ServerId(s)), [&] {
+        Status st = RunServerRole(config, plan, s,
+                                  std::move(transports[roles.ServerId(s)]),
+                                  coordinator, stop);
+        if (!st.ok()) LogDebug("server {}: {}", s, st.message());
+      });
     });
   }
   for (int w = 0; w < roles.num_workers(); ++w) {
     threads_list.emplace_back([&, w] {
-      (void)RunWorkerRole(config, plan, w, data,
-                          std::move(transports[roles.WorkerId(w)]), coordinator,
-                          &run_dir, stop);
+      Guarded(roles.Describe(roles.WorkerId(w)), [&] {
+        // A failed worker logged its error; the coordinator reports the loss.
+        auto metrics = RunWorkerRole(config, plan, w, data,
+                                     std::move(transports[roles.WorkerId(w)]),
+                                     coordinator, &run_dir, stop);
+        if (!metrics.ok())
+          LogDebug("worker {}: {}", w, metrics.status().message());
+      });
     });
   }
   threads_list.emplace_back([&] {
-    Status st = RunEvaluatorRole(config, plan, data,
-                                 std::move(transports[roles.EvaluatorId()]),
-                                 coordinator, &run_dir, stop, &final_params);
-    if (!st.ok()) LogWarning("evaluator: {}", st.message());
+    Guarded("evaluator", [&] {
+      Status st = RunEvaluatorRole(config, plan, data,
+                                   std::move(transports[roles.EvaluatorId()]),
+                                   coordinator, &run_dir, stop, &final_params);
+      if (!st.ok()) LogWarning("evaluator: {}", st.message());
+    });
   });
   for (auto& t : threads_list) t.join();
   if (!summary.ok()) return summary.status();

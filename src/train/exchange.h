@@ -6,11 +6,11 @@
 
 #include "cluster/mailbox.h"
 #include "cluster/member.h"
-#include "train/run_options.h"
 #include "common/status.h"
 #include "ps/key_range.h"
 #include "ps/optimizer.h"
 #include "ps/schedule.h"
+#include "train/run_options.h"
 #include "train/worker_metrics.h"
 
 namespace strata {

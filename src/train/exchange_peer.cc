@@ -56,7 +56,8 @@ Result<std::unique_ptr<Collective>> ConnectGroup(const ExchangeEnv& env) {
   co.rank = env.index;
   co.size = o.roles.num_workers();
   co.hostname = HostOf(env.rpc->transport().endpoint());
-  co.timeout = std::max(o.heartbeat_timeout * 2, std::chrono::milliseconds(2000));
+  co.timeout =
+      std::max(o.heartbeat_timeout * 2, std::chrono::milliseconds(2000));
   co.prefix = "workers";
   return Collective::Connect(co, store);
 }
@@ -84,9 +85,10 @@ class CollectiveExchange final : public Exchange {
       std::lock_guard<std::mutex> lock(*env_.params_mu);
       if (env_.index != 0)
         std::fill(env_.model.params, env_.model.params + env_.model.size, 0.f);
-      RETURN_IF_ERROR(Run(group_->AllReduceSum(env_.model.params,
-                                               static_cast<size_t>(env_.model.size)),
-                          "broadcasting the initial model", 0));
+      RETURN_IF_ERROR(
+          Run(group_->AllReduceSum(env_.model.params,
+                                   static_cast<size_t>(env_.model.size)),
+              "broadcasting the initial model", 0));
     }
     return Status::Ok();
   }
@@ -107,10 +109,10 @@ class CollectiveExchange final : public Exchange {
         // Bucketed: each bucket is one all-reduce (docs/decentralized.md).
         const int64_t bucket = o_.bucket_floats > 0 ? o_.bucket_floats : size;
         for (int64_t b = 0; b < size; b += bucket) {
-          RETURN_IF_ERROR(Run(group_->AllReduceSum(
-                                  g + b, static_cast<size_t>(
-                                             std::min(bucket, size - b))),
-                              "all-reduce of the gradients", it));
+          RETURN_IF_ERROR(
+              Run(group_->AllReduceSum(
+                      g + b, static_cast<size_t>(std::min(bucket, size - b))),
+                  "all-reduce of the gradients", it));
         }
         for (int64_t i = 0; i < size; ++i) g[i] *= inv_n;
         std::lock_guard<std::mutex> lock(*env_.params_mu);
@@ -152,12 +154,14 @@ class CollectiveExchange final : public Exchange {
   Status Run(Status st, const char* what, int64_t it) {
     if (st.ok()) return st;
     return NamePeerLoss(*env_.member, std::move(st), o_.heartbeat_timeout)
-        .WithContext(fmt::format("worker {} {} at step {}", env_.index, what, it));
+        .WithContext(
+            fmt::format("worker {} {} at step {}", env_.index, what, it));
   }
   void Count(uint64_t bytes, double share) {
     // What a ring algorithm moves per member: 2 (n-1)/n of the buffer each
     // way (Gloo's algorithms move about as much).
-    const auto moved = static_cast<uint64_t>(static_cast<double>(bytes) * share / 2);
+    const auto moved =
+        static_cast<uint64_t>(static_cast<double>(bytes) * share / 2);
     m_.bytes_pushed += moved;
     m_.bytes_pulled += moved;
     ++m_.exchanges;
@@ -207,12 +211,13 @@ class NeighbourExchange final : public Exchange {
   Status AfterStep(int64_t it) override {
     const int64_t size = env_.model.size;
     for (NodeId peer : neighbours_) {
-      Status sent = SendModel(*env_.rpc, peer, kPeerModel, it, env_.model.params,
-                              size, nullptr, &m_.bytes_pushed);
+      Status sent =
+          SendModel(*env_.rpc, peer, kPeerModel, it, env_.model.params, size,
+                    nullptr, &m_.bytes_pushed);
       if (!sent.ok()) {
-        return sent.WithContext(fmt::format(
-            "worker {} sending its model to {} at step {}", env_.index,
-            o_.roles.Describe(peer), it));
+        return sent.WithContext(
+            fmt::format("worker {} sending its model to {} at step {}",
+                        env_.index, o_.roles.Describe(peer), it));
       }
     }
     std::copy(env_.model.params, env_.model.params + size, sum_.begin());
@@ -220,12 +225,13 @@ class NeighbourExchange final : public Exchange {
     for (NodeId peer : neighbours_) {
       auto got = env_.mailbox->Take(kPeerModel, peer, it, o_.request_timeout);
       if (!got.ok()) {
-        Status st = env_.member->shutdown_reason().empty()
-                        ? got.status()
-                        : Status::Unavailable("{}", env_.member->shutdown_reason());
-        return st.WithContext(fmt::format(
-            "worker {} waiting for the model of {} at step {}", env_.index,
-            o_.roles.Describe(peer), it));
+        Status st =
+            env_.member->shutdown_reason().empty()
+                ? got.status()
+                : Status::Unavailable("{}", env_.member->shutdown_reason());
+        return st.WithContext(
+            fmt::format("worker {} waiting for the model of {} at step {}",
+                        env_.index, o_.roles.Describe(peer), it));
       }
       const Buffer& b = got->payloads.at(0);
       if (static_cast<int64_t>(b.size()) != size * 4) {
@@ -240,7 +246,8 @@ class NeighbourExchange final : public Exchange {
     const float inv = 1.0f / static_cast<float>(neighbours_.size() + 1);
     std::lock_guard<std::mutex> lock(*env_.params_mu);
     for (int64_t i = 0; i < size; ++i) env_.model.params[i] = sum_[i] * inv;
-    optimizer_->Step(env_.model.params, env_.model.grads, env_.schedule.Rate(it));
+    optimizer_->Step(env_.model.params, env_.model.grads,
+                     env_.schedule.Rate(it));
     ++m_.exchanges;
     return Status::Ok();
   }
@@ -286,13 +293,14 @@ class GossipExchange final : public Exchange {
                        env_.schedule.Rate(it));
     }
     const int n = o_.roles.num_workers();
-    if (n < 2 || std::uniform_real_distribution<double>(0, 1)(rng_) >= o_.gossip_p)
+    if (n < 2 ||
+        std::uniform_real_distribution<double>(0, 1)(rng_) >= o_.gossip_p)
       return Status::Ok();
     int peer = static_cast<int>(rng_() % static_cast<uint64_t>(n - 1));
     if (peer >= env_.index) ++peer;
     weight_ *= 0.5f;
-    Status sent = SendModel(*env_.rpc, o_.roles.WorkerId(peer), kGossipModel, it,
-                            env_.model.params, env_.model.size, &weight_,
+    Status sent = SendModel(*env_.rpc, o_.roles.WorkerId(peer), kGossipModel,
+                            it, env_.model.params, env_.model.size, &weight_,
                             &m_.bytes_pushed);
     if (!sent.ok()) {
       // The peer is gone: keep the weight (gossip goes on without it).
@@ -319,17 +327,19 @@ class GossipExchange final : public Exchange {
     // it: wait for it no longer than the heartbeat timeout allows.
     const auto waited = Clock::now();
     for (NodeId peer : peers) {
-      auto got = env_.mailbox->Take(kGossipDone, peer, 0, o_.heartbeat_timeout * 2);
+      auto got =
+          env_.mailbox->Take(kGossipDone, peer, 0, o_.heartbeat_timeout * 2);
       if (!got.ok()) {
-        LogWarning("worker {}: no end of gossip from {} ({}); its last pushes "
-                   "may be missing",
-                   env_.index, o_.roles.Describe(peer), got.status().message());
+        LogWarning(
+            "worker {}: no end of gossip from {} ({}); its last pushes "
+            "may be missing",
+            env_.index, o_.roles.Describe(peer), got.status().message());
       }
     }
     m_.wait_s += Since(waited);
     Merge(env_.mailbox->TakeAll(kGossipModel));
     m_.gossip_weight = weight_;
-    (void)steps;
+    static_cast<void>(steps);
     return Status::Ok();
   }
 
@@ -350,7 +360,8 @@ class GossipExchange final : public Exchange {
       const float keep = weight_ / total, take = a / total;
       std::lock_guard<std::mutex> lock(*env_.params_mu);
       float* w = env_.model.params;
-      for (int64_t i = 0; i < env_.model.size; ++i) w[i] = keep * w[i] + take * x[i];
+      for (int64_t i = 0; i < env_.model.size; ++i)
+        w[i] = keep * w[i] + take * x[i];
       weight_ = total;
       m_.bytes_pulled += msg.payloads[0].size();
     }

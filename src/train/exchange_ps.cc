@@ -40,7 +40,8 @@ class PushPullExchange final : public Exchange {
     // Worker 0 owns the initial model: every worker then pulls the same one.
     auto init = client_.PushInitial(env_.model.params, env_.model.owner)
                     ->Wait(o_.request_timeout);
-    if (!init.ok()) return init.status().WithContext("pushing the initial model");
+    if (!init.ok())
+      return init.status().WithContext("pushing the initial model");
     return Status::Ok();
   }
 
@@ -48,9 +49,9 @@ class PushPullExchange final : public Exchange {
     if (o_.staleness >= 0)
       RETURN_IF_ERROR(env_.member->ClockWait(it, o_.request_timeout));
     if (it % o_.pull_interval != 0 || pulled_with_push_) return Status::Ok();
-    auto p = client_
-                 .Pull(env_.model.params, sync_ ? step_ : std::vector<int64_t>{})
-                 ->Wait(o_.request_timeout);
+    auto p =
+        client_.Pull(env_.model.params, sync_ ? step_ : std::vector<int64_t>{})
+            ->Wait(o_.request_timeout);
     if (!p.ok()) {
       return p.status().WithContext(
           fmt::format("worker {} pull at iteration {}", env_.index, it));
@@ -197,9 +198,8 @@ class ElasticExchange final : public Exchange {
     if ((it + 1) % o_.average_every != 0) return Status::Ok();
     auto p = client_.Pull(centre_.data(), {})->Wait(o_.request_timeout);
     if (!p.ok()) {
-      return p.status().WithContext(
-          fmt::format("worker {} pulling the centre at step {}", env_.index,
-                      it));
+      return p.status().WithContext(fmt::format(
+          "worker {} pulling the centre at step {}", env_.index, it));
     }
     m_.bytes_pulled += p->bytes;
     version_ = p->versions.empty() ? 0 : p->versions[0];
@@ -215,9 +215,9 @@ class ElasticExchange final : public Exchange {
     auto pushed = client_.Push(diff_->data(), p->versions, diff_)
                       ->Wait(o_.request_timeout);
     if (!pushed.ok()) {
-      return pushed.status().WithContext(fmt::format(
-          "worker {} sending its elastic difference at step {}", env_.index,
-          it));
+      return pushed.status().WithContext(
+          fmt::format("worker {} sending its elastic difference at step {}",
+                      env_.index, it));
     }
     m_.bytes_pushed += pushed->bytes;
     ++m_.exchanges;

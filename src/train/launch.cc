@@ -171,9 +171,8 @@ Status RunNode(const Config& config, Role role, int index,
   int check_index;
   RETURN_IF_ERROR(roles.RoleOf(id, &check, &check_index));
   if (check != role || check_index != index) {
-    return Status::InvalidArgument(
-        "{} {} does not exist in a cluster of {}", RoleName(role), index,
-        roles.ToString());
+    return Status::InvalidArgument("{} {} does not exist in a cluster of {}",
+                                   RoleName(role), index, roles.ToString());
   }
   const std::string who = roles.Describe(id);
   if (role == Role::kCoordinator) {

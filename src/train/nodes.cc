@@ -2,10 +2,10 @@
 
 #include <torch/torch.h>
 
-#include <cmath>
-#include <limits>
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <thread>
 
@@ -319,8 +319,8 @@ Result<GatheredModel> GatherWorkerModels(RpcEndpoint& rpc,
   }
   // A lost worker does not answer; do not wait for it longer than its loss
   // takes to be noticed.
-  const auto timeout = std::max(o.heartbeat_timeout * 2,
-                                std::chrono::milliseconds(2000));
+  const auto timeout =
+      std::max(o.heartbeat_timeout * 2, std::chrono::milliseconds(2000));
   std::vector<Message> models;
   GatheredModel g;
   g.min_step = std::numeric_limits<int64_t>::max();
@@ -346,7 +346,8 @@ Result<GatheredModel> GatherWorkerModels(RpcEndpoint& rpc,
     const float* x = m.payloads[0].floats();
     for (int64_t i = 0; i < size; ++i) avg[i] += x[i];
   }
-  for (int64_t i = 0; i < size; ++i) avg[i] /= static_cast<double>(models.size());
+  for (int64_t i = 0; i < size; ++i)
+    avg[i] /= static_cast<double>(models.size());
   // Consensus distance: the mean over workers of ||w_i - average||.
   double total = 0;
   for (const Message& m : models) {
@@ -381,8 +382,8 @@ Status RunPeerEvaluator(const Config& config, const ClusterRunOptions& o,
       if (done->load()) break;
     }
     first = false;
-    auto gathered = GatherWorkerModels(rpc, o, model.flat.param_data(),
-                                       model.flat.size());
+    auto gathered =
+        GatherWorkerModels(rpc, o, model.flat.param_data(), model.flat.size());
     if (!gathered.ok()) {
       // Workers not started yet, or all busy ending: try at the next round.
       LogDebug("evaluator: {}", gathered.status().message());

@@ -4,21 +4,21 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "cluster/member.h"
-#include "train/exchange.h"
-#include "train/run_options.h"
-#include "train/worker_metrics.h"
 #include "common/config.h"
 #include "data/dataset.h"
 #include "ps/client.h"
 #include "sharding/resolve.h"
+#include "train/exchange.h"
 #include "train/run_dir.h"
+#include "train/run_options.h"
+#include "train/worker_metrics.h"
 
 namespace strata {
 
@@ -78,9 +78,9 @@ Status RunEvaluator(const Config& config, const ClusterRunOptions& options,
 // answer within twice the heartbeat timeout (lost ones) are left out;
 // kUnavailable when none answered.
 struct GatheredModel {
-  int64_t min_step = 0;            // the slowest answering worker's step
-  double consensus_distance = 0;   // mean of ||w_i - average||_2
-  int workers = 0;                 // how many answered
+  int64_t min_step = 0;           // the slowest answering worker's step
+  double consensus_distance = 0;  // mean of ||w_i - average||_2
+  int workers = 0;                // how many answered
 };
 Result<GatheredModel> GatherWorkerModels(RpcEndpoint& rpc,
                                          const ClusterRunOptions& options,

@@ -80,9 +80,10 @@ Result<ClusterPlan> ClusterPlan::Make(const Config& config,
                                             InputSpecOf(data.train)));
   plan.num_params = probe.flat.size();
   // Decentralized modes have no servers: one range, which nobody serves.
-  ASSIGN_OR_RETURN(plan.layout,
-                   KeyLayout::Balanced(plan.num_params,
-                                       std::max(1, plan.options.roles.num_servers())));
+  ASSIGN_OR_RETURN(
+      plan.layout,
+      KeyLayout::Balanced(plan.num_params,
+                          std::max(1, plan.options.roles.num_servers())));
   ClusterRunOptions& o = plan.options;
   if (resolve_shards) {
     ASSIGN_OR_RETURN(ShardSet shards, ResolveShards(config, data.train, n));
@@ -169,7 +170,8 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
                  reply.status().message());
   }
   nlohmann::json final_eval = nlohmann::json::object();
-  if (run_status.ok() && o.roles.has_evaluator() && !is_lost(o.roles.EvaluatorId())) {
+  if (run_status.ok() && o.roles.has_evaluator() &&
+      !is_lost(o.roles.EvaluatorId())) {
     Message m;
     m.header.type = kFinalEvalRequest;
     auto reply = coordinator.Request(o.roles.EvaluatorId(), std::move(m))
@@ -211,6 +213,12 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
   summary["worker_batch"] = o.worker_batch;
   summary["iterations_per_worker"] = o.iterations;
   summary["workers"] = workers;
+  // Bytes each worker sent and received (to servers or peers), on average.
+  double bytes = 0;
+  for (const auto& w : workers) {
+    bytes += w.value("bytes_pushed", 0.0) + w.value("bytes_pulled", 0.0);
+  }
+  summary["bytes_per_worker"] = workers.empty() ? 0.0 : bytes / workers.size();
   summary["servers_stats"] = servers;
   // Every gradient reaches every server; server 0's counts are the run's.
   summary["staleness_histogram"] =
@@ -247,8 +255,9 @@ Status RunServerRole(const Config& config, const ClusterPlan& plan, int index,
   so.schedule = LrSchedule::FromConfig(config, o.iterations);
   so.policy.mode = o.mode == RunMode::kSync ? UpdatePolicy::Mode::kSync
                                             : UpdatePolicy::Mode::kAsync;
-  so.policy.rule = o.mode == RunMode::kEasgd ? UpdatePolicy::Rule::kElastic
-                                             : UpdatePolicy::Rule::kGradientStep;
+  so.policy.rule = o.mode == RunMode::kEasgd
+                       ? UpdatePolicy::Rule::kElastic
+                       : UpdatePolicy::Rule::kGradientStep;
   so.policy.sum_gradients = o.sum_gradients;
   so.policy.num_workers = o.roles.num_workers();
   so.policy.updates_per_step = o.updates_per_step;
@@ -313,8 +322,8 @@ Result<WorkerMetrics> RunWorkerRole(const Config& config,
       std::lock_guard<std::mutex> lock(published.mu);
       reply.header.clock = published.step;
       if (published.live != nullptr) {
-        reply.payloads.push_back(Buffer::CopyOf(
-            published.live, sizeof(float) * published.size));
+        reply.payloads.push_back(
+            Buffer::CopyOf(published.live, sizeof(float) * published.size));
       } else if (published.frozen) {
         reply.payloads.push_back(
             Buffer::CopyOf(published.final_copy.data(),
@@ -453,12 +462,10 @@ Status RunEvaluatorRole(const Config& config, const ClusterPlan& plan,
       final_params->assign(model->flat.param_data(),
                            model->flat.param_data() + model->flat.size());
     }
-    result = {{"final_train_loss", tr->loss},
-              {"final_train_acc", tr->accuracy},
-              {"final_val_loss", va->loss},
-              {"final_val_acc", va->accuracy},
-              {"final_version", final_version},
-              {"parameters", plan.num_params}};
+    result = {
+        {"final_train_loss", tr->loss},   {"final_train_acc", tr->accuracy},
+        {"final_val_loss", va->loss},     {"final_val_acc", va->accuracy},
+        {"final_version", final_version}, {"parameters", plan.num_params}};
     if (decentralized) result["final_consensus_distance"] = consensus;
     if (run_dir != nullptr) {
       Status appended = run_dir->AppendJson(

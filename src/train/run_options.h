@@ -39,8 +39,8 @@ struct ClusterRunOptions {
   std::chrono::milliseconds heartbeat_timeout{5000};
 
   // Parameter-server knobs (sync, async, ssp, easgd).
-  int updates_per_step = 1;    // k of n (n when cluster.updates_per_step = 0)
-  bool defer_late = false;     // cluster.late_gradients = "defer"
+  int updates_per_step = 1;  // k of n (n when cluster.updates_per_step = 0)
+  bool defer_late = false;   // cluster.late_gradients = "defer"
   bool inverse_staleness = false;  // cluster.lr_staleness = "inverse"
   double server_rate_scale = 1.0;  // 1/n for async and ssp with adaptation
   bool sum_gradients = false;      // cluster.sync_reduce = "sum"
@@ -51,12 +51,11 @@ struct ClusterRunOptions {
   int64_t gradients_per_update = 1;
 
   // Decentralized knobs.
-  int64_t average_every = 1;    // local-sgd and easgd: tau
-  double elastic_alpha = 0.1;   // easgd
+  int64_t average_every = 1;            // local-sgd and easgd: tau
+  double elastic_alpha = 0.1;           // easgd
   Topology topology = Topology::kRing;  // dpsgd
-  double gossip_p = 0.5;        // gossip: probability of a push per step
-  int64_t bucket_floats = 0;    // allreduce: gradient bucket size
-
+  double gossip_p = 0.5;      // gossip: probability of a push per step
+  int64_t bucket_floats = 0;  // allreduce: gradient bucket size
 
   static Result<ClusterRunOptions> FromConfig(const Config& config);
 };

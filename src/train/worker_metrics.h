@@ -16,8 +16,8 @@ struct WorkerMetrics {
   // Decentralized modes: the part of comm_s spent waiting for peers (a
   // neighbour's model, a collective's slowest member).
   double wait_s = 0;
-  uint64_t bytes_pushed = 0;  // sent (to servers or peers)
-  uint64_t bytes_pulled = 0;  // received
+  uint64_t bytes_pushed = 0;      // sent (to servers or peers)
+  uint64_t bytes_pulled = 0;      // received
   int64_t dropped_gradients = 0;  // pushes a server dropped as late (per range)
   int64_t exchanges = 0;          // averaging rounds / gossip pushes sent
   float gossip_weight = 0;        // gossip: the worker's weight at the end

@@ -78,9 +78,9 @@ TEST_P(AllReduceEqualsLocalTest, SameParametersAsSingleProcessSgd) {
   auto expected = RunConfig(Base(root));
   ASSERT_TRUE(expected.ok()) << expected.status().ToString();
   auto got = RunConfig(With(
-      Base(root), {"cluster.mode=allreduce",
-                   "cluster.transport=" + GetParam().transport,
-                   "cluster.workers=" + std::to_string(GetParam().workers)}));
+      Base(root),
+      {"cluster.mode=allreduce", "cluster.transport=" + GetParam().transport,
+       "cluster.workers=" + std::to_string(GetParam().workers)}));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   ASSERT_FALSE(expected->final_params.empty());
   EXPECT_GT(MaxAbsDiff(expected->final_params,
@@ -104,10 +104,10 @@ TEST(DecentralizedTest, RingEqualsAllReduce) {
   const std::string root = TempRoot();
   // 4 workers: 32 / 4 examples each; the parameter count does not divide
   // evenly by 4 (uneven slices are exercised).
-  auto all = RunConfig(With(Base(root), {"cluster.mode=allreduce",
-                                         "cluster.workers=4"}));
-  auto ring = RunConfig(With(Base(root), {"cluster.mode=ring",
-                                          "cluster.workers=4"}));
+  auto all = RunConfig(
+      With(Base(root), {"cluster.mode=allreduce", "cluster.workers=4"}));
+  auto ring =
+      RunConfig(With(Base(root), {"cluster.mode=ring", "cluster.workers=4"}));
   ASSERT_TRUE(all.ok()) << all.status().ToString();
   ASSERT_TRUE(ring.ok()) << ring.status().ToString();
   EXPECT_LT(MaxAbsDiff(all->final_params, ring->final_params), 1e-5);
@@ -117,21 +117,19 @@ TEST(DecentralizedTest, LocalSgdWithTauOneEqualsAllReduce) {
   const std::string root = TempRoot();
   // Plain SGD: averaging the models after one step each is averaging the
   // gradients.
-  auto all = RunConfig(With(Base(root), {"cluster.mode=allreduce",
-                                         "cluster.workers=4",
-                                         "train.momentum=0"}));
-  auto avg = RunConfig(With(Base(root), {"cluster.mode=local-sgd",
-                                         "cluster.workers=4",
-                                         "cluster.average_every=1",
-                                         "train.momentum=0"}));
+  auto all =
+      RunConfig(With(Base(root), {"cluster.mode=allreduce", "cluster.workers=4",
+                                  "train.momentum=0"}));
+  auto avg = RunConfig(
+      With(Base(root), {"cluster.mode=local-sgd", "cluster.workers=4",
+                        "cluster.average_every=1", "train.momentum=0"}));
   ASSERT_TRUE(all.ok()) << all.status().ToString();
   ASSERT_TRUE(avg.ok()) << avg.status().ToString();
   EXPECT_LT(MaxAbsDiff(all->final_params, avg->final_params), 1e-5);
   // Control: averaging every 4 steps is a different algorithm.
-  auto tau4 = RunConfig(With(Base(root), {"cluster.mode=local-sgd",
-                                          "cluster.workers=4",
-                                          "cluster.average_every=4",
-                                          "train.momentum=0"}));
+  auto tau4 = RunConfig(
+      With(Base(root), {"cluster.mode=local-sgd", "cluster.workers=4",
+                        "cluster.average_every=4", "train.momentum=0"}));
   ASSERT_TRUE(tau4.ok()) << tau4.status().ToString();
   EXPECT_GT(MaxAbsDiff(all->final_params, tau4->final_params), 1e-4);
 }
@@ -149,10 +147,9 @@ nlohmann::json NewestSummary(const std::string& root) {
 
 TEST(DecentralizedTest, GossipKeepsTheWeightsSumAtOne) {
   const std::string root = TempRoot();
-  auto got = RunConfig(With(Base(root), {"cluster.mode=gossip",
-                                         "cluster.workers=4",
-                                         "cluster.gossip_p=0.7",
-                                         "train.iterations=40"}));
+  auto got = RunConfig(
+      With(Base(root), {"cluster.mode=gossip", "cluster.workers=4",
+                        "cluster.gossip_p=0.7", "train.iterations=40"}));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   const nlohmann::json s = NewestSummary(root);
   EXPECT_NEAR(s.at("gossip_weight_total").get<double>(), 1.0, 1e-5);
@@ -170,9 +167,9 @@ TEST(DecentralizedTest, EveryModeTrains) {
   auto local = RunConfig(Base(root));
   ASSERT_TRUE(local.ok());
   for (const char* mode : {"dpsgd", "gossip", "easgd", "local-sgd"}) {
-    auto got = RunConfig(With(Base(root), {std::string("cluster.mode=") + mode,
-                                           "cluster.workers=4",
-                                           "train.iterations=60"}));
+    auto got = RunConfig(
+        With(Base(root), {std::string("cluster.mode=") + mode,
+                          "cluster.workers=4", "train.iterations=60"}));
     ASSERT_TRUE(got.ok()) << mode << ": " << got.status().ToString();
     // Better than chance on 10 classes, and the model moved.
     EXPECT_GT(got->final_train_acc, 0.3) << mode;

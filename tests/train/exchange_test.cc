@@ -1,6 +1,8 @@
 // The decentralized exchange strategies alone: n workers as threads with a
 // coordinator over the in-process transport, learning rate 0 and models
 // that start apart, so what moves the models is the exchange alone.
+#include "train/exchange.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,7 +13,6 @@
 #include "cluster/coordinator.h"
 #include "cluster/mailbox.h"
 #include "cluster/node.h"
-#include "train/exchange.h"
 #include "transport/inproc_transport.h"
 
 namespace strata {
@@ -85,8 +86,7 @@ PeerResult RunPeers(RunMode mode, const Models& init, int64_t steps,
       ASSERT_TRUE((*exchange)->Start().ok());
       for (int64_t it = 0; it < steps; ++it) {
         ASSERT_TRUE((*exchange)->BeforeStep(it).ok());
-        if (step_ms > 0)
-          std::this_thread::sleep_for(milliseconds(step_ms));
+        if (step_ms > 0) std::this_thread::sleep_for(milliseconds(step_ms));
         Status st = (*exchange)->AfterStep(it);
         ASSERT_TRUE(st.ok()) << st.ToString();
       }
@@ -148,14 +148,16 @@ TEST(NeighbourExchangeTest, RingWithZeroRateAppliesTheMixingMatrix) {
     Models next = want;
     for (int i = 0; i < n; ++i)
       for (int j = 0; j < size; ++j)
-        next[i][j] = (want[i][j] + want[(i + 1) % n][j] +
-                      want[(i + n - 1) % n][j]) / 3.0f;
+        next[i][j] =
+            (want[i][j] + want[(i + 1) % n][j] + want[(i + n - 1) % n][j]) /
+            3.0f;
     want = next;
   }
   double max_diff = 0;
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < size; ++j)
-      max_diff = std::max(max_diff, double(std::fabs(want[i][j] - got.models[i][j])));
+      max_diff =
+          std::max(max_diff, double(std::fabs(want[i][j] - got.models[i][j])));
   EXPECT_LT(max_diff, 1e-5);
   // The rate: each step shrinks the distance by at most the second largest
   // eigenvalue of W, (1 + 2 cos(2 pi / 5)) / 3 = 0.539; and it does shrink.

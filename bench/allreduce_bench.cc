@@ -1,0 +1,179 @@
+// All-reduce bus bandwidth of strata's collective layer (Gloo over TCP, as
+// the allreduce, ring and local-sgd modes use it) with n processes on
+// loopback, against raw TCP point-to-point between two processes measured
+// in the same run. busbw = size / time x 2 (n - 1) / n (the nccl-tests
+// definition: what each link carries in a bandwidth-optimal all-reduce), so
+// busbw / raw says how close the collective gets to what the wire between
+// two processes can do. Usage: allreduce_bench [--reps R] [--sizes 1,16,64]
+// (MiB) [--procs 2,4]. Prints one row per (n, size); medians over R.
+#include <gloo/rendezvous/file_store.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+
+#include "bench_common.h"
+#include "collective/collective.h"
+
+namespace strata::bench {
+namespace {
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+std::vector<int> ParseList(const std::string& s) {
+  std::vector<int> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) out.push_back(std::atoi(item.c_str()));
+  return out;
+}
+
+// Raw TCP between two processes: the parent sends `bytes` R times, the
+// child reads each message whole and answers one byte. Returns the median
+// bytes/s of one message.
+double RawPointToPoint(size_t bytes, int reps) {
+  int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (listener < 0 ||
+      ::bind(listener, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+      ::listen(listener, 1) != 0 ||
+      ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    Die("raw listen");
+  const pid_t child = ::fork();
+  if (child == 0) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0)
+      ::_exit(2);
+    NoDelay(fd);
+    std::vector<uint8_t> buf(bytes);
+    for (int r = 0; r < reps + 1; ++r) {
+      if (!ReadAll(fd, buf.data(), bytes)) ::_exit(3);
+      const uint8_t ack = 1;
+      WriteAll(fd, &ack, 1);
+    }
+    ::_exit(0);
+  }
+  int fd = ::accept(listener, nullptr, nullptr);
+  ::close(listener);
+  if (fd < 0) Die("raw accept");
+  NoDelay(fd);
+  std::vector<uint8_t> buf(bytes, 7);
+  std::vector<double> rates;
+  for (int r = 0; r < reps + 1; ++r) {  // the first is a warm-up
+    const auto t0 = Clock::now();
+    WriteAll(fd, buf.data(), bytes);
+    uint8_t ack;
+    if (!ReadAll(fd, &ack, 1)) Die("raw ack");
+    if (r > 0) rates.push_back(bytes / Seconds(t0, Clock::now()));
+  }
+  ::close(fd);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return Median(rates);
+}
+
+// n processes all-reduce `bytes` of floats R times through strata's
+// Collective; rank 0 writes the median seconds per all-reduce into `out`.
+double AllReduceSeconds(int n, size_t bytes, int reps) {
+  const std::string dir =
+      std::filesystem::temp_directory_path() /
+      ("strata_allreduce_bench_" + std::to_string(::getpid()) + "_" +
+       std::to_string(n) + "_" + std::to_string(bytes));
+  std::filesystem::create_directories(dir);
+  int pipefd[2];
+  if (::pipe(pipefd) != 0) Die("pipe");
+  std::vector<pid_t> children;
+  for (int rank = 0; rank < n; ++rank) {
+    const pid_t pid = ::fork();
+    if (pid != 0) {
+      children.push_back(pid);
+      continue;
+    }
+    gloo::rendezvous::FileStore store(dir);
+    CollectiveOptions o;
+    o.rank = rank;
+    o.size = n;
+    o.timeout = std::chrono::milliseconds(60000);
+    auto group = Collective::Connect(o, store);
+    if (!group.ok()) {
+      std::fprintf(stderr, "rank %d: %s\n", rank,
+                   group.status().ToString().c_str());
+      ::_exit(2);
+    }
+    std::vector<float> data(bytes / sizeof(float), 1.0f + rank);
+    std::vector<double> times;
+    for (int r = 0; r < reps + 1; ++r) {
+      if (!(*group)->Barrier().ok()) ::_exit(3);
+      const auto t0 = Clock::now();
+      if (!(*group)->AllReduceSum(data.data(), data.size()).ok()) ::_exit(4);
+      if (r > 0) times.push_back(Seconds(t0, Clock::now()));
+    }
+    // Every element is the sum of 1 + rank over the ranks, reps + 1 times
+    // compounded; check one element is finite and grew.
+    if (!(data[0] > 1.0f)) ::_exit(5);
+    if (rank == 0) {
+      const double m = Median(times);
+      if (::write(pipefd[1], &m, sizeof(m)) != sizeof(m)) ::_exit(6);
+    }
+    ::_exit(0);
+  }
+  ::close(pipefd[1]);
+  double seconds = 0;
+  const bool got = ::read(pipefd[0], &seconds, sizeof(seconds)) ==
+                   static_cast<ssize_t>(sizeof(seconds));
+  ::close(pipefd[0]);
+  bool ok = got;
+  for (pid_t pid : children) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  std::filesystem::remove_all(dir);
+  if (!ok) Die("an all-reduce process failed");
+  return seconds;
+}
+
+}  // namespace
+}  // namespace strata::bench
+
+int main(int argc, char** argv) {
+  using namespace strata::bench;
+  int reps = 7;
+  std::vector<int> sizes = {1, 16, 64};
+  std::vector<int> procs = {2, 4};
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--reps") reps = std::atoi(argv[i + 1]);
+    else if (flag == "--sizes") sizes = ParseList(argv[i + 1]);
+    else if (flag == "--procs") procs = ParseList(argv[i + 1]);
+    else Die("unknown flag " + flag + " (--reps, --sizes, --procs)");
+  }
+  std::printf(
+      "all-reduce bus bandwidth (Gloo through strata's Collective), n "
+      "processes on loopback, vs raw TCP point-to-point between 2 processes; "
+      "median of %d\n",
+      reps);
+  std::printf("%4s %8s %12s %12s %12s %8s\n", "n", "size", "time_ms",
+              "busbw_GB/s", "raw_GB/s", "ratio");
+  for (int mib : sizes) {
+    const size_t bytes = static_cast<size_t>(mib) * kMiB;
+    for (int n : procs) {
+      // Raw and collective alternate per row, so both see the same machine.
+      const double raw = RawPointToPoint(bytes, reps);
+      const double t = AllReduceSeconds(n, bytes, reps);
+      const double busbw = bytes / t * 2.0 * (n - 1) / n;
+      std::printf("%4d %8s %12.2f %12.2f %12.2f %8.2f\n", n,
+                  SizeName(bytes).c_str(), t * 1e3, busbw / 1e9, raw / 1e9,
+                  busbw / raw);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
