@@ -103,6 +103,11 @@ std::string TextTable(const std::vector<std::vector<std::string>>& rows) {
   return out;
 }
 
+// x * factor when x is a number, else x (null stays null).
+nlohmann::json Scaled(const nlohmann::json& x, double factor) {
+  return x.is_number() ? nlohmann::json(x.get<double>() * factor) : x;
+}
+
 }  // namespace
 
 const std::vector<std::string>& SummaryMetrics() {
@@ -413,7 +418,7 @@ std::string SummaryText(const nlohmann::json& s) {
                     Sci(m["final_val_acc"]["variance"]),
                     Fixed(m["wall_s"]["mean"], 2),
                     Fixed(m["samples_per_s"]["mean"], 0),
-                    Fixed(m["bytes_per_worker"]["mean"] / 1e6, 1),
+                    Fixed(Scaled(m["bytes_per_worker"]["mean"], 1e-6), 1),
                     Sci(m["final_consensus_distance"]["mean"])});
   }
   out += "Final metrics per cell (mean and unbiased variance over repeats";
