@@ -1,12 +1,17 @@
 // All-reduce bus bandwidth of strata's collective layer (Gloo over TCP, as
 // the allreduce, ring and local-sgd modes use it) with n processes on
 // loopback, against raw TCP point-to-point between two processes measured
-// in the same run. busbw = size / time x 2 (n - 1) / n (the nccl-tests
+// in the same run, and against a ceiling: a bare ring all-reduce (reduce-
+// scatter + all-gather) on raw sockets, the same traffic pattern with no
+// library at all. On a machine with few cores, loopback bandwidth is the
+// CPU's memcpy: a point-to-point transfer has both cores to itself, an
+// all-reduce's n concurrent transfers (and its additions) share them. busbw = size / time x 2 (n - 1) / n (the nccl-tests
 // definition: what each link carries in a bandwidth-optimal all-reduce), so
 // busbw / raw says how close the collective gets to what the wire between
 // two processes can do. Usage: allreduce_bench [--reps R] [--sizes 1,16,64]
 // (MiB) [--procs 2,4]. Prints one row per (n, size); medians over R.
 #include <gloo/rendezvous/file_store.h>
+#include <fcntl.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -77,6 +82,123 @@ double RawPointToPoint(size_t bytes, int reps) {
   int status = 0;
   ::waitpid(child, &status, 0);
   return Median(rates);
+}
+
+void SetNonBlocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+// One ring step: sends `out` to the next member while receiving `in` from
+// the previous one (both non-blocking, one poll loop).
+bool Exchange(int next, const uint8_t* out, size_t out_n, int prev, uint8_t* in,
+              size_t in_n) {
+  size_t sent = 0, got = 0;
+  while (sent < out_n || got < in_n) {
+    pollfd fds[2] = {{next, POLLOUT, 0}, {prev, POLLIN, 0}};
+    const int nfds = ::poll(fds, 2, 10000);
+    if (nfds <= 0) return false;
+    if (sent < out_n && (fds[0].revents & POLLOUT)) {
+      const ssize_t k = ::send(next, out + sent, out_n - sent, MSG_NOSIGNAL);
+      if (k > 0) sent += static_cast<size_t>(k);
+      else if (k < 0 && errno != EAGAIN && errno != EINTR) return false;
+    }
+    if (got < in_n && (fds[1].revents & (POLLIN | POLLHUP))) {
+      const ssize_t k = ::recv(prev, in + got, in_n - got, 0);
+      if (k > 0) got += static_cast<size_t>(k);
+      else if (k == 0 || (errno != EAGAIN && errno != EINTR)) return false;
+    }
+  }
+  return true;
+}
+
+// The ceiling: n processes in a ring of raw TCP sockets, the bandwidth-
+// optimal ring all-reduce (n - 1 reduce-scatter steps, n - 1 all-gather
+// steps, each moving 1/n of the buffer). Median seconds per all-reduce.
+double RawRingSeconds(int n, size_t bytes, int reps) {
+  std::vector<int> listeners(n);
+  std::vector<sockaddr_in> addrs(n);
+  for (int r = 0; r < n; ++r) {
+    listeners[r] = ::socket(AF_INET, SOCK_STREAM, 0);
+    addrs[r] = {};
+    addrs[r].sin_family = AF_INET;
+    addrs[r].sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addrs[r]);
+    if (::bind(listeners[r], reinterpret_cast<sockaddr*>(&addrs[r]), len) != 0 ||
+        ::listen(listeners[r], 1) != 0 ||
+        ::getsockname(listeners[r], reinterpret_cast<sockaddr*>(&addrs[r]),
+                      &len) != 0)
+      Die("ring listen");
+  }
+  int pipefd[2];
+  if (::pipe(pipefd) != 0) Die("pipe");
+  std::vector<pid_t> children;
+  for (int rank = 0; rank < n; ++rank) {
+    const pid_t pid = ::fork();
+    if (pid != 0) {
+      children.push_back(pid);
+      continue;
+    }
+    const int next = ::socket(AF_INET, SOCK_STREAM, 0);
+    const sockaddr_in& to = addrs[(rank + 1) % n];
+    if (::connect(next, reinterpret_cast<const sockaddr*>(&to), sizeof(to)) != 0)
+      ::_exit(2);
+    const int prev = ::accept(listeners[rank], nullptr, nullptr);
+    if (prev < 0) ::_exit(3);
+    NoDelay(next);
+    NoDelay(prev);
+    SetNonBlocking(next);
+    SetNonBlocking(prev);
+    const size_t count = bytes / sizeof(float);
+    std::vector<float> data(count, 1.0f + rank), scratch(count / n + 1);
+    auto chunk_begin = [&](int c) { return count * c / n; };
+    auto chunk_size = [&](int c) { return chunk_begin(c + 1) - chunk_begin(c); };
+    std::vector<double> times;
+    for (int r = 0; r < reps + 1; ++r) {
+      // A token around the ring lines the members up before timing.
+      uint8_t token = 0;
+      if (!Exchange(next, &token, 1, prev, &token, 1)) ::_exit(4);
+      const auto t0 = Clock::now();
+      for (int s = 0; s < n - 1; ++s) {
+        const int send_c = ((rank - s) % n + n) % n;
+        const int recv_c = ((rank - s - 1) % n + n) % n;
+        if (!Exchange(next,
+                      reinterpret_cast<const uint8_t*>(&data[chunk_begin(send_c)]),
+                      chunk_size(send_c) * sizeof(float), prev,
+                      reinterpret_cast<uint8_t*>(scratch.data()),
+                      chunk_size(recv_c) * sizeof(float)))
+          ::_exit(5);
+        float* dst = &data[chunk_begin(recv_c)];
+        for (size_t i = 0; i < chunk_size(recv_c); ++i) dst[i] += scratch[i];
+      }
+      for (int s = 0; s < n - 1; ++s) {
+        const int send_c = ((rank + 1 - s) % n + n) % n;
+        const int recv_c = ((rank - s) % n + n) % n;
+        if (!Exchange(next,
+                      reinterpret_cast<const uint8_t*>(&data[chunk_begin(send_c)]),
+                      chunk_size(send_c) * sizeof(float), prev,
+                      reinterpret_cast<uint8_t*>(&data[chunk_begin(recv_c)]),
+                      chunk_size(recv_c) * sizeof(float)))
+          ::_exit(6);
+      }
+      if (r > 0) times.push_back(Seconds(t0, Clock::now()));
+    }
+    if (rank == 0) {
+      const double m = Median(times);
+      if (::write(pipefd[1], &m, sizeof(m)) != sizeof(m)) ::_exit(7);
+    }
+    ::_exit(0);
+  }
+  for (int fd : listeners) ::close(fd);
+  ::close(pipefd[1]);
+  double seconds = 0;
+  bool ok = ::read(pipefd[0], &seconds, sizeof(seconds)) ==
+            static_cast<ssize_t>(sizeof(seconds));
+  ::close(pipefd[0]);
+  for (pid_t pid : children) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  if (!ok) Die("a raw ring process failed");
+  return seconds;
 }
 
 // n processes all-reduce `bytes` of floats R times through strata's
@@ -160,18 +282,21 @@ int main(int argc, char** argv) {
       "processes on loopback, vs raw TCP point-to-point between 2 processes; "
       "median of %d\n",
       reps);
-  std::printf("%4s %8s %12s %12s %12s %8s\n", "n", "size", "time_ms",
-              "busbw_GB/s", "raw_GB/s", "ratio");
+  std::printf("%4s %8s %10s %11s %10s %12s %9s %12s\n", "n", "size",
+              "time_ms", "busbw_GB/s", "raw_GB/s", "ring_GB/s", "vs_raw",
+              "vs_raw_ring");
   for (int mib : sizes) {
     const size_t bytes = static_cast<size_t>(mib) * kMiB;
     for (int n : procs) {
       // Raw and collective alternate per row, so both see the same machine.
       const double raw = RawPointToPoint(bytes, reps);
       const double t = AllReduceSeconds(n, bytes, reps);
+      const double ring_t = RawRingSeconds(n, bytes, reps);
       const double busbw = bytes / t * 2.0 * (n - 1) / n;
-      std::printf("%4d %8s %12.2f %12.2f %12.2f %8.2f\n", n,
+      const double ring_busbw = bytes / ring_t * 2.0 * (n - 1) / n;
+      std::printf("%4d %8s %10.2f %11.2f %10.2f %12.2f %9.2f %12.2f\n", n,
                   SizeName(bytes).c_str(), t * 1e3, busbw / 1e9, raw / 1e9,
-                  busbw / raw);
+                  ring_busbw / 1e9, busbw / raw, busbw / ring_busbw);
       std::fflush(stdout);
     }
   }
