@@ -7,3 +7,7 @@ for b in "$build"/bench/*_bench; do
   echo "== $(basename "$b")"
   "$b"
 done
+# strata allreduce vs PyTorch DDP; skips itself without /usr/bin/python3's
+# torch or STRATA_DATA_DIR.
+echo "== ddp_bench"
+"$(dirname "$0")/ddp_bench.sh" "$build"
