@@ -80,6 +80,14 @@ void Coordinator::Handle(Message msg) {
           reinterpret_cast<const char*>(
               msg.payloads.empty() ? nullptr : msg.payloads[0].data()),
           msg.payloads.empty() ? 0 : msg.payloads[0].size());
+      // Connect back first: even a refusal needs a route to the node.
+      if (!endpoint.empty()) {
+        Status st = rpc_.transport().Connect(from, endpoint);
+        if (!st.ok()) {
+          LogWarning("coordinator: cannot connect back to {} at {}: {}",
+                     options_.roles.Describe(from), endpoint, st.ToString());
+        }
+      }
       Role role;
       int index;
       if (!options_.roles.RoleOf(from, &role, &index).ok() ||
@@ -93,10 +101,33 @@ void Coordinator::Handle(Message msg) {
                 from, endpoint, options_.roles.num_nodes()));
         return;
       }
-      Status st = rpc_.transport().Connect(from, endpoint);
-      if (!st.ok()) {
-        LogWarning("coordinator: cannot connect back to {} at {}: {}",
-                   options_.roles.Describe(from), endpoint, st.ToString());
+      if (msg.payloads.size() > 1) {
+        // Run facts: every node that sends them must agree (the same model
+        // and data everywhere).
+        std::string facts(reinterpret_cast<const char*>(msg.payloads[1].data()),
+                          msg.payloads[1].size());
+        nlohmann::json parsed = nlohmann::json::parse(facts, nullptr, false);
+        if (parsed.is_discarded() || !parsed.is_object()) {
+          lock.unlock();
+          ReplyOrLog(msg, Status::InvalidArgument(
+                              "{} registered with malformed run facts '{}'",
+                              options_.roles.Describe(from), facts));
+          return;
+        }
+        facts = parsed.dump();
+        if (run_facts_.empty()) {
+          run_facts_ = facts;
+          run_facts_from_ = from;
+        } else if (facts != run_facts_) {
+          lock.unlock();
+          ReplyOrLog(msg, Status::InvalidArgument(
+                              "{} disagrees with {} about the run: {} vs {} "
+                              "(the same config and data on every node?)",
+                              options_.roles.Describe(from),
+                              options_.roles.Describe(run_facts_from_), facts,
+                              run_facts_));
+          return;
+        }
       }
       endpoints_[from] = endpoint;
       waiting_register_.push_back(std::move(msg));
@@ -105,6 +136,8 @@ void Coordinator::Handle(Message msg) {
         nlohmann::json map = nlohmann::json::object();
         for (const auto& [id, ep] : endpoints_) map[std::to_string(id)] = ep;
         map["0"] = rpc_.transport().endpoint();
+        if (!run_facts_.empty())
+          map[kRunFactsKey] = nlohmann::json::parse(run_facts_);
         const std::string text = map.dump();
         std::vector<Message> waiting;
         waiting.swap(waiting_register_);

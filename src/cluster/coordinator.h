@@ -32,6 +32,10 @@ inline constexpr uint32_t kShutdownError = 1u << 0;
 // the reply comes when every node said so, so no node sends to a peer that
 // cannot answer yet.
 inline constexpr uint32_t kRegisterConnected = 1u << 0;
+// kRegister may carry, as payload 1, the run facts a node knows (JSON: the
+// parameter count, the iteration budget); the cluster map in the reply
+// holds them under this key, next to the node ids.
+inline constexpr const char* kRunFactsKey = "run";
 
 struct CoordinatorOptions {
   RoleTable roles;
@@ -118,10 +122,13 @@ class Coordinator {
   // key not set yet.
   std::map<std::string, std::string> store_;  // GUARDED_BY(mu_)
   std::vector<std::pair<std::string, Message>>
-      waiting_gets_;       // GUARDED_BY(mu_)
-  std::string fatal_;      // GUARDED_BY(mu_)
-  bool finished_ = false;  // GUARDED_BY(mu_)
-  bool stopping_ = false;  // GUARDED_BY(mu_)
+      waiting_gets_;  // GUARDED_BY(mu_)
+  // Run facts (JSON text; "" until a node sent them) and who sent them.
+  std::string run_facts_;                   // GUARDED_BY(mu_)
+  NodeId run_facts_from_ = kInvalidNodeId;  // GUARDED_BY(mu_)
+  std::string fatal_;                       // GUARDED_BY(mu_)
+  bool finished_ = false;                   // GUARDED_BY(mu_)
+  bool stopping_ = false;                   // GUARDED_BY(mu_)
   std::thread monitor_;
 };
 

@@ -20,14 +20,18 @@ ClusterMember::ClusterMember(RpcEndpoint& rpc, RoleTable roles,
 
 ClusterMember::~ClusterMember() { StopHeartbeats(); }
 
-Status ClusterMember::Join(const std::string& coordinator_endpoint,
-                           std::chrono::milliseconds timeout) {
+Status ClusterMember::Join(
+    const std::string& coordinator_endpoint, std::chrono::milliseconds timeout,
+    const std::string& run_facts,
+    const std::function<Status(const std::string&)>& on_run_facts) {
   RETURN_IF_ERROR(
       rpc_.transport().Connect(roles_.CoordinatorId(), coordinator_endpoint));
   Message m;
   m.header.type = MessageType::kRegister;
   const std::string endpoint = rpc_.transport().endpoint();
   m.payloads.push_back(Buffer::CopyOf(endpoint.data(), endpoint.size()));
+  if (!run_facts.empty())
+    m.payloads.push_back(Buffer::CopyOf(run_facts.data(), run_facts.size()));
   auto reply =
       rpc_.Request(roles_.CoordinatorId(), std::move(m))->Wait(timeout);
   if (!reply.ok()) {
@@ -48,7 +52,12 @@ Status ClusterMember::Join(const std::string& coordinator_endpoint,
   // Parse the whole map before connecting: a malformed entry is an error
   // that names it, never an exception out of this thread.
   std::vector<std::pair<NodeId, std::string>> peers;
+  std::string facts;
   for (auto it = map.begin(); it != map.end(); ++it) {
+    if (it.key() == kRunFactsKey) {
+      facts = it.value().dump();
+      continue;
+    }
     char* end = nullptr;
     const long id = std::strtol(it.key().c_str(), &end, 10);
     if (it.key().empty() || *end != '\0' || !it.value().is_string()) {
@@ -61,6 +70,15 @@ Status ClusterMember::Join(const std::string& coordinator_endpoint,
   for (const auto& [id, endpoint] : peers) {
     if (id == rpc_.node_id() || id == roles_.CoordinatorId()) continue;
     RETURN_IF_ERROR(rpc_.transport().Connect(id, endpoint));
+  }
+  if (on_run_facts) {
+    if (facts.empty()) {
+      return Status::FailedPrecondition(
+          "{}: the coordinator's cluster map has no run facts (no worker "
+          "sent the parameter count)",
+          roles_.Describe(rpc_.node_id()));
+    }
+    RETURN_IF_ERROR(on_run_facts(facts));
   }
   // Second phase: wait until every node connected to its peers too.
   Message connected;

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -34,8 +35,16 @@ class ClusterMember {
   // Connects to the coordinator, registers this node's endpoint, waits for
   // every other node (up to `timeout`), then connects to every peer.
   // kDeadlineExceeded says the cluster did not assemble in time.
-  Status Join(const std::string& coordinator_endpoint,
-              std::chrono::milliseconds timeout);
+  // `run_facts` (JSON text, may be empty) is what this node knows of the
+  // run that others may not: workers send the parameter count and the
+  // iteration budget. The coordinator checks that every node that sent them
+  // agrees and passes them on in the cluster map; `on_run_facts` (may be
+  // null) receives them (JSON text) before the second phase, so a server can
+  // set up its key range before any worker can push.
+  Status Join(
+      const std::string& coordinator_endpoint,
+      std::chrono::milliseconds timeout, const std::string& run_facts = "",
+      const std::function<Status(const std::string&)>& on_run_facts = nullptr);
   void StartHeartbeats();
   void StopHeartbeats();
   // Waits until every live worker reached barrier `number`.

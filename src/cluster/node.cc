@@ -34,9 +34,10 @@ void Node::Dispatch(Message msg) {
 }
 
 Status Node::Join(const std::string& coordinator_endpoint,
-                  std::chrono::milliseconds timeout) {
+                  std::chrono::milliseconds timeout,
+                  const std::string& run_facts) {
   rpc_.Start();
-  RETURN_IF_ERROR(member_.Join(coordinator_endpoint, timeout));
+  RETURN_IF_ERROR(member_.Join(coordinator_endpoint, timeout, run_facts));
   member_.StartHeartbeats();
   return Status::Ok();
 }

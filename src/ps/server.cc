@@ -45,7 +45,8 @@ std::string ParameterServer::StatsJson() const {
   nlohmann::json per_update = nlohmann::json::object();
   for (const auto& [k, v] : s.gradients_per_update)
     per_update[std::to_string(k)] = v;
-  nlohmann::json j{{"range", {options_.range.begin, options_.range.end}},
+  const KeyRange range = Range();
+  nlohmann::json j{{"range", {range.begin, range.end}},
                    {"gradients_per_update", per_update},
                    {"tail_updates", s.tail_updates},
                    {"updates", s.updates},
@@ -76,8 +77,19 @@ void ParameterServer::Handle(Message msg) {
   }
 }
 
+void ParameterServer::Configure(KeyRange range, LrSchedule schedule) {
+  std::lock_guard<std::mutex> lock(shard_mu_);
+  options_.range = range;
+  options_.schedule = schedule;
+}
+
+KeyRange ParameterServer::Range() const {
+  std::lock_guard<std::mutex> lock(shard_mu_);
+  return options_.range;
+}
+
 void ParameterServer::HandlePush(Message msg) {
-  const KeyRange& r = options_.range;
+  const KeyRange r = Range();
   if (msg.header.flags & kPushDone) {
     bool closed = false;
     if (shard_ && left_workers_.insert(msg.header.sender).second)
@@ -182,7 +194,7 @@ void ParameterServer::HandlePush(Message msg) {
 }
 
 void ParameterServer::ReplyPull(const Message& request) {
-  const KeyRange& r = options_.range;
+  const KeyRange r = Range();
   int64_t version = -1;
   // Every pull of one version shares a snapshot: the reply goes out without
   // another copy (readers of a pull reply never write it).

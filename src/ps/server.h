@@ -45,6 +45,10 @@ class ParameterServer {
   NodeId node_id() const { return rpc_.node_id(); }
   Transport& transport() { return rpc_.transport(); }
   RpcEndpoint& rpc() { return rpc_; }
+  // Sets the range and the learning-rate schedule when they are learnt
+  // only after Start() (from the coordinator's cluster map). Before the
+  // first push arrives; thread-safe.
+  void Configure(KeyRange range, LrSchedule schedule);
   // Statistics so far (zeros before initialisation).
   ShardStats stats() const;
   // The statistics as JSON text (also the payload of kStatsReply).
@@ -62,7 +66,11 @@ class ParameterServer {
   void Flush();
   void ReplyPull(const Message& request);
 
-  const ServerOptions options_;
+  // The range, the schedule and the policy; range and schedule may be set
+  // once more by Configure() before the first push (guarded by shard_mu_
+  // for that write; the receive thread reads them after a push arrived).
+  ServerOptions options_;
+  KeyRange Range() const;
   const std::function<void(Message)> other_;
   RpcEndpoint rpc_;
   // Touched only by the receive thread, except shard_ (read by stats()).

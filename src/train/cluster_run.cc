@@ -94,7 +94,7 @@ Result<RunSummary> TrainCluster(const Config& config, const DatasetSplits& data,
   for (int s = 0; s < roles.num_servers(); ++s) {
     threads_list.emplace_back([&, s] {
       Guarded(roles.Describe(roles.ServerId(s)), [&] {
-        Status st = RunServerRole(config, plan, s,
+        Status st = RunServerRole(config, plan.options, s,
                                   std::move(transports[roles.ServerId(s)]),
                                   coordinator, stop);
         if (!st.ok()) LogDebug("server {}: {}", s, st.message());

@@ -184,6 +184,17 @@ Status RunNode(const Config& config, Role role, int index,
     auto summary = RunCoordinatorRole(config, o, std::move(t), run_dir, stop);
     return summary.status();
   }
+  if (role == Role::kServer) {
+    // A server learns the parameter count from the coordinator: no model,
+    // no dataset.
+    ASSIGN_OR_RETURN(ClusterRunOptions o,
+                     ClusterRunOptions::FromConfig(config));
+    ASSIGN_OR_RETURN(auto t, BoundTransport(id, bind, coordinator));
+    LogInfo("{} at {} joining the coordinator at {}", who, t->endpoint(),
+            coordinator);
+    return RunServerRole(config, o, index, std::move(t), coordinator, stop)
+        .WithContext(who);
+  }
   ASSIGN_OR_RETURN(DatasetSplits data, LoadDatasetFromConfig(config));
   ASSIGN_OR_RETURN(ClusterPlan plan,
                    ClusterPlan::Make(config, data, role == Role::kWorker));
@@ -199,9 +210,6 @@ Status RunNode(const Config& config, Role role, int index,
   LogInfo("{} at {} joining the coordinator at {}", who, t->endpoint(),
           coordinator);
   switch (role) {
-    case Role::kServer:
-      return RunServerRole(config, plan, index, std::move(t), coordinator, stop)
-          .WithContext(who);
     case Role::kWorker: {
       auto m = RunWorkerRole(config, plan, index, data, std::move(t),
                              coordinator, &run_dir, stop);
@@ -211,6 +219,7 @@ Status RunNode(const Config& config, Role role, int index,
       return RunEvaluatorRole(config, plan, data, std::move(t), coordinator,
                               &run_dir, stop)
           .WithContext(who);
+    case Role::kServer:  // handled above
     case Role::kCoordinator:
       break;
   }

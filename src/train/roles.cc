@@ -244,15 +244,21 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
   return summary;
 }
 
-Status RunServerRole(const Config& config, const ClusterPlan& plan, int index,
-                     std::unique_ptr<Transport> transport,
+std::string RunFacts(const ClusterPlan& plan) {
+  return nlohmann::json{{"num_params", plan.num_params},
+                        {"iterations", plan.options.iterations}}
+      .dump();
+}
+
+Status RunServerRole(const Config& config, const ClusterRunOptions& o,
+                     int index, std::unique_ptr<Transport> transport,
                      const std::string& coordinator_endpoint,
                      const std::atomic<bool>* stop) {
-  const ClusterRunOptions& o = plan.options;
+  // The key range and the schedule's length come from the coordinator's
+  // cluster map (what the workers announced): a server needs neither the
+  // model nor the dataset.
   ServerOptions so;
-  so.range = plan.layout.range(index);
   so.optimizer = OptimizerOptions::FromConfig(config);
-  so.schedule = LrSchedule::FromConfig(config, o.iterations);
   so.policy.mode = o.mode == RunMode::kSync ? UpdatePolicy::Mode::kSync
                                             : UpdatePolicy::Mode::kAsync;
   so.policy.rule = o.mode == RunMode::kEasgd
@@ -274,7 +280,26 @@ Status RunServerRole(const Config& config, const ClusterPlan& plan, int index,
                        o.heartbeat_timeout);
   member_ptr = &member;
   server.Start();
-  Status joined = member.Join(coordinator_endpoint, o.request_timeout);
+  auto configure = [&](const std::string& text) -> Status {
+    nlohmann::json facts = nlohmann::json::parse(text, nullptr, false);
+    if (facts.is_discarded() ||
+        !facts.value("num_params", nlohmann::json()).is_number_integer() ||
+        !facts.value("iterations", nlohmann::json()).is_number_integer()) {
+      return Status::DataLoss(
+          "server {}: bad run facts from the coordinator: {}", index, text);
+    }
+    const int64_t num_params = facts["num_params"].get<int64_t>();
+    const int64_t iterations = facts["iterations"].get<int64_t>();
+    ASSIGN_OR_RETURN(KeyLayout layout,
+                     KeyLayout::Balanced(num_params, o.roles.num_servers()));
+    server.Configure(layout.range(index),
+                     LrSchedule::FromConfig(config, iterations));
+    LogDebug("server {}: keys {} of {} parameters", index, layout.ToString(),
+             num_params);
+    return Status::Ok();
+  };
+  Status joined =
+      member.Join(coordinator_endpoint, o.request_timeout, "", configure);
   if (joined.ok()) {
     member.StartHeartbeats();
     WaitForEnd(member);
@@ -341,7 +366,8 @@ Result<WorkerMetrics> RunWorkerRole(const Config& config,
     if (!node.member().shutdown_reason().empty())
       mailbox.Close(node.member().shutdown_reason());
   });
-  RETURN_IF_ERROR(node.Join(coordinator_endpoint, o.request_timeout));
+  RETURN_IF_ERROR(
+      node.Join(coordinator_endpoint, o.request_timeout, RunFacts(plan)));
   ExchangeEnv env;
   env.rpc = &node.rpc();
   env.member = &node.member();
@@ -388,7 +414,8 @@ Status RunEvaluatorRole(const Config& config, const ClusterPlan& plan,
     done = true;
   });
   node.On(MessageType::kShutdown, [&done](Message) { done = true; });
-  RETURN_IF_ERROR(node.Join(coordinator_endpoint, o.request_timeout));
+  RETURN_IF_ERROR(
+      node.Join(coordinator_endpoint, o.request_timeout, RunFacts(plan)));
   ClusterMember& member = node.member();
   RpcEndpoint& rpc = node.rpc();
   const bool decentralized = IsDecentralized(o.mode);

@@ -52,8 +52,11 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
                                           const RunDirectory& run_dir,
                                           const std::atomic<bool>* stop);
 
-// A server: joins, serves its key range until the coordinator says stop.
-Status RunServerRole(const Config& config, const ClusterPlan& plan, int index,
+// A server: joins, learns the parameter count and the iteration budget from
+// the coordinator (the workers announce them), serves its key range until
+// the coordinator says stop. Needs neither the model nor the dataset.
+Status RunServerRole(const Config& config, const ClusterRunOptions& options,
+                     int index,
                      std::unique_ptr<Transport> transport,
                      const std::string& coordinator_endpoint,
                      const std::atomic<bool>* stop);
