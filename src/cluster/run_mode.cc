@@ -23,6 +23,7 @@ constexpr ModeEntry kModes[] = {
     {RunMode::kLocalSgd, "local-sgd", ExchangeFamily::kCollective},
     {RunMode::kDpsgd, "dpsgd", ExchangeFamily::kNeighbour},
     {RunMode::kGossip, "gossip", ExchangeFamily::kGossip},
+    {RunMode::kTreeEasgd, "tree-easgd", ExchangeFamily::kTree},
 };
 
 const ModeEntry& EntryOf(RunMode mode) {
@@ -60,7 +61,7 @@ bool UsesServers(RunMode mode) {
 bool IsDecentralized(RunMode mode) {
   const ExchangeFamily f = FamilyOf(mode);
   return f == ExchangeFamily::kCollective || f == ExchangeFamily::kNeighbour ||
-         f == ExchangeFamily::kGossip;
+         f == ExchangeFamily::kGossip || f == ExchangeFamily::kTree;
 }
 
 bool WorkerLossFatal(RunMode mode) {

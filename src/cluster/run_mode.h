@@ -18,9 +18,10 @@ enum class RunMode {
   kEasgd,      // elastic averaging with the servers' centre variable
   kAllReduce,  // gradients all-reduced among the workers (Gloo), no servers
   kRing,  // paper 003: reduce-scatter, update of the owned slice, all-gather
-  kLocalSgd,  // model averaging every cluster.average_every steps
-  kDpsgd,     // average with the topology's neighbours every step
-  kGossip,    // GoSGD: push half the weight to a random peer with prob. p
+  kLocalSgd,   // model averaging every cluster.average_every steps
+  kDpsgd,      // average with the topology's neighbours every step
+  kGossip,     // GoSGD: push half the weight to a random peer with prob. p
+  kTreeEasgd,  // TreeEASGD: elastic exchange up and down a tree of workers
 };
 
 // How a mode's workers exchange a step's result; one strategy per family
@@ -32,6 +33,7 @@ enum class ExchangeFamily {
   kCollective,  // allreduce, ring, local-sgd
   kNeighbour,   // dpsgd
   kGossip,      // gossip
+  kTree,        // tree-easgd
 };
 
 // Parses a cluster.mode value; InvalidArgument lists the known modes.

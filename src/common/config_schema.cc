@@ -171,7 +171,7 @@ std::vector<ConfigKey> MakeSchema() {
           "servers; allreduce, ring, local-sgd, dpsgd, gossip = decentralized "
           "(no servers; docs/decentralized.md)",
           {"local", "sync", "async", "ssp", "easgd", "allreduce", "ring",
-           "local-sgd", "dpsgd", "gossip"}),
+           "local-sgd", "dpsgd", "gossip", "tree-easgd"}),
       Int("cluster.servers", 2,
           "parameter servers (k); decentralized modes run none", 1, 1024),
       Str("cluster.sync_reduce", "mean",
@@ -191,6 +191,17 @@ std::vector<ConfigKey> MakeSchema() {
             "gossip: probability that a worker pushes to a random peer after "
             "a step",
             0.0, 1.0),
+      Int("cluster.tau_up", 4,
+          "tree-easgd: a worker sends its model to its parent every tau_up "
+          "steps",
+          1, 1e9),
+      Int("cluster.tau_down", 4,
+          "tree-easgd: a worker sends its model to its children every tau_down "
+          "steps",
+          1, 1e9),
+      Int("cluster.tree_fanout", 2,
+          "tree-easgd: children per worker (worker i's parent is (i-1)/fanout)",
+          1, 4096),
       Float("cluster.bucket_mb", 1.0,
             "allreduce: gradient bucket size in MiB (buckets are reduced as "
             "the backward pass fills them)",

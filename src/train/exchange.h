@@ -64,6 +64,10 @@ inline constexpr MessageType kGossipDone = static_cast<MessageType>(
     static_cast<uint16_t>(MessageType::kFirstUserType) + 22);
 inline constexpr MessageType kModelRequest = static_cast<MessageType>(
     static_cast<uint16_t>(MessageType::kFirstUserType) + 23);
+//   kTreeModel    clock = step, payload 0 = the sender's parameters
+//                 (tree-easgd, up or down the tree).
+inline constexpr MessageType kTreeModel = static_cast<MessageType>(
+    static_cast<uint16_t>(MessageType::kFirstUserType) + 24);
 
 // The neighbours of worker `index` of `n` in a topology (dpsgd), without
 // itself and without duplicates (a ring of 2 has one neighbour).
@@ -103,5 +107,11 @@ std::unique_ptr<Exchange> MakeElasticExchange(const ExchangeEnv& env);
 std::unique_ptr<Exchange> MakeCollectiveExchange(const ExchangeEnv& env);
 std::unique_ptr<Exchange> MakeNeighbourExchange(const ExchangeEnv& env);
 std::unique_ptr<Exchange> MakeGossipExchange(const ExchangeEnv& env);
+std::unique_ptr<Exchange> MakeTreeExchange(const ExchangeEnv& env);
+
+// Worker `index`'s parent in a tree of `fanout` children per node (-1 for
+// the root, worker 0) and its children among `n` workers.
+int TreeParent(int index, int fanout);
+std::vector<int> TreeChildren(int index, int fanout, int n);
 
 }  // namespace strata

@@ -375,7 +375,99 @@ class GossipExchange final : public Exchange {
   float weight_;
 };
 
+// TreeEASGD (paper 002): workers form a tree (worker 0 the root, fanout
+// children each). Every tau_up steps a worker sends its model to its
+// parent, every tau_down steps to its children; a model w received from
+// either side pulls the receiver elastically, w_i <- w_i + alpha (w - w_i),
+// before its next step. Asynchronous: nobody waits for anybody.
+class TreeExchange final : public Exchange {
+ public:
+  explicit TreeExchange(const ExchangeEnv& env)
+      : env_(env),
+        o_(*env.options),
+        m_(*env.metrics),
+        optimizer_(MakeOptimizer(env.optimizer, env.model.size)),
+        parent_(TreeParent(env.index, o_.tree_fanout)),
+        children_(
+            TreeChildren(env.index, o_.tree_fanout, o_.roles.num_workers())) {}
+
+  Status Start() override { return Status::Ok(); }
+
+  Status BeforeStep(int64_t) override {
+    const float alpha = static_cast<float>(o_.elastic_alpha);
+    for (const Message& msg : env_.mailbox->TakeAll(kTreeModel)) {
+      if (msg.payloads.empty() ||
+          static_cast<int64_t>(msg.payloads[0].size()) !=
+              env_.model.size * static_cast<int64_t>(sizeof(float))) {
+        LogWarning("worker {}: malformed tree model from node {} ignored",
+                   env_.index, msg.header.sender);
+        continue;
+      }
+      const float* x = msg.payloads[0].floats();
+      std::lock_guard<std::mutex> lock(*env_.params_mu);
+      float* w = env_.model.params;
+      for (int64_t i = 0; i < env_.model.size; ++i)
+        w[i] += alpha * (x[i] - w[i]);
+      m_.bytes_pulled += msg.payloads[0].size();
+    }
+    return Status::Ok();
+  }
+
+  Status AfterStep(int64_t it) override {
+    {
+      std::lock_guard<std::mutex> lock(*env_.params_mu);
+      optimizer_->Step(env_.model.params, env_.model.grads,
+                       env_.schedule.Rate(it));
+    }
+    if (parent_ >= 0 && (it + 1) % o_.tau_up == 0) Send(parent_, it);
+    if ((it + 1) % o_.tau_down == 0) {
+      for (int child : children_) Send(child, it);
+    }
+    return Status::Ok();
+  }
+
+  Status Finish(int64_t) override { return Status::Ok(); }
+
+ private:
+  void Send(int worker, int64_t it) {
+    Status sent = SendModel(*env_.rpc, o_.roles.WorkerId(worker), kTreeModel,
+                            it, env_.model.params, env_.model.size, nullptr,
+                            &m_.bytes_pushed);
+    if (!sent.ok()) {
+      // A lost neighbour: the tree goes on without it, as gossip does.
+      LogWarning("worker {}: model to worker {} not sent: {}", env_.index,
+                 worker, sent.message());
+      return;
+    }
+    ++m_.exchanges;
+  }
+
+  const ExchangeEnv env_;
+  const ClusterRunOptions& o_;
+  WorkerMetrics& m_;
+  std::unique_ptr<Optimizer> optimizer_;
+  const int parent_;
+  const std::vector<int> children_;
+};
+
 }  // namespace
+
+int TreeParent(int index, int fanout) {
+  return index == 0 ? -1 : (index - 1) / std::max(1, fanout);
+}
+
+std::vector<int> TreeChildren(int index, int fanout, int n) {
+  std::vector<int> out;
+  for (int c = 1; c <= fanout; ++c) {
+    const int64_t child = int64_t{index} * fanout + c;
+    if (child < n) out.push_back(static_cast<int>(child));
+  }
+  return out;
+}
+
+std::unique_ptr<Exchange> MakeTreeExchange(const ExchangeEnv& env) {
+  return std::make_unique<TreeExchange>(env);
+}
 
 std::vector<int> Neighbours(Topology topology, int index, int n) {
   std::set<int> out;

@@ -267,6 +267,8 @@ Result<std::unique_ptr<Exchange>> MakeExchange(const ExchangeEnv& env) {
       return MakeNeighbourExchange(env);
     case ExchangeFamily::kGossip:
       return MakeGossipExchange(env);
+    case ExchangeFamily::kTree:
+      return MakeTreeExchange(env);
     case ExchangeFamily::kNone:
       break;
   }

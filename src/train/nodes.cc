@@ -97,6 +97,9 @@ Result<ClusterRunOptions> ClusterRunOptions::FromConfig(const Config& c) {
   o.topology = c.GetString("cluster.topology") == "torus" ? Topology::kTorus
                                                           : Topology::kRing;
   o.gossip_p = c.GetFloat("cluster.gossip_p");
+  o.tau_up = c.GetInt("cluster.tau_up");
+  o.tau_down = c.GetInt("cluster.tau_down");
+  o.tree_fanout = static_cast<int>(c.GetInt("cluster.tree_fanout"));
   o.bucket_floats = static_cast<int64_t>(c.GetFloat("cluster.bucket_mb") *
                                          (1 << 20) / sizeof(float));
   if (o.bucket_floats < 1) o.bucket_floats = 1;

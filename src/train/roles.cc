@@ -336,7 +336,7 @@ Result<WorkerMetrics> RunWorkerRole(const Config& config,
   PublishedModel published;
   Node node(std::move(transport), o.roles, o.heartbeat_interval,
             o.heartbeat_timeout);
-  for (MessageType type : {kPeerModel, kGossipModel, kGossipDone}) {
+  for (MessageType type : {kPeerModel, kGossipModel, kGossipDone, kTreeModel}) {
     node.On(type, [&mailbox](Message m) { mailbox.Put(std::move(m)); });
   }
   node.On(kModelRequest, [&published, &node](Message m) {

@@ -56,8 +56,7 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
 // the coordinator (the workers announce them), serves its key range until
 // the coordinator says stop. Needs neither the model nor the dataset.
 Status RunServerRole(const Config& config, const ClusterRunOptions& options,
-                     int index,
-                     std::unique_ptr<Transport> transport,
+                     int index, std::unique_ptr<Transport> transport,
                      const std::string& coordinator_endpoint,
                      const std::atomic<bool>* stop);
 

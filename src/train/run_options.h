@@ -55,6 +55,9 @@ struct ClusterRunOptions {
   double elastic_alpha = 0.1;           // easgd
   Topology topology = Topology::kRing;  // dpsgd
   double gossip_p = 0.5;      // gossip: probability of a push per step
+  int64_t tau_up = 4;         // tree-easgd
+  int64_t tau_down = 4;       // tree-easgd
+  int tree_fanout = 2;        // tree-easgd
   int64_t bucket_floats = 0;  // allreduce: gradient bucket size
 
   static Result<ClusterRunOptions> FromConfig(const Config& config);

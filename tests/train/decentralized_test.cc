@@ -166,7 +166,8 @@ TEST(DecentralizedTest, EveryModeTrains) {
   const std::string root = TempRoot();
   auto local = RunConfig(Base(root));
   ASSERT_TRUE(local.ok());
-  for (const char* mode : {"dpsgd", "gossip", "easgd", "local-sgd"}) {
+  for (const char* mode :
+       {"dpsgd", "gossip", "easgd", "local-sgd", "tree-easgd"}) {
     auto got = RunConfig(
         With(Base(root), {std::string("cluster.mode=") + mode,
                           "cluster.workers=4", "train.iterations=60"}));

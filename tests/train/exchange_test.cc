@@ -31,7 +31,7 @@ struct PeerResult {
 // `step_ms` paces the steps (gossip mixes what arrived between steps).
 PeerResult RunPeers(RunMode mode, const Models& init, int64_t steps,
                     Topology topology = Topology::kRing, double p = 1.0,
-                    int step_ms = 0) {
+                    int step_ms = 0, int64_t tau_up = 1, int64_t tau_down = 1) {
   const int n = static_cast<int>(init.size());
   ClusterRunOptions o;
   o.mode = mode;
@@ -40,6 +40,9 @@ PeerResult RunPeers(RunMode mode, const Models& init, int64_t steps,
   o.heartbeat_timeout = milliseconds(5000);
   o.topology = topology;
   o.gossip_p = p;
+  o.tau_up = tau_up;
+  o.tau_down = tau_down;
+  o.elastic_alpha = 0.25;
   o.seed = 7;
   InProcFabric fabric;
   CoordinatorOptions co;
@@ -63,7 +66,8 @@ PeerResult RunPeers(RunMode mode, const Models& init, int64_t steps,
       ASSERT_TRUE((*t)->Bind("inproc://*").ok());
       Mailbox mailbox;
       Node node(std::move(*t), o.roles, milliseconds(100), o.heartbeat_timeout);
-      for (MessageType type : {kPeerModel, kGossipModel, kGossipDone})
+      for (MessageType type :
+           {kPeerModel, kGossipModel, kGossipDone, kTreeModel})
         node.On(type, [&mailbox](Message m) { mailbox.Put(std::move(m)); });
       ASSERT_TRUE(node.Join("inproc://coordinator", milliseconds(5000)).ok());
       std::vector<float>& params = result.models[w];
@@ -214,6 +218,42 @@ TEST(GossipExchangeTest, NoPushesNoMixing) {
   const Models init = RandomModels(3, 8, 9);
   PeerResult got = RunPeers(RunMode::kGossip, init, 20, Topology::kRing, 0.0);
   EXPECT_EQ(got.models, init);
+}
+
+TEST(TreeTest, ParentsAndChildren) {
+  EXPECT_EQ(TreeParent(0, 2), -1);
+  EXPECT_EQ(TreeParent(4, 2), 1);
+  EXPECT_EQ(TreeChildren(1, 2, 5), (std::vector<int>{3, 4}));
+  EXPECT_EQ(TreeChildren(1, 2, 4), (std::vector<int>{3}));
+  EXPECT_EQ(TreeChildren(0, 3, 7), (std::vector<int>{1, 2, 3}));
+  EXPECT_TRUE(TreeChildren(3, 2, 7).empty());
+}
+
+// TreeEASGD with lr 0, sending only upwards: the leaves never receive and
+// keep their models exactly; the root is pulled towards its children.
+TEST(TreeExchangeTest, UpwardOnlyMovesOnlyTheParents) {
+  const Models init = RandomModels(3, 16, 21);
+  PeerResult got = RunPeers(RunMode::kTreeEasgd, init, 30, Topology::kRing, 1.0,
+                            /*step_ms=*/1, /*tau_up=*/1,
+                            /*tau_down=*/1000000);
+  EXPECT_EQ(got.models[1], init[1]);
+  EXPECT_EQ(got.models[2], init[2]);
+  EXPECT_NE(got.models[0], init[0]);
+  // Every received model was applied as w += alpha (x - w), which keeps
+  // the root inside the box the three models span.
+  for (int j = 0; j < 16; ++j) {
+    const float lo = std::min({init[0][j], init[1][j], init[2][j]});
+    const float hi = std::max({init[0][j], init[1][j], init[2][j]});
+    EXPECT_GE(got.models[0][j], lo - 1e-5f);
+    EXPECT_LE(got.models[0][j], hi + 1e-5f);
+  }
+}
+
+TEST(TreeExchangeTest, BothWaysReachConsensus) {
+  const Models init = RandomModels(7, 16, 13);
+  PeerResult got = RunPeers(RunMode::kTreeEasgd, init, 200, Topology::kRing,
+                            1.0, /*step_ms=*/1, /*tau_up=*/1, /*tau_down=*/1);
+  EXPECT_LT(ConsensusDistance(got.models), 1e-2 * ConsensusDistance(init));
 }
 
 }  // namespace
