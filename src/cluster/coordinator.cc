@@ -219,6 +219,10 @@ void Coordinator::ReleaseBarriersLocked() {
       ++it;
       continue;
     }
+    if (it->first == 0 &&
+        training_start_ == std::chrono::steady_clock::time_point{}) {
+      training_start_ = Clock::now();
+    }
     for (Message& m : it->second) {
       Message release;
       release.header.type = MessageType::kBarrierRelease;
@@ -440,6 +444,15 @@ void Coordinator::HandleStore(Message msg, std::unique_lock<std::mutex>& lock) {
     ReplyOrLog(msg, std::move(reply));
     return;
   }
+}
+
+}  // namespace strata
+
+namespace strata {
+
+std::chrono::steady_clock::time_point Coordinator::TrainingStart() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return training_start_;
 }
 
 }  // namespace strata

@@ -85,6 +85,9 @@ class Coordinator {
   void StopWorkers();
   // What each worker attached to its "done" report (its metrics, as text).
   std::map<NodeId, std::string> DoneReports() const;
+  // When barrier 0 (every worker set up, training begins) was released;
+  // the epoch of the steady clock if it has not been yet.
+  std::chrono::steady_clock::time_point TrainingStart() const;
   // Test hook: the clock table's minimum over live workers.
   int64_t MinClock() const;
 
@@ -124,11 +127,12 @@ class Coordinator {
   std::vector<std::pair<std::string, Message>>
       waiting_gets_;  // GUARDED_BY(mu_)
   // Run facts (JSON text; "" until a node sent them) and who sent them.
-  std::string run_facts_;                   // GUARDED_BY(mu_)
-  NodeId run_facts_from_ = kInvalidNodeId;  // GUARDED_BY(mu_)
-  std::string fatal_;                       // GUARDED_BY(mu_)
-  bool finished_ = false;                   // GUARDED_BY(mu_)
-  bool stopping_ = false;                   // GUARDED_BY(mu_)
+  std::chrono::steady_clock::time_point training_start_{};  // GUARDED_BY(mu_)
+  std::string run_facts_;                                   // GUARDED_BY(mu_)
+  NodeId run_facts_from_ = kInvalidNodeId;                  // GUARDED_BY(mu_)
+  std::string fatal_;                                       // GUARDED_BY(mu_)
+  bool finished_ = false;                                   // GUARDED_BY(mu_)
+  bool stopping_ = false;                                   // GUARDED_BY(mu_)
   std::thread monitor_;
 };
 

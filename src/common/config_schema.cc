@@ -202,10 +202,14 @@ std::vector<ConfigKey> MakeSchema() {
       Int("cluster.tree_fanout", 2,
           "tree-easgd: children per worker (worker i's parent is (i-1)/fanout)",
           1, 4096),
+      Bool("cluster.bucket_overlap", true,
+           "allreduce: all-reduce each gradient bucket as soon as the "
+           "backward pass has produced it, overlapping communication with "
+           "the rest of the backward pass (as PyTorch DDP does)"),
       Float("cluster.bucket_mb", 1.0,
             "allreduce: gradient bucket size in MiB (buckets are reduced as "
             "the backward pass fills them)",
-            0.001, 4096),
+            0.0001, 4096),
       Int("cluster.workers", 4, "workers (n)", 1, 4096),
       Int("cluster.staleness", 2,
           "ssp: a worker may run at most this many clocks ahead of the slowest",

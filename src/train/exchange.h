@@ -10,6 +10,7 @@
 #include "ps/key_range.h"
 #include "ps/optimizer.h"
 #include "ps/schedule.h"
+#include "train/bucket_reducer.h"
 #include "train/run_options.h"
 #include "train/worker_metrics.h"
 
@@ -96,6 +97,11 @@ class Exchange {
   virtual Status Finish(int64_t steps) = 0;
   // The version of the model the last step computed on, for metrics.
   virtual int64_t version() const { return 0; }
+  // Strategies that overlap communication with the backward pass take each
+  // parameter's gradient as it is produced (bucket_reducer.h); the worker
+  // loop then routes the backward pass's gradients here. Null otherwise.
+  // Valid after Start().
+  virtual GradientSink* gradient_sink() { return nullptr; }
 };
 
 // The strategy of env.options->mode's family.

@@ -80,6 +80,12 @@ class CollectiveExchange final : public Exchange {
     } else {
       optimizer_ = MakeOptimizer(env_.optimizer, env_.model.size);
     }
+    if (o_.mode == RunMode::kAllReduce && o_.bucket_overlap) {
+      reducer_ = std::make_unique<BucketReducer>(
+          env_.model.size, o_.bucket_floats, [this](float* data, size_t n) {
+            return group_->AllReduceSum(data, n);
+          });
+    }
     if (env_.broadcast_initial) {
       // Worker 0's model everywhere: the others contribute zeros to a sum.
       std::lock_guard<std::mutex> lock(*env_.params_mu);
@@ -93,7 +99,12 @@ class CollectiveExchange final : public Exchange {
     return Status::Ok();
   }
 
-  Status BeforeStep(int64_t) override { return Status::Ok(); }
+  Status BeforeStep(int64_t) override {
+    if (reducer_) reducer_->BeginStep();
+    return Status::Ok();
+  }
+
+  GradientSink* gradient_sink() override { return reducer_.get(); }
 
   Status AfterStep(int64_t it) override {
     const int64_t size = env_.model.size;
@@ -106,6 +117,20 @@ class CollectiveExchange final : public Exchange {
         2.0 * (group_->size() - 1) / std::max(1, group_->size());
     switch (o_.mode) {
       case RunMode::kAllReduce: {
+        if (reducer_) {
+          // The buckets were reduced during the backward pass; wait for the
+          // last ones.
+          const auto waited = Clock::now();
+          RETURN_IF_ERROR(Run(reducer_->FinishStep(o_.request_timeout),
+                              "all-reduce of the gradients", it));
+          m_.wait_s += Since(waited);
+          float* reduced = reducer_->data();
+          for (int64_t i = 0; i < size; ++i) reduced[i] *= inv_n;
+          std::lock_guard<std::mutex> lock(*env_.params_mu);
+          optimizer_->Step(w, reduced, lr);
+          Count(bytes, ring_share);
+          return Status::Ok();
+        }
         // Bucketed: each bucket is one all-reduce (docs/decentralized.md).
         const int64_t bucket = o_.bucket_floats > 0 ? o_.bucket_floats : size;
         for (int64_t b = 0; b < size; b += bucket) {
@@ -171,6 +196,9 @@ class CollectiveExchange final : public Exchange {
   const ClusterRunOptions& o_;
   WorkerMetrics& m_;
   std::unique_ptr<Collective> group_;
+  // allreduce with cluster.bucket_overlap: reduces buckets during backward.
+  // Declared after group_: destroyed (its thread joined) before the group.
+  std::unique_ptr<BucketReducer> reducer_;
   std::unique_ptr<Optimizer> optimizer_;
   std::vector<int64_t> counts_;
   int64_t offset_ = 0;

@@ -97,6 +97,7 @@ Result<ClusterRunOptions> ClusterRunOptions::FromConfig(const Config& c) {
   o.topology = c.GetString("cluster.topology") == "torus" ? Topology::kTorus
                                                           : Topology::kRing;
   o.gossip_p = c.GetFloat("cluster.gossip_p");
+  o.bucket_overlap = c.GetBool("cluster.bucket_overlap");
   o.tau_up = c.GetInt("cluster.tau_up");
   o.tau_down = c.GetInt("cluster.tau_down");
   o.tree_fanout = static_cast<int>(c.GetInt("cluster.tree_fanout"));
@@ -160,6 +161,36 @@ Result<WorkerMetrics> RunWorker(const Config& config,
   } freeze_at_exit{published, &m};
   ASSIGN_OR_RETURN(std::unique_ptr<Exchange> exchange, MakeExchange(env));
   RETURN_IF_ERROR(exchange->Start());
+  // Strategies that overlap communication with the backward pass get each
+  // parameter's gradient from a hook as autograd produces it (a hook sees
+  // the gradient before it is accumulated into .grad).
+  std::vector<std::pair<torch::Tensor, unsigned>> hooks;
+  if (GradientSink* sink = exchange->gradient_sink()) {
+    std::map<std::string, const FlatParameters::Slot*> slots;
+    for (const auto& slot : model.flat.slots()) slots[slot.name] = &slot;
+    for (const auto& named : model.net->named_parameters()) {
+      auto it = slots.find(named.key());
+      if (it == slots.end()) {
+        return Status::Internal("parameter {} has no slot in the flat vector",
+                                named.key());
+      }
+      const int64_t offset = it->second->offset;
+      const int64_t numel = it->second->numel;
+      torch::Tensor p = named.value();
+      const unsigned id =
+          p.register_hook([sink, offset, numel](const torch::Tensor& g) {
+            torch::Tensor c = g.contiguous();
+            sink->Ready(offset, c.data_ptr<float>(), numel);
+          });
+      hooks.emplace_back(p, id);
+    }
+  }
+  struct RemoveHooksAtExit {
+    std::vector<std::pair<torch::Tensor, unsigned>>* hooks;
+    ~RemoveHooksAtExit() {
+      for (auto& [p, id] : *hooks) p.remove_hook(id);
+    }
+  } remove_hooks_at_exit{&hooks};
   RETURN_IF_ERROR(member.Barrier(0, o.request_timeout));
 
   if (index >= static_cast<int>(shards.worker_indices.size()) ||

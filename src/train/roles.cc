@@ -136,8 +136,19 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
       coordinator.StopWorkers();
     }
   }
+  // Training time runs from barrier 0 (every worker set up: data loaded,
+  // model initialised, collectives connected) to the last worker's end, as
+  // the single-process trainer counts its steps only; the set-up before it
+  // is setup_s.
+  const auto end = Clock::now();
+  const auto training_start = coordinator.TrainingStart();
+  const bool started = training_start != Clock::time_point{};
   const double train_s =
-      std::chrono::duration<double>(Clock::now() - start).count();
+      std::chrono::duration<double>(end - (started ? training_start : start))
+          .count();
+  const double setup_s =
+      started ? std::chrono::duration<double>(training_start - start).count()
+              : 0.0;
   const std::vector<NodeId> lost_ids = coordinator.LostIds();
   auto is_lost = [&](NodeId id) {
     return std::find(lost_ids.begin(), lost_ids.end(), id) != lost_ids.end();
@@ -201,6 +212,7 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
   summary["wall_s"] =
       std::chrono::duration<double>(Clock::now() - start).count();
   summary["train_s"] = train_s;
+  summary["setup_s"] = setup_s;
   summary["samples"] = samples;
   summary["steps"] = steps;
   summary["samples_per_s"] = train_s > 0 ? samples / train_s : 0.0;

@@ -54,11 +54,12 @@ struct ClusterRunOptions {
   int64_t average_every = 1;            // local-sgd and easgd: tau
   double elastic_alpha = 0.1;           // easgd
   Topology topology = Topology::kRing;  // dpsgd
-  double gossip_p = 0.5;      // gossip: probability of a push per step
-  int64_t tau_up = 4;         // tree-easgd
-  int64_t tau_down = 4;       // tree-easgd
-  int tree_fanout = 2;        // tree-easgd
-  int64_t bucket_floats = 0;  // allreduce: gradient bucket size
+  double gossip_p = 0.5;       // gossip: probability of a push per step
+  int64_t tau_up = 4;          // tree-easgd
+  int64_t tau_down = 4;        // tree-easgd
+  int tree_fanout = 2;         // tree-easgd
+  bool bucket_overlap = true;  // allreduce: reduce buckets during backward
+  int64_t bucket_floats = 0;   // allreduce: gradient bucket size
 
   static Result<ClusterRunOptions> FromConfig(const Config& config);
 };

@@ -100,6 +100,25 @@ INSTANTIATE_TEST_SUITE_P(
       return info.param.transport + "_" + std::to_string(info.param.workers);
     });
 
+TEST(DecentralizedTest, AllReduceBucketsAndOverlapDoNotChangeTheResult) {
+  // Tiny buckets (the mlp here has 16 x 16 + 16 + 16 x 10 + 10 = 442
+  // floats: 0.0005 MiB is 131 floats, 4 buckets, parameters split across
+  // them), reduced during the backward pass or after it.
+  const std::string root = TempRoot();
+  auto expected = RunConfig(Base(root));
+  ASSERT_TRUE(expected.ok());
+  for (const char* overlap : {"true", "false"}) {
+    auto got = RunConfig(With(Base(root), {"cluster.mode=allreduce",
+                                           "cluster.workers=4",
+                                           "cluster.bucket_mb=0.0005",
+                                           std::string("cluster.bucket_overlap=") +
+                                               overlap}));
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_LT(MaxAbsDiff(expected->final_params, got->final_params), 1e-4)
+        << "overlap " << overlap;
+  }
+}
+
 TEST(DecentralizedTest, RingEqualsAllReduce) {
   const std::string root = TempRoot();
   // 4 workers: 32 / 4 examples each; the parameter count does not divide

@@ -1,0 +1,114 @@
+#include "train/bucket_reducer.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace strata {
+
+BucketReducer::BucketReducer(int64_t size, int64_t bucket_floats,
+                             ReduceFn reduce)
+    : reduce_(std::move(reduce)), buffer_(static_cast<size_t>(size), 0.0f) {
+  const int64_t bucket = std::max<int64_t>(1, bucket_floats);
+  for (int64_t b = 0; b < size; b += bucket) begin_.push_back(b);
+  begin_.push_back(size);
+  filled_.assign(begin_.size() - 1, 0);
+  launched_.assign(begin_.size() - 1, false);
+  thread_ = std::thread([this] { Loop(); });
+}
+
+BucketReducer::~BucketReducer() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void BucketReducer::BeginStep() {
+  std::fill(buffer_.begin(), buffer_.end(), 0.0f);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::fill(filled_.begin(), filled_.end(), 0);
+    std::fill(launched_.begin(), launched_.end(), false);
+    finishing_ = false;
+    ++step_;
+  }
+  cv_.notify_all();
+}
+
+void BucketReducer::Ready(int64_t offset, const float* grad, int64_t count) {
+  const int64_t end = offset + count;
+  // The buckets [offset, end) touches.
+  int b =
+      static_cast<int>(std::upper_bound(begin_.begin(), begin_.end(), offset) -
+                       begin_.begin() - 1);
+  for (; b < num_buckets() && begin_[b] < end; ++b) {
+    const int64_t lo = std::max(offset, begin_[b]);
+    const int64_t hi = std::min(end, begin_[b + 1]);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (launched_[b]) {
+        if (error_.ok()) {
+          error_ = Status::FailedPrecondition(
+              "a gradient for [{}, {}) arrived after its bucket {} was sent "
+              "(a parameter used twice in the graph?); set "
+              "cluster.bucket_overlap = false",
+              lo, hi, b);
+        }
+        continue;
+      }
+    }
+    // Bucket b is not read by the reducer until it is full: no lock needed
+    // for its bytes.
+    float* dst = buffer_.data() + lo;
+    const float* src = grad + (lo - offset);
+    for (int64_t i = 0; i < hi - lo; ++i) dst[i] += src[i];
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      filled_[b] += hi - lo;
+    }
+    cv_.notify_all();
+  }
+}
+
+Status BucketReducer::FinishStep(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  finishing_ = true;  // what was not reported is a zero gradient
+  cv_.notify_all();
+  if (!cv_.wait_for(lock, timeout, [&] { return done_ == step_; })) {
+    return Status::DeadlineExceeded(
+        "the reduction of the gradient buckets did not finish within {} ms",
+        timeout.count());
+  }
+  return error_;
+}
+
+void BucketReducer::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] { return stop_ || done_ < step_; });
+    if (stop_) return;
+    // Last bucket first: the backward pass produces late layers first.
+    for (int b = num_buckets() - 1; b >= 0; --b) {
+      cv_.wait(lock, [&] {
+        return stop_ || finishing_ || filled_[b] >= BucketSize(b);
+      });
+      if (stop_) return;
+      launched_[b] = true;
+      if (!error_.ok()) continue;  // a failed group: skip the rest
+      lock.unlock();
+      Status st = reduce_(buffer_.data() + begin_[b],
+                          static_cast<size_t>(BucketSize(b)));
+      lock.lock();
+      if (!st.ok() && error_.ok()) {
+        error_ =
+            st.WithContext(fmt::format("bucket {} of {}", b, num_buckets()));
+      }
+    }
+    done_ = step_;
+    cv_.notify_all();
+  }
+}
+
+}  // namespace strata

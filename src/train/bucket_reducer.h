@@ -1,0 +1,78 @@
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+
+namespace strata {
+
+// Receives each parameter's gradient while the backward pass produces it
+// (exchange.h, Exchange::gradient_sink()).
+class GradientSink {
+ public:
+  virtual ~GradientSink() = default;
+  // The gradient of the `count` floats at `offset` of the flat parameter
+  // vector; called on the backward pass's thread, usually late layers
+  // first. A parameter used twice in the graph reports twice; both add up.
+  virtual void Ready(int64_t offset, const float* grad, int64_t count) = 0;
+};
+
+// Overlaps the reduction of gradient buckets with the backward pass, as
+// PyTorch DDP's reducer does: the flat gradient is cut into buckets of
+// `bucket_floats`; as soon as every parameter of the last bucket has
+// reported (Ready), the reducer's thread reduces it (`reduce`, e.g. a Gloo
+// all-reduce) while the backward pass goes on with earlier layers; then the
+// next bucket, down to the first. Buckets are always reduced in that fixed
+// order, so every member of a collective issues the same calls in the same
+// order whatever order its hooks fire in. Parameters that get no gradient in
+// a step count as zero once FinishStep() is called.
+// Thread-safety: Ready() from the backward thread, BeginStep()/FinishStep()
+// from the worker's thread; one step at a time. The destructor joins the
+// reducer's thread.
+class BucketReducer final : public GradientSink {
+ public:
+  using ReduceFn = std::function<Status(float* data, size_t count)>;
+
+  BucketReducer(int64_t size, int64_t bucket_floats, ReduceFn reduce);
+  ~BucketReducer() override;
+  BucketReducer(const BucketReducer&) = delete;
+  BucketReducer& operator=(const BucketReducer&) = delete;
+
+  // Before the forward pass: clears the buffer for a new step.
+  void BeginStep();
+  void Ready(int64_t offset, const float* grad, int64_t count) override;
+  // After the backward pass: waits until every bucket is reduced (up to
+  // `timeout`). The first failed reduction (or a gradient that arrived
+  // after its bucket was sent: a parameter shared across layers) is the
+  // error, naming the bucket.
+  Status FinishStep(std::chrono::milliseconds timeout);
+  // The reduced gradient (valid after FinishStep() succeeded).
+  float* data() { return buffer_.data(); }
+  int num_buckets() const { return static_cast<int>(begin_.size()) - 1; }
+
+ private:
+  void Loop();
+  int64_t BucketSize(int b) const { return begin_[b + 1] - begin_[b]; }
+
+  const ReduceFn reduce_;
+  std::vector<float> buffer_;
+  std::vector<int64_t> begin_;  // bucket b is [begin_[b], begin_[b + 1])
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<int64_t> filled_;  // GUARDED_BY(mu_) floats reported
+  std::vector<bool> launched_;   // GUARDED_BY(mu_)
+  bool finishing_ = false;       // GUARDED_BY(mu_) FinishStep() was called
+  int64_t step_ = 0;             // GUARDED_BY(mu_) steps begun
+  int64_t done_ = 0;             // GUARDED_BY(mu_) steps fully reduced
+  Status error_;                 // GUARDED_BY(mu_)
+  bool stop_ = false;            // GUARDED_BY(mu_)
+  std::thread thread_;
+};
+
+}  // namespace strata
