@@ -23,8 +23,10 @@
 #
 # Targets: strata samples/s / DDP samples/s (medians) >= 1.0; final validation
 # accuracy within 0.3 points. strata's samples/s is its summary.json figure
-# (samples / train_s, train_s counted by the coordinator from its start, so it
-# includes the worker processes' start-up and data loading); the table also
+# (samples / train_s; train_s runs from the coordinator's barrier 0, when every
+# worker has started, loaded its data and connected, to the last worker's end,
+# and setup_s is reported apart; the DDP side likewise times from a barrier
+# after data loading to the slowest rank's last step); the table also
 # shows strata's loop-only rate, samples / max over workers of
 # (compute_s + comm_s), for a like-for-like view of the training loop.
 #

@@ -35,20 +35,20 @@ What is the same as strata (src/train/*, src/data/*, src/ps/*):
 
 What differs:
   - timing. strata's train_s (roles.cc RunCoordinatorRole) runs from the
-    coordinator's start until every worker has reported done: it includes the
-    worker processes' start, their MNIST load and normalisation, sharding,
-    joining the cluster, connecting the collective group and the initial
-    model broadcast, then the training loop. Here train_s is the training
-    loop only: from a barrier after data loading, model construction and the
-    DDP wrapper (its initial broadcast) until the last step of the slowest
-    rank (per-rank loop time, maximum over ranks). So strata's figure carries
-    a fixed start-up cost that this one does not; bench/ddp_bench.sh also
-    prints strata's loop-only rate (samples / max over workers of
-    compute_s + comm_s) to show its size.
+    coordinator's barrier 0 (every worker started, loaded MNIST, joined the
+    cluster, connected the collective group and received the initial model)
+    until every worker has reported done; its setup_s is the time before.
+    Here train_s is the training loop: from a barrier after data loading,
+    model construction and the DDP wrapper (its initial broadcast) until the
+    last step of the slowest rank (per-rank loop time, maximum over ranks).
+    strata's figure also holds reporting done to the coordinator (a few ms);
+    bench/ddp_bench.sh prints strata's loop-only rate (samples / max over
+    workers of compute_s + comm_s) beside it.
   - gradient exchange: DDP all-reduces its buckets (25 MiB default; the whole
     0.8 MB model is one bucket) with gloo, overlapped with the backward pass;
-    strata all-reduces its own 1 MiB buckets with its own collective after
-    the backward pass.
+    strata all-reduces its own 1 MiB buckets (here also one bucket) with
+    Gloo through its own collective layer, also overlapped with the backward
+    pass (cluster.bucket_overlap).
   - random numbers: torch's generator here, strata's mt19937_64 there, so
     the initial weights and the data order differ (same distributions).
   - evaluation: rank 0 evaluates the final model on the 10k set in batches of
