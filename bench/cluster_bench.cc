@@ -13,9 +13,10 @@
 //
 // What "samples/s" means here. The two RunSummary figures are not defined
 // alike: TrainLocal divides by the time inside its training steps only;
-// TrainCluster divides by the wall time from the start of the call to the end
-// of the final evaluation (start-up, rendezvous and a full evaluation pass
-// included). So the comparison uses a third definition, computed the same
+// TrainCluster divides by the time from the coordinator's barrier 0 (every
+// worker set up) to the last worker's end, which also holds the periodic
+// evaluations between steps and the workers' final reports. So the
+// comparison uses a third definition, computed the same
 // way for both from metrics.jsonl (one line every train.log_every steps,
 // with the wall clock and the samples so far): the training loop's rate
 // between its first and its last metrics line, i.e. everything a step costs
