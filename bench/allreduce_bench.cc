@@ -5,13 +5,14 @@
 // scatter + all-gather) on raw sockets, the same traffic pattern with no
 // library at all. On a machine with few cores, loopback bandwidth is the
 // CPU's memcpy: a point-to-point transfer has both cores to itself, an
-// all-reduce's n concurrent transfers (and its additions) share them. busbw = size / time x 2 (n - 1) / n (the nccl-tests
-// definition: what each link carries in a bandwidth-optimal all-reduce), so
-// busbw / raw says how close the collective gets to what the wire between
-// two processes can do. Usage: allreduce_bench [--reps R] [--sizes 1,16,64]
-// (MiB) [--procs 2,4]. Prints one row per (n, size); medians over R.
-#include <gloo/rendezvous/file_store.h>
+// all-reduce's n concurrent transfers (and its additions) share them. busbw =
+// size / time x 2 (n - 1) / n (the nccl-tests definition: what each link
+// carries in a bandwidth-optimal all-reduce), so busbw / raw says how close the
+// collective gets to what the wire between two processes can do. Usage:
+// allreduce_bench [--reps R] [--sizes 1,16,64] (MiB) [--procs 2,4]. Prints one
+// row per (n, size); medians over R.
 #include <fcntl.h>
+#include <gloo/rendezvous/file_store.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -41,21 +42,13 @@ std::vector<int> ParseList(const std::string& s) {
 // child reads each message whole and answers one byte. Returns the median
 // bytes/s of one message.
 double RawPointToPoint(size_t bytes, int reps) {
-  int listener = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (listener < 0 ||
-      ::bind(listener, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
-      ::listen(listener, 1) != 0 ||
-      ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-    Die("raw listen");
+  const int listener = LoopbackListener(&addr);
+  const socklen_t len = sizeof(addr);
   const pid_t child = ::fork();
   if (child == 0) {
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0)
-      ::_exit(2);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0) ::_exit(2);
     NoDelay(fd);
     std::vector<uint8_t> buf(bytes);
     for (int r = 0; r < reps + 1; ++r) {
@@ -84,7 +77,43 @@ double RawPointToPoint(size_t bytes, int reps) {
   return Median(rates);
 }
 
-void SetNonBlocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
+// Runs `body(rank)` in n forked processes; rank 0's result comes back
+// through a pipe. A process that fails exits non-zero (body calls _exit),
+// and then the bench dies saying so.
+template <typename Body>
+double ForkRanks(int n, Body body) {
+  int pipefd[2];
+  if (::pipe(pipefd) != 0) Die("pipe");
+  std::vector<pid_t> children;
+  for (int rank = 0; rank < n; ++rank) {
+    const pid_t pid = ::fork();
+    if (pid != 0) {
+      children.push_back(pid);
+      continue;
+    }
+    const double result = body(rank);
+    if (rank == 0 &&
+        ::write(pipefd[1], &result, sizeof(result)) != sizeof(result))
+      ::_exit(9);
+    ::_exit(0);
+  }
+  ::close(pipefd[1]);
+  double result = 0;
+  bool ok = ::read(pipefd[0], &result, sizeof(result)) ==
+            static_cast<ssize_t>(sizeof(result));
+  ::close(pipefd[0]);
+  for (pid_t pid : children) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  if (!ok) Die("a benchmark process failed");
+  return result;
+}
+
+void SetNonBlocking(int fd) {
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
 
 // One ring step: sends `out` to the next member while receiving `in` from
 // the previous one (both non-blocking, one poll loop).
@@ -97,13 +126,17 @@ bool Exchange(int next, const uint8_t* out, size_t out_n, int prev, uint8_t* in,
     if (nfds <= 0) return false;
     if (sent < out_n && (fds[0].revents & POLLOUT)) {
       const ssize_t k = ::send(next, out + sent, out_n - sent, MSG_NOSIGNAL);
-      if (k > 0) sent += static_cast<size_t>(k);
-      else if (k < 0 && errno != EAGAIN && errno != EINTR) return false;
+      if (k > 0)
+        sent += static_cast<size_t>(k);
+      else if (k < 0 && errno != EAGAIN && errno != EINTR)
+        return false;
     }
     if (got < in_n && (fds[1].revents & (POLLIN | POLLHUP))) {
       const ssize_t k = ::recv(prev, in + got, in_n - got, 0);
-      if (k > 0) got += static_cast<size_t>(k);
-      else if (k == 0 || (errno != EAGAIN && errno != EINTR)) return false;
+      if (k > 0)
+        got += static_cast<size_t>(k);
+      else if (k == 0 || (errno != EAGAIN && errno != EINTR))
+        return false;
     }
   }
   return true;
@@ -115,30 +148,12 @@ bool Exchange(int next, const uint8_t* out, size_t out_n, int prev, uint8_t* in,
 double RawRingSeconds(int n, size_t bytes, int reps) {
   std::vector<int> listeners(n);
   std::vector<sockaddr_in> addrs(n);
-  for (int r = 0; r < n; ++r) {
-    listeners[r] = ::socket(AF_INET, SOCK_STREAM, 0);
-    addrs[r] = {};
-    addrs[r].sin_family = AF_INET;
-    addrs[r].sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(addrs[r]);
-    if (::bind(listeners[r], reinterpret_cast<sockaddr*>(&addrs[r]), len) != 0 ||
-        ::listen(listeners[r], 1) != 0 ||
-        ::getsockname(listeners[r], reinterpret_cast<sockaddr*>(&addrs[r]),
-                      &len) != 0)
-      Die("ring listen");
-  }
-  int pipefd[2];
-  if (::pipe(pipefd) != 0) Die("pipe");
-  std::vector<pid_t> children;
-  for (int rank = 0; rank < n; ++rank) {
-    const pid_t pid = ::fork();
-    if (pid != 0) {
-      children.push_back(pid);
-      continue;
-    }
+  for (int r = 0; r < n; ++r) listeners[r] = LoopbackListener(&addrs[r]);
+  const double seconds = ForkRanks(n, [&](int rank) -> double {
     const int next = ::socket(AF_INET, SOCK_STREAM, 0);
     const sockaddr_in& to = addrs[(rank + 1) % n];
-    if (::connect(next, reinterpret_cast<const sockaddr*>(&to), sizeof(to)) != 0)
+    if (::connect(next, reinterpret_cast<const sockaddr*>(&to), sizeof(to)) !=
+        0)
       ::_exit(2);
     const int prev = ::accept(listeners[rank], nullptr, nullptr);
     if (prev < 0) ::_exit(3);
@@ -149,7 +164,9 @@ double RawRingSeconds(int n, size_t bytes, int reps) {
     const size_t count = bytes / sizeof(float);
     std::vector<float> data(count, 1.0f + rank), scratch(count / n + 1);
     auto chunk_begin = [&](int c) { return count * c / n; };
-    auto chunk_size = [&](int c) { return chunk_begin(c + 1) - chunk_begin(c); };
+    auto chunk_size = [&](int c) {
+      return chunk_begin(c + 1) - chunk_begin(c);
+    };
     std::vector<double> times;
     for (int r = 0; r < reps + 1; ++r) {
       // A token around the ring lines the members up before timing.
@@ -159,11 +176,12 @@ double RawRingSeconds(int n, size_t bytes, int reps) {
       for (int s = 0; s < n - 1; ++s) {
         const int send_c = ((rank - s) % n + n) % n;
         const int recv_c = ((rank - s - 1) % n + n) % n;
-        if (!Exchange(next,
-                      reinterpret_cast<const uint8_t*>(&data[chunk_begin(send_c)]),
-                      chunk_size(send_c) * sizeof(float), prev,
-                      reinterpret_cast<uint8_t*>(scratch.data()),
-                      chunk_size(recv_c) * sizeof(float)))
+        if (!Exchange(
+                next,
+                reinterpret_cast<const uint8_t*>(&data[chunk_begin(send_c)]),
+                chunk_size(send_c) * sizeof(float), prev,
+                reinterpret_cast<uint8_t*>(scratch.data()),
+                chunk_size(recv_c) * sizeof(float)))
           ::_exit(5);
         float* dst = &data[chunk_begin(recv_c)];
         for (size_t i = 0; i < chunk_size(recv_c); ++i) dst[i] += scratch[i];
@@ -171,33 +189,19 @@ double RawRingSeconds(int n, size_t bytes, int reps) {
       for (int s = 0; s < n - 1; ++s) {
         const int send_c = ((rank + 1 - s) % n + n) % n;
         const int recv_c = ((rank - s) % n + n) % n;
-        if (!Exchange(next,
-                      reinterpret_cast<const uint8_t*>(&data[chunk_begin(send_c)]),
-                      chunk_size(send_c) * sizeof(float), prev,
-                      reinterpret_cast<uint8_t*>(&data[chunk_begin(recv_c)]),
-                      chunk_size(recv_c) * sizeof(float)))
+        if (!Exchange(
+                next,
+                reinterpret_cast<const uint8_t*>(&data[chunk_begin(send_c)]),
+                chunk_size(send_c) * sizeof(float), prev,
+                reinterpret_cast<uint8_t*>(&data[chunk_begin(recv_c)]),
+                chunk_size(recv_c) * sizeof(float)))
           ::_exit(6);
       }
       if (r > 0) times.push_back(Seconds(t0, Clock::now()));
     }
-    if (rank == 0) {
-      const double m = Median(times);
-      if (::write(pipefd[1], &m, sizeof(m)) != sizeof(m)) ::_exit(7);
-    }
-    ::_exit(0);
-  }
+    return Median(times);
+  });
   for (int fd : listeners) ::close(fd);
-  ::close(pipefd[1]);
-  double seconds = 0;
-  bool ok = ::read(pipefd[0], &seconds, sizeof(seconds)) ==
-            static_cast<ssize_t>(sizeof(seconds));
-  ::close(pipefd[0]);
-  for (pid_t pid : children) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
-  if (!ok) Die("a raw ring process failed");
   return seconds;
 }
 
@@ -209,15 +213,7 @@ double AllReduceSeconds(int n, size_t bytes, int reps) {
       ("strata_allreduce_bench_" + std::to_string(::getpid()) + "_" +
        std::to_string(n) + "_" + std::to_string(bytes));
   std::filesystem::create_directories(dir);
-  int pipefd[2];
-  if (::pipe(pipefd) != 0) Die("pipe");
-  std::vector<pid_t> children;
-  for (int rank = 0; rank < n; ++rank) {
-    const pid_t pid = ::fork();
-    if (pid != 0) {
-      children.push_back(pid);
-      continue;
-    }
+  const double seconds = ForkRanks(n, [&](int rank) -> double {
     gloo::rendezvous::FileStore store(dir);
     CollectiveOptions o;
     o.rank = rank;
@@ -240,25 +236,9 @@ double AllReduceSeconds(int n, size_t bytes, int reps) {
     // Every element is the sum of 1 + rank over the ranks, reps + 1 times
     // compounded; check one element is finite and grew.
     if (!(data[0] > 1.0f)) ::_exit(5);
-    if (rank == 0) {
-      const double m = Median(times);
-      if (::write(pipefd[1], &m, sizeof(m)) != sizeof(m)) ::_exit(6);
-    }
-    ::_exit(0);
-  }
-  ::close(pipefd[1]);
-  double seconds = 0;
-  const bool got = ::read(pipefd[0], &seconds, sizeof(seconds)) ==
-                   static_cast<ssize_t>(sizeof(seconds));
-  ::close(pipefd[0]);
-  bool ok = got;
-  for (pid_t pid : children) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
+    return Median(times);
+  });
   std::filesystem::remove_all(dir);
-  if (!ok) Die("an all-reduce process failed");
   return seconds;
 }
 
@@ -272,19 +252,22 @@ int main(int argc, char** argv) {
   std::vector<int> procs = {2, 4};
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--reps") reps = std::atoi(argv[i + 1]);
-    else if (flag == "--sizes") sizes = ParseList(argv[i + 1]);
-    else if (flag == "--procs") procs = ParseList(argv[i + 1]);
-    else Die("unknown flag " + flag + " (--reps, --sizes, --procs)");
+    if (flag == "--reps")
+      reps = std::atoi(argv[i + 1]);
+    else if (flag == "--sizes")
+      sizes = ParseList(argv[i + 1]);
+    else if (flag == "--procs")
+      procs = ParseList(argv[i + 1]);
+    else
+      Die("unknown flag " + flag + " (--reps, --sizes, --procs)");
   }
   std::printf(
       "all-reduce bus bandwidth (Gloo through strata's Collective), n "
       "processes on loopback, vs raw TCP point-to-point between 2 processes; "
       "median of %d\n",
       reps);
-  std::printf("%4s %8s %10s %11s %10s %12s %9s %12s\n", "n", "size",
-              "time_ms", "busbw_GB/s", "raw_GB/s", "ring_GB/s", "vs_raw",
-              "vs_raw_ring");
+  std::printf("%4s %8s %10s %11s %10s %12s %9s %12s\n", "n", "size", "time_ms",
+              "busbw_GB/s", "raw_GB/s", "ring_GB/s", "vs_raw", "vs_raw_ring");
   for (int mib : sizes) {
     const size_t bytes = static_cast<size_t>(mib) * kMiB;
     for (int n : procs) {

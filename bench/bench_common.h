@@ -202,6 +202,22 @@ inline void NoDelay(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+// A TCP socket listening on 127.0.0.1 at a free port, written to `addr`.
+inline int LoopbackListener(sockaddr_in* addr) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  *addr = {};
+  addr->sin_family = AF_INET;
+  addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(*addr);
+  if (listener < 0 ||
+      ::bind(listener, reinterpret_cast<sockaddr*>(addr), len) != 0 ||
+      ::listen(listener, 1) != 0 ||
+      ::getsockname(listener, reinterpret_cast<sockaddr*>(addr), &len) != 0) {
+    Die("raw listen");
+  }
+  return listener;
+}
+
 struct RawRequest {
   uint32_t op;  // 0 push, 1 pull, 2 quit
   uint32_t unused;
@@ -220,18 +236,9 @@ class RawCluster {
       : servers_(servers), workers_(workers), threads_(threads) {
     const size_t share = max_bytes / servers;
     for (int i = 0; i < servers * workers; ++i) {
-      int listener = ::socket(AF_INET, SOCK_STREAM, 0);
       sockaddr_in addr{};
-      addr.sin_family = AF_INET;
-      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      socklen_t len = sizeof(addr);
-      if (listener < 0 ||
-          ::bind(listener, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
-          ::listen(listener, 1) != 0 ||
-          ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) !=
-              0) {
-        Die("raw listen");
-      }
+      const int listener = LoopbackListener(&addr);
+      const socklen_t len = sizeof(addr);
       int client = ::socket(AF_INET, SOCK_STREAM, 0);
       if (::connect(client, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
         Die("raw connect");

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cluster/coordinator.h"
+#include "cluster/inproc_coordinator.h"
 #include "cluster/member.h"
 #include "transport/inproc_transport.h"
 
@@ -28,11 +29,8 @@ int64_t CheckBound(int n, int64_t s, uint64_t seed, bool enforce = true) {
   co.roles = roles;
   co.staleness = enforce ? s : -1;
   co.heartbeat_timeout = milliseconds(10000);
-  auto ct = fabric.NewTransport(0);
-  EXPECT_TRUE(ct.ok());
-  EXPECT_TRUE((*ct)->Bind("inproc://coordinator").ok());
-  Coordinator coordinator(co, std::move(*ct));
-  coordinator.Start();
+  auto coordinator_ptr = StartInProcCoordinator(fabric, co);
+  Coordinator& coordinator = *coordinator_ptr;
 
   constexpr int64_t kIters = 25;
   std::vector<std::atomic<int64_t>> completed(n);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cluster/coordinator.h"
+#include "cluster/inproc_coordinator.h"
 #include "cluster/node.h"
 #include "transport/inproc_transport.h"
 
@@ -28,11 +29,8 @@ std::vector<JoinResult> JoinAll(const std::vector<std::string>& facts) {
   CoordinatorOptions co;
   co.roles = roles;
   co.join_timeout = milliseconds(3000);
-  auto ct = fabric.NewTransport(0);
-  EXPECT_TRUE(ct.ok());
-  EXPECT_TRUE((*ct)->Bind("inproc://coordinator").ok());
-  Coordinator coordinator(co, std::move(*ct));
-  coordinator.Start();
+  auto coordinator_ptr = StartInProcCoordinator(fabric, co);
+  Coordinator& coordinator = *coordinator_ptr;
   std::vector<JoinResult> results(3);
   std::vector<std::thread> threads;
   for (NodeId id = 1; id <= 3; ++id) {

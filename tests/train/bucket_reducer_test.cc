@@ -72,9 +72,8 @@ TEST(BucketReducerTest, AGradientAfterItsBucketWasSentIsAnError) {
 }
 
 TEST(BucketReducerTest, AFailedReductionIsReturnedNamingTheBucket) {
-  BucketReducer r(4, 2, [](float*, size_t) {
-    return Status::Unavailable("peer lost");
-  });
+  BucketReducer r(
+      4, 2, [](float*, size_t) { return Status::Unavailable("peer lost"); });
   r.BeginStep();
   const std::vector<float> g = {1, 1, 1, 1};
   r.Ready(0, g.data(), 4);

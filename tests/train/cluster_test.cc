@@ -12,49 +12,18 @@
 #include "sharding/methods.h"
 #include "sharding/plan.h"
 #include "train/cluster_run.h"
+#include "train/cluster_test_util.h"
 #include "train/data_config.h"
 #include "train/local_trainer.h"
 
 namespace strata {
 namespace {
 
-std::string TempRoot() {
-  std::string dir = "/tmp/strata_cluster_test_XXXXXX";
-  char* made = ::mkdtemp(dir.data());
-  EXPECT_NE(made, nullptr);
-  return dir;
-}
-
-// A small problem with a fixed data order: 512 examples, 32 x 20 steps.
-Config Base(const std::string& root) {
-  Config c;
-  for (const char* kv :
-       {"data.synthetic.train_size=512", "data.synthetic.val_size=128",
-        "data.synthetic.dim=16", "data.shuffle=false", "model.hidden=16",
-        "train.batch_size=32", "train.iterations=20", "train.lr=0.1",
-        "train.momentum=0.9", "train.threads=1", "cluster.threads_per_worker=1",
-        "cluster.servers=2", "eval.every_s=100", "cluster.mode=local"}) {
-    EXPECT_TRUE(c.ApplyOverride(kv).ok()) << kv;
-  }
-  EXPECT_TRUE(c.ApplyOverride("run.dir=" + root).ok());
-  return c;
-}
-
-Result<RunSummary> RunConfig(const Config& c) {
-  ASSIGN_OR_RETURN(DatasetSplits data, LoadDatasetFromConfig(c));
-  ASSIGN_OR_RETURN(RunDirectory dir, RunDirectory::Create(c));
-  if (c.GetString("cluster.mode") == "local")
-    return TrainLocal(c, data, dir, nullptr);
-  return TrainCluster(c, data, dir, nullptr);
-}
-
-double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double m = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
-    m = std::max(m, std::fabs(double(a[i]) - b[i]));
-  return m;
-}
+using testing_util::Base;
+using testing_util::MaxAbsDiff;
+using testing_util::RunConfig;
+using testing_util::TempRoot;
+using testing_util::With;
 
 struct EqCase {
   std::string transport;

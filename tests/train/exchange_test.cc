@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cluster/coordinator.h"
+#include "cluster/inproc_coordinator.h"
 #include "cluster/mailbox.h"
 #include "cluster/node.h"
 #include "transport/inproc_transport.h"
@@ -48,11 +49,8 @@ PeerResult RunPeers(RunMode mode, const Models& init, int64_t steps,
   CoordinatorOptions co;
   co.roles = o.roles;
   co.heartbeat_timeout = milliseconds(10000);
-  auto ct = fabric.NewTransport(0);
-  EXPECT_TRUE(ct.ok());
-  EXPECT_TRUE((*ct)->Bind("inproc://coordinator").ok());
-  Coordinator coordinator(co, std::move(*ct));
-  coordinator.Start();
+  auto coordinator_ptr = StartInProcCoordinator(fabric, co);
+  Coordinator& coordinator = *coordinator_ptr;
 
   PeerResult result;
   result.models = init;
