@@ -33,11 +33,13 @@ void Node::Dispatch(Message msg) {
   }
 }
 
-Status Node::Join(const std::string& coordinator_endpoint,
-                  std::chrono::milliseconds timeout,
-                  const std::string& run_facts) {
+Status Node::Join(
+    const std::string& coordinator_endpoint, std::chrono::milliseconds timeout,
+    const std::string& run_facts,
+    const std::function<Status(const std::string&)>& on_run_facts) {
   rpc_.Start();
-  RETURN_IF_ERROR(member_.Join(coordinator_endpoint, timeout, run_facts));
+  RETURN_IF_ERROR(
+      member_.Join(coordinator_endpoint, timeout, run_facts, on_run_facts));
   member_.StartHeartbeats();
   return Status::Ok();
 }

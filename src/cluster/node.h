@@ -35,10 +35,11 @@ class Node {
   // Starts the endpoint, registers with the coordinator (waits for every
   // node, up to `timeout`) and starts heartbeats. The error names the node
   // and what it waited for.
-  // `run_facts`: as ClusterMember::Join.
-  Status Join(const std::string& coordinator_endpoint,
-              std::chrono::milliseconds timeout,
-              const std::string& run_facts = "");
+  // `run_facts`, `on_run_facts`: as ClusterMember::Join.
+  Status Join(
+      const std::string& coordinator_endpoint,
+      std::chrono::milliseconds timeout, const std::string& run_facts = "",
+      const std::function<Status(const std::string&)>& on_run_facts = nullptr);
   // Stops heartbeats and the endpoint: the node goes silent (the
   // coordinator notices as it would a crash unless it reported done).
   void Leave();

@@ -26,12 +26,21 @@ ParameterServer::ParameterServer(ServerOptions options,
                                  std::function<void(Message)> other)
     : options_(std::move(options)),
       other_(std::move(other)),
-      rpc_(std::move(transport), [this](Message m) { Handle(std::move(m)); }) {}
+      owned_rpc_(std::make_unique<RpcEndpoint>(
+          std::move(transport), [this](Message m) { Handle(std::move(m)); })),
+      rpc_(owned_rpc_.get()) {}
+
+ParameterServer::ParameterServer(ServerOptions options, RpcEndpoint& rpc)
+    : options_(std::move(options)), rpc_(&rpc) {}
 
 ParameterServer::~ParameterServer() { Stop(); }
 
-void ParameterServer::Start() { rpc_.Start(); }
-void ParameterServer::Stop() { rpc_.Stop(); }
+void ParameterServer::Start() {
+  if (owned_rpc_) owned_rpc_->Start();
+}
+void ParameterServer::Stop() {
+  if (owned_rpc_) owned_rpc_->Stop();
+}
 
 ShardStats ParameterServer::stats() const {
   std::lock_guard<std::mutex> lock(shard_mu_);
@@ -252,7 +261,7 @@ void ParameterServer::Flush() {
 }
 
 void ParameterServer::ReplyOrLog(const Message& request, Message reply) {
-  Status st = rpc_.Reply(request, std::move(reply));
+  Status st = rpc_->Reply(request, std::move(reply));
   if (!st.ok()) {
     LogWarning("server: reply to {} from node {} not sent: {}",
                MessageTypeName(request.header.type), request.header.sender,
@@ -262,7 +271,7 @@ void ParameterServer::ReplyOrLog(const Message& request, Message reply) {
 
 void ParameterServer::ReplyErrorOrLog(const Message& request,
                                       const Status& error) {
-  Status st = rpc_.ReplyError(request, error);
+  Status st = rpc_->ReplyError(request, error);
   if (!st.ok()) {
     LogWarning("server: error reply to {} from node {} not sent: {}",
                MessageTypeName(request.header.type), request.header.sender,

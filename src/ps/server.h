@@ -36,15 +36,22 @@ class ParameterServer {
   // request (e.g. the coordinator's shutdown), on the receive thread.
   ParameterServer(ServerOptions options, std::unique_ptr<Transport> transport,
                   std::function<void(Message)> other = nullptr);
+  // A server on an endpoint it does not own (a cluster node's, which routes
+  // kPush, kPullRequest and kStatsRequest to Handle()). Start() and Stop()
+  // then leave the endpoint alone; the endpoint must outlive the server and
+  // stop delivering before the server goes away.
+  ParameterServer(ServerOptions options, RpcEndpoint& rpc);
   ~ParameterServer();
   ParameterServer(const ParameterServer&) = delete;
   ParameterServer& operator=(const ParameterServer&) = delete;
 
   void Start();
   void Stop();
-  NodeId node_id() const { return rpc_.node_id(); }
-  Transport& transport() { return rpc_.transport(); }
-  RpcEndpoint& rpc() { return rpc_; }
+  NodeId node_id() const { return rpc_->node_id(); }
+  Transport& transport() { return rpc_->transport(); }
+  RpcEndpoint& rpc() { return *rpc_; }
+  // Serves one push, pull or statistics request (on the endpoint's thread).
+  void Handle(Message msg);
   // Sets the range and the learning-rate schedule when they are learnt
   // only after Start() (from the coordinator's cluster map). Before the
   // first push arrives; thread-safe.
@@ -59,7 +66,6 @@ class ParameterServer {
   // reports its own timeout, and this log says why).
   void ReplyOrLog(const Message& request, Message reply);
   void ReplyErrorOrLog(const Message& request, const Status& error);
-  void Handle(Message msg);
   void HandlePush(Message msg);
   void HandlePull(Message msg);
   // Answers the pulls and acks that the current version satisfies.
@@ -72,7 +78,8 @@ class ParameterServer {
   ServerOptions options_;
   KeyRange Range() const;
   const std::function<void(Message)> other_;
-  RpcEndpoint rpc_;
+  std::unique_ptr<RpcEndpoint> owned_rpc_;  // null on a node's endpoint
+  RpcEndpoint* const rpc_;
   // Touched only by the receive thread, except shard_ (read by stats()).
   std::unique_ptr<ParameterShard> shard_;
   mutable std::mutex shard_mu_;  // guards the shard_ pointer for stats()

@@ -57,13 +57,6 @@ nlohmann::json ParseOr(const std::string& text, nlohmann::json fallback) {
   }
 }
 
-// Waits for the coordinator to say stop (or lose it); bounded by the
-// member's own coordinator-loss detection.
-void WaitForEnd(ClusterMember& member) {
-  while (!member.WaitForShutdown(milliseconds(200))) {
-  }
-}
-
 }  // namespace
 
 Result<ClusterPlan> ClusterPlan::Make(const Config& config,
@@ -284,14 +277,13 @@ Status RunServerRole(const Config& config, const ClusterRunOptions& o,
   so.policy.rate_scale = o.server_rate_scale;
   so.policy.follower = o.leader_first && index > 0;
 
-  ClusterMember* member_ptr = nullptr;
-  ParameterServer server(so, std::move(transport), [&member_ptr](Message m) {
-    if (member_ptr != nullptr) member_ptr->OnMessage(m);
-  });
-  ClusterMember member(server.rpc(), o.roles, o.heartbeat_interval,
-                       o.heartbeat_timeout);
-  member_ptr = &member;
-  server.Start();
+  Node node(std::move(transport), o.roles, o.heartbeat_interval,
+            o.heartbeat_timeout);
+  ParameterServer server(so, node.rpc());
+  for (MessageType type :
+       {MessageType::kPush, MessageType::kPullRequest, kStatsRequest}) {
+    node.On(type, [&server](Message m) { server.Handle(std::move(m)); });
+  }
   auto configure = [&](const std::string& text) -> Status {
     nlohmann::json facts = nlohmann::json::parse(text, nullptr, false);
     if (facts.is_discarded() ||
@@ -311,19 +303,16 @@ Status RunServerRole(const Config& config, const ClusterRunOptions& o,
     return Status::Ok();
   };
   Status joined =
-      member.Join(coordinator_endpoint, o.request_timeout, "", configure);
-  if (joined.ok()) {
-    member.StartHeartbeats();
-    WaitForEnd(member);
-  }
+      node.Join(coordinator_endpoint, o.request_timeout, "", configure);
+  if (joined.ok()) node.WaitForEnd();
   // Servers serve until the coordinator ends the run; `stop` is for roles
   // that loop on their own.
   static_cast<void>(stop);
-  member.StopHeartbeats();
-  server.Stop();
+  // The endpoint stops delivering before the server goes away.
+  node.Leave();
   if (!joined.ok()) return joined;
-  if (!member.shutdown_reason().empty())
-    return Status::Unavailable("{}", member.shutdown_reason());
+  if (!node.member().shutdown_reason().empty())
+    return Status::Unavailable("{}", node.member().shutdown_reason());
   return Status::Ok();
 }
 

@@ -49,10 +49,16 @@ struct EndpointState {
   // Completes `call` with `reply` (a kError reply becomes its status).
   static void CompleteCall(RpcCall& call, Message reply) {
     if (reply.header.type == MessageType::kError) {
-      call.Complete(
-          Status(Status::Code::kUnavailable,
-                 fmt::format("node {} answered {}: {}", reply.header.sender,
-                             call.what_, ErrorText(reply))));
+      // The replier's status code travels in the header's clock (ReplyError);
+      // an unknown value (an older or foreign peer) reads as kUnavailable.
+      const int64_t code = reply.header.clock;
+      const bool known =
+          code > static_cast<int64_t>(Status::Code::kOk) &&
+          code <= static_cast<int64_t>(Status::Code::kUnimplemented);
+      call.Complete(Status(
+          known ? static_cast<Status::Code>(code) : Status::Code::kUnavailable,
+          fmt::format("node {} answered {}: {}", reply.header.sender,
+                      call.what_, ErrorText(reply))));
     } else {
       call.Complete(std::move(reply));
     }
@@ -412,6 +418,8 @@ Status RpcEndpoint::Reply(const Message& request, Message reply) {
 Status RpcEndpoint::ReplyError(const Message& request, const Status& status) {
   Message m;
   m.header.type = MessageType::kError;
+  // The code survives the RPC: the caller's status has the same one.
+  m.header.clock = static_cast<int64_t>(status.code());
   std::string text = status.ToString();
   m.payloads.push_back(Buffer::CopyOf(text.data(), text.size()));
   return Reply(request, std::move(m));

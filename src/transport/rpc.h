@@ -94,7 +94,8 @@ class RpcEndpoint {
       std::shared_ptr<PayloadPlacement> placement = nullptr);
   // Sends the reply to `request` (same request id, kReplyFlag set).
   Status Reply(const Message& request, Message reply);
-  // Sends a kError reply carrying `status`'s text.
+  // Sends a kError reply carrying `status`'s text and code (the header's
+  // clock): the caller's Wait() returns a status with the same code.
   Status ReplyError(const Message& request, const Status& status);
   // Completes every call still waiting with `status` (e.g. the run was
   // stopped by the coordinator), so no thread waits out its timeout.

@@ -36,6 +36,7 @@ constexpr int64_t kNeverAnswer = 2;        // no reply
 constexpr int64_t kAnswerAfter300 = 3;     // reply after 300 ms
 constexpr int64_t kSendOneWayOnly = 4;     // one-way message, no reply
 constexpr int64_t kBytesAfterClockMs = 5;  // kReplyBytes bytes, clock ms late
+constexpr int64_t kFailNotFound = 6;       // an error reply: kNotFound
 constexpr size_t kReplyBytes = 300000;
 
 using test_backends::Backend;
@@ -81,6 +82,12 @@ class RpcTest : public ::testing::TestWithParam<Backend> {
       if (kind == kSendOneWayOnly) return;
     }
     if (kind == kAnswerAfter300) std::this_thread::sleep_for(milliseconds(300));
+    if (kind == kFailNotFound) {
+      ASSERT_TRUE(
+          server_->ReplyError(m, Status::NotFound("no key {}", m.header.clock))
+              .ok());
+      return;
+    }
     Message reply;
     reply.header.type = MessageType::kPullReply;
     reply.header.clock = m.header.clock;
@@ -115,6 +122,14 @@ class RpcTest : public ::testing::TestWithParam<Backend> {
 
 TEST_P(RpcTest, CallersReceiveTheirOwnRepliesOnlyWithoutDirectDelivery) {
   EXPECT_EQ(client_->callers_receive(), GetParam() == Backend::kTcp);
+}
+
+TEST_P(RpcTest, AnErrorReplyKeepsItsCodeAndText) {
+  auto got = Ask(kFailNotFound, 42)->Wait(kWait);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), Status::Code::kNotFound);
+  EXPECT_NE(got.status().message().find("no key 42"), std::string::npos)
+      << got.status().message();
 }
 
 TEST_P(RpcTest, ManyConcurrentCallersEachGetTheirOwnReply) {
