@@ -134,10 +134,10 @@ class CollectiveExchange final : public Exchange {
         // Bucketed: each bucket is one all-reduce (docs/decentralized.md).
         const int64_t bucket = o_.bucket_floats > 0 ? o_.bucket_floats : size;
         for (int64_t b = 0; b < size; b += bucket) {
+          const size_t count = static_cast<size_t>(std::min(bucket, size - b));
           RETURN_IF_ERROR(
-              Run(group_->AllReduceSum(
-                      g + b, static_cast<size_t>(std::min(bucket, size - b))),
-                  "all-reduce of the gradients", it));
+              Collect([&] { return group_->AllReduceSum(g + b, count); },
+                      "all-reduce of the gradients", it));
         }
         for (int64_t i = 0; i < size; ++i) g[i] *= inv_n;
         std::lock_guard<std::mutex> lock(*env_.params_mu);
@@ -147,13 +147,14 @@ class CollectiveExchange final : public Exchange {
       }
       case RunMode::kRing: {
         const int64_t mine = counts_[env_.index];
-        RETURN_IF_ERROR(Run(group_->ReduceScatterSum(g, counts_),
-                            "reduce-scatter of the gradients", it));
+        RETURN_IF_ERROR(
+            Collect([&] { return group_->ReduceScatterSum(g, counts_); },
+                    "reduce-scatter of the gradients", it));
         for (int64_t i = 0; i < mine; ++i) g[offset_ + i] *= inv_n;
         std::lock_guard<std::mutex> lock(*env_.params_mu);
         optimizer_->Step(w + offset_, g + offset_, lr);
-        RETURN_IF_ERROR(Run(group_->AllGather(w, counts_),
-                            "all-gather of the parameters", it));
+        RETURN_IF_ERROR(Collect([&] { return group_->AllGather(w, counts_); },
+                                "all-gather of the parameters", it));
         Count(bytes, ring_share);
         return Status::Ok();
       }
@@ -161,8 +162,9 @@ class CollectiveExchange final : public Exchange {
         std::lock_guard<std::mutex> lock(*env_.params_mu);
         optimizer_->Step(w, g, lr);
         if ((it + 1) % o_.average_every != 0) return Status::Ok();
-        RETURN_IF_ERROR(Run(group_->AllReduceSum(w, static_cast<size_t>(size)),
-                            "model averaging", it));
+        RETURN_IF_ERROR(Collect(
+            [&] { return group_->AllReduceSum(w, static_cast<size_t>(size)); },
+            "model averaging", it));
         for (int64_t i = 0; i < size; ++i) w[i] *= inv_n;
         Count(bytes, ring_share);
         return Status::Ok();
@@ -176,6 +178,15 @@ class CollectiveExchange final : public Exchange {
   Status Finish(int64_t) override { return Status::Ok(); }
 
  private:
+  // Runs one collective call, counting its time as time waiting for peers
+  // (a collective returns when its slowest member has contributed).
+  template <typename F>
+  Status Collect(F&& call, const char* what, int64_t it) {
+    const auto t0 = Clock::now();
+    Status st = call();
+    m_.wait_s += Since(t0);
+    return Run(std::move(st), what, it);
+  }
   Status Run(Status st, const char* what, int64_t it) {
     if (st.ok()) return st;
     return NamePeerLoss(*env_.member, std::move(st), o_.heartbeat_timeout)
