@@ -336,6 +336,7 @@ void Coordinator::StopWorkers() {
   for (int i = 0; i < options_.roles.num_workers(); ++i) {
     Message m;
     m.header.type = MessageType::kShutdown;
+    m.header.flags |= kShutdownStopTraining;
     Status sent = rpc_.Send(options_.roles.WorkerId(i), std::move(m));
     if (!sent.ok())
       LogDebug("coordinator: stop to worker {} not sent: {}", i,

@@ -28,6 +28,11 @@ namespace strata {
 //                 coordinator -> node: stop; flags kShutdownError with
 //                 payload 0 = the reason.
 inline constexpr uint32_t kShutdownError = 1u << 0;
+// kShutdown to a worker with this flag: stop training at the next step (the
+// run is being ended early, without an error); the node stays up until the
+// end of the run (a decentralized worker still serves its model to the
+// final evaluation).
+inline constexpr uint32_t kShutdownStopTraining = 1u << 1;
 // kRegister with this flag (second phase): "I have connected to every peer";
 // the reply comes when every node said so, so no node sends to a peer that
 // cannot answer yet.

@@ -184,6 +184,11 @@ void ClusterMember::OnMessage(const Message& msg) {
                MessageTypeName(msg.header.type), msg.header.sender);
     return;
   }
+  if (msg.header.flags & kShutdownStopTraining) {
+    stop_training_ = true;
+    cv_.notify_all();
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (msg.header.flags & kShutdownError) reason_ = ErrorText(msg);

@@ -61,6 +61,9 @@ class ClusterMember {
   // Handles a kShutdown from the coordinator.
   void OnMessage(const Message& msg);
   bool shutdown_requested() const { return shutdown_.load(); }
+  // The coordinator asked the workers to stop training early (Ctrl-C); the
+  // run itself has not ended yet.
+  bool training_stop_requested() const { return stop_training_.load(); }
   // Non-empty when the coordinator stopped the run because of an error.
   std::string shutdown_reason() const;
   // Waits up to `timeout` for a shutdown; true if one came.
@@ -72,6 +75,7 @@ class ClusterMember {
   const std::chrono::milliseconds heartbeat_interval_;
   const std::chrono::milliseconds heartbeat_timeout_;
   std::atomic<bool> shutdown_{false};
+  std::atomic<bool> stop_training_{false};
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::string reason_;            // GUARDED_BY(mu_)

@@ -262,7 +262,7 @@ class NeighbourExchange final : public Exchange {
     std::copy(env_.model.params, env_.model.params + size, sum_.begin());
     const auto waited = Clock::now();
     for (NodeId peer : neighbours_) {
-      auto got = env_.mailbox->Take(kPeerModel, peer, it, o_.request_timeout);
+      auto got = TakeModel(peer, it);
       if (!got.ok()) {
         Status st =
             env_.member->shutdown_reason().empty()
@@ -294,6 +294,34 @@ class NeighbourExchange final : public Exchange {
   Status Finish(int64_t) override { return Status::Ok(); }
 
  private:
+  // A neighbour's model of step `it`. Bounded by the request timeout; once
+  // the run is being stopped without an error (Ctrl-C), a neighbour that
+  // already stopped never sends it: give up after a short grace.
+  Result<Message> TakeModel(NodeId peer, int64_t it) {
+    using std::chrono::milliseconds;
+    const auto deadline = Clock::now() + o_.request_timeout;
+    Clock::time_point stop_seen{};
+    while (true) {
+      auto got = env_.mailbox->Take(kPeerModel, peer, it, milliseconds(100));
+      if (got.ok() || got.status().code() != Status::Code::kDeadlineExceeded)
+        return got;
+      const auto now = Clock::now();
+      if (env_.member->shutdown_requested() ||
+          env_.member->training_stop_requested()) {
+        if (stop_seen == Clock::time_point{}) stop_seen = now;
+        if (now - stop_seen > milliseconds(1000)) {
+          return Status::Cancelled("the run is stopping and {} sent nothing",
+                                   o_.roles.Describe(peer));
+        }
+      }
+      if (now > deadline) {
+        return Status::DeadlineExceeded(
+            "no model of step {} from {} within {} ms", it,
+            o_.roles.Describe(peer), o_.request_timeout.count());
+      }
+    }
+  }
+
   const ExchangeEnv env_;
   const ClusterRunOptions& o_;
   WorkerMetrics& m_;

@@ -215,9 +215,25 @@ Result<WorkerMetrics> RunWorker(const Config& config,
   double window_loss = 0, window_acc = 0;
   int64_t window_n = 0;
 
+  // A stop asked for by the user (Ctrl-C, or the coordinator ending the run
+  // early without an error). Workers of a collective or of a neighbour
+  // exchange see it at slightly different steps; one that is then left
+  // alone in an exchange (its peers already stopped) ends cleanly too.
+  auto clean_stop = [&] {
+    return (stop != nullptr && stop->load()) ||
+           member.training_stop_requested() ||
+           (member.shutdown_requested() && member.shutdown_reason().empty());
+  };
+  auto stopped_inside = [&](const Status& st, const char* where, int64_t it) {
+    if (st.ok() || !clean_stop()) return false;
+    LogInfo("worker {}: stopped {} step {} ({})", index, where, it,
+            st.message());
+    return true;
+  };
   for (int64_t it = 0; it < total; ++it) {
     if (stop != nullptr && stop->load()) break;
-    if (member.shutdown_requested() && member.shutdown_reason().empty()) {
+    if (member.training_stop_requested() ||
+        (member.shutdown_requested() && member.shutdown_reason().empty())) {
       break;  // the coordinator ended the run early (Ctrl-C): finish cleanly
     }
     if (member.shutdown_requested()) {
@@ -233,7 +249,9 @@ Result<WorkerMetrics> RunWorker(const Config& config,
           "worker {} crashed at iteration {} (cluster.fail_worker)", index, it);
     }
     auto t0 = Clock::now();
-    RETURN_IF_ERROR(exchange->BeforeStep(it));
+    Status before = exchange->BeforeStep(it);
+    if (stopped_inside(before, "before", it)) break;
+    RETURN_IF_ERROR(before);
     auto t1 = Clock::now();
     const int64_t epoch = shuffler.Next(o.worker_batch, &indices);
     Batch batch = batcher.Gather(indices);
@@ -245,7 +263,9 @@ Result<WorkerMetrics> RunWorker(const Config& config,
               delay_rng() % static_cast<uint64_t>(o.worker_delay_ms + 1))));
     }
     auto t2 = Clock::now();
-    RETURN_IF_ERROR(exchange->AfterStep(it));
+    Status after = exchange->AfterStep(it);
+    if (stopped_inside(after, "after", it)) break;
+    RETURN_IF_ERROR(after);
     auto t3 = Clock::now();
     m.compute_s += Seconds(t1, t2);
     m.comm_s += Seconds(t0, t1) + Seconds(t2, t3);
@@ -400,7 +420,7 @@ Result<GatheredModel> GatherWorkerModels(RpcEndpoint& rpc,
 
 Status RunPeerEvaluator(const Config& config, const ClusterRunOptions& o,
                         const DatasetSplits& data, RpcEndpoint& rpc,
-                        const RunDirectory* run_dir,
+                        ClusterMember& member, const RunDirectory* run_dir,
                         const std::atomic<bool>* done,
                         Clock::time_point start) {
   ASSIGN_OR_RETURN(Model model, CreateModel(ModelOptions::FromConfig(config),
@@ -408,6 +428,12 @@ Status RunPeerEvaluator(const Config& config, const ClusterRunOptions& o,
   int64_t last_step = -1;
   bool first = true;
   while (!done->load()) {
+    if (member.shutdown_requested()) {
+      // Lost the coordinator (or told to stop): nothing to evaluate for.
+      return member.shutdown_reason().empty()
+                 ? Status::Ok()
+                 : Status::Unavailable("{}", member.shutdown_reason());
+    }
     if (!first) {
       auto until = Clock::now() + std::chrono::duration<double>(o.eval_every_s);
       while (!done->load() && Clock::now() < until) {

@@ -88,10 +88,11 @@ Result<GatheredModel> GatherWorkerModels(RpcEndpoint& rpc,
 
 // The evaluator of a decentralized run: every eval.every_s seconds, the
 // average of the workers' models, evaluated on the validation split, with
-// the consensus distance, appended to eval.jsonl; until `done` is set.
+// the consensus distance, appended to eval.jsonl; until `done` is set or
+// the node stops (`member`: the coordinator said so, or was lost).
 Status RunPeerEvaluator(const Config& config, const ClusterRunOptions& options,
                         const DatasetSplits& data, RpcEndpoint& rpc,
-                        const RunDirectory* run_dir,
+                        ClusterMember& member, const RunDirectory* run_dir,
                         const std::atomic<bool>* done,
                         std::chrono::steady_clock::time_point start);
 

@@ -129,6 +129,9 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
       coordinator.StopWorkers();
     }
   }
+  // The workers may have seen the stop themselves and finished before the
+  // loop above looked at it: the run was interrupted all the same.
+  if (stop != nullptr && stop->load()) interrupted = true;
   // Training time runs from barrier 0 (every worker set up: data loaded,
   // model initialised, collectives connected) to the last worker's end, as
   // the single-process trainer counts its steps only; the set-up before it
@@ -428,7 +431,8 @@ Status RunEvaluatorRole(const Config& config, const ClusterPlan& plan,
   Status status;
   if (config.GetBool("cluster.evaluator")) {
     status = decentralized
-                 ? RunPeerEvaluator(config, o, data, rpc, run_dir, &done, start)
+                 ? RunPeerEvaluator(config, o, data, rpc, member, run_dir,
+                                    &done, start)
                  : RunEvaluator(config, o, data, *ps, run_dir, &done, start);
   }
   // The final evaluation, when the coordinator asks for it.
