@@ -121,11 +121,15 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
   while (true) {
     run_status = coordinator.WaitForWorkers(milliseconds(200));
     if (run_status.code() != Status::Code::kDeadlineExceeded) break;
-    if (stop != nullptr && stop->load() && !interrupted) {
-      interrupted = true;
-      LogWarning(
-          "interrupted: stopping the workers, then evaluating and writing the "
-          "summary");
+    if (stop != nullptr && stop->load()) {
+      if (!interrupted) {
+        interrupted = true;
+        LogWarning(
+            "interrupted: stopping the workers, then evaluating and writing "
+            "the summary");
+      }
+      // Repeated every round: a stop sent while a worker was still starting
+      // (not yet connected) would be lost, and it would train to the end.
       coordinator.StopWorkers();
     }
   }
