@@ -92,6 +92,13 @@ class Exchange {
   virtual Status BeforeStep(int64_t it) = 0;
   // After step `it`'s backward pass: model.grads holds its gradient.
   virtual Status AfterStep(int64_t it) = 0;
+  // Before step `it`: whether to stop the run here, given whether this
+  // worker was asked to (`requested`). Strategies whose workers move in
+  // lockstep (collectives) agree on it so that all stop at the same step;
+  // the default stops when asked.
+  virtual Result<bool> AgreeToStop(int64_t it, bool requested) {
+    return requested;
+  }
   // After the last step (`steps` were done): flush what is in flight and
   // leave.
   virtual Status Finish(int64_t steps) = 0;

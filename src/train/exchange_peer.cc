@@ -106,6 +106,19 @@ class CollectiveExchange final : public Exchange {
 
   GradientSink* gradient_sink() override { return reducer_.get(); }
 
+  // Every kStopEvery steps the members all-reduce their stop requests and
+  // all stop at that step if any was asked to (a one-float all-reduce: a
+  // stop takes effect within kStopEvery steps, at a small fraction of a
+  // step's cost).
+  Result<bool> AgreeToStop(int64_t it, bool requested) override {
+    constexpr int64_t kStopEvery = 8;
+    if (it % kStopEvery != 0) return false;
+    float flag = requested ? 1.0f : 0.0f;
+    RETURN_IF_ERROR(Collect([&] { return group_->AllReduceSum(&flag, 1); },
+                            "agreeing on a stop", it));
+    return flag > 0.0f;
+  }
+
   Status AfterStep(int64_t it) override {
     const int64_t size = env_.model.size;
     const float inv_n = 1.0f / static_cast<float>(group_->size());

@@ -231,11 +231,14 @@ Result<WorkerMetrics> RunWorker(const Config& config,
     return true;
   };
   for (int64_t it = 0; it < total; ++it) {
-    if (stop != nullptr && stop->load()) break;
-    if (member.training_stop_requested() ||
-        (member.shutdown_requested() && member.shutdown_reason().empty())) {
-      break;  // the coordinator ended the run early (Ctrl-C): finish cleanly
+    // The run ended early (Ctrl-C): finish cleanly. Collectives first agree
+    // on the step to stop at, so that no member is left waiting for another.
+    Result<bool> agreed = exchange->AgreeToStop(it, clean_stop());
+    if (!agreed.ok()) {
+      if (stopped_inside(agreed.status(), "before", it)) break;
+      return agreed.status();
     }
+    if (*agreed) break;
     if (member.shutdown_requested()) {
       return Status::Cancelled(
           "worker {} stopped by the coordinator: {}", index,
