@@ -71,7 +71,7 @@ void Coordinator::Handle(Message msg) {
           for (Message& w : waiting) {
             Message reply;
             reply.header.type = MessageType::kRegisterReply;
-            ReplyOrLog(w, std::move(reply));
+            rpc_.ReplyOrLog(w, std::move(reply));
           }
         }
         return;
@@ -93,7 +93,7 @@ void Coordinator::Handle(Message msg) {
       if (!options_.roles.RoleOf(from, &role, &index).ok() ||
           endpoint.empty()) {
         lock.unlock();
-        ReplyOrLog(
+        rpc_.ReplyErrorOrLog(
             msg,
             Status::InvalidArgument(
                 "registration from node {} with endpoint '{}' does not fit "
@@ -109,9 +109,10 @@ void Coordinator::Handle(Message msg) {
         nlohmann::json parsed = nlohmann::json::parse(facts, nullptr, false);
         if (parsed.is_discarded() || !parsed.is_object()) {
           lock.unlock();
-          ReplyOrLog(msg, Status::InvalidArgument(
-                              "{} registered with malformed run facts '{}'",
-                              options_.roles.Describe(from), facts));
+          rpc_.ReplyErrorOrLog(
+              msg, Status::InvalidArgument(
+                       "{} registered with malformed run facts '{}'",
+                       options_.roles.Describe(from), facts));
           return;
         }
         facts = parsed.dump();
@@ -120,12 +121,13 @@ void Coordinator::Handle(Message msg) {
           run_facts_from_ = from;
         } else if (facts != run_facts_) {
           lock.unlock();
-          ReplyOrLog(msg, Status::InvalidArgument(
-                              "{} disagrees with {} about the run: {} vs {} "
-                              "(the same config and data on every node?)",
-                              options_.roles.Describe(from),
-                              options_.roles.Describe(run_facts_from_), facts,
-                              run_facts_));
+          rpc_.ReplyErrorOrLog(
+              msg,
+              Status::InvalidArgument(
+                  "{} disagrees with {} about the run: {} vs {} "
+                  "(the same config and data on every node?)",
+                  options_.roles.Describe(from),
+                  options_.roles.Describe(run_facts_from_), facts, run_facts_));
           return;
         }
       }
@@ -145,7 +147,7 @@ void Coordinator::Handle(Message msg) {
           Message reply;
           reply.header.type = MessageType::kRegisterReply;
           reply.payloads.push_back(Buffer::CopyOf(text.data(), text.size()));
-          ReplyOrLog(w, std::move(reply));
+          rpc_.ReplyOrLog(w, std::move(reply));
         }
         LogDebug("coordinator: all {} nodes registered",
                  options_.roles.num_nodes() - 1);
@@ -157,7 +159,7 @@ void Coordinator::Handle(Message msg) {
         Message ack;
         ack.header.type = MessageType::kAck;
         lock.unlock();
-        ReplyOrLog(msg, std::move(ack));
+        rpc_.ReplyOrLog(msg, std::move(ack));
       }
       return;
     case MessageType::kBarrier:
@@ -198,7 +200,7 @@ void Coordinator::GrantClocksLocked() {
       Message grant;
       grant.header.type = MessageType::kAck;
       grant.header.clock = min_clock;
-      ReplyOrLog(m, std::move(grant));
+      rpc_.ReplyOrLog(m, std::move(grant));
     } else {
       still.push_back(std::move(m));
     }
@@ -227,7 +229,7 @@ void Coordinator::ReleaseBarriersLocked() {
       Message release;
       release.header.type = MessageType::kBarrierRelease;
       release.header.clock = it->first;
-      ReplyOrLog(m, std::move(release));
+      rpc_.ReplyOrLog(m, std::move(release));
     }
     it = barriers_.erase(it);
   }
@@ -365,35 +367,14 @@ std::vector<NodeId> Coordinator::LostIds() const {
 
 namespace strata {
 
-void Coordinator::ReplyOrLog(const Message& request, Message reply) {
-  Status st = rpc_.Reply(request, std::move(reply));
-  if (!st.ok()) {
-    LogWarning("coordinator: reply to {} from {} not sent: {}",
-               MessageTypeName(request.header.type),
-               options_.roles.Describe(request.header.sender), st.message());
-  }
-}
-
-void Coordinator::ReplyOrLog(const Message& request, const Status& error) {
-  Status st = rpc_.ReplyError(request, error);
-  if (!st.ok()) {
-    LogWarning("coordinator: error reply to {} from {} not sent: {}",
-               MessageTypeName(request.header.type),
-               options_.roles.Describe(request.header.sender), st.message());
-  }
-}
-
-}  // namespace strata
-
-namespace strata {
-
 // The rendezvous store (collective/store.h): a set answers the gets that
 // waited for its key.
 void Coordinator::HandleStore(Message msg, std::unique_lock<std::mutex>& lock) {
   if (msg.header.type == kStoreSet) {
     if (msg.payloads.size() < 2) {
       lock.unlock();
-      ReplyOrLog(msg, Status::InvalidArgument("store set without a value"));
+      rpc_.ReplyErrorOrLog(
+          msg, Status::InvalidArgument("store set without a value"));
       return;
     }
     const std::string key(reinterpret_cast<const char*>(msg.payloads[0].data()),
@@ -414,19 +395,20 @@ void Coordinator::HandleStore(Message msg, std::unique_lock<std::mutex>& lock) {
     lock.unlock();
     Message ack;
     ack.header.type = MessageType::kAck;
-    ReplyOrLog(msg, std::move(ack));
+    rpc_.ReplyOrLog(msg, std::move(ack));
     for (Message& get : ready) {
       Message reply;
       reply.header.type = MessageType::kAck;
       reply.payloads.push_back(Buffer::CopyOf(value.data(), value.size()));
-      ReplyOrLog(get, std::move(reply));
+      rpc_.ReplyOrLog(get, std::move(reply));
     }
     return;
   }
   if (msg.header.type == kStoreGet) {
     if (msg.payloads.empty()) {
       lock.unlock();
-      ReplyOrLog(msg, Status::InvalidArgument("store get without a key"));
+      rpc_.ReplyErrorOrLog(msg,
+                           Status::InvalidArgument("store get without a key"));
       return;
     }
     const std::string key(reinterpret_cast<const char*>(msg.payloads[0].data()),
@@ -442,7 +424,7 @@ void Coordinator::HandleStore(Message msg, std::unique_lock<std::mutex>& lock) {
     reply.payloads.push_back(
         Buffer::CopyOf(it->second.data(), it->second.size()));
     lock.unlock();
-    ReplyOrLog(msg, std::move(reply));
+    rpc_.ReplyOrLog(msg, std::move(reply));
     return;
   }
 }

@@ -106,10 +106,6 @@ class Coordinator {
   void ReleaseBarriersLocked();
   void MaybeFinishLocked();
   std::vector<NodeId> LiveWorkersLocked() const;
-  // Sends a reply (or an error reply); a failure is logged with its cause
-  // (the peer then reports its own timeout).
-  void ReplyOrLog(const Message& request, Message reply);
-  void ReplyOrLog(const Message& request, const Status& error);
 
   const CoordinatorOptions options_;
   RpcEndpoint rpc_;

@@ -113,7 +113,7 @@ nlohmann::json Scaled(const nlohmann::json& x, double factor) {
 const std::vector<std::string>& SummaryMetrics() {
   static const std::vector<std::string> m = {
       "final_train_loss", "final_train_acc", "final_val_loss", "final_val_acc",
-      "wall_s",           "train_s",         "samples_per_s",
+      "wall_s", "train_s", "samples_per_s",
       // Appended (indices above are used by position): communication and,
       // for decentralized modes, how far apart the workers' models ended.
       "bytes_per_worker", "final_consensus_distance"};

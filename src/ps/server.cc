@@ -77,7 +77,7 @@ void ParameterServer::Handle(Message msg) {
     reply.header.type = kStatsReply;
     std::string text = StatsJson();
     reply.payloads.push_back(Buffer::CopyOf(text.data(), text.size()));
-    ReplyOrLog(msg, std::move(reply));
+    rpc_->ReplyOrLog(msg, std::move(reply));
   } else if (other_) {
     other_(std::move(msg));
   } else {
@@ -106,7 +106,7 @@ void ParameterServer::HandlePush(Message msg) {
     Message ack;
     ack.header.type = MessageType::kAck;
     ack.header.clock = shard_ ? shard_->version() : 0;
-    ReplyOrLog(msg, std::move(ack));
+    rpc_->ReplyOrLog(msg, std::move(ack));
     if (closed) Flush();
     return;
   }
@@ -114,10 +114,11 @@ void ParameterServer::HandlePush(Message msg) {
   if (msg.header.flags & kPushTagged) {
     // Payload 1 is the step's size; the rest is checked like any push.
     if (msg.payloads.size() != 2 || msg.payloads[1].size() != sizeof(int64_t)) {
-      ReplyErrorOrLog(msg, Status::InvalidArgument(
-                               "tagged push from node {} needs 2 payloads "
-                               "(gradients, int64 step size)",
-                               msg.header.sender));
+      rpc_->ReplyErrorOrLog(
+          msg,
+          Status::InvalidArgument("tagged push from node {} needs 2 payloads "
+                                  "(gradients, int64 step size)",
+                                  msg.header.sender));
       return;
     }
     std::memcpy(&tagged_size, msg.payloads[1].data(), sizeof(int64_t));
@@ -133,7 +134,7 @@ void ParameterServer::HandlePush(Message msg) {
         node_id(), r.begin, r.end, r.size(), msg.header.sender,
         msg.header.key_begin, msg.header.key_end, msg.payload_bytes());
     LogWarning("{}", st.message());
-    ReplyErrorOrLog(msg, st);
+    rpc_->ReplyErrorOrLog(msg, st);
     return;
   }
   if (msg.header.flags & kPushInit) {
@@ -153,15 +154,15 @@ void ParameterServer::HandlePush(Message msg) {
     Message ack;
     ack.header.type = MessageType::kAck;
     ack.header.clock = shard_->version();
-    ReplyOrLog(msg, std::move(ack));
+    rpc_->ReplyOrLog(msg, std::move(ack));
     Flush();
     return;
   }
   if (!shard_) {
-    ReplyErrorOrLog(msg, Status::FailedPrecondition(
-                             "server {} has no parameters yet (worker 0 "
-                             "pushes the initial model first)",
-                             node_id()));
+    rpc_->ReplyErrorOrLog(msg, Status::FailedPrecondition(
+                                   "server {} has no parameters yet (worker 0 "
+                                   "pushes the initial model first)",
+                                   node_id()));
     return;
   }
   using State = ParameterShard::PushOutcome::State;
@@ -198,7 +199,7 @@ void ParameterServer::HandlePush(Message msg) {
       ack.payloads.push_back(SnapshotBuffer(std::move(snapshot)));
     }
   }
-  ReplyOrLog(msg, std::move(ack));
+  rpc_->ReplyOrLog(msg, std::move(ack));
   if (outcome.state == State::kApplied) Flush();
 }
 
@@ -216,7 +217,7 @@ void ParameterServer::ReplyPull(const Message& request) {
   reply.header.key_end = r.end;
   reply.header.clock = version;
   reply.payloads.push_back(SnapshotBuffer(std::move(snapshot)));
-  ReplyOrLog(request, std::move(reply));
+  rpc_->ReplyOrLog(request, std::move(reply));
 }
 
 void ParameterServer::HandlePull(Message msg) {
@@ -239,14 +240,14 @@ void ParameterServer::Flush() {
     ack.header.type = MessageType::kAck;
     ack.header.clock = version;
     ack.payloads.push_back(Buffer::CopyOf(&size, sizeof(size)));
-    ReplyOrLog(m, std::move(ack));
+    rpc_->ReplyOrLog(m, std::move(ack));
   }
   // Follower: tagged pushes whose step closed.
   while (!waiting_tagged_.empty() && waiting_tagged_.begin()->first < version) {
     Message ack;
     ack.header.type = MessageType::kAck;
     ack.header.clock = version;
-    ReplyOrLog(waiting_tagged_.begin()->second, std::move(ack));
+    rpc_->ReplyOrLog(waiting_tagged_.begin()->second, std::move(ack));
     waiting_tagged_.erase(waiting_tagged_.begin());
   }
   std::vector<Message> still_waiting;
@@ -258,25 +259,6 @@ void ParameterServer::Flush() {
     }
   }
   waiting_pulls_.swap(still_waiting);
-}
-
-void ParameterServer::ReplyOrLog(const Message& request, Message reply) {
-  Status st = rpc_->Reply(request, std::move(reply));
-  if (!st.ok()) {
-    LogWarning("server: reply to {} from node {} not sent: {}",
-               MessageTypeName(request.header.type), request.header.sender,
-               st.message());
-  }
-}
-
-void ParameterServer::ReplyErrorOrLog(const Message& request,
-                                      const Status& error) {
-  Status st = rpc_->ReplyError(request, error);
-  if (!st.ok()) {
-    LogWarning("server: error reply to {} from node {} not sent: {}",
-               MessageTypeName(request.header.type), request.header.sender,
-               st.message());
-  }
 }
 
 }  // namespace strata

@@ -62,10 +62,6 @@ class ParameterServer {
   std::string StatsJson() const;
 
  private:
-  // Sends a reply; a failure is logged with its cause (the worker then
-  // reports its own timeout, and this log says why).
-  void ReplyOrLog(const Message& request, Message reply);
-  void ReplyErrorOrLog(const Message& request, const Status& error);
   void HandlePush(Message msg);
   void HandlePull(Message msg);
   // Answers the pulls and acks that the current version satisfies.

@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "train/exchange.h"
 #include "train/nodes.h"
+#include "transport/zmq_transport.h"
 
 namespace strata {
 namespace {
@@ -26,13 +27,10 @@ double Since(Clock::time_point t) {
 // The host a node's Gloo device listens on: the host of its own endpoint
 // (tcp://host:port), or loopback for the in-process transport.
 std::string HostOf(const std::string& endpoint) {
-  const std::string tcp = "tcp://";
-  if (endpoint.compare(0, tcp.size(), tcp) != 0) return "127.0.0.1";
-  std::string rest = endpoint.substr(tcp.size());
-  const size_t colon = rest.rfind(':');
-  if (colon != std::string::npos) rest = rest.substr(0, colon);
-  if (rest.empty() || rest == "*" || rest == "0.0.0.0") return "127.0.0.1";
-  return rest;
+  std::string host, port;
+  if (!SplitTcpEndpoint(endpoint, &host, &port) || IsWildcardHost(host))
+    return "127.0.0.1";
+  return host;
 }
 
 // A lost peer surfaces as a Gloo timeout or I/O error; the coordinator's

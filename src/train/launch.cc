@@ -29,24 +29,6 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// Splits tcp://HOST:PORT; false for anything else.
-bool SplitTcp(const std::string& endpoint, std::string* host,
-              std::string* port) {
-  const std::string prefix = "tcp://";
-  const size_t colon = endpoint.rfind(':');
-  if (endpoint.compare(0, prefix.size(), prefix) != 0 ||
-      colon == std::string::npos || colon < prefix.size()) {
-    return false;
-  }
-  *host = endpoint.substr(prefix.size(), colon - prefix.size());
-  *port = endpoint.substr(colon + 1);
-  return !host->empty() && !port->empty();
-}
-
-bool IsWildcard(const std::string& host) {
-  return host == "*" || host == "0.0.0.0";
-}
-
 // The IPv4 address of `host` (a name or a dotted address).
 Result<std::string> Resolve(const std::string& host) {
   addrinfo hints{};
@@ -101,8 +83,8 @@ Result<std::unique_ptr<Transport>> BoundTransport(
     const std::string& coordinator = "") {
   ZmqOptions options;
   std::string host, port, chost, cport;
-  if (!coordinator.empty() && SplitTcp(endpoint, &host, &port) &&
-      IsWildcard(host) && SplitTcp(coordinator, &chost, &cport)) {
+  if (!coordinator.empty() && SplitTcpEndpoint(endpoint, &host, &port) &&
+      IsWildcardHost(host) && SplitTcpEndpoint(coordinator, &chost, &cport)) {
     auto local = LocalAddressToward(chost, cport);
     if (!local.ok()) {
       return local.status().WithContext(fmt::format(
@@ -122,7 +104,7 @@ Result<std::unique_ptr<Transport>> BoundTransport(
 // ZeroMQ binds interfaces and addresses, not names.
 Result<std::string> CoordinatorBindEndpoint(const std::string& coordinator) {
   std::string host, port;
-  if (!SplitTcp(coordinator, &host, &port) || IsWildcard(host)) {
+  if (!SplitTcpEndpoint(coordinator, &host, &port) || IsWildcardHost(host)) {
     return coordinator;
   }
   in_addr probe{};

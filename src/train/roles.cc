@@ -25,26 +25,6 @@ constexpr MessageType kFinalEvalRequest = static_cast<MessageType>(
 constexpr MessageType kFinalEvalReply = static_cast<MessageType>(
     static_cast<uint16_t>(MessageType::kFirstUserType) + 4);
 
-// Sends a reply; a failure is logged with its cause (the peer then reports
-// its own timeout, and this log says why).
-void ReplyOrLog(RpcEndpoint& rpc, const Message& request, Message reply) {
-  Status st = rpc.Reply(request, std::move(reply));
-  if (!st.ok()) {
-    LogWarning("reply to {} from node {} not sent: {}",
-               MessageTypeName(request.header.type), request.header.sender,
-               st.message());
-  }
-}
-void ReplyErrorOrLog(RpcEndpoint& rpc, const Message& request,
-                     const Status& error) {
-  Status st = rpc.ReplyError(request, error);
-  if (!st.ok()) {
-    LogWarning("error reply to {} from node {} not sent: {}",
-               MessageTypeName(request.header.type), request.header.sender,
-               st.message());
-  }
-}
-
 std::string Text(const Message& m) {
   return m.payloads.empty() ? "" : ErrorText(m);
 }
@@ -364,11 +344,11 @@ Result<WorkerMetrics> RunWorkerRole(const Config& config,
       }
     }
     if (reply.payloads.empty()) {
-      ReplyErrorOrLog(node.rpc(), m,
-                      Status::Unavailable("the worker has no model yet"));
+      node.rpc().ReplyErrorOrLog(
+          m, Status::Unavailable("the worker has no model yet"));
       return;
     }
-    ReplyOrLog(node.rpc(), m, std::move(reply));
+    node.rpc().ReplyOrLog(m, std::move(reply));
   });
   node.On(MessageType::kShutdown, [&mailbox, &node](Message) {
     if (!node.member().shutdown_reason().empty())
@@ -465,7 +445,7 @@ Status RunEvaluatorRole(const Config& config, const ClusterPlan& plan,
                                          model->flat.size());
       if (!gathered.ok()) {
         status = gathered.status().WithContext("final model");
-        ReplyErrorOrLog(rpc, *request, status);
+        rpc.ReplyErrorOrLog(*request, status);
         break;
       }
       final_version = gathered->min_step;
@@ -475,7 +455,7 @@ Status RunEvaluatorRole(const Config& config, const ClusterPlan& plan,
           ps->Pull(model->flat.param_data(), {})->Wait(o.request_timeout);
       if (!pulled.ok()) {
         status = pulled.status().WithContext("final pull");
-        ReplyErrorOrLog(rpc, *request, status);
+        rpc.ReplyErrorOrLog(*request, status);
         break;
       }
       final_version = pulled->versions[0];
@@ -484,14 +464,14 @@ Status RunEvaluatorRole(const Config& config, const ClusterPlan& plan,
                                              o.eval_batch, kBatchNormExamples);
     if (!recalibrated.ok()) {
       status = recalibrated.status();
-      ReplyErrorOrLog(rpc, *request, status);
+      rpc.ReplyErrorOrLog(*request, status);
       break;
     }
     auto tr = Evaluate(*model->net, data.train, o.eval_batch);
     auto va = Evaluate(*model->net, data.val, o.eval_batch);
     if (!tr.ok() || !va.ok()) {
       status = !tr.ok() ? tr.status() : va.status();
-      ReplyErrorOrLog(rpc, *request, status);
+      rpc.ReplyErrorOrLog(*request, status);
       break;
     }
     if (final_params != nullptr) {
@@ -523,7 +503,7 @@ Status RunEvaluatorRole(const Config& config, const ClusterPlan& plan,
     reply.header.type = kFinalEvalReply;
     const std::string text = result.dump();
     reply.payloads.push_back(Buffer::CopyOf(text.data(), text.size()));
-    ReplyOrLog(rpc, *request, std::move(reply));
+    rpc.ReplyOrLog(*request, std::move(reply));
     node.WaitForEnd();
   }
   static_cast<void>(stop);  // the evaluator ends with the run

@@ -425,6 +425,25 @@ Status RpcEndpoint::ReplyError(const Message& request, const Status& status) {
   return Reply(request, std::move(m));
 }
 
+void RpcEndpoint::ReplyOrLog(const Message& request, Message reply) {
+  Status st = Reply(request, std::move(reply));
+  if (!st.ok()) {
+    LogWarning("node {}: reply to {} from node {} not sent: {}", node_id(),
+               MessageTypeName(request.header.type), request.header.sender,
+               st.message());
+  }
+}
+
+void RpcEndpoint::ReplyErrorOrLog(const Message& request,
+                                  const Status& status) {
+  Status st = ReplyError(request, status);
+  if (!st.ok()) {
+    LogWarning("node {}: error reply to {} from node {} not sent: {}",
+               node_id(), MessageTypeName(request.header.type),
+               request.header.sender, st.message());
+  }
+}
+
 void RpcEndpoint::CancelPending(const Status& status) {
   state_->CancelAll(&status);
 }

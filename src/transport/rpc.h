@@ -97,6 +97,11 @@ class RpcEndpoint {
   // Sends a kError reply carrying `status`'s text and code (the header's
   // clock): the caller's Wait() returns a status with the same code.
   Status ReplyError(const Message& request, const Status& status);
+  // Reply() / ReplyError() for handlers that have no one to return a failed
+  // send to: the failure is logged with its cause (the caller then reports
+  // its own timeout, and the log says why).
+  void ReplyOrLog(const Message& request, Message reply);
+  void ReplyErrorOrLog(const Message& request, const Status& status);
   // Completes every call still waiting with `status` (e.g. the run was
   // stopped by the coordinator), so no thread waits out its timeout.
   void CancelPending(const Status& status);

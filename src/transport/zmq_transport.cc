@@ -713,4 +713,21 @@ Result<std::unique_ptr<Transport>> NewZmqTransport(NodeId id,
       std::make_unique<ZmqTransport>(id, std::move(options), std::move(ctx)));
 }
 
+bool SplitTcpEndpoint(const std::string& endpoint, std::string* host,
+                      std::string* port) {
+  const std::string prefix = "tcp://";
+  const size_t colon = endpoint.rfind(':');
+  if (endpoint.compare(0, prefix.size(), prefix) != 0 ||
+      colon == std::string::npos || colon < prefix.size()) {
+    return false;
+  }
+  *host = endpoint.substr(prefix.size(), colon - prefix.size());
+  *port = endpoint.substr(colon + 1);
+  return !host->empty() && !port->empty();
+}
+
+bool IsWildcardHost(const std::string& host) {
+  return host == "*" || host == "0.0.0.0";
+}
+
 }  // namespace strata

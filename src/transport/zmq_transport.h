@@ -93,4 +93,11 @@ struct ZmqOptions {
 Result<std::unique_ptr<Transport>> NewZmqTransport(NodeId id,
                                                    ZmqOptions options = {});
 
+// Splits "tcp://HOST:PORT" into HOST and PORT; false for anything else
+// (ipc://, inproc://, a missing host or port).
+bool SplitTcpEndpoint(const std::string& endpoint, std::string* host,
+                      std::string* port);
+// True for the hosts a wildcard bind uses ("*", "0.0.0.0").
+bool IsWildcardHost(const std::string& host);
+
 }  // namespace strata

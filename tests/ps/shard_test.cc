@@ -1,7 +1,8 @@
-#include <cmath>
 #include "ps/shard.h"
 
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 namespace strata {
 namespace {
@@ -166,9 +167,8 @@ TEST(ParameterShardTest, ElasticRuleMovesTheCentreByTheSumOfDifferences) {
   OptimizerOptions momentum;
   momentum.momentum = 0.9;
   ParameterShard shard({0, 3}, {1.0f, 2.0f, -3.0f}, momentum, Constant(0.4), p);
-  const float d[3][3] = {{0.5f, -0.25f, 1.0f},
-                         {0.125f, 0.0f, -2.0f},
-                         {-1.0f, 0.75f, 0.5f}};
+  const float d[3][3] = {
+      {0.5f, -0.25f, 1.0f}, {0.125f, 0.0f, -2.0f}, {-1.0f, 0.75f, 0.5f}};
   for (const auto& diff : d) shard.Push(diff, 0);
   float out[3];
   ASSERT_EQ(shard.ReadIfAtLeast(3, out), 3);
