@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <limits>
 #include <random>
+#include <sstream>
 #include <utility>
 
 namespace strata {
@@ -25,22 +27,185 @@ void Shuffle(std::vector<int64_t>* v, std::mt19937_64& rng) {
   }
 }
 
+std::string RngText(const std::mt19937_64& rng) {
+  std::ostringstream out;
+  out << rng;
+  return out.str();
+}
+
+bool ParseRng(const std::string& text, std::mt19937_64* rng) {
+  std::istringstream in(text);
+  in >> *rng;
+  return !in.fail();
+}
+
+// Reads state[key] as T; false (and *out untouched) when absent or of
+// another type.
+template <typename T>
+bool Field(const nlohmann::json& state, const char* key, T* out) {
+  auto it = state.find(key);
+  if (it == state.end()) return false;
+  try {
+    *out = it->get<T>();
+  } catch (const nlohmann::json::exception&) {
+    return false;
+  }
+  return true;
+}
+
+Status BadState(const char* sampler, const char* what) {
+  return Status::InvalidArgument("{} sampler state: {}", sampler, what);
+}
+
 }  // namespace
+
+nlohmann::json ShuffleSampler::SaveState() const {
+  return {{"sampler", "shuffle"},
+          {"epoch", shuffler_.epoch()},
+          {"position", shuffler_.position()},
+          {"epoch_finished", shuffler_.epoch_finished()}};
+}
+
+Status ShuffleSampler::RestoreState(const nlohmann::json& state) {
+  std::string name;
+  int64_t epoch = 0, position = 0;
+  bool finished = false;
+  if (!Field(state, "sampler", &name) || name != "shuffle")
+    return BadState("shuffle", "not a shuffle sampler's state");
+  if (!Field(state, "epoch", &epoch) || !Field(state, "position", &position) ||
+      !Field(state, "epoch_finished", &finished) ||
+      !shuffler_.Seek(epoch, position, finished)) {
+    return BadState("shuffle", "epoch or position missing or out of range");
+  }
+  return Status::Ok();
+}
 
 StratifiedSampler::StratifiedSampler(std::vector<int64_t> indices,
                                      std::vector<int64_t> stratum,
-                                     uint64_t seed)
-    : seed_(seed) {
+                                     uint64_t seed, double max_boost)
+    : seed_(seed), max_boost_(max_boost) {
   STRATA_CHECK(indices.size() == stratum.size());
+  STRATA_CHECK(max_boost == 0 || max_boost >= 1);
   std::map<int64_t, size_t> slot;
   for (int64_t s : stratum) slot.emplace(s, 0);
   size_t next = 0;
-  for (auto& [value, index] : slot) index = next++;
+  for (auto& [value, index] : slot) {
+    index = next++;
+    keys_.push_back(value);
+  }
   originals_.resize(slot.size());
-  for (size_t i = 0; i < indices.size(); ++i)
-    originals_[slot[stratum[i]]].push_back(indices[i]);
+  for (size_t i = 0; i < indices.size(); ++i) {
+    const size_t s = slot[stratum[i]];
+    originals_[s].push_back(indices[i]);
+    if (max_boost_ > 0) stratum_of_[indices[i]] = s;
+  }
+  loss_.assign(slot.size(), std::numeric_limits<double>::quiet_NaN());
   size_ = static_cast<int64_t>(indices.size());
   StartEpoch();
+}
+
+void StratifiedSampler::Observe(const std::vector<int64_t>& ids,
+                                const float* losses) {
+  if (max_boost_ <= 0 || losses == nullptr) return;
+  // The batch's mean loss per stratum, folded into a running average.
+  std::map<size_t, std::pair<double, int64_t>> batch;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto it = stratum_of_.find(ids[i]);
+    if (it == stratum_of_.end() || !std::isfinite(losses[i])) continue;
+    auto& [sum, count] = batch[it->second];
+    sum += losses[i];
+    ++count;
+  }
+  constexpr double kDecay = 0.3;  // weight of the newest batch
+  for (const auto& [s, sc] : batch) {
+    const double mean = sc.first / static_cast<double>(sc.second);
+    loss_[s] = std::isnan(loss_[s]) ? mean
+                                    : (1 - kDecay) * loss_[s] + kDecay * mean;
+  }
+}
+
+std::vector<double> StratifiedSampler::Boosts() const {
+  const size_t k = originals_.size();
+  std::vector<double> boost(k, 1.0);
+  if (max_boost_ <= 0) return boost;
+  double sum = 0, weight = 0;
+  for (size_t s = 0; s < k; ++s) {
+    if (std::isnan(loss_[s])) continue;
+    sum += loss_[s] * static_cast<double>(originals_[s].size());
+    weight += static_cast<double>(originals_[s].size());
+  }
+  if (weight <= 0 || sum <= 0) return boost;
+  const double mean = sum / weight;
+  for (size_t s = 0; s < k; ++s) {
+    if (std::isnan(loss_[s])) continue;  // unseen: its plain share
+    boost[s] = std::clamp(loss_[s] / mean, 1.0 / max_boost_, max_boost_);
+  }
+  return boost;
+}
+
+nlohmann::json StratifiedSampler::SaveState() const {
+  nlohmann::json loss = nlohmann::json::array();
+  for (double l : loss_) {
+    if (std::isnan(l))
+      loss.push_back(nullptr);
+    else
+      loss.push_back(l);
+  }
+  return {{"sampler", max_boost_ > 0 ? "loss-aware" : "stratified"},
+          {"strata", keys_},
+          {"epoch", epoch_},
+          {"position", position_},
+          {"epoch_finished", epoch_finished_},
+          {"taken", taken_},
+          {"carry", carry_},
+          {"batch_rng", RngText(batch_rng_)},
+          {"loss", loss}};
+}
+
+Status StratifiedSampler::RestoreState(const nlohmann::json& state) {
+  const char* name = max_boost_ > 0 ? "loss-aware" : "stratified";
+  std::string saved;
+  if (!Field(state, "sampler", &saved) || saved != name)
+    return BadState(name, "saved by another sampler");
+  std::vector<int64_t> keys, taken;
+  std::vector<double> carry;
+  int64_t epoch = 0, position = 0;
+  bool finished = false;
+  std::string rng;
+  if (!Field(state, "strata", &keys) || keys != keys_)
+    return BadState(name, "other strata than this data's");
+  if (!Field(state, "epoch", &epoch) || !Field(state, "position", &position) ||
+      !Field(state, "epoch_finished", &finished) ||
+      !Field(state, "taken", &taken) || !Field(state, "carry", &carry) ||
+      !Field(state, "batch_rng", &rng) || epoch < 0 || position < 0 ||
+      position > size_ || taken.size() != keys_.size() ||
+      carry.size() != keys_.size()) {
+    return BadState(name, "a field is missing or out of range");
+  }
+  int64_t sum = 0;
+  for (size_t s = 0; s < taken.size(); ++s) {
+    if (taken[s] < 0 || taken[s] > static_cast<int64_t>(originals_[s].size()))
+      return BadState(name, "a stratum's position is past its end");
+    sum += taken[s];
+  }
+  if (sum != position) return BadState(name, "positions do not add up");
+  std::vector<double> loss(keys_.size(),
+                           std::numeric_limits<double>::quiet_NaN());
+  auto it = state.find("loss");
+  if (it != state.end() && it->is_array() && it->size() == keys_.size()) {
+    for (size_t s = 0; s < keys_.size(); ++s)
+      if ((*it)[s].is_number()) loss[s] = (*it)[s].get<double>();
+  }
+  epoch_ = epoch;
+  StartEpoch();
+  if (!ParseRng(rng, &batch_rng_))
+    return BadState(name, "the batch RNG state does not parse");
+  taken_ = taken;
+  carry_ = carry;
+  position_ = position;
+  epoch_finished_ = finished;
+  loss_ = loss;
+  return Status::Ok();
 }
 
 void StratifiedSampler::StartEpoch() {
@@ -69,13 +234,31 @@ int64_t StratifiedSampler::Next(int64_t batch_size, std::vector<int64_t>* out) {
       take[s] = static_cast<int64_t>(members_[s].size()) - taken_[s];
   } else {
     std::vector<double> quota(k), deficit(k);
+    // Loss-aware: the shares of the strata with examples left, scaled and
+    // renormalised to the batch. Otherwise the plain proportions.
+    std::vector<double> share(k);
+    const std::vector<double> boost = Boosts();
+    double total_share = 0;
+    for (size_t s = 0; s < k; ++s) {
+      share[s] = static_cast<double>(members_[s].size()) /
+                 static_cast<double>(size_);
+      if (max_boost_ > 0) {
+        const bool left =
+            taken_[s] < static_cast<int64_t>(members_[s].size());
+        share[s] = left ? share[s] * boost[s] : 0.0;
+      }
+      total_share += share[s];
+    }
+    if (max_boost_ > 0 && total_share > 0)
+      for (double& x : share) x /= total_share;
     int64_t given = 0;
     for (size_t s = 0; s < k; ++s) {
       const int64_t avail =
           static_cast<int64_t>(members_[s].size()) - taken_[s];
-      quota[s] = static_cast<double>(b) *
-                 static_cast<double>(members_[s].size()) /
-                 static_cast<double>(size_);
+      quota[s] = max_boost_ > 0 ? static_cast<double>(b) * share[s]
+                                : static_cast<double>(b) *
+                                      static_cast<double>(members_[s].size()) /
+                                      static_cast<double>(size_);
       take[s] =
           std::min<int64_t>(static_cast<int64_t>(std::floor(quota[s])), avail);
       given += take[s];
@@ -126,20 +309,132 @@ int64_t StratifiedSampler::BatchesPerEpoch(int64_t batch_size) const {
   return (size_ + batch_size - 1) / batch_size;
 }
 
+ClassRotationSampler::ClassRotationSampler(std::vector<int64_t> indices,
+                                           std::vector<int64_t> classes,
+                                           uint64_t seed)
+    : seed_(seed) {
+  STRATA_CHECK(indices.size() == classes.size());
+  std::map<int64_t, size_t> slot;
+  for (int64_t c : classes) slot.emplace(c, 0);
+  size_t next = 0;
+  for (auto& [value, index] : slot) index = next++;
+  originals_.resize(slot.size());
+  for (size_t i = 0; i < indices.size(); ++i)
+    originals_[slot[classes[i]]].push_back(indices[i]);
+  size_ = static_cast<int64_t>(indices.size());
+  StartEpoch();
+}
+
+void ClassRotationSampler::StartEpoch() {
+  const size_t k = originals_.size();
+  members_ = originals_;
+  for (size_t c = 0; c < k; ++c) {
+    std::mt19937_64 rng(Mix(Mix(seed_, static_cast<uint64_t>(epoch_)), c));
+    Shuffle(&members_[c], rng);
+  }
+  std::vector<int64_t> cycle(k);
+  for (size_t c = 0; c < k; ++c) cycle[c] = static_cast<int64_t>(c);
+  std::mt19937_64 rng(Mix(seed_ ^ 0x27d4eb2fULL, static_cast<uint64_t>(epoch_)));
+  Shuffle(&cycle, rng);
+  cycle_.assign(cycle.begin(), cycle.end());
+  taken_.assign(k, 0);
+  cycle_pos_ = 0;
+  position_ = 0;
+}
+
+int64_t ClassRotationSampler::Next(int64_t batch_size,
+                                   std::vector<int64_t>* out) {
+  STRATA_CHECK(batch_size > 0);
+  const int64_t epoch = epoch_;
+  const int64_t b = std::min(batch_size, size_ - position_);
+  out->clear();
+  out->reserve(static_cast<size_t>(b));
+  // Walk the cycle; b < remaining guarantees a class with examples left.
+  while (static_cast<int64_t>(out->size()) < b) {
+    const size_t c = cycle_[cycle_pos_];
+    cycle_pos_ = (cycle_pos_ + 1) % cycle_.size();
+    if (taken_[c] < static_cast<int64_t>(members_[c].size()))
+      out->push_back(members_[c][static_cast<size_t>(taken_[c]++)]);
+  }
+  position_ += b;
+  epoch_finished_ = position_ == size_;
+  if (epoch_finished_) {
+    ++epoch_;
+    StartEpoch();
+  }
+  return epoch;
+}
+
+int64_t ClassRotationSampler::BatchesPerEpoch(int64_t batch_size) const {
+  STRATA_CHECK(batch_size > 0);
+  if (size_ == 0) return 1;
+  return (size_ + batch_size - 1) / batch_size;
+}
+
+nlohmann::json ClassRotationSampler::SaveState() const {
+  return {{"sampler", "class-rotation"},
+          {"classes", originals_.size()},
+          {"epoch", epoch_},
+          {"position", position_},
+          {"epoch_finished", epoch_finished_},
+          {"taken", taken_},
+          {"cycle_pos", cycle_pos_}};
+}
+
+Status ClassRotationSampler::RestoreState(const nlohmann::json& state) {
+  std::string name;
+  size_t classes = 0, cycle_pos = 0;
+  int64_t epoch = 0, position = 0;
+  bool finished = false;
+  std::vector<int64_t> taken;
+  if (!Field(state, "sampler", &name) || name != "class-rotation")
+    return BadState("class-rotation", "saved by another sampler");
+  if (!Field(state, "classes", &classes) || classes != originals_.size() ||
+      !Field(state, "epoch", &epoch) || !Field(state, "position", &position) ||
+      !Field(state, "epoch_finished", &finished) ||
+      !Field(state, "taken", &taken) || !Field(state, "cycle_pos", &cycle_pos) ||
+      epoch < 0 || taken.size() != classes ||
+      (classes > 0 && cycle_pos >= classes)) {
+    return BadState("class-rotation", "a field is missing or out of range");
+  }
+  int64_t sum = 0;
+  for (size_t c = 0; c < classes; ++c) {
+    if (taken[c] < 0 || taken[c] > static_cast<int64_t>(originals_[c].size()))
+      return BadState("class-rotation", "a class's position is past its end");
+    sum += taken[c];
+  }
+  if (sum != position)
+    return BadState("class-rotation", "positions do not add up");
+  epoch_ = epoch;
+  StartEpoch();
+  taken_ = taken;
+  cycle_pos_ = cycle_pos;
+  position_ = position;
+  epoch_finished_ = finished;
+  return Status::Ok();
+}
+
 Result<std::unique_ptr<BatchSampler>> MakeBatchSampler(
     const std::string& name, std::vector<int64_t> indices,
     const std::vector<int64_t>& labels, const std::vector<int32_t>& cluster_ids,
-    uint64_t seed, bool shuffle) {
+    uint64_t seed, bool shuffle, double max_boost) {
   if (name == "shuffle") {
     return std::unique_ptr<BatchSampler>(
         new ShuffleSampler(std::move(indices), seed, shuffle));
   }
-  if (name != "stratified" && name != "cluster-stratified") {
+  if (name != "stratified" && name != "cluster-stratified" &&
+      name != "loss-aware" && name != "class-rotation") {
     return Status::InvalidArgument(
-        "unknown sampler '{}' (shuffle, stratified or cluster-stratified)",
+        "unknown sampler '{}' (shuffle, stratified, cluster-stratified, "
+        "loss-aware or class-rotation)",
         name);
   }
-  const bool clusters = name == "cluster-stratified" && !cluster_ids.empty();
+  if (name == "loss-aware" && !(max_boost >= 1)) {
+    return Status::InvalidArgument(
+        "loss-aware sampler: max_boost = {} must be >= 1", max_boost);
+  }
+  const bool clusters = (name == "cluster-stratified" || name == "loss-aware") &&
+                        !cluster_ids.empty();
   if (clusters && cluster_ids.size() != labels.size()) {
     return Status::InvalidArgument(
         "cluster-stratified sampler: {} cluster ids for {} labels",
@@ -157,8 +452,13 @@ Result<std::unique_ptr<BatchSampler>> MakeBatchSampler(
     stratum[i] =
         clusters ? labels[e] * (int64_t{1} << 31) + cluster_ids[e] : labels[e];
   }
+  if (name == "class-rotation") {
+    return std::unique_ptr<BatchSampler>(new ClassRotationSampler(
+        std::move(indices), std::move(stratum), seed));
+  }
   return std::unique_ptr<BatchSampler>(
-      new StratifiedSampler(std::move(indices), std::move(stratum), seed));
+      new StratifiedSampler(std::move(indices), std::move(stratum), seed,
+                            name == "loss-aware" ? max_boost : 0.0));
 }
 
 }  // namespace strata

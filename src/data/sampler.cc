@@ -55,6 +55,16 @@ int64_t EpochShuffler::Next(int64_t batch_size, std::vector<int64_t>* out) {
   return epoch;
 }
 
+bool EpochShuffler::Seek(int64_t epoch, int64_t position,
+                         bool epoch_finished) {
+  if (epoch < 0 || position < 0 || position > size()) return false;
+  epoch_ = epoch;
+  Shuffle();
+  position_ = position;
+  epoch_finished_ = epoch_finished;
+  return true;
+}
+
 int64_t EpochShuffler::BatchesPerEpoch(int64_t batch_size) const {
   STRATA_CHECK(batch_size > 0);
   if (size() == 0) return 1;

@@ -47,6 +47,11 @@ class EpochShuffler {
   int64_t size() const { return static_cast<int64_t>(indices_.size()); }
   // Batches per epoch for `batch_size` (the short last batch included).
   int64_t BatchesPerEpoch(int64_t batch_size) const;
+  // Position in the current epoch (indices handed out of it).
+  int64_t position() const { return position_; }
+  // Jumps to `position` of `epoch` (a saved cursor): the order is rebuilt
+  // from (seed, epoch). False when position is outside the epoch.
+  bool Seek(int64_t epoch, int64_t position, bool epoch_finished);
 
  private:
   void Shuffle();

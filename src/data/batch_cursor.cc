@@ -1,0 +1,221 @@
+#include "data/batch_cursor.h"
+
+#include <cmath>
+#include <utility>
+
+namespace strata {
+
+Result<Assignment> ParseAssignment(const std::string& name) {
+  if (name == "static") return Assignment::kStatic;
+  if (name == "dynamic") return Assignment::kDynamic;
+  return Status::InvalidArgument(
+      "unknown data.assignment '{}' (static or dynamic)", name);
+}
+
+const char* AssignmentName(Assignment a) {
+  return a == Assignment::kStatic ? "static" : "dynamic";
+}
+
+uint64_t BatchCursor::SamplerSeed(uint64_t seed, int worker) {
+  // Static: the seed RunWorker gives worker w's own sampler.
+  if (worker >= 0) return seed * 1000003 + static_cast<uint64_t>(worker);
+  return seed * 1000003 + 0x9e3779b9ULL;
+}
+
+Result<std::unique_ptr<BatchCursor>> BatchCursor::Make(
+    const BatchCursorOptions& options, std::vector<std::vector<int64_t>> shards,
+    const std::vector<int64_t>& labels,
+    const std::vector<int32_t>& cluster_ids) {
+  if (options.batch_size < 1 || options.num_workers < 1) {
+    return Status::InvalidArgument(
+        "batch cursor: batch size {} and worker count {} must be >= 1",
+        options.batch_size, options.num_workers);
+  }
+  const size_t slots = options.assignment == Assignment::kStatic
+                           ? static_cast<size_t>(options.num_workers)
+                           : 1;
+  if (shards.size() != slots) {
+    return Status::InvalidArgument(
+        "batch cursor: {} shards for {} assignment over {} workers",
+        shards.size(), AssignmentName(options.assignment), options.num_workers);
+  }
+  std::unique_ptr<BatchCursor> c(new BatchCursor(options));
+  for (size_t s = 0; s < slots; ++s) {
+    if (shards[s].empty()) {
+      return Status::InvalidArgument("batch cursor: {} has no examples",
+                                     slots == 1 ? std::string("the dataset")
+                                                : fmt::format("worker {}", s));
+    }
+    const int worker = slots == 1 && options.assignment == Assignment::kDynamic
+                           ? -1
+                           : static_cast<int>(s);
+    ASSIGN_OR_RETURN(auto sampler,
+                     MakeBatchSampler(options.sampler, std::move(shards[s]),
+                                      labels, cluster_ids,
+                                      SamplerSeed(options.seed, worker),
+                                      options.shuffle, options.max_boost));
+    c->samplers_.push_back(std::move(sampler));
+  }
+  c->drawn_.assign(slots, 0);
+  c->queues_.resize(slots);
+  return c;
+}
+
+bool BatchCursor::wants_losses() const {
+  return !samplers_.empty() && samplers_[0]->wants_losses();
+}
+
+bool BatchCursor::Exhausted(size_t slot) const {
+  if (options_.batches > 0) return drawn_[slot] >= options_.batches;
+  return samplers_[slot]->epoch() >= options_.epochs;
+}
+
+BatchCursor::Lease BatchCursor::Next(int worker) {
+  STRATA_CHECK(worker >= 0 && worker < options_.num_workers);
+  const size_t slot = Slot(worker);
+  Lease lease;
+  if (!queues_[slot].empty()) {
+    Returned r = std::move(queues_[slot].front());
+    queues_[slot].pop_front();
+    lease.epoch = r.epoch;
+    lease.ids = std::move(r.ids);
+  } else if (!Exhausted(slot)) {
+    lease.epoch = samplers_[slot]->Next(options_.batch_size, &lease.ids);
+    ++drawn_[slot];
+  } else {
+    // Nothing new. Dynamic: another worker's lease may still come back.
+    bool out = false;
+    if (options_.assignment == Assignment::kDynamic) out = !leases_.empty();
+    lease.kind = out ? Lease::Kind::kWait : Lease::Kind::kEnd;
+    return lease;
+  }
+  lease.kind = Lease::Kind::kBatch;
+  lease.seq = next_seq_++;
+  leases_[lease.seq] = Held{worker, lease.epoch, lease.ids};
+  return lease;
+}
+
+Result<BatchCursor::Acked> BatchCursor::Ack(int worker, int64_t seq,
+                                            const float* losses,
+                                            size_t num_losses) {
+  auto it = leases_.find(seq);
+  if (it == leases_.end()) {
+    return Status::InvalidArgument(
+        "worker {} acknowledged batch {}, which is not out on lease", worker,
+        seq);
+  }
+  if (it->second.worker != worker) {
+    return Status::InvalidArgument(
+        "worker {} acknowledged batch {}, leased to worker {}", worker, seq,
+        it->second.worker);
+  }
+  if (losses != nullptr && num_losses != it->second.ids.size()) {
+    return Status::InvalidArgument(
+        "worker {} sent {} losses for batch {} of {} examples", worker,
+        num_losses, seq, it->second.ids.size());
+  }
+  Acked a{worker, it->second.epoch, seq, std::move(it->second.ids)};
+  leases_.erase(it);
+  if (losses != nullptr) samplers_[Slot(worker)]->Observe(a.ids, losses);
+  return a;
+}
+
+int BatchCursor::ReturnLeases(int worker) {
+  int n = 0;
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    if (it->second.worker != worker) {
+      ++it;
+      continue;
+    }
+    queues_[Slot(worker)].push_back(
+        Returned{it->second.epoch, std::move(it->second.ids)});
+    it = leases_.erase(it);
+    ++n;
+  }
+  returned_total_ += n;
+  return n;
+}
+
+nlohmann::json BatchCursor::SaveState() const {
+  nlohmann::json slots = nlohmann::json::array();
+  for (size_t s = 0; s < samplers_.size(); ++s) {
+    // Leases not acknowledged yet are served again after a restore: they
+    // join the front of the returned queue, in lease order.
+    nlohmann::json queue = nlohmann::json::array();
+    for (const auto& [seq, held] : leases_) {
+      if (Slot(held.worker) == s)
+        queue.push_back({{"epoch", held.epoch}, {"ids", held.ids}});
+    }
+    for (const Returned& r : queues_[s])
+      queue.push_back({{"epoch", r.epoch}, {"ids", r.ids}});
+    slots.push_back({{"sampler", samplers_[s]->SaveState()},
+                     {"drawn", drawn_[s]},
+                     {"queue", queue}});
+  }
+  return {{"assignment", AssignmentName(options_.assignment)},
+          {"sampler", options_.sampler},
+          {"workers", options_.num_workers},
+          {"batch_size", options_.batch_size},
+          {"next_seq", next_seq_},
+          {"returned", returned_total_},
+          {"slots", slots}};
+}
+
+Status BatchCursor::RestoreState(const nlohmann::json& state) {
+  auto bad = [](const std::string& what) {
+    return Status::InvalidArgument("batch cursor state: {}", what);
+  };
+  try {
+    if (state.at("assignment").get<std::string>() !=
+            AssignmentName(options_.assignment) ||
+        state.at("sampler").get<std::string>() != options_.sampler ||
+        state.at("workers").get<int>() != options_.num_workers ||
+        state.at("batch_size").get<int64_t>() != options_.batch_size) {
+      return bad(fmt::format(
+          "saved for {} assignment, sampler {}, {} workers, batch {}; this "
+          "run has {} assignment, sampler {}, {} workers, batch {}",
+          state.at("assignment").get<std::string>(),
+          state.at("sampler").get<std::string>(),
+          state.at("workers").get<int>(), state.at("batch_size").get<int64_t>(),
+          AssignmentName(options_.assignment), options_.sampler,
+          options_.num_workers, options_.batch_size));
+    }
+    const nlohmann::json& slots = state.at("slots");
+    if (!slots.is_array() || slots.size() != samplers_.size())
+      return bad("wrong number of samplers");
+    std::vector<std::deque<Returned>> queues(samplers_.size());
+    std::vector<int64_t> drawn(samplers_.size());
+    for (size_t s = 0; s < samplers_.size(); ++s) {
+      RETURN_IF_ERROR(samplers_[s]->RestoreState(slots[s].at("sampler")));
+      drawn[s] = slots[s].at("drawn").get<int64_t>();
+      for (const auto& q : slots[s].at("queue")) {
+        queues[s].push_back(Returned{q.at("epoch").get<int64_t>(),
+                                     q.at("ids").get<std::vector<int64_t>>()});
+      }
+    }
+    next_seq_ = state.at("next_seq").get<int64_t>();
+    returned_total_ = state.at("returned").get<int64_t>();
+    queues_ = std::move(queues);
+    drawn_ = std::move(drawn);
+    leases_.clear();
+  } catch (const nlohmann::json::exception& e) {
+    return bad(e.what());
+  }
+  return Status::Ok();
+}
+
+nlohmann::json BatchCursor::StratumLosses() const {
+  if (samplers_.empty()) return nlohmann::json::object();
+  const auto* s = dynamic_cast<const StratifiedSampler*>(samplers_[0].get());
+  if (s == nullptr || !s->wants_losses()) return nlohmann::json::object();
+  nlohmann::json loss = nlohmann::json::array();
+  for (double l : s->stratum_losses()) {
+    if (std::isnan(l))
+      loss.push_back(nullptr);
+    else
+      loss.push_back(l);
+  }
+  return {{"strata", s->strata()}, {"loss", loss}};
+}
+
+}  // namespace strata
