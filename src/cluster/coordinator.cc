@@ -115,21 +115,29 @@ void Coordinator::Handle(Message msg) {
                        options_.roles.Describe(from), facts));
           return;
         }
-        facts = parsed.dump();
-        if (run_facts_.empty()) {
-          run_facts_ = facts;
-          run_facts_from_ = from;
-        } else if (facts != run_facts_) {
-          lock.unlock();
-          rpc_.ReplyErrorOrLog(
-              msg,
-              Status::InvalidArgument(
-                  "{} disagrees with {} about the run: {} vs {} "
-                  "(the same config and data on every node?)",
-                  options_.roles.Describe(from),
-                  options_.roles.Describe(run_facts_from_), facts, run_facts_));
-          return;
+        // Nodes may announce different parts of the facts (workers the
+        // model, data servers the data): the union is handed out, and a
+        // key two nodes announce must have the same value.
+        nlohmann::json merged =
+            run_facts_.empty() ? nlohmann::json::object()
+                               : nlohmann::json::parse(run_facts_);
+        for (auto it = parsed.begin(); it != parsed.end(); ++it) {
+          auto have = merged.find(it.key());
+          if (have != merged.end() && *have != it.value()) {
+            lock.unlock();
+            rpc_.ReplyErrorOrLog(
+                msg, Status::InvalidArgument(
+                         "{} disagrees with {} about the run: {} vs {} "
+                         "(the same config and data on every node?)",
+                         options_.roles.Describe(from),
+                         options_.roles.Describe(run_facts_from_),
+                         parsed.dump(), run_facts_));
+            return;
+          }
+          merged[it.key()] = it.value();
         }
+        if (run_facts_.empty()) run_facts_from_ = from;
+        run_facts_ = merged.dump();
       }
       endpoints_[from] = endpoint;
       waiting_register_.push_back(std::move(msg));
@@ -264,6 +272,20 @@ void Coordinator::Monitor() {
       Role role;
       int index;
       if (!options_.roles.RoleOf(id, &role, &index).ok()) role = Role::kWorker;
+      // Data servers hand a lost worker's batches to the others.
+      for (NodeId data : options_.roles.Ids(Role::kData)) {
+        if (lost_.count(data) || data == id) continue;
+        Message notice;
+        notice.header.type = kNodeLost;
+        notice.header.clock = id;
+        lock.unlock();
+        Status st = rpc_.Send(data, std::move(notice));
+        lock.lock();
+        if (!st.ok())
+          LogWarning("coordinator: cannot tell {} that {} was lost: {}",
+                     options_.roles.Describe(data),
+                     options_.roles.Describe(id), st.message());
+      }
       const double silent = std::chrono::duration<double>(now - seen).count();
       std::string what = fmt::format(
           joined

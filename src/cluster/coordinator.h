@@ -41,6 +41,9 @@ inline constexpr uint32_t kRegisterConnected = 1u << 0;
 // parameter count, the iteration budget); the cluster map in the reply
 // holds them under this key, next to the node ids.
 inline constexpr const char* kRunFactsKey = "run";
+// One-way notice to the data servers: node header.clock was declared lost.
+inline constexpr MessageType kNodeLost = static_cast<MessageType>(
+    static_cast<uint16_t>(MessageType::kFirstUserType) + 12);
 
 struct CoordinatorOptions {
   RoleTable roles;

@@ -14,17 +14,30 @@ const char* RoleName(Role role) {
       return "worker";
     case Role::kEvaluator:
       return "evaluator";
+    case Role::kData:
+      return "data";
   }
   return "?";
 }
+
+namespace {
+
+// How a role reads in messages ("data server 0", "2 data servers").
+std::string Noun(Role role) {
+  return role == Role::kData ? "data server" : RoleName(role);
+}
+
+}  // namespace
 
 Result<Role> ParseRole(const std::string& name) {
   if (name == "coordinator") return Role::kCoordinator;
   if (name == "server") return Role::kServer;
   if (name == "worker") return Role::kWorker;
   if (name == "evaluator") return Role::kEvaluator;
+  if (name == "data") return Role::kData;
   return Status::InvalidArgument(
-      "unknown role '{}'; one of coordinator, server, worker, evaluator", name);
+      "unknown role '{}'; one of coordinator, server, worker, evaluator, data",
+      name);
 }
 
 RoleTable RoleTable::Make(const std::vector<std::pair<Role, int>>& counts) {
@@ -49,10 +62,15 @@ RoleTable RoleTable::Make(const std::vector<std::pair<Role, int>>& counts) {
   return t;
 }
 
-RoleTable RoleTable::Standard(int servers, int workers, bool evaluator) {
-  return Make({{Role::kServer, servers},
-               {Role::kWorker, workers},
-               {Role::kEvaluator, evaluator ? 1 : 0}});
+RoleTable RoleTable::Standard(int servers, int workers, bool evaluator,
+                              int data_servers) {
+  std::vector<std::pair<Role, int>> rows = {
+      {Role::kServer, servers},
+      {Role::kWorker, workers},
+      {Role::kEvaluator, evaluator ? 1 : 0}};
+  // Last, so that the ids of the other roles do not depend on it.
+  if (data_servers > 0) rows.emplace_back(Role::kData, data_servers);
+  return Make(rows);
 }
 
 int RoleTable::Count(Role role) const {
@@ -106,14 +124,14 @@ std::string RoleTable::Describe(NodeId id) const {
   if (Count(role) == 1 &&
       (role == Role::kCoordinator || role == Role::kEvaluator))
     return fmt::format("{} (node {})", RoleName(role), id);
-  return fmt::format("{} {} (node {})", RoleName(role), index, id);
+  return fmt::format("{} {} (node {})", Noun(role), index, id);
 }
 
 std::string RoleTable::ToString() const {
   std::string out;
   for (const Entry& e : entries_) {
     if (!out.empty()) out += ", ";
-    out += fmt::format("{} {}{}", e.count, RoleName(e.role),
+    out += fmt::format("{} {}{}", e.count, Noun(e.role),
                        e.count == 1 ? "" : "s");
   }
   return out;

@@ -9,7 +9,9 @@
 
 namespace strata {
 
-enum class Role { kCoordinator, kServer, kWorker, kEvaluator };
+// kData: a data server of the mini-batch streaming service
+// (docs/data_service.md).
+enum class Role { kCoordinator, kServer, kWorker, kEvaluator, kData };
 const char* RoleName(Role role);
 Result<Role> ParseRole(const std::string& name);
 
@@ -32,13 +34,17 @@ class RoleTable {
   // The coordinator, then `counts` in order (a role listed twice, or with a
   // negative count, is a programming error: the later entry wins).
   static RoleTable Make(const std::vector<std::pair<Role, int>>& counts);
-  // The usual table: coordinator, servers, workers, evaluator (0 or 1).
-  static RoleTable Standard(int servers, int workers, bool evaluator);
+  // The usual table: coordinator, servers, workers, evaluator (0 or 1),
+  // and data servers when there are any.
+  static RoleTable Standard(int servers, int workers, bool evaluator,
+                            int data_servers = 0);
 
   int Count(Role role) const;
   int num_servers() const { return Count(Role::kServer); }
   int num_workers() const { return Count(Role::kWorker); }
   bool has_evaluator() const { return Count(Role::kEvaluator) > 0; }
+  int num_data_servers() const { return Count(Role::kData); }
+  NodeId DataServerId(int i) const { return IdOf(Role::kData, i); }
   int num_nodes() const;
   const std::vector<Entry>& entries() const { return entries_; }
 

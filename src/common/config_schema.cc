@@ -127,8 +127,24 @@ std::vector<ConfigKey> MakeSchema() {
           "mini-batches per worker: shuffle = a fresh permutation per epoch; "
           "stratified = each batch holds the shard's classes in proportion; "
           "cluster-stratified = each batch draws from every class and "
-          "sub-cluster",
-          {"shuffle", "stratified", "cluster-stratified"}),
+          "sub-cluster; loss-aware = cluster-stratified with high-loss strata "
+          "drawn sooner; class-rotation = every batch one example of each "
+          "of the next B classes of a cycle",
+          {"shuffle", "stratified", "cluster-stratified", "loss-aware",
+           "class-rotation"}),
+      Str("data.assignment", "static",
+          "data service: static = each worker draws from its shard; dynamic "
+          "= any worker takes the next batch of the epoch (async only)",
+          {"static", "dynamic"}),
+      Int("data.prefetch", 2,
+          "data service: batches a worker keeps in flight", 1, 64),
+      Float("data.loss_aware.max_boost", 4.0,
+            "loss-aware sampler: bound on a stratum's share multiplier", 1.0,
+            1000.0),
+      Str("data.served_log", "hash",
+          "data service: served.jsonl records each batch's example ids as "
+          "an md5 (hash) or in full (ids)",
+          {"hash", "ids"}),
       Str("data.shard_plan", "",
           "shard plan file from `strata shard`; empty = compute one with "
           "data.sharding.method"),
@@ -174,6 +190,10 @@ std::vector<ConfigKey> MakeSchema() {
            "local-sgd", "dpsgd", "gossip", "tree-easgd"}),
       Int("cluster.servers", 2,
           "parameter servers (k); decentralized modes run none", 1, 1024),
+      Int("cluster.data_servers", 0,
+          "data servers of the mini-batch streaming service (0 = every "
+          "worker loads the data itself; docs/data_service.md)",
+          0, 1024),
       Str("cluster.sync_reduce", "mean",
           "sync: the server applies the mean or the sum of a step's gradients",
           {"mean", "sum"}),

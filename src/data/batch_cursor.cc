@@ -46,9 +46,11 @@ Result<std::unique_ptr<BatchCursor>> BatchCursor::Make(
                                      slots == 1 ? std::string("the dataset")
                                                 : fmt::format("worker {}", s));
     }
-    const int worker = slots == 1 && options.assignment == Assignment::kDynamic
-                           ? -1
-                           : static_cast<int>(s);
+    int worker = -1;  // dynamic: one sampler of its own seed
+    if (options.assignment == Assignment::kStatic) {
+      worker = options.seed_workers.size() == slots ? options.seed_workers[s]
+                                                    : static_cast<int>(s);
+    }
     ASSIGN_OR_RETURN(auto sampler,
                      MakeBatchSampler(options.sampler, std::move(shards[s]),
                                       labels, cluster_ids,

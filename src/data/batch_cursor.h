@@ -49,6 +49,9 @@ struct BatchCursorOptions {
   // (static) or in all (dynamic); otherwise `epochs` epochs.
   int64_t epochs = 1;
   int64_t batches = 0;
+  // Static: the run's index of each worker this cursor serves (its sampler
+  // seed); empty = 0, 1, 2, ...
+  std::vector<int> seed_workers;
 };
 
 class BatchCursor {

@@ -62,11 +62,10 @@ Result<ShardSet> ResolveShards(const Config& config, const Dataset& train,
     set.worker_indices[w] = set.plan.WorkerShard(w);
   set.cluster_ids = set.plan.cluster_ids;
   if (set.cluster_ids.empty() &&
-      config.GetString("data.sampler") == "cluster-stratified") {
-    LogInfo(
-        "data.sampler = cluster-stratified: clustering each class into {} "
-        "sub-clusters",
-        options.subclusters);
+      (config.GetString("data.sampler") == "cluster-stratified" ||
+       config.GetString("data.sampler") == "loss-aware")) {
+    LogInfo("data.sampler = {}: clustering each class into {} sub-clusters",
+            config.GetString("data.sampler"), options.subclusters);
     ASSIGN_OR_RETURN(set.cluster_ids, ComputeClassSubclusters(train, options));
   }
   set.report = MakeShardReport(set.plan, train.labels);

@@ -14,8 +14,8 @@ Batcher::Batcher(const Dataset& data, bool augment, uint64_t seed)
       rng_(seed),
       scratch_(static_cast<size_t>(data.example_size())) {}
 
-Batch Batcher::Gather(const std::vector<int64_t>& indices) {
-  const int64_t n = static_cast<int64_t>(indices.size());
+template <typename RowF, typename LabelF>
+Batch Batcher::Fill(int64_t n, RowF row, LabelF label) {
   if (!inputs_.defined() || inputs_.size(0) < n) {
     inputs_ = torch::empty({n, data_.channels, data_.height, data_.width},
                            torch::kFloat32);
@@ -25,14 +25,28 @@ Batch Batcher::Gather(const std::vector<int64_t>& indices) {
   float* x = inputs_.data_ptr<float>();
   int64_t* y = targets_.data_ptr<int64_t>();
   for (int64_t k = 0; k < n; ++k) {
-    std::memcpy(x + k * e, data_.example(indices[k]), sizeof(float) * e);
-    y[k] = data_.labels[indices[k]];
+    std::memcpy(x + k * e, row(k), sizeof(float) * e);
+    y[k] = label(k);
     if (augment_) {
       AugmentExample(x + k * e, data_.channels, data_.height, data_.width, 4,
                      rng_, scratch_.data());
     }
   }
   return Batch{inputs_.narrow(0, 0, n), targets_.narrow(0, 0, n)};
+}
+
+Batch Batcher::Gather(const std::vector<int64_t>& indices) {
+  return Fill(static_cast<int64_t>(indices.size()),
+              [&](int64_t k) { return data_.example(indices[k]); },
+              [&](int64_t k) { return data_.labels[indices[k]]; });
+}
+
+Batch Batcher::FromRows(const float* features, const int64_t* labels,
+                        int64_t n) {
+  const int64_t e = data_.example_size();
+  return Fill(
+      n, [&](int64_t k) { return features + k * e; },
+      [&](int64_t k) { return labels[k]; });
 }
 
 Result<bool> RecalibrateBatchNorm(ClassifierImpl& net, const Dataset& data,
@@ -109,10 +123,23 @@ Result<EvalResult> Evaluate(ClassifierImpl& net, const Dataset& data,
   return r;
 }
 
-Result<StepResult> ForwardBackward(ClassifierImpl& net, const Batch& batch) {
+Result<StepResult> ForwardBackward(ClassifierImpl& net, const Batch& batch,
+                                   std::vector<float>* example_losses) {
   try {
     auto logits = net.forward(batch.inputs);
-    auto loss = torch::nn::functional::cross_entropy(logits, batch.targets);
+    torch::Tensor loss;
+    if (example_losses != nullptr) {
+      auto each = torch::nn::functional::cross_entropy(
+          logits, batch.targets,
+          torch::nn::functional::CrossEntropyFuncOptions().reduction(
+              torch::kNone));
+      loss = each.mean();
+      auto detached = each.detach().contiguous();
+      example_losses->assign(detached.data_ptr<float>(),
+                             detached.data_ptr<float>() + detached.numel());
+    } else {
+      loss = torch::nn::functional::cross_entropy(logits, batch.targets);
+    }
     loss.backward();
     StepResult r;
     r.loss = loss.item<double>();

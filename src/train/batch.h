@@ -27,8 +27,14 @@ class Batcher {
   // The returned tensors alias the Batcher's buffers: valid until the next
   // call.
   Batch Gather(const std::vector<int64_t>& indices);
+  // The same from `n` examples already in a row-major block (a batch the
+  // data service sent): copied into the buffers, augmented as Gather does.
+  Batch FromRows(const float* features, const int64_t* labels, int64_t n);
 
  private:
+  template <typename RowF, typename LabelF>
+  Batch Fill(int64_t n, RowF row, LabelF label);
+
   const Dataset& data_;
   const bool augment_;
   std::mt19937_64 rng_;
@@ -61,12 +67,15 @@ Result<bool> RecalibrateBatchNorm(ClassifierImpl& net, const Dataset& data,
 
 // Forward and backward on one batch; gradients accumulate into the model's
 // flat gradient buffer (zero it first). Returns the batch's mean loss and
-// accuracy. LibTorch errors become Status.
+// accuracy. With `example_losses`, also each example's loss (the
+// loss-aware sampler's feedback; the gradient is the same). LibTorch
+// errors become Status.
 struct StepResult {
   double loss = 0;
   double accuracy = 0;
 };
-Result<StepResult> ForwardBackward(ClassifierImpl& net, const Batch& batch);
+Result<StepResult> ForwardBackward(ClassifierImpl& net, const Batch& batch,
+                                   std::vector<float>* example_losses = nullptr);
 
 // The input shape a dataset presents to a model.
 InputSpec InputSpecOf(const Dataset& data);

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "train/data_service.h"
 #include "train/roles.h"
 #include "transport/inproc_transport.h"
 #include "transport/zmq_transport.h"
@@ -77,10 +78,14 @@ Result<RunSummary> TrainCluster(const Config& config, const DatasetSplits& data,
   LogInfo(
       "cluster: mode {}, {} servers, {} workers, in one process over {}; {} "
       "parameters "
-      "({}); per-worker batch {}, {} iterations per worker",
+      "({}); per-worker batch {}, {} iterations per worker{}",
       RunModeName(o.mode), roles.num_servers(), roles.num_workers(),
       tcp ? "tcp (loopback)" : "the in-process transport", plan.num_params,
-      plan.layout.ToString(), o.worker_batch, o.iterations);
+      plan.layout.ToString(), o.worker_batch, o.iterations,
+      o.data_servers > 0
+          ? fmt::format("; {} data servers ({} assignment)", o.data_servers,
+                        AssignmentName(o.assignment))
+          : std::string());
 
   Result<nlohmann::json> summary = Status::Internal("coordinator did not run");
   std::vector<float> final_params;
@@ -110,6 +115,16 @@ Result<RunSummary> TrainCluster(const Config& config, const DatasetSplits& data,
                                      coordinator, &run_dir, stop);
         if (!metrics.ok())
           LogDebug("worker {}: {}", w, metrics.status().message());
+      });
+    });
+  }
+  for (int d = 0; d < roles.num_data_servers(); ++d) {
+    threads_list.emplace_back([&, d] {
+      Guarded(roles.Describe(roles.DataServerId(d)), [&] {
+        Status st = RunDataRole(config, plan, d, data,
+                                std::move(transports[roles.DataServerId(d)]),
+                                coordinator, &run_dir, stop);
+        if (!st.ok()) LogDebug("data server {}: {}", d, st.message());
       });
     });
   }

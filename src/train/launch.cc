@@ -19,6 +19,7 @@
 
 #include "common/log.h"
 #include "train/data_config.h"
+#include "train/data_service.h"
 #include "train/roles.h"
 #include "transport/zmq_transport.h"
 
@@ -177,9 +178,21 @@ Status RunNode(const Config& config, Role role, int index,
     return RunServerRole(config, o, index, std::move(t), coordinator, stop)
         .WithContext(who);
   }
-  ASSIGN_OR_RETURN(DatasetSplits data, LoadDatasetFromConfig(config));
-  ASSIGN_OR_RETURN(ClusterPlan plan,
-                   ClusterPlan::Make(config, data, role == Role::kWorker));
+  // A worker fed by the data service loads nothing (it learns the shape
+  // from the data servers); data servers and the evaluator load the data.
+  ASSIGN_OR_RETURN(ClusterRunOptions options,
+                   ClusterRunOptions::FromConfig(config));
+  const bool streamed = role == Role::kWorker && options.data_servers > 0;
+  DatasetSplits data;
+  ClusterPlan plan;
+  if (streamed) {
+    plan.options = options;
+  } else {
+    ASSIGN_OR_RETURN(data, LoadDatasetFromConfig(config));
+    ASSIGN_OR_RETURN(plan, ClusterPlan::Make(config, data,
+                                             role == Role::kWorker ||
+                                                 role == Role::kData));
+  }
   ASSIGN_OR_RETURN(auto t, BoundTransport(id, bind, coordinator));
   // One process per node: LibTorch threads per process as configured
   // (0 = this machine's cores shared among the workers).
@@ -200,6 +213,10 @@ Status RunNode(const Config& config, Role role, int index,
     case Role::kEvaluator:
       return RunEvaluatorRole(config, plan, data, std::move(t), coordinator,
                               &run_dir, stop)
+          .WithContext(who);
+    case Role::kData:
+      return RunDataRole(config, plan, index, data, std::move(t), coordinator,
+                         &run_dir, stop)
           .WithContext(who);
     case Role::kServer:  // handled above
     case Role::kCoordinator:
@@ -247,9 +264,8 @@ Result<nlohmann::json> TrainProcesses(const Config& config,
   }
   RETURN_IF_ERROR(run_dir.WriteJson("pids.json", pid_map));
   LogInfo(
-      "cluster: {} processes ({} servers, {} workers, evaluator) around the "
-      "coordinator at {}",
-      pids.size(), roles.num_servers(), roles.num_workers(), endpoint);
+      "cluster: {} processes ({}) around the coordinator at {}", pids.size(),
+      roles.ToString(), endpoint);
 
   auto summary = RunCoordinatorRole(config, o, std::move(coord), run_dir, stop);
 

@@ -67,14 +67,15 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
         "are ignored here");
   }
   std::vector<int32_t> cluster_ids;
-  if (sampler_name == "cluster-stratified") {
+  if (sampler_name == "cluster-stratified" || sampler_name == "loss-aware") {
     ASSIGN_OR_RETURN(ShardOptions so, ShardOptionsFromConfig(config, 1));
     ASSIGN_OR_RETURN(cluster_ids, ComputeClassSubclusters(data.train, so));
   }
   ASSIGN_OR_RETURN(
       std::unique_ptr<BatchSampler> sampler,
       MakeBatchSampler(sampler_name, std::move(all), data.train.labels,
-                       cluster_ids, seed, config.GetBool("data.shuffle")));
+                       cluster_ids, seed, config.GetBool("data.shuffle"),
+                       config.GetFloat("data.loss_aware.max_boost")));
   BatchSampler& shuffler = *sampler;
   const int64_t per_epoch = shuffler.BatchesPerEpoch(batch_size);
   const int64_t iterations = config.GetInt("train.iterations");
@@ -104,6 +105,7 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
   s.parameters = model.flat.size();
   Progress progress("train", total_steps, Progress::StderrIsTerminal());
   std::vector<int64_t> indices;
+  std::vector<float> losses;  // per example (loss-aware sampler)
   double window_loss = 0, window_acc = 0;
   int64_t window_n = 0;
   double train_s = 0;
@@ -138,7 +140,10 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
     last_epoch = epoch;
     Batch batch = batcher.Gather(indices);
     model.flat.ZeroGrad();
-    ASSIGN_OR_RETURN(StepResult r, ForwardBackward(*model.net, batch));
+    ASSIGN_OR_RETURN(StepResult r,
+                     ForwardBackward(*model.net, batch,
+                                     shuffler.wants_losses() ? &losses : nullptr));
+    if (shuffler.wants_losses()) shuffler.Observe(indices, losses.data());
     const double lr = schedule.Rate(step - 1);
     optimizer->Step(model.flat.param_data(), model.flat.grad_data(), lr);
     train_s += Seconds(t0, Clock::now());

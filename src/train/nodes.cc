@@ -10,8 +10,10 @@
 #include <thread>
 
 #include "common/log.h"
+#include "data/batch_cursor.h"
 #include "data/batch_sampler.h"
 #include "train/batch.h"
+#include "train/data_service.h"
 #include "train/exchange.h"
 
 namespace strata {
@@ -33,7 +35,28 @@ Result<ClusterRunOptions> ClusterRunOptions::FromConfig(const Config& c) {
       UsesServers(o.mode) ? static_cast<int>(c.GetInt("cluster.servers")) : 0;
   // The evaluator node always exists: it evaluates the final model even
   // when cluster.evaluator turns the periodic evaluations off.
-  o.roles = RoleTable::Standard(servers, n, /*evaluator=*/true);
+  o.data_servers = static_cast<int>(c.GetInt("cluster.data_servers"));
+  ASSIGN_OR_RETURN(o.assignment, ParseAssignment(c.GetString("data.assignment")));
+  o.prefetch = static_cast<int>(c.GetInt("data.prefetch"));
+  if (o.data_servers > n) {
+    return Status::InvalidArgument(
+        "cluster.data_servers = {} is more than cluster.workers = {} (each "
+        "data server feeds the workers w mod m)",
+        o.data_servers, n);
+  }
+  if (o.assignment == Assignment::kDynamic && o.data_servers == 0) {
+    return Status::InvalidArgument(
+        "data.assignment = \"dynamic\" needs the data service: set "
+        "cluster.data_servers >= 1");
+  }
+  if (o.assignment == Assignment::kDynamic && o.mode != RunMode::kAsync) {
+    return Status::InvalidArgument(
+        "data.assignment = \"dynamic\" needs cluster.mode = \"async\" (it is "
+        "\"{}\"): workers then take different numbers of steps, which "
+        "synchronous steps, clocks and collectives cannot",
+        RunModeName(o.mode));
+  }
+  o.roles = RoleTable::Standard(servers, n, /*evaluator=*/true, o.data_servers);
   const int64_t batch = c.GetInt("train.batch_size");
   const bool adapt = c.GetBool("cluster.adapt_hyperparams");
   if (adapt) {
@@ -133,7 +156,8 @@ Result<WorkerMetrics> RunWorker(const Config& config,
                                 const Dataset& train, const ShardSet& shards,
                                 ExchangeEnv env, PublishedModel* published,
                                 const RunDirectory* run_dir,
-                                const std::atomic<bool>* stop) {
+                                const std::atomic<bool>* stop,
+                                BatchStream* stream) {
   WorkerMetrics m;
   m.index = index;
   const auto start = Clock::now();
@@ -193,21 +217,34 @@ Result<WorkerMetrics> RunWorker(const Config& config,
   } remove_hooks_at_exit{&hooks};
   RETURN_IF_ERROR(member.Barrier(0, o.request_timeout));
 
-  if (index >= static_cast<int>(shards.worker_indices.size()) ||
-      shards.worker_indices[index].empty()) {
-    return Status::InvalidArgument(
-        "worker {} has no examples (more workers than examples?)", index);
+  // Batches come from the worker's own sampler over its shard, or from the
+  // data service (`stream`), which serves the same batches in static mode.
+  std::unique_ptr<BatchSampler> sampler;
+  int64_t total = o.iterations;
+  if (stream == nullptr) {
+    if (index >= static_cast<int>(shards.worker_indices.size()) ||
+        shards.worker_indices[index].empty()) {
+      return Status::InvalidArgument(
+          "worker {} has no examples (more workers than examples?)", index);
+    }
+    ASSIGN_OR_RETURN(
+        sampler,
+        MakeBatchSampler(config.GetString("data.sampler"),
+                         shards.worker_indices[index], train.labels,
+                         shards.cluster_ids,
+                         BatchCursor::SamplerSeed(o.seed, index), o.shuffle,
+                         config.GetFloat("data.loss_aware.max_boost")));
+    if (total <= 0) total = o.epochs * sampler->BatchesPerEpoch(o.worker_batch);
+  } else if (o.assignment == Assignment::kDynamic) {
+    // Any worker takes the next batch: train until the service runs dry.
+    total = std::numeric_limits<int64_t>::max();
   }
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<BatchSampler> sampler,
-      MakeBatchSampler(
-          config.GetString("data.sampler"), shards.worker_indices[index],
-          train.labels, shards.cluster_ids,
-          o.seed * 1000003 + static_cast<uint64_t>(index), o.shuffle));
-  BatchSampler& shuffler = *sampler;
-  const int64_t total =
-      o.iterations > 0 ? o.iterations
-                       : o.epochs * shuffler.BatchesPerEpoch(o.worker_batch);
+  const bool want_losses = stream != nullptr
+                               ? config.GetString("data.sampler") == "loss-aware"
+                               : sampler->wants_losses();
+  std::vector<float> losses;
+  StreamedBatch streamed;
+  bool data_ended = false;
   Batcher batcher(train, config.GetBool("data.augment"),
                   (o.seed << 8) ^ static_cast<uint64_t>(index));
   std::mt19937_64 delay_rng(o.seed * 7919 + static_cast<uint64_t>(index));
@@ -256,10 +293,35 @@ Result<WorkerMetrics> RunWorker(const Config& config,
     if (stopped_inside(before, "before", it)) break;
     RETURN_IF_ERROR(before);
     auto t1 = Clock::now();
-    const int64_t epoch = shuffler.Next(o.worker_batch, &indices);
-    Batch batch = batcher.Gather(indices);
+    int64_t epoch = 0;
+    Batch batch;
+    if (stream != nullptr) {
+      Result<bool> got = stream->Next(&streamed);
+      if (stopped_inside(got.status(), "waiting for data at", it)) break;
+      RETURN_IF_ERROR(got.status());
+      if (!*got) {
+        data_ended = true;
+        break;
+      }
+      epoch = streamed.header.epoch;
+      batch = batcher.FromRows(
+          reinterpret_cast<const float*>(streamed.features.data()),
+          reinterpret_cast<const int64_t*>(streamed.labels.data()),
+          streamed.header.size());
+    } else {
+      epoch = sampler->Next(o.worker_batch, &indices);
+      batch = batcher.Gather(indices);
+    }
     model.flat.ZeroGrad();
-    ASSIGN_OR_RETURN(StepResult r, ForwardBackward(*model.net, batch));
+    ASSIGN_OR_RETURN(StepResult r,
+                     ForwardBackward(*model.net, batch,
+                                     want_losses ? &losses : nullptr));
+    if (stream != nullptr) {
+      stream->Ack(streamed.header.seq,
+                  want_losses ? losses : std::vector<float>());
+    } else if (want_losses) {
+      sampler->Observe(indices, losses.data());
+    }
     if (o.worker_delay_ms > 0) {
       std::this_thread::sleep_for(
           std::chrono::milliseconds(static_cast<int64_t>(
@@ -273,7 +335,7 @@ Result<WorkerMetrics> RunWorker(const Config& config,
     m.compute_s += Seconds(t1, t2);
     m.comm_s += Seconds(t0, t1) + Seconds(t2, t3);
     m.iterations = it + 1;
-    m.samples += static_cast<int64_t>(indices.size());
+    m.samples += batch.targets.size(0);
     {
       std::lock_guard<std::mutex> lock(published->mu);
       published->step = it + 1;
@@ -296,8 +358,13 @@ Result<WorkerMetrics> RunWorker(const Config& config,
       window_n = 0;
     }
   }
+  if (stream != nullptr) {
+    m.data_wait_s = stream->wait_s();
+    m.compute_s -= m.data_wait_s;
+    RETURN_IF_ERROR(stream->Flush());
+  }
   RETURN_IF_ERROR(exchange->Finish(m.iterations));
-  m.finished = m.iterations == total;
+  m.finished = m.iterations == total || data_ended;
   return m;
 }
 

@@ -22,6 +22,8 @@
 
 namespace strata {
 
+class BatchStream;
+
 // Settings every worker and the evaluator read from the run config.
 // Training examples the evaluator runs through the model to re-estimate
 // BatchNorm statistics before each evaluation (RecalibrateBatchNorm).
@@ -55,13 +57,15 @@ struct PublishedModel {
 // optimizer; the model's buffers are filled in here. `published` shows
 // the model to the evaluator and receives its final copy. Not thread-safe;
 // one per thread. Batches come from `shards.worker_indices[index]` through
-// the sampler data.sampler names (shuffle, stratified, cluster-stratified).
+// the sampler data.sampler names, or, with a `stream`, from the data
+// service (then `train` only gives the shape and `shards` is not used).
 Result<WorkerMetrics> RunWorker(const Config& config,
                                 const ClusterRunOptions& options, int index,
                                 const Dataset& train, const ShardSet& shards,
                                 ExchangeEnv env, PublishedModel* published,
                                 const RunDirectory* run_dir,
-                                const std::atomic<bool>* stop);
+                                const std::atomic<bool>* stop,
+                                BatchStream* stream = nullptr);
 
 // The evaluator: pulls the global model every eval.every_updates updates (or
 // eval.every_s seconds), evaluates it on the validation split and appends to

@@ -12,6 +12,7 @@
 #include "ps/server.h"
 #include "sharding/report.h"
 #include "train/batch.h"
+#include "train/data_service.h"
 
 namespace strata {
 namespace {
@@ -49,15 +50,7 @@ Result<ClusterPlan> ClusterPlan::Make(const Config& config,
     return Status::InvalidArgument(
         "{} training examples cannot feed {} workers", data.train.size(), n);
   }
-  ASSIGN_OR_RETURN(Model probe, CreateModel(ModelOptions::FromConfig(config),
-                                            InputSpecOf(data.train)));
-  plan.num_params = probe.flat.size();
-  // Decentralized modes have no servers: one range, which nobody serves.
-  ASSIGN_OR_RETURN(
-      plan.layout,
-      KeyLayout::Balanced(plan.num_params,
-                          std::max(1, plan.options.roles.num_servers())));
-  ClusterRunOptions& o = plan.options;
+  RETURN_IF_ERROR(plan.SizeFor(config, InputSpecOf(data.train)));
   if (resolve_shards) {
     ASSIGN_OR_RETURN(ShardSet shards, ResolveShards(config, data.train, n));
     for (int w = 0; w < n; ++w) {
@@ -69,15 +62,40 @@ Result<ClusterPlan> ClusterPlan::Make(const Config& config,
     }
     plan.shards = std::make_shared<const ShardSet>(std::move(shards));
   }
-  if (o.iterations <= 0) {
-    // Every worker runs the same count (sync steps always find n
-    // gradients), and every node derives it without the shards: an epoch
-    // is N / n examples per worker, whatever the sharding method, so
-    // methods are compared on the same number of samples. (A shard with
-    // broadcast examples is larger than N / n; docs/sharding.md.)
-    const int64_t shard = data.train.size() / n;
-    o.iterations = o.epochs * ((shard + o.worker_batch - 1) / o.worker_batch);
-  }
+  plan.SetIterations(data.train.size());
+  return plan;
+}
+
+Status ClusterPlan::SizeFor(const Config& config, const InputSpec& input) {
+  ASSIGN_OR_RETURN(Model probe,
+                   CreateModel(ModelOptions::FromConfig(config), input));
+  num_params = probe.flat.size();
+  // Decentralized modes have no servers: one range, which nobody serves.
+  ASSIGN_OR_RETURN(layout,
+                   KeyLayout::Balanced(num_params,
+                                       std::max(1, options.roles.num_servers())));
+  return Status::Ok();
+}
+
+void ClusterPlan::SetIterations(int64_t train_size) {
+  ClusterRunOptions& o = options;
+  if (o.iterations > 0) return;
+  // Every worker runs the same count (sync steps always find n gradients),
+  // and every node derives it without the shards: an epoch is N / n
+  // examples per worker, whatever the sharding method, so methods are
+  // compared on the same number of samples. (A shard with broadcast
+  // examples is larger than N / n; docs/sharding.md.)
+  const int64_t shard = train_size / options.roles.num_workers();
+  o.iterations = o.epochs * ((shard + o.worker_batch - 1) / o.worker_batch);
+}
+
+Result<ClusterPlan> ClusterPlan::FromDataFacts(const Config& config,
+                                               const DataFacts& facts) {
+  ClusterPlan plan;
+  ASSIGN_OR_RETURN(plan.options, ClusterRunOptions::FromConfig(config));
+  RETURN_IF_ERROR(plan.SizeFor(config, InputSpec{facts.channels, facts.height,
+                                                 facts.width, facts.classes}));
+  plan.SetIterations(facts.train_size);
   return plan;
 }
 
@@ -160,6 +178,19 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
       LogWarning("no statistics from server {}: {}", s,
                  reply.status().message());
   }
+  nlohmann::json data_servers = nlohmann::json::array();
+  for (int d = 0; d < o.roles.num_data_servers(); ++d) {
+    if (is_lost(o.roles.DataServerId(d))) continue;
+    Message m;
+    m.header.type = kStatsRequest;
+    auto reply = coordinator.Request(o.roles.DataServerId(d), std::move(m))
+                     ->Wait(milliseconds(10000));
+    if (reply.ok())
+      data_servers.push_back(ParseOr(Text(*reply), nlohmann::json::object()));
+    else
+      LogWarning("no statistics from data server {}: {}", d,
+                 reply.status().message());
+  }
   nlohmann::json final_eval = nlohmann::json::object();
   if (run_status.ok() && o.roles.has_evaluator() &&
       !is_lost(o.roles.EvaluatorId())) {
@@ -222,6 +253,20 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
       s0.value("gradients_per_update", nlohmann::json::object());
   summary["tail_updates"] = s0.value("tail_updates", int64_t{0});
   summary["lost_workers"] = coordinator.LostNodes();
+  if (o.data_servers > 0) {
+    // The data service: each data server's throughput, and the share of
+    // the workers' training time they spent waiting for a batch.
+    double wait = 0, busy = 0;
+    for (const auto& w : workers) {
+      wait += w.value("data_wait_s", 0.0);
+      busy += w.value("compute_s", 0.0) + w.value("comm_s", 0.0) +
+              w.value("data_wait_s", 0.0);
+    }
+    summary["data_service"] = {{"data_servers", data_servers},
+                               {"assignment", AssignmentName(o.assignment)},
+                               {"prefetch", o.prefetch},
+                               {"data_wait_fraction", busy > 0 ? wait / busy : 0.0}};
+  }
   if (o.mode == RunMode::kGossip) {
     // GoSGD keeps the weights' sum at 1 (less what lost workers held).
     double total = 0;
@@ -311,11 +356,14 @@ Result<WorkerMetrics> RunWorkerRole(const Config& config,
                                     const RunDirectory* run_dir,
                                     const std::atomic<bool>* stop) {
   const ClusterRunOptions& o = plan.options;
-  if (!plan.shards) {
+  // With the data service the worker loads nothing: the shape, the model
+  // size and the budget come from the data servers' run facts.
+  const bool service = o.data_servers > 0;
+  if (!service && !plan.shards) {
     return Status::FailedPrecondition(
         "worker {}: the cluster plan was made without shards", index);
   }
-  if (index == 0 && run_dir != nullptr) {
+  if (!service && index == 0 && run_dir != nullptr) {
     // The shard report goes into the run directory (docs/sharding.md).
     RETURN_IF_ERROR(WriteShardReport(plan.shards->report,
                                      run_dir->path() + "/shard_report.json"));
@@ -354,17 +402,51 @@ Result<WorkerMetrics> RunWorkerRole(const Config& config,
     if (!node.member().shutdown_reason().empty())
       mailbox.Close(node.member().shutdown_reason());
   });
-  RETURN_IF_ERROR(
-      node.Join(coordinator_endpoint, o.request_timeout, RunFacts(plan)));
+  std::string facts_text;
+  auto keep_facts = [&facts_text](const std::string& text) {
+    facts_text = text;
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(node.Join(
+      coordinator_endpoint, o.request_timeout, service ? "" : RunFacts(plan),
+      service ? std::function<Status(const std::string&)>(keep_facts)
+              : nullptr));
+  ClusterPlan served_plan;
+  const ClusterPlan* p = &plan;
+  Dataset shape;  // the data's shape only (data service)
+  std::unique_ptr<BatchStream> stream;
+  const ShardSet no_shards;
+  if (service) {
+    nlohmann::json facts = ParseOr(facts_text, nlohmann::json::object());
+    ASSIGN_OR_RETURN(DataFacts df,
+                     DataFacts::FromJson(facts.value("data", nlohmann::json())));
+    ASSIGN_OR_RETURN(served_plan, ClusterPlan::FromDataFacts(config, df));
+    if (facts.value("num_params", int64_t{-1}) != served_plan.num_params) {
+      return Status::FailedPrecondition(
+          "worker {}: the model has {} parameters here but {} on the data "
+          "servers (the same config everywhere?)",
+          index, served_plan.num_params, facts.value("num_params", int64_t{-1}));
+    }
+    p = &served_plan;
+    shape.channels = df.channels;
+    shape.height = df.height;
+    shape.width = df.width;
+    shape.num_classes = df.classes;
+    const NodeId ds = o.roles.DataServerId(index % o.data_servers);
+    stream = std::make_unique<BatchStream>(node.rpc(), ds, o.roles.Describe(ds),
+                                           o.prefetch, o.request_timeout);
+  }
   ExchangeEnv env;
   env.rpc = &node.rpc();
   env.member = &node.member();
-  env.layout = &plan.layout;
+  env.layout = &p->layout;
   env.mailbox = &mailbox;
   env.optimizer = OptimizerOptions::FromConfig(config);
-  env.schedule = LrSchedule::FromConfig(config, o.iterations);
-  auto metrics = RunWorker(config, o, index, data.train, *plan.shards, env,
-                           &published, run_dir, stop);
+  env.schedule = LrSchedule::FromConfig(config, p->options.iterations);
+  auto metrics = RunWorker(config, p->options, index,
+                           service ? shape : data.train,
+                           service ? no_shards : *plan.shards, env, &published,
+                           run_dir, stop, stream.get());
   if (!metrics.ok()) {
     // Go silent, like a crashed process: the coordinator's heartbeat
     // monitor decides what the loss means for the run.

@@ -16,6 +16,9 @@
 
 namespace strata {
 
+struct DataFacts;  // train/data_service.h
+struct InputSpec;  // models/models.h
+
 // What every node of a cluster derives, identically, from the run config and
 // the training data: the options, the parameter count and key layout, and
 // the per-worker iteration budget (equal for all workers, so sync steps
@@ -33,6 +36,15 @@ struct ClusterPlan {
   static Result<ClusterPlan> Make(const Config& config,
                                   const DatasetSplits& data,
                                   bool resolve_shards = true);
+  // A worker fed by the data service: the same plan (no shards) from the
+  // shape and size the data servers announced.
+  static Result<ClusterPlan> FromDataFacts(const Config& config,
+                                           const DataFacts& facts);
+
+  // Parameter count and key layout of the configured model for `input`.
+  Status SizeFor(const Config& config, const InputSpec& input);
+  // options.iterations from the epochs when train.iterations is 0.
+  void SetIterations(int64_t train_size);
 };
 
 // The roles of a cluster. Each runs one node until the run ends and is the

@@ -7,6 +7,7 @@
 #include "cluster/run_mode.h"
 #include "common/config.h"
 #include "common/status.h"
+#include "data/batch_cursor.h"
 
 namespace strata {
 
@@ -60,6 +61,11 @@ struct ClusterRunOptions {
   int tree_fanout = 2;         // tree-easgd
   bool bucket_overlap = true;  // allreduce: reduce buckets during backward
   int64_t bucket_floats = 0;   // allreduce: gradient bucket size
+
+  // The mini-batch streaming service (cluster.data_servers > 0).
+  int data_servers = 0;
+  Assignment assignment = Assignment::kStatic;  // data.assignment
+  int prefetch = 2;                             // data.prefetch
 
   static Result<ClusterRunOptions> FromConfig(const Config& config);
 };

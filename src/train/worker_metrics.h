@@ -16,6 +16,8 @@ struct WorkerMetrics {
   // Decentralized modes: the part of comm_s spent waiting for peers (a
   // neighbour's model, a collective's slowest member).
   double wait_s = 0;
+  // Data service: time spent waiting for the next batch (not in compute_s).
+  double data_wait_s = 0;
   uint64_t bytes_pushed = 0;      // sent (to servers or peers)
   uint64_t bytes_pulled = 0;      // received
   int64_t dropped_gradients = 0;  // pushes a server dropped as late (per range)
@@ -31,6 +33,7 @@ struct WorkerMetrics {
                      {"compute_s", compute_s},
                      {"comm_s", comm_s},
                      {"wait_s", wait_s},
+                     {"data_wait_s", data_wait_s},
                      {"bytes_pushed", bytes_pushed},
                      {"bytes_pulled", bytes_pulled},
                      {"dropped_gradients", dropped_gradients},

@@ -1,0 +1,123 @@
+#pragma once
+
+// The mini-batch streaming service (paper 000; docs/data_service.md): data
+// servers (cluster.data_servers, the "data" role) load the dataset once and
+// serve mini-batches to the workers, which then load nothing.
+//
+// Wire protocol (both directions through RpcEndpoint request / reply):
+//   kBatchRequest  worker -> data server. header.key_begin: batches wanted
+//                  (0 or 1). Acknowledgements ride along: payload 0 the
+//                  acknowledged sequence numbers (int64), payload 1 how
+//                  many losses each carries (int64; 0 or the batch size),
+//                  payload 2 the losses (float32, concatenated).
+//   kBatchReply    header.key_begin: kBatchReady, kBatchWait or kBatchEnd;
+//                  with a batch, payload 0 its header (EncodeBatchHeader),
+//                  payload 1 the features (float32, N x C x H x W, raw),
+//                  payload 2 the labels (int64, N), sent without a copy.
+//   kNodeLost      coordinator -> data server: a worker was lost; its
+//                  leased batches are served to the others.
+// A worker talks to data server w mod m; data server j serves the workers
+// of its group and, in dynamic mode, the examples i with i mod m == j.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "data/dataset.h"
+#include "train/roles.h"
+#include "transport/rpc.h"
+
+namespace strata {
+
+inline constexpr MessageType kBatchRequest = static_cast<MessageType>(
+    static_cast<uint16_t>(MessageType::kFirstUserType) + 30);
+inline constexpr MessageType kBatchReply = static_cast<MessageType>(
+    static_cast<uint16_t>(MessageType::kFirstUserType) + 31);
+inline constexpr uint32_t kBatchReady = 0;
+inline constexpr uint32_t kBatchWait = 1;
+inline constexpr uint32_t kBatchEnd = 2;
+
+// The typed header of a served batch.
+struct BatchHeader {
+  int64_t epoch = 0;
+  int64_t seq = 0;
+  int64_t channels = 1, height = 1, width = 1;
+  std::vector<int64_t> ids;  // example ids, in batch order
+  int64_t size() const { return static_cast<int64_t>(ids.size()); }
+  int64_t example_size() const { return channels * height * width; }
+};
+// Little-endian: magic "SBAT", version (u16), dtype (u16, 1 = float32),
+// epoch, seq, N, C, H, W (i64 each), then N ids (i64).
+Buffer EncodeBatchHeader(const BatchHeader& h);
+// DataLoss naming the fault for a short, foreign or inconsistent header.
+Result<BatchHeader> DecodeBatchHeader(const Buffer& b);
+
+// What the data servers tell every node at registration (run facts, key
+// "data"): the shape the model needs and the iteration budget.
+struct DataFacts {
+  int64_t channels = 1, height = 1, width = 1, classes = 0;
+  int64_t train_size = 0;
+  nlohmann::json ToJson() const;
+  static Result<DataFacts> FromJson(const nlohmann::json& j);
+};
+
+// A data server: loads nothing itself (the caller passes the data it
+// loaded), serves batches to its workers until the coordinator ends the
+// run, writes served.jsonl (one line per acknowledged batch) and, for the
+// loss-aware sampler, stratum_loss.jsonl into `run_dir`; answers the
+// coordinator's statistics request with its throughput.
+Status RunDataRole(const Config& config, const ClusterPlan& plan, int index,
+                   const DatasetSplits& data,
+                   std::unique_ptr<Transport> transport,
+                   const std::string& coordinator_endpoint,
+                   const RunDirectory* run_dir, const std::atomic<bool>* stop);
+
+// A batch as the worker receives it.
+struct StreamedBatch {
+  BatchHeader header;
+  Buffer features;  // float32, header.size() x example_size()
+  Buffer labels;    // int64, header.size()
+};
+
+// The worker's side: keeps `prefetch` requests in flight so that the next
+// batch is there when a step ends; acknowledgements (with per-example
+// losses when asked) ride on the next request. Not thread-safe: the
+// worker's training thread only.
+class BatchStream {
+ public:
+  BatchStream(RpcEndpoint& rpc, NodeId data_server, std::string server_name,
+              int prefetch, std::chrono::milliseconds timeout);
+  // The next batch; false at the end of the data. Errors name the data
+  // server (lost, timed out, malformed reply).
+  Result<bool> Next(StreamedBatch* out);
+  // The worker trained on batch `seq`; `losses` (one per example) may be
+  // empty.
+  void Ack(int64_t seq, std::vector<float> losses);
+  // Sends the acknowledgements not sent yet and waits for the reply.
+  Status Flush();
+  // Seconds spent waiting in Next() for a batch that was not there yet.
+  double wait_s() const { return wait_s_; }
+
+ private:
+  void Request(int64_t want);
+
+  RpcEndpoint& rpc_;
+  const NodeId server_;
+  const std::string name_;
+  const int prefetch_;
+  const std::chrono::milliseconds timeout_;
+  std::deque<std::shared_ptr<RpcCall>> in_flight_;
+  std::vector<int64_t> ack_seqs_;
+  std::vector<int64_t> ack_counts_;
+  std::vector<float> ack_losses_;
+  bool ended_ = false;
+  double wait_s_ = 0;
+};
+
+}  // namespace strata
