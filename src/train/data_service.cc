@@ -367,9 +367,8 @@ Status RunDataRole(const Config& config, const ClusterPlan& plan, int index,
           .dump();
   LogInfo(
       "data server {}: {} assignment, sampler {}, serving workers {} mod {} "
-      "({} examples)",
-      index, AssignmentName(o.assignment), co.sampler, index, m,
-      o.assignment == Assignment::kStatic ? -1 : (train.size() + m - 1 - index) / m);
+      "from {} training examples",
+      index, AssignmentName(o.assignment), co.sampler, index, m, train.size());
   RETURN_IF_ERROR(node.Join(coordinator_endpoint, o.request_timeout, run_facts));
   node.WaitForEnd();
   {
