@@ -5,14 +5,27 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <csignal>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <zmq.hpp>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
 #include "common/fs.h"
+#include "transport/wire.h"
 
 extern char** environ;
 
@@ -26,7 +39,8 @@ struct Launched {
   std::string run_dir;
 };
 
-Launched Launch(const std::string& mode) {
+Launched Launch(const std::string& mode,
+                const std::vector<std::string>& extra = {}) {
   std::string root = "/tmp/strata_process_test_XXXXXX";
   EXPECT_NE(::mkdtemp(root.data()), nullptr);
   Launched l;
@@ -62,6 +76,10 @@ Launched Launch(const std::string& mode) {
                                    "cluster.threads_per_worker=1",
                                    "--set",
                                    "run.log_level=warning"};
+  for (const std::string& kv : extra) {
+    args.push_back("--set");
+    args.push_back(kv);
+  }
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -168,6 +186,178 @@ TEST(ProcessClusterTest, GossipRunFinishesWithoutAKilledWorker) {
   EXPECT_EQ(summary["workers"][0]["iterations"], 300);
   EXPECT_EQ(summary["workers"][2]["iterations"], 300);
   EXPECT_GT(summary["final_val_acc"].get<double>(), 0.2);
+}
+
+// Every example id of served.jsonl (data.served_log = ids), per epoch,
+// with how often it was acknowledged.
+std::map<int64_t, std::map<int64_t, int>> ServedCounts(const std::string& dir) {
+  std::map<int64_t, std::map<int64_t, int>> counts;
+  std::ifstream in(dir + "/served.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    for (int64_t id : j["ids"].get<std::vector<int64_t>>())
+      ++counts[j["epoch"].get<int64_t>()][id];
+  }
+  return counts;
+}
+
+void ExpectEveryExampleOnce(const std::map<int64_t, int>& epoch, int64_t n) {
+  EXPECT_EQ(static_cast<int64_t>(epoch.size()), n);
+  int64_t not_once = 0;
+  for (const auto& [id, times] : epoch) not_once += times != 1;
+  EXPECT_EQ(not_once, 0);
+}
+
+TEST(ProcessClusterTest, DataServiceServesEveryExampleOnceDespiteAKilledWorker) {
+  // Dynamic assignment: the killed worker's leased batches go to the
+  // others once the coordinator declares it lost.
+  Launched l = Launch("async", {"cluster.data_servers=1",
+                                "data.assignment=dynamic",
+                                "data.served_log=ids", "train.iterations=0",
+                                "train.epochs=2"});
+  ASSERT_GT(l.pid, 0);
+  ASSERT_GT(KillWorkerOne(l), 0);
+  double secs = 0;
+  EXPECT_EQ(WaitExit(l.pid, &secs), 0);
+  auto summary = nlohmann::json::parse(*ReadFile(l.run_dir + "/summary.json"));
+  ASSERT_EQ(summary["lost_workers"].size(), 1u) << summary.dump();
+  EXPECT_EQ(summary["lost_workers"][0], "worker 1 (node 3)");
+  auto counts = ServedCounts(l.run_dir);
+  ASSERT_EQ(counts.size(), 2u);
+  ExpectEveryExampleOnce(counts[0], 3000);
+  ExpectEveryExampleOnce(counts[1], 3000);
+  EXPECT_GT(summary["final_val_acc"].get<double>(), 0.2);
+}
+
+// The TCP ports process `pid` listens on (its sockets' inodes matched
+// against /proc/net/tcp).
+std::vector<int> ListeningPorts(pid_t pid) {
+  std::set<std::string> inodes;
+  const std::string fd_dir = "/proc/" + std::to_string(pid) + "/fd";
+  if (DIR* d = ::opendir(fd_dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      char target[256];
+      const std::string path = fd_dir + "/" + e->d_name;
+      ssize_t n = ::readlink(path.c_str(), target, sizeof(target) - 1);
+      if (n <= 0) continue;
+      target[n] = 0;
+      std::string t(target);
+      if (t.rfind("socket:[", 0) == 0) inodes.insert(t.substr(8, t.size() - 9));
+    }
+    ::closedir(d);
+  }
+  std::vector<int> ports;
+  std::ifstream tcp("/proc/net/tcp");
+  std::string line;
+  std::getline(tcp, line);  // header
+  while (std::getline(tcp, line)) {
+    std::istringstream in(line);
+    std::string sl, local, remote, state, queues, timer, retr, uid, timeout,
+        inode;
+    in >> sl >> local >> remote >> state >> queues >> timer >> retr >> uid >>
+        timeout >> inode;
+    if (state == "0A" && inodes.count(inode)) {
+      ports.push_back(std::stoi(local.substr(local.find(':') + 1), nullptr, 16));
+    }
+  }
+  return ports;
+}
+
+TEST(ProcessClusterTest, GarbageSentToADataServerIsDroppedAndServingGoesOn) {
+  Launched l = Launch("async", {"cluster.data_servers=1",
+                                "data.served_log=ids", "train.iterations=0",
+                                "train.epochs=3", "cluster.worker_delay_ms=20"});
+  ASSERT_GT(l.pid, 0);
+  // Wait for training to start, then find the data server's port.
+  const auto deadline = Clock::now() + std::chrono::seconds(90);
+  pid_t data_pid = -1;
+  while (Clock::now() < deadline && data_pid < 0) {
+    auto pids = ReadFile(l.run_dir + "/pids.json");
+    auto metrics = ReadFile(l.run_dir + "/metrics.jsonl");
+    if (pids.ok() && metrics.ok() && !metrics->empty())
+      data_pid = nlohmann::json::parse(*pids)["data server 0 (node 6)"];
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_GT(data_pid, 0) << "training never started";
+  std::vector<int> ports = ListeningPorts(data_pid);
+  ASSERT_FALSE(ports.empty()) << "the data server listens on no TCP port";
+  std::mt19937 rng(3);
+  auto noise = [&rng](size_t n) {
+    std::string s(n, 0);
+    for (char& c : s) c = static_cast<char>(rng());
+    return s;
+  };
+  for (int port : ports) {
+    // Raw bytes on a plain TCP connection.
+    for (int k = 0; k < 5; ++k) {
+      int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      ASSERT_GE(fd, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_port = htons(static_cast<uint16_t>(port));
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+        const std::string junk = noise(64 + 200 * k);
+        (void)!::write(fd, junk.data(), junk.size());
+      }
+      ::close(fd);
+    }
+    // Well-framed ZeroMQ messages whose contents are garbage: random
+    // frames, and a frame as long as a message header with random bytes.
+    zmq::context_t ctx;
+    zmq::socket_t s(ctx, zmq::socket_type::dealer);
+    s.set(zmq::sockopt::linger, 0);
+    s.connect("tcp://127.0.0.1:" + std::to_string(port));
+    for (int k = 0; k < 20; ++k) {
+      const int frames = 1 + k % 4;
+      for (int f = 0; f < frames; ++f) {
+        const std::string junk = noise(static_cast<size_t>(k % 3 == 0 ? 48 : 1 + 37 * f));
+        s.send(zmq::buffer(junk), f + 1 < frames ? zmq::send_flags::sndmore
+                                                 : zmq::send_flags::none);
+      }
+    }
+    // Valid strata frames with a bad request: a batch request from a node
+    // outside the cluster, one claiming to be worker 1 with payloads that
+    // do not parse, and a message type nobody handles. Each gets an error
+    // reply (or a log line) and nothing else.
+    struct Fake {
+      uint16_t type;
+      NodeId sender;
+      std::vector<uint64_t> sizes;
+    };
+    uint32_t transfer = 1;
+    for (const Fake& f : {Fake{0x1000 + 30, 99, {8, 8, 4}},
+                          Fake{0x1000 + 30, 3, {5}},
+                          Fake{0x1000 + 30, 3, {8, 16, 4}},
+                          Fake{0x1FFF, 3, {}}}) {
+      MessageHeader h;
+      h.type = static_cast<MessageType>(f.type);
+      h.sender = f.sender;
+      h.receiver = 6;
+      h.request_id = 0xdead0000u + transfer;
+      h.key_begin = h.key_end = 1;
+      Buffer header = wire::EncodeHeader(h, f.sizes, transfer++);
+      s.send(zmq::buffer(header.data(), header.size()),
+             f.sizes.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
+      for (size_t k = 0; k < f.sizes.size(); ++k) {
+        const std::string junk = noise(f.sizes[k]);
+        s.send(zmq::buffer(junk), k + 1 < f.sizes.size()
+                                      ? zmq::send_flags::sndmore
+                                      : zmq::send_flags::none);
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  double secs = 0;
+  EXPECT_EQ(WaitExit(l.pid, &secs), 0);
+  auto summary = nlohmann::json::parse(*ReadFile(l.run_dir + "/summary.json"));
+  EXPECT_TRUE(summary["lost_workers"].empty()) << summary.dump();
+  // The data server kept serving: every worker got its full budget.
+  for (const auto& w : summary["workers"])
+    EXPECT_TRUE(w["finished"].get<bool>()) << w.dump();
+  auto counts = ServedCounts(l.run_dir);
+  EXPECT_EQ(counts.size(), 3u);
 }
 
 }  // namespace
