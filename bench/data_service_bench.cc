@@ -201,7 +201,7 @@ int main(int argc, char** argv) {
   Set(base, "cluster.transport=tcp");
   Set(base, "cluster.adapt_hyperparams=false");
   Set(base, "train.batch_size=16");
-  Set(base, "train.lr=0.05");
+  Set(base, "train.lr=0.01");
   Set(base, "cluster.threads_per_worker=1");
   Set(base, "eval.every_s=1000");
   Set(base, "train.log_every=50");

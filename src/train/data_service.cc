@@ -50,6 +50,9 @@ void SetKind(Message* reply, uint32_t kind) {
   reply->header.key_end = kind;
 }
 
+// The most batches one request may ask for.
+constexpr int64_t kMaxBatchesPerReply = 64;
+
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
@@ -183,6 +186,9 @@ Status RunDataRole(const Config& config, const ClusterPlan& plan, int index,
   const int64_t example_bytes =
       train.example_size() * static_cast<int64_t>(sizeof(float));
 
+  // Feature blocks come back to the pool when their send completes: no
+  // fresh pages (and page faults) per batch.
+  std::shared_ptr<BufferPool> pool = BufferPool::Create(size_t{64} << 20);
   std::mutex mu;
   // Statistics, the served log and stratum losses: GUARDED_BY(mu).
   int64_t served = 0, acked = 0, waits = 0;
@@ -279,15 +285,20 @@ Status RunDataRole(const Config& config, const ClusterPlan& plan, int index,
       node.rpc().ReplyOrLog(req, std::move(reply));
       return;
     }
-    BatchCursor::Lease lease = cursor->Next(local);
-    if (lease.kind == BatchCursor::Lease::Kind::kWait) {
-      ++waits;
-      SetKind(&reply, kBatchWait);
-    } else if (lease.kind == BatchCursor::Lease::Kind::kEnd) {
-      SetKind(&reply, kBatchEnd);
-    } else {
-      SetKind(&reply, kBatchReady);
-      reply.header.clock = lease.seq;
+    // Up to `want` batches in one reply: fewer messages per batch.
+    const int64_t want = std::min<int64_t>(req.header.key_begin, kMaxBatchesPerReply);
+    uint32_t kind = kBatchReady;
+    int64_t count = 0;
+    while (count < want) {
+      BatchCursor::Lease lease = cursor->Next(local);
+      if (lease.kind != BatchCursor::Lease::Kind::kBatch) {
+        if (count == 0) {
+          kind = lease.kind == BatchCursor::Lease::Kind::kWait ? kBatchWait
+                                                               : kBatchEnd;
+          if (kind == kBatchWait) ++waits;
+        }
+        break;
+      }
       BatchHeader h;
       h.epoch = lease.epoch;
       h.seq = lease.seq;
@@ -295,7 +306,7 @@ Status RunDataRole(const Config& config, const ClusterPlan& plan, int index,
       h.height = train.height;
       h.width = train.width;
       const int64_t b = static_cast<int64_t>(lease.ids.size());
-      Buffer features = Buffer::Allocate(static_cast<size_t>(b * example_bytes));
+      Buffer features = pool->Acquire(static_cast<size_t>(b * example_bytes));
       Buffer labels = Buffer::Allocate(static_cast<size_t>(b) * sizeof(int64_t));
       auto* x = reinterpret_cast<float*>(features.data());
       auto* y = reinterpret_cast<int64_t*>(labels.data());
@@ -309,7 +320,12 @@ Status RunDataRole(const Config& config, const ClusterPlan& plan, int index,
       reply.payloads.push_back(EncodeBatchHeader(h));
       reply.payloads.push_back(std::move(features));
       reply.payloads.push_back(std::move(labels));
-      ++served;
+      ++count;
+    }
+    SetKind(&reply, kind);
+    reply.header.clock = count;
+    if (count > 0) {
+      served += count;
       bytes += reply.payload_bytes();
       const auto now = Clock::now();
       if (first == Clock::time_point{}) first = now;
@@ -401,7 +417,8 @@ void BatchStream::Request(int64_t want) {
   ack_seqs_.clear();
   ack_counts_.clear();
   ack_losses_.clear();
-  in_flight_.push_back(rpc_.Request(server_, std::move(m)));
+  in_flight_.emplace_back(rpc_.Request(server_, std::move(m)), want);
+  asked_ += want;
 }
 
 void BatchStream::Ack(int64_t seq, std::vector<float> losses) {
@@ -413,9 +430,25 @@ void BatchStream::Ack(int64_t seq, std::vector<float> losses) {
 Result<bool> BatchStream::Next(StreamedBatch* out) {
   const auto start = Clock::now();
   const auto deadline = start + timeout_;
-  while (!ended_ && static_cast<int>(in_flight_.size()) < prefetch_) Request(1);
-  while (!in_flight_.empty()) {
-    std::shared_ptr<RpcCall> call = in_flight_.front();
+  auto done = [&](bool got) {
+    wait_s_ += Seconds(start, Clock::now());
+    return got;
+  };
+  while (true) {
+    // Keep `prefetch` batches on their way: one request for `prefetch`
+    // batches whenever fewer than that are here or in flight.
+    if (!ended_ && static_cast<int64_t>(ready_.size()) + asked_ < prefetch_)
+      Request(prefetch_);
+    if (!ready_.empty()) {
+      *out = std::move(ready_.front());
+      ready_.pop_front();
+      if (!ended_ && static_cast<int64_t>(ready_.size()) + asked_ < prefetch_)
+        Request(prefetch_);
+      return done(true);
+    }
+    if (in_flight_.empty()) return done(false);  // ended, all drained
+    std::shared_ptr<RpcCall> call = in_flight_.front().first;
+    const int64_t asked = in_flight_.front().second;
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - Clock::now());
     Result<Message> r = call->Wait(std::max(std::chrono::milliseconds(1), left));
@@ -428,6 +461,7 @@ Result<bool> BatchStream::Next(StreamedBatch* out) {
       return r.status().WithContext(fmt::format("batch from {}", name_));
     }
     in_flight_.pop_front();
+    asked_ -= asked;
     if (r->header.key_begin == kBatchEnd) {
       ended_ = true;
       continue;  // drain the other requests: they may still hold batches
@@ -441,38 +475,42 @@ Result<bool> BatchStream::Next(StreamedBatch* out) {
             name_, timeout_.count() / 1000.0);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      if (!ended_) Request(1);
       continue;
     }
-    if (r->header.key_begin != kBatchReady || r->payloads.size() != 3) {
+    const int64_t count = r->header.clock;
+    if (r->header.key_begin != kBatchReady || count < 1 || count > asked ||
+        r->payloads.size() != static_cast<size_t>(3 * count)) {
       return Status::DataLoss("malformed batch reply from {}", name_);
     }
-    ASSIGN_OR_RETURN(BatchHeader h, DecodeBatchHeader(r->payloads[0]));
-    const uint64_t n = static_cast<uint64_t>(h.size());
-    if (r->payloads[1].size() !=
-            n * static_cast<uint64_t>(h.example_size()) * sizeof(float) ||
-        r->payloads[2].size() != n * sizeof(int64_t)) {
-      return Status::DataLoss(
-          "batch {} from {}: {} feature and {} label bytes for {} examples",
-          h.seq, name_, r->payloads[1].size(), r->payloads[2].size(), n);
+    for (int64_t k = 0; k < count; ++k) {
+      ASSIGN_OR_RETURN(BatchHeader h, DecodeBatchHeader(r->payloads[3 * k]));
+      const uint64_t n = static_cast<uint64_t>(h.size());
+      Buffer& features = r->payloads[3 * k + 1];
+      Buffer& labels = r->payloads[3 * k + 2];
+      if (features.size() !=
+              n * static_cast<uint64_t>(h.example_size()) * sizeof(float) ||
+          labels.size() != n * sizeof(int64_t)) {
+        return Status::DataLoss(
+            "batch {} from {}: {} feature and {} label bytes for {} examples",
+            h.seq, name_, features.size(), labels.size(), n);
+      }
+      StreamedBatch b;
+      b.header = std::move(h);
+      b.features = std::move(features);
+      b.labels = std::move(labels);
+      ready_.push_back(std::move(b));
     }
-    out->header = std::move(h);
-    out->features = std::move(r->payloads[1]);
-    out->labels = std::move(r->payloads[2]);
-    if (!ended_) Request(1);  // keep `prefetch` in flight
-    wait_s_ += Seconds(start, Clock::now());
-    return true;
   }
-  wait_s_ += Seconds(start, Clock::now());
-  return false;
 }
 
 Status BatchStream::Flush() {
   // Whatever is still in flight is not needed any more.
   in_flight_.clear();
+  ready_.clear();
+  asked_ = 0;
   if (ack_seqs_.empty()) return Status::Ok();
   Request(0);
-  std::shared_ptr<RpcCall> call = in_flight_.back();
+  std::shared_ptr<RpcCall> call = in_flight_.back().first;
   in_flight_.clear();
   Result<Message> r = call->Wait(timeout_);
   if (!r.ok())

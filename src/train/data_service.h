@@ -6,14 +6,15 @@
 //
 // Wire protocol (both directions through RpcEndpoint request / reply):
 //   kBatchRequest  worker -> data server. header.key_begin: batches wanted
-//                  (0 or 1). Acknowledgements ride along: payload 0 the
+//                  (0: acknowledgements only). Acknowledgements ride along: payload 0 the
 //                  acknowledged sequence numbers (int64), payload 1 how
 //                  many losses each carries (int64; 0 or the batch size),
 //                  payload 2 the losses (float32, concatenated).
 //   kBatchReply    header.key_begin: kBatchReady, kBatchWait or kBatchEnd;
-//                  with a batch, payload 0 its header (EncodeBatchHeader),
-//                  payload 1 the features (float32, N x C x H x W, raw),
-//                  payload 2 the labels (int64, N), sent without a copy.
+//                  ready: header.clock = k batches (1 <= k <= wanted), each
+//                  as three payloads: its header (EncodeBatchHeader), the
+//                  features (float32, N x C x H x W, raw) and the labels
+//                  (int64, N), sent without a copy.
 //   kNodeLost      coordinator -> data server: a worker was lost; its
 //                  leased batches are served to the others.
 // A worker talks to data server w mod m; data server j serves the workers
@@ -85,9 +86,11 @@ struct StreamedBatch {
   Buffer labels;    // int64, header.size()
 };
 
-// The worker's side: keeps `prefetch` requests in flight so that the next
-// batch is there when a step ends; acknowledgements (with per-example
-// losses when asked) ride on the next request. Not thread-safe: the
+// The worker's side: whenever fewer than `prefetch` batches are here or on
+// their way, asks for `prefetch` more in one request, so the next batch is
+// there when a step ends with one request per `prefetch` steps or so;
+// acknowledgements (with per-example losses when asked) ride on the next
+// request. Not thread-safe: the
 // worker's training thread only.
 class BatchStream {
  public:
@@ -112,7 +115,11 @@ class BatchStream {
   const std::string name_;
   const int prefetch_;
   const std::chrono::milliseconds timeout_;
-  std::deque<std::shared_ptr<RpcCall>> in_flight_;
+  // Requests in flight and how many batches each asked for; batches that
+  // arrived and were not taken yet.
+  std::deque<std::pair<std::shared_ptr<RpcCall>, int64_t>> in_flight_;
+  int64_t asked_ = 0;
+  std::deque<StreamedBatch> ready_;
   std::vector<int64_t> ack_seqs_;
   std::vector<int64_t> ack_counts_;
   std::vector<float> ack_losses_;
