@@ -58,6 +58,9 @@ Result<std::unique_ptr<BatchCursor>> BatchCursor::Make(
                                       options.shuffle, options.max_boost));
     c->samplers_.push_back(std::move(sampler));
   }
+  c->clustered_ = !cluster_ids.empty() && (options.sampler == "loss-aware" ||
+                                           options.sampler ==
+                                               "cluster-stratified");
   c->drawn_.assign(slots, 0);
   c->queues_.resize(slots);
   return c;
@@ -217,7 +220,14 @@ nlohmann::json BatchCursor::StratumLosses() const {
     else
       loss.push_back(l);
   }
-  return {{"strata", s->strata()}, {"loss", loss}};
+  // A stratum is a class, or (class, sub-cluster) packed as
+  // class * 2^31 + cluster (MakeBatchSampler).
+  std::vector<int64_t> cls, sub;
+  for (int64_t key : s->strata()) {
+    cls.push_back(clustered_ ? key >> 31 : key);
+    sub.push_back(clustered_ ? key & ((int64_t{1} << 31) - 1) : 0);
+  }
+  return {{"class", cls}, {"cluster", sub}, {"loss", loss}};
 }
 
 }  // namespace strata

@@ -104,8 +104,9 @@ class BatchCursor {
   int64_t leases_out() const { return static_cast<int64_t>(leases_.size()); }
   int64_t returned() const { return returned_total_; }
   // The running loss per stratum of a loss-aware sampler (dynamic: the one
-  // sampler; static: worker 0's), as {"strata": [...], "loss": [...]};
-  // empty for other samplers.
+  // sampler; static: worker 0's), as {"class": [...], "cluster": [...],
+  // "loss": [...]} (cluster 0 when strata are classes; loss null for a
+  // stratum not seen yet); empty for other samplers.
   nlohmann::json StratumLosses() const;
 
  private:
@@ -134,6 +135,7 @@ class BatchCursor {
   std::vector<int64_t> drawn_;                           // per slot
   std::vector<std::deque<Returned>> queues_;             // per slot
   std::map<int64_t, Held> leases_;                       // by seq
+  bool clustered_ = false;  // strata are (class, sub-cluster)
   int64_t next_seq_ = 0;
   int64_t returned_total_ = 0;
 };

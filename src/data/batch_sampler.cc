@@ -243,9 +243,13 @@ int64_t StratifiedSampler::Next(int64_t batch_size, std::vector<int64_t>* out) {
       share[s] = static_cast<double>(members_[s].size()) /
                  static_cast<double>(size_);
       if (max_boost_ > 0) {
-        const bool left =
-            taken_[s] < static_cast<int64_t>(members_[s].size());
-        share[s] = left ? share[s] * boost[s] : 0.0;
+        // Weighted sampling without replacement: each example left weighs
+        // its stratum's boost, so a boosted stratum drains faster but in
+        // proportion to what it has left (it is never emptied early
+        // and then missing from the rest of the epoch).
+        const int64_t left =
+            static_cast<int64_t>(members_[s].size()) - taken_[s];
+        share[s] = static_cast<double>(left) * boost[s];
       }
       total_share += share[s];
     }

@@ -98,11 +98,13 @@ class ShuffleSampler final : public BatchSampler {
 // its exact proportional share and the epoch uses every index once. Members
 // of each stratum are shuffled per epoch (seeded), and so is each batch.
 //
-// Loss-aware (max_boost > 0): stratum s's share is scaled by
-// clamp(L_s / L, 1 / max_boost, max_boost), where L_s is its running loss
-// (an exponential average of the losses Observe() reports, the overall mean
-// until the stratum was seen) and L the data-weighted mean of the L_s; the
-// shares of the strata with examples left are renormalised to the batch.
+// Loss-aware (max_boost > 0): weighted sampling without replacement by
+// strata. Each example left in the epoch weighs its stratum's boost
+// clamp(L_s / L, 1 / max_boost, max_boost), where L_s is the stratum's
+// running loss (an exponential average of the losses Observe() reports;
+// boost 1 until the stratum was seen) and L the data-weighted mean of the
+// L_s; a batch takes from each stratum in proportion to (examples left) x
+// boost, with the same largest-remainder rounding.
 // High-loss strata are drawn sooner; every index is still used exactly once
 // per epoch (the order changes, the coverage does not).
 class StratifiedSampler final : public BatchSampler {

@@ -192,6 +192,34 @@ std::string ScriptSafe(const std::string& s) {
   return out;
 }
 
+// The loss-aware sampler's running loss per stratum over the run
+// (stratum_loss.jsonl, data server 0), at most 200 points; null without it.
+nlohmann::json StratumLossJson(const std::string& path) {
+  std::vector<nlohmann::json> lines;
+  for (auto& l : ReadJsonLines(path))
+    if (l.value("data_server", 0) == 0 && l.contains("loss")) lines.push_back(l);
+  if (lines.empty()) return nullptr;
+  const size_t step = (lines.size() + 199) / 200;
+  nlohmann::json acked = nlohmann::json::array();
+  std::vector<nlohmann::json> series;
+  const nlohmann::json& first = lines.front();
+  if (!first["loss"].is_array() || !first.contains("class")) return nullptr;
+  const size_t k = first["loss"].size();
+  for (size_t s = 0; s < k; ++s) {
+    series.push_back({{"name", fmt::format("class {} / cluster {}",
+                                           first["class"][s].dump(),
+                                           first["cluster"][s].dump())},
+                      {"loss", nlohmann::json::array()}});
+  }
+  for (size_t i = 0; i < lines.size(); i += step) {
+    const nlohmann::json& l = lines[i];
+    if (!l["loss"].is_array() || l["loss"].size() != k) continue;
+    acked.push_back(l.value("acked", int64_t{0}));
+    for (size_t s = 0; s < k; ++s) series[s]["loss"].push_back(l["loss"][s]);
+  }
+  return {{"acked", acked}, {"series", series}};
+}
+
 }  // namespace
 
 nlohmann::json ReportData(const ExperimentData& data,
@@ -235,6 +263,20 @@ nlohmann::json ReportData(const ExperimentData& data,
       sc.push_back(n);
     }
     j["staleness"] = {{"x", sx}, {"count", sc}};
+    j["data_service"] = nullptr;
+    if (r.summary.is_object() && r.summary.contains("data_service") &&
+        r.summary["data_service"].is_object()) {
+      const nlohmann::json& d = r.summary["data_service"];
+      double batches_per_s = 0;
+      if (d.contains("data_servers") && d["data_servers"].is_array())
+        for (const auto& ds : d["data_servers"])
+          batches_per_s += ds.value("batches_per_s", 0.0);
+      j["data_service"] = {{"wait_fraction", d.value("data_wait_fraction", 0.0)},
+                           {"batches_per_s", batches_per_s}};
+    }
+    j["stratum_loss"] = r.state == "missing"
+                            ? nlohmann::json(nullptr)
+                            : StratumLossJson(JoinPath(r.dir, "stratum_loss.jsonl"));
     j["shard"] = r.state == "missing"
                      ? nlohmann::json(nullptr)
                      : ShardJson(JoinPath(r.dir, "shard_report.json"));

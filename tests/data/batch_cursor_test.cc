@@ -308,6 +308,8 @@ TEST(BatchSamplerTest, LossAwareServesAHardStratumSoonerAndCoversTheEpoch) {
   auto losses = (*cursor)->StratumLosses();
   ASSERT_TRUE(losses.contains("loss"));
   EXPECT_EQ(losses["loss"].size(), static_cast<size_t>(classes * subs));
+  EXPECT_EQ(losses["class"].size(), static_cast<size_t>(classes * subs));
+  EXPECT_EQ(losses["cluster"][3], 3);
 }
 
 TEST(BatchCursorTest, BadAcksAreRefused) {
