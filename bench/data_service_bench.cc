@@ -9,7 +9,8 @@
 //   2. Training. lenet on MNIST (synthetic 1x28x28 data without
 //      STRATA_DATA_DIR), async, 1 server + 4 workers, batch 16 per worker,
 //      loopback TCP, as threads of this process: in-worker loading against
-//      the service (static and dynamic assignment). samples/s from the
+//      the service (static and dynamic assignment, prefetch 2; static with
+//      prefetch 8: one request per 8 steps). samples/s from the
 //      summary (barrier 0 to the last worker's end) and each worker's share
 //      of time spent waiting for data.
 //
@@ -251,6 +252,8 @@ int main(int argc, char** argv) {
   Set(stat, "cluster.data_servers=1");
   Config dyn = stat;
   Set(dyn, "data.assignment=dynamic");
+  Config deep = stat;
+  Set(deep, "data.prefetch=8");
   struct Row {
     const char* name;
     Config* config;
@@ -258,7 +261,8 @@ int main(int argc, char** argv) {
   };
   std::vector<Row> rows = {{"in-worker loading", &in_worker, {}},
                            {"service, static", &stat, {}},
-                           {"service, dynamic", &dyn, {}}};
+                           {"service, dynamic", &dyn, {}},
+                           {"static, prefetch 8", &deep, {}}};
   for (int r = 0; r < reps; ++r) {
     for (size_t k = 0; k < rows.size(); ++k) {
       Row& row = rows[(k + r) % rows.size()];
