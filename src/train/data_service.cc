@@ -1,5 +1,6 @@
 #include "train/data_service.h"
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -399,12 +400,14 @@ Status RunDataRole(const Config& config, const ClusterPlan& plan, int index,
 
 BatchStream::BatchStream(RpcEndpoint& rpc, NodeId data_server,
                          std::string server_name, int prefetch,
-                         std::chrono::milliseconds timeout)
+                         std::chrono::milliseconds timeout,
+                         std::function<std::string()> cancelled)
     : rpc_(rpc),
       server_(data_server),
       name_(std::move(server_name)),
       prefetch_(std::max(1, prefetch)),
-      timeout_(timeout) {}
+      timeout_(timeout),
+      cancelled_(std::move(cancelled)) {}
 
 void BatchStream::Request(int64_t want) {
   Message m;
@@ -449,9 +452,25 @@ Result<bool> BatchStream::Next(StreamedBatch* out) {
     if (in_flight_.empty()) return done(false);  // ended, all drained
     std::shared_ptr<RpcCall> call = in_flight_.front().first;
     const int64_t asked = in_flight_.front().second;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - Clock::now());
-    Result<Message> r = call->Wait(std::max(std::chrono::milliseconds(1), left));
+    // Wait in slices, so that the end of the run (a lost data server, the
+    // coordinator's stop) is noticed within 100 ms.
+    Result<Message> r = Status::DeadlineExceeded("not yet");
+    while (true) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - Clock::now());
+      r = call->Wait(std::clamp(left, std::chrono::milliseconds(1),
+                                std::chrono::milliseconds(100)));
+      if (r.ok() || r.status().code() != Status::Code::kDeadlineExceeded ||
+          Clock::now() >= deadline)
+        break;
+      if (cancelled_) {
+        const std::string reason = cancelled_();
+        if (!reason.empty()) {
+          return Status::Cancelled("stopped waiting for a batch from {}: {}",
+                                   name_, reason);
+        }
+      }
+    }
     if (!r.ok()) {
       if (r.status().code() == Status::Code::kDeadlineExceeded) {
         return Status::DeadlineExceeded(
@@ -473,6 +492,10 @@ Result<bool> BatchStream::Next(StreamedBatch* out) {
             "{} kept this worker waiting {:.1f} s for leased batches to be "
             "acknowledged or returned",
             name_, timeout_.count() / 1000.0);
+      }
+      if (cancelled_ && !cancelled_().empty()) {
+        return Status::Cancelled("stopped waiting for a batch from {}: {}",
+                                 name_, cancelled_());
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
       continue;

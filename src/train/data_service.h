@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -94,8 +95,12 @@ struct StreamedBatch {
 // worker's training thread only.
 class BatchStream {
  public:
+  // `cancelled` (may be null) is polled while waiting: when it returns a
+  // non-empty reason (the coordinator ended the run), Next() stops waiting
+  // and returns kCancelled with it.
   BatchStream(RpcEndpoint& rpc, NodeId data_server, std::string server_name,
-              int prefetch, std::chrono::milliseconds timeout);
+              int prefetch, std::chrono::milliseconds timeout,
+              std::function<std::string()> cancelled = nullptr);
   // The next batch; false at the end of the data. Errors name the data
   // server (lost, timed out, malformed reply).
   Result<bool> Next(StreamedBatch* out);
@@ -115,6 +120,7 @@ class BatchStream {
   const std::string name_;
   const int prefetch_;
   const std::chrono::milliseconds timeout_;
+  const std::function<std::string()> cancelled_;
   // Requests in flight and how many batches each asked for; batches that
   // arrived and were not taken yet.
   std::deque<std::pair<std::shared_ptr<RpcCall>, int64_t>> in_flight_;

@@ -433,8 +433,14 @@ Result<WorkerMetrics> RunWorkerRole(const Config& config,
     shape.width = df.width;
     shape.num_classes = df.classes;
     const NodeId ds = o.roles.DataServerId(index % o.data_servers);
-    stream = std::make_unique<BatchStream>(node.rpc(), ds, o.roles.Describe(ds),
-                                           o.prefetch, o.request_timeout);
+    ClusterMember* member = &node.member();
+    stream = std::make_unique<BatchStream>(
+        node.rpc(), ds, o.roles.Describe(ds), o.prefetch, o.request_timeout,
+        [member]() -> std::string {
+          if (!member->shutdown_requested()) return "";
+          const std::string why = member->shutdown_reason();
+          return why.empty() ? "the run ended" : why;
+        });
   }
   ExchangeEnv env;
   env.rpc = &node.rpc();

@@ -89,7 +89,8 @@ Launched Launch(const std::string& mode,
   return l;
 }
 
-// Kills worker 1's process once it has trained a few iterations. `name` is
+// Kills the process pids.json calls `name` (worker 1 unless told otherwise)
+// once worker 1 has trained a few iterations. `name` is
 // how pids.json names it (node 3 with one server, node 2 without servers).
 pid_t KillWorkerOne(const Launched& l,
                     const std::string& name = "worker 1 (node 3)") {
@@ -228,6 +229,22 @@ TEST(ProcessClusterTest, DataServiceServesEveryExampleOnceDespiteAKilledWorker) 
   ExpectEveryExampleOnce(counts[0], 3000);
   ExpectEveryExampleOnce(counts[1], 3000);
   EXPECT_GT(summary["final_val_acc"].get<double>(), 0.2);
+}
+
+TEST(ProcessClusterTest, ALostDataServerStopsTheRunNamingIt) {
+  Launched l = Launch("async", {"cluster.data_servers=1"});
+  ASSERT_GT(l.pid, 0);
+  ASSERT_GT(KillWorkerOne(l, "data server 0 (node 6)"), 0);
+  double secs = 0;
+  EXPECT_EQ(WaitExit(l.pid, &secs), 1);
+  // Heartbeat timeout 1.5 s; the workers waiting for a batch notice the
+  // end of the run within 100 ms.
+  EXPECT_LT(secs, 15.0);
+  auto summary = nlohmann::json::parse(*ReadFile(l.run_dir + "/summary.json"));
+  ASSERT_TRUE(summary.contains("error")) << summary.dump();
+  EXPECT_NE(summary["error"].get<std::string>().find("data server 0"),
+            std::string::npos)
+      << summary["error"];
 }
 
 // The TCP ports process `pid` listens on (its sockets' inodes matched
