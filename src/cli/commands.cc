@@ -198,11 +198,12 @@ void AddCommands(CLI::App& app, int* exit_code, const std::atomic<bool>* stop) {
                          "one machine or many). Without "
                          "--role, the role comes from the MPI/Slurm rank: 0 "
                          "coordinator, 1..k servers, then "
-                         "workers, the last rank the evaluator.");
+                         "workers, then the evaluator, then the data servers "
+                         "(cluster.data_servers).");
   node->add_option("--role", node_args->role,
-                   "coordinator | server | worker | evaluator");
+                   "coordinator | server | worker | evaluator | data");
   node->add_option("--index", node_args->index,
-                   "which server or worker (0-based)");
+                   "which server, worker or data server (0-based)");
   node->add_option(
       "--coordinator", node_args->coordinator,
       "the coordinator's endpoint, tcp://HOST:PORT (the coordinator binds it)");
