@@ -228,7 +228,8 @@ int main(int argc, char** argv) {
   double batch_bytes = 0;
   for (int r = 0; r < reps; ++r) {
     Throughput o = ServiceOnce(base, *data, workers, batches);
-    Throughput w = RawOnce(static_cast<size_t>(o.batch_bytes), workers, batches);
+    Throughput w =
+        RawOnce(static_cast<size_t>(o.batch_bytes), workers, batches);
     batch_bytes = o.batch_bytes;
     ours_b.push_back(o.batches_per_s);
     ours_mb.push_back(o.mb_per_s);
@@ -272,8 +273,8 @@ int main(int argc, char** argv) {
   std::printf(
       "2. training: %s, async, 1 server + %d workers, %lld iterations per "
       "worker, loopback TCP\n%-20s %10s %10s %12s %8s\n",
-      model.c_str(), workers, static_cast<long long>(iterations), "",
-      "smp/s", "vs in-wk", "data wait %", "val acc");
+      model.c_str(), workers, static_cast<long long>(iterations), "", "smp/s",
+      "vs in-wk", "data wait %", "val acc");
   for (const Row& row : rows) {
     std::vector<double> sps, wait, acc, vs;
     for (size_t r = 0; r < row.runs.size(); ++r) {

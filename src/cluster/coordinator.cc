@@ -118,9 +118,9 @@ void Coordinator::Handle(Message msg) {
         // Nodes may announce different parts of the facts (workers the
         // model, data servers the data): the union is handed out, and a
         // key two nodes announce must have the same value.
-        nlohmann::json merged =
-            run_facts_.empty() ? nlohmann::json::object()
-                               : nlohmann::json::parse(run_facts_);
+        nlohmann::json merged = run_facts_.empty()
+                                    ? nlohmann::json::object()
+                                    : nlohmann::json::parse(run_facts_);
         for (auto it = parsed.begin(); it != parsed.end(); ++it) {
           auto have = merged.find(it.key());
           if (have != merged.end() && *have != it.value()) {
@@ -283,8 +283,8 @@ void Coordinator::Monitor() {
         lock.lock();
         if (!st.ok())
           LogWarning("coordinator: cannot tell {} that {} was lost: {}",
-                     options_.roles.Describe(data),
-                     options_.roles.Describe(id), st.message());
+                     options_.roles.Describe(data), options_.roles.Describe(id),
+                     st.message());
       }
       const double silent = std::chrono::duration<double>(now - seen).count();
       std::string what = fmt::format(

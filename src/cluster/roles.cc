@@ -131,8 +131,8 @@ std::string RoleTable::ToString() const {
   std::string out;
   for (const Entry& e : entries_) {
     if (!out.empty()) out += ", ";
-    out += fmt::format("{} {}{}", e.count, Noun(e.role),
-                       e.count == 1 ? "" : "s");
+    out +=
+        fmt::format("{} {}{}", e.count, Noun(e.role), e.count == 1 ? "" : "s");
   }
   return out;
 }

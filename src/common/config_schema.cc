@@ -136,8 +136,8 @@ std::vector<ConfigKey> MakeSchema() {
           "data service: static = each worker draws from its shard; dynamic "
           "= any worker takes the next batch of the epoch (async only)",
           {"static", "dynamic"}),
-      Int("data.prefetch", 2,
-          "data service: batches a worker keeps in flight", 1, 64),
+      Int("data.prefetch", 2, "data service: batches a worker keeps in flight",
+          1, 64),
       Float("data.loss_aware.max_boost", 4.0,
             "loss-aware sampler: bound on a stratum's share multiplier", 1.0,
             1000.0),

@@ -51,16 +51,16 @@ Result<std::unique_ptr<BatchCursor>> BatchCursor::Make(
       worker = options.seed_workers.size() == slots ? options.seed_workers[s]
                                                     : static_cast<int>(s);
     }
-    ASSIGN_OR_RETURN(auto sampler,
-                     MakeBatchSampler(options.sampler, std::move(shards[s]),
-                                      labels, cluster_ids,
-                                      SamplerSeed(options.seed, worker),
-                                      options.shuffle, options.max_boost));
+    ASSIGN_OR_RETURN(
+        auto sampler,
+        MakeBatchSampler(options.sampler, std::move(shards[s]), labels,
+                         cluster_ids, SamplerSeed(options.seed, worker),
+                         options.shuffle, options.max_boost));
     c->samplers_.push_back(std::move(sampler));
   }
-  c->clustered_ = !cluster_ids.empty() && (options.sampler == "loss-aware" ||
-                                           options.sampler ==
-                                               "cluster-stratified");
+  c->clustered_ =
+      !cluster_ids.empty() && (options.sampler == "loss-aware" ||
+                               options.sampler == "cluster-stratified");
   c->drawn_.assign(slots, 0);
   c->queues_.resize(slots);
   return c;

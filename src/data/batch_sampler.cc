@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <limits>
+#include <map>
 #include <random>
 #include <sstream>
 #include <utility>
@@ -55,6 +55,31 @@ bool Field(const nlohmann::json& state, const char* key, T* out) {
 
 Status BadState(const char* sampler, const char* what) {
   return Status::InvalidArgument("{} sampler state: {}", sampler, what);
+}
+
+// Batches of `batch_size` in an epoch of `size` indices (the short last
+// batch included; one empty batch for no indices).
+int64_t CeilBatches(int64_t size, int64_t batch_size) {
+  STRATA_CHECK(batch_size > 0);
+  if (size == 0) return 1;
+  return (size + batch_size - 1) / batch_size;
+}
+
+// A saved per-stratum position vector must fit the strata and add up to
+// the saved epoch position.
+Status CheckTaken(const char* sampler, const std::vector<int64_t>& taken,
+                  const std::vector<std::vector<int64_t>>& strata,
+                  int64_t position) {
+  if (taken.size() != strata.size())
+    return BadState(sampler, "another number of strata");
+  int64_t sum = 0;
+  for (size_t s = 0; s < taken.size(); ++s) {
+    if (taken[s] < 0 || taken[s] > static_cast<int64_t>(strata[s].size()))
+      return BadState(sampler, "a stratum's position is past its end");
+    sum += taken[s];
+  }
+  if (sum != position) return BadState(sampler, "positions do not add up");
+  return Status::Ok();
 }
 
 }  // namespace
@@ -119,8 +144,8 @@ void StratifiedSampler::Observe(const std::vector<int64_t>& ids,
   constexpr double kDecay = 0.3;  // weight of the newest batch
   for (const auto& [s, sc] : batch) {
     const double mean = sc.first / static_cast<double>(sc.second);
-    loss_[s] = std::isnan(loss_[s]) ? mean
-                                    : (1 - kDecay) * loss_[s] + kDecay * mean;
+    loss_[s] =
+        std::isnan(loss_[s]) ? mean : (1 - kDecay) * loss_[s] + kDecay * mean;
   }
 }
 
@@ -182,13 +207,7 @@ Status StratifiedSampler::RestoreState(const nlohmann::json& state) {
       carry.size() != keys_.size()) {
     return BadState(name, "a field is missing or out of range");
   }
-  int64_t sum = 0;
-  for (size_t s = 0; s < taken.size(); ++s) {
-    if (taken[s] < 0 || taken[s] > static_cast<int64_t>(originals_[s].size()))
-      return BadState(name, "a stratum's position is past its end");
-    sum += taken[s];
-  }
-  if (sum != position) return BadState(name, "positions do not add up");
+  RETURN_IF_ERROR(CheckTaken(name, taken, originals_, position));
   std::vector<double> loss(keys_.size(),
                            std::numeric_limits<double>::quiet_NaN());
   auto it = state.find("loss");
@@ -240,8 +259,8 @@ int64_t StratifiedSampler::Next(int64_t batch_size, std::vector<int64_t>* out) {
     const std::vector<double> boost = Boosts();
     double total_share = 0;
     for (size_t s = 0; s < k; ++s) {
-      share[s] = static_cast<double>(members_[s].size()) /
-                 static_cast<double>(size_);
+      share[s] =
+          static_cast<double>(members_[s].size()) / static_cast<double>(size_);
       if (max_boost_ > 0) {
         // Weighted sampling without replacement: each example left weighs
         // its stratum's boost, so a boosted stratum drains faster but in
@@ -308,9 +327,7 @@ int64_t StratifiedSampler::Next(int64_t batch_size, std::vector<int64_t>* out) {
 }
 
 int64_t StratifiedSampler::BatchesPerEpoch(int64_t batch_size) const {
-  STRATA_CHECK(batch_size > 0);
-  if (size_ == 0) return 1;
-  return (size_ + batch_size - 1) / batch_size;
+  return CeilBatches(size_, batch_size);
 }
 
 ClassRotationSampler::ClassRotationSampler(std::vector<int64_t> indices,
@@ -338,7 +355,8 @@ void ClassRotationSampler::StartEpoch() {
   }
   std::vector<int64_t> cycle(k);
   for (size_t c = 0; c < k; ++c) cycle[c] = static_cast<int64_t>(c);
-  std::mt19937_64 rng(Mix(seed_ ^ 0x27d4eb2fULL, static_cast<uint64_t>(epoch_)));
+  std::mt19937_64 rng(
+      Mix(seed_ ^ 0x27d4eb2fULL, static_cast<uint64_t>(epoch_)));
   Shuffle(&cycle, rng);
   cycle_.assign(cycle.begin(), cycle.end());
   taken_.assign(k, 0);
@@ -370,9 +388,7 @@ int64_t ClassRotationSampler::Next(int64_t batch_size,
 }
 
 int64_t ClassRotationSampler::BatchesPerEpoch(int64_t batch_size) const {
-  STRATA_CHECK(batch_size > 0);
-  if (size_ == 0) return 1;
-  return (size_ + batch_size - 1) / batch_size;
+  return CeilBatches(size_, batch_size);
 }
 
 nlohmann::json ClassRotationSampler::SaveState() const {
@@ -396,19 +412,12 @@ Status ClassRotationSampler::RestoreState(const nlohmann::json& state) {
   if (!Field(state, "classes", &classes) || classes != originals_.size() ||
       !Field(state, "epoch", &epoch) || !Field(state, "position", &position) ||
       !Field(state, "epoch_finished", &finished) ||
-      !Field(state, "taken", &taken) || !Field(state, "cycle_pos", &cycle_pos) ||
-      epoch < 0 || taken.size() != classes ||
-      (classes > 0 && cycle_pos >= classes)) {
+      !Field(state, "taken", &taken) ||
+      !Field(state, "cycle_pos", &cycle_pos) || epoch < 0 ||
+      taken.size() != classes || (classes > 0 && cycle_pos >= classes)) {
     return BadState("class-rotation", "a field is missing or out of range");
   }
-  int64_t sum = 0;
-  for (size_t c = 0; c < classes; ++c) {
-    if (taken[c] < 0 || taken[c] > static_cast<int64_t>(originals_[c].size()))
-      return BadState("class-rotation", "a class's position is past its end");
-    sum += taken[c];
-  }
-  if (sum != position)
-    return BadState("class-rotation", "positions do not add up");
+  RETURN_IF_ERROR(CheckTaken("class-rotation", taken, originals_, position));
   epoch_ = epoch;
   StartEpoch();
   taken_ = taken;
@@ -437,8 +446,9 @@ Result<std::unique_ptr<BatchSampler>> MakeBatchSampler(
     return Status::InvalidArgument(
         "loss-aware sampler: max_boost = {} must be >= 1", max_boost);
   }
-  const bool clusters = (name == "cluster-stratified" || name == "loss-aware") &&
-                        !cluster_ids.empty();
+  const bool clusters =
+      (name == "cluster-stratified" || name == "loss-aware") &&
+      !cluster_ids.empty();
   if (clusters && cluster_ids.size() != labels.size()) {
     return Status::InvalidArgument(
         "cluster-stratified sampler: {} cluster ids for {} labels",
@@ -457,8 +467,8 @@ Result<std::unique_ptr<BatchSampler>> MakeBatchSampler(
         clusters ? labels[e] * (int64_t{1} << 31) + cluster_ids[e] : labels[e];
   }
   if (name == "class-rotation") {
-    return std::unique_ptr<BatchSampler>(new ClassRotationSampler(
-        std::move(indices), std::move(stratum), seed));
+    return std::unique_ptr<BatchSampler>(
+        new ClassRotationSampler(std::move(indices), std::move(stratum), seed));
   }
   return std::unique_ptr<BatchSampler>(
       new StratifiedSampler(std::move(indices), std::move(stratum), seed,

@@ -197,7 +197,8 @@ std::string ScriptSafe(const std::string& s) {
 nlohmann::json StratumLossJson(const std::string& path) {
   std::vector<nlohmann::json> lines;
   for (auto& l : ReadJsonLines(path))
-    if (l.value("data_server", 0) == 0 && l.contains("loss")) lines.push_back(l);
+    if (l.value("data_server", 0) == 0 && l.contains("loss"))
+      lines.push_back(l);
   if (lines.empty()) return nullptr;
   const size_t step = (lines.size() + 199) / 200;
   nlohmann::json acked = nlohmann::json::array();
@@ -206,10 +207,10 @@ nlohmann::json StratumLossJson(const std::string& path) {
   if (!first["loss"].is_array() || !first.contains("class")) return nullptr;
   const size_t k = first["loss"].size();
   for (size_t s = 0; s < k; ++s) {
-    series.push_back({{"name", fmt::format("class {} / cluster {}",
-                                           first["class"][s].dump(),
-                                           first["cluster"][s].dump())},
-                      {"loss", nlohmann::json::array()}});
+    series.push_back(
+        {{"name", fmt::format("class {} / cluster {}", first["class"][s].dump(),
+                              first["cluster"][s].dump())},
+         {"loss", nlohmann::json::array()}});
   }
   for (size_t i = 0; i < lines.size(); i += step) {
     const nlohmann::json& l = lines[i];
@@ -271,12 +272,14 @@ nlohmann::json ReportData(const ExperimentData& data,
       if (d.contains("data_servers") && d["data_servers"].is_array())
         for (const auto& ds : d["data_servers"])
           batches_per_s += ds.value("batches_per_s", 0.0);
-      j["data_service"] = {{"wait_fraction", d.value("data_wait_fraction", 0.0)},
-                           {"batches_per_s", batches_per_s}};
+      j["data_service"] = {
+          {"wait_fraction", d.value("data_wait_fraction", 0.0)},
+          {"batches_per_s", batches_per_s}};
     }
-    j["stratum_loss"] = r.state == "missing"
-                            ? nlohmann::json(nullptr)
-                            : StratumLossJson(JoinPath(r.dir, "stratum_loss.jsonl"));
+    j["stratum_loss"] =
+        r.state == "missing"
+            ? nlohmann::json(nullptr)
+            : StratumLossJson(JoinPath(r.dir, "stratum_loss.jsonl"));
     j["shard"] = r.state == "missing"
                      ? nlohmann::json(nullptr)
                      : ShardJson(JoinPath(r.dir, "shard_report.json"));

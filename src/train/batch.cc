@@ -36,9 +36,10 @@ Batch Batcher::Fill(int64_t n, RowF row, LabelF label) {
 }
 
 Batch Batcher::Gather(const std::vector<int64_t>& indices) {
-  return Fill(static_cast<int64_t>(indices.size()),
-              [&](int64_t k) { return data_.example(indices[k]); },
-              [&](int64_t k) { return data_.labels[indices[k]]; });
+  return Fill(
+      static_cast<int64_t>(indices.size()),
+      [&](int64_t k) { return data_.example(indices[k]); },
+      [&](int64_t k) { return data_.labels[indices[k]]; });
 }
 
 Batch Batcher::FromRows(const float* features, const int64_t* labels,

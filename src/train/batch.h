@@ -74,8 +74,9 @@ struct StepResult {
   double loss = 0;
   double accuracy = 0;
 };
-Result<StepResult> ForwardBackward(ClassifierImpl& net, const Batch& batch,
-                                   std::vector<float>* example_losses = nullptr);
+Result<StepResult> ForwardBackward(
+    ClassifierImpl& net, const Batch& batch,
+    std::vector<float>* example_losses = nullptr);
 
 // The input shape a dataset presents to a model.
 InputSpec InputSpecOf(const Dataset& data);

@@ -25,7 +25,8 @@ constexpr size_t kFixedHeader = 4 + 2 + 2 + 6 * 8;
 
 void PutI64(std::vector<uint8_t>* out, int64_t v) {
   uint8_t b[8];
-  for (int i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(uint64_t(v) >> (8 * i));
+  for (int i = 0; i < 8; ++i)
+    b[i] = static_cast<uint8_t>(uint64_t(v) >> (8 * i));
   out->insert(out->end(), b, b + 8);
 }
 
@@ -63,7 +64,8 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
 Buffer EncodeBatchHeader(const BatchHeader& h) {
   std::vector<uint8_t> out;
   out.reserve(kFixedHeader + 8 * h.ids.size());
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(kBatchMagic >> (8 * i)));
+  for (int i = 0; i < 4; ++i)
+    out.push_back(static_cast<uint8_t>(kBatchMagic >> (8 * i)));
   out.push_back(kBatchVersion & 0xff);
   out.push_back(kBatchVersion >> 8);
   out.push_back(kDtypeFloat32 & 0xff);
@@ -101,9 +103,8 @@ Result<BatchHeader> DecodeBatchHeader(const Buffer& b) {
   if (n < 0 || h.channels < 1 || h.height < 1 || h.width < 1 ||
       static_cast<uint64_t>(n) != (b.size() - kFixedHeader) / 8 ||
       (b.size() - kFixedHeader) % 8 != 0) {
-    return Status::DataLoss(
-        "batch header: {} examples of {}x{}x{} in {} bytes", n, h.channels,
-        h.height, h.width, b.size());
+    return Status::DataLoss("batch header: {} examples of {}x{}x{} in {} bytes",
+                            n, h.channels, h.height, h.width, b.size());
   }
   h.ids.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) h.ids[i] = GetI64(p + kFixedHeader + 8 * i);
@@ -287,7 +288,8 @@ Status RunDataRole(const Config& config, const ClusterPlan& plan, int index,
       return;
     }
     // Up to `want` batches in one reply: fewer messages per batch.
-    const int64_t want = std::min<int64_t>(req.header.key_begin, kMaxBatchesPerReply);
+    const int64_t want =
+        std::min<int64_t>(req.header.key_begin, kMaxBatchesPerReply);
     uint32_t kind = kBatchReady;
     int64_t count = 0;
     while (count < want) {
@@ -308,7 +310,8 @@ Status RunDataRole(const Config& config, const ClusterPlan& plan, int index,
       h.width = train.width;
       const int64_t b = static_cast<int64_t>(lease.ids.size());
       Buffer features = pool->Acquire(static_cast<size_t>(b * example_bytes));
-      Buffer labels = Buffer::Allocate(static_cast<size_t>(b) * sizeof(int64_t));
+      Buffer labels =
+          Buffer::Allocate(static_cast<size_t>(b) * sizeof(int64_t));
       auto* x = reinterpret_cast<float*>(features.data());
       auto* y = reinterpret_cast<int64_t*>(labels.data());
       for (int64_t k = 0; k < b; ++k) {
@@ -377,16 +380,16 @@ Status RunDataRole(const Config& config, const ClusterPlan& plan, int index,
   facts.width = train.width;
   facts.classes = train.num_classes;
   facts.train_size = train.size();
-  const std::string run_facts =
-      nlohmann::json{{"num_params", plan.num_params},
-                     {"iterations", o.iterations},
-                     {"data", facts.ToJson()}}
-          .dump();
+  const std::string run_facts = nlohmann::json{
+      {"num_params", plan.num_params},
+      {"iterations", o.iterations},
+      {"data", facts.ToJson()}}.dump();
   LogInfo(
       "data server {}: {} assignment, sampler {}, serving workers {} mod {} "
       "from {} training examples",
       index, AssignmentName(o.assignment), co.sampler, index, m, train.size());
-  RETURN_IF_ERROR(node.Join(coordinator_endpoint, o.request_timeout, run_facts));
+  RETURN_IF_ERROR(
+      node.Join(coordinator_endpoint, o.request_timeout, run_facts));
   node.WaitForEnd();
   {
     std::lock_guard<std::mutex> lock(mu);

@@ -6,9 +6,9 @@
 //
 // Wire protocol (both directions through RpcEndpoint request / reply):
 //   kBatchRequest  worker -> data server. header.key_begin: batches wanted
-//                  (0: acknowledgements only). Acknowledgements ride along: payload 0 the
-//                  acknowledged sequence numbers (int64), payload 1 how
-//                  many losses each carries (int64; 0 or the batch size),
+//                  (0: acknowledgements only). Acknowledgements ride along:
+//                  payload 0 the acknowledged sequence numbers (int64), payload
+//                  1 how many losses each carries (int64; 0 or the batch size),
 //                  payload 2 the losses (float32, concatenated).
 //   kBatchReply    header.key_begin: kBatchReady, kBatchWait or kBatchEnd;
 //                  ready: header.clock = k batches (1 <= k <= wanted), each

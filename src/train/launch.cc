@@ -189,9 +189,9 @@ Status RunNode(const Config& config, Role role, int index,
     plan.options = options;
   } else {
     ASSIGN_OR_RETURN(data, LoadDatasetFromConfig(config));
-    ASSIGN_OR_RETURN(plan, ClusterPlan::Make(config, data,
-                                             role == Role::kWorker ||
-                                                 role == Role::kData));
+    ASSIGN_OR_RETURN(
+        plan, ClusterPlan::Make(config, data,
+                                role == Role::kWorker || role == Role::kData));
   }
   ASSIGN_OR_RETURN(auto t, BoundTransport(id, bind, coordinator));
   // One process per node: LibTorch threads per process as configured
@@ -263,9 +263,8 @@ Result<nlohmann::json> TrainProcesses(const Config& config,
     pid_map[roles.Describe(id)] = pid;
   }
   RETURN_IF_ERROR(run_dir.WriteJson("pids.json", pid_map));
-  LogInfo(
-      "cluster: {} processes ({}) around the coordinator at {}", pids.size(),
-      roles.ToString(), endpoint);
+  LogInfo("cluster: {} processes ({}) around the coordinator at {}",
+          pids.size(), roles.ToString(), endpoint);
 
   auto summary = RunCoordinatorRole(config, o, std::move(coord), run_dir, stop);
 

@@ -140,9 +140,10 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
     last_epoch = epoch;
     Batch batch = batcher.Gather(indices);
     model.flat.ZeroGrad();
-    ASSIGN_OR_RETURN(StepResult r,
-                     ForwardBackward(*model.net, batch,
-                                     shuffler.wants_losses() ? &losses : nullptr));
+    ASSIGN_OR_RETURN(
+        StepResult r,
+        ForwardBackward(*model.net, batch,
+                        shuffler.wants_losses() ? &losses : nullptr));
     if (shuffler.wants_losses()) shuffler.Observe(indices, losses.data());
     const double lr = schedule.Rate(step - 1);
     optimizer->Step(model.flat.param_data(), model.flat.grad_data(), lr);

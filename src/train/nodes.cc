@@ -36,7 +36,8 @@ Result<ClusterRunOptions> ClusterRunOptions::FromConfig(const Config& c) {
   // The evaluator node always exists: it evaluates the final model even
   // when cluster.evaluator turns the periodic evaluations off.
   o.data_servers = static_cast<int>(c.GetInt("cluster.data_servers"));
-  ASSIGN_OR_RETURN(o.assignment, ParseAssignment(c.GetString("data.assignment")));
+  ASSIGN_OR_RETURN(o.assignment,
+                   ParseAssignment(c.GetString("data.assignment")));
   o.prefetch = static_cast<int>(c.GetInt("data.prefetch"));
   if (o.data_servers > n) {
     return Status::InvalidArgument(
@@ -239,9 +240,9 @@ Result<WorkerMetrics> RunWorker(const Config& config,
     // Any worker takes the next batch: train until the service runs dry.
     total = std::numeric_limits<int64_t>::max();
   }
-  const bool want_losses = stream != nullptr
-                               ? config.GetString("data.sampler") == "loss-aware"
-                               : sampler->wants_losses();
+  const bool want_losses =
+      stream != nullptr ? config.GetString("data.sampler") == "loss-aware"
+                        : sampler->wants_losses();
   std::vector<float> losses;
   StreamedBatch streamed;
   bool data_ended = false;
@@ -313,9 +314,9 @@ Result<WorkerMetrics> RunWorker(const Config& config,
       batch = batcher.Gather(indices);
     }
     model.flat.ZeroGrad();
-    ASSIGN_OR_RETURN(StepResult r,
-                     ForwardBackward(*model.net, batch,
-                                     want_losses ? &losses : nullptr));
+    ASSIGN_OR_RETURN(
+        StepResult r,
+        ForwardBackward(*model.net, batch, want_losses ? &losses : nullptr));
     if (stream != nullptr) {
       stream->Ack(streamed.header.seq,
                   want_losses ? losses : std::vector<float>());

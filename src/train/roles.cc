@@ -71,9 +71,9 @@ Status ClusterPlan::SizeFor(const Config& config, const InputSpec& input) {
                    CreateModel(ModelOptions::FromConfig(config), input));
   num_params = probe.flat.size();
   // Decentralized modes have no servers: one range, which nobody serves.
-  ASSIGN_OR_RETURN(layout,
-                   KeyLayout::Balanced(num_params,
-                                       std::max(1, options.roles.num_servers())));
+  ASSIGN_OR_RETURN(
+      layout, KeyLayout::Balanced(num_params,
+                                  std::max(1, options.roles.num_servers())));
   return Status::Ok();
 }
 
@@ -165,32 +165,25 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
   }
 
   // Gather: servers' statistics, workers' reports, the final evaluation.
-  nlohmann::json servers = nlohmann::json::array();
-  for (int s = 0; s < o.roles.num_servers(); ++s) {
-    if (is_lost(o.roles.ServerId(s))) continue;
-    Message m;
-    m.header.type = kStatsRequest;
-    auto reply = coordinator.Request(o.roles.ServerId(s), std::move(m))
-                     ->Wait(milliseconds(10000));
-    if (reply.ok())
-      servers.push_back(ParseOr(Text(*reply), nlohmann::json::object()));
-    else
-      LogWarning("no statistics from server {}: {}", s,
-                 reply.status().message());
-  }
-  nlohmann::json data_servers = nlohmann::json::array();
-  for (int d = 0; d < o.roles.num_data_servers(); ++d) {
-    if (is_lost(o.roles.DataServerId(d))) continue;
-    Message m;
-    m.header.type = kStatsRequest;
-    auto reply = coordinator.Request(o.roles.DataServerId(d), std::move(m))
-                     ->Wait(milliseconds(10000));
-    if (reply.ok())
-      data_servers.push_back(ParseOr(Text(*reply), nlohmann::json::object()));
-    else
-      LogWarning("no statistics from data server {}: {}", d,
-                 reply.status().message());
-  }
+  // Statistics of every live node of `role` (servers, data servers).
+  auto gather_stats = [&](Role role) {
+    nlohmann::json out = nlohmann::json::array();
+    for (NodeId id : o.roles.Ids(role)) {
+      if (is_lost(id)) continue;
+      Message m;
+      m.header.type = kStatsRequest;
+      auto reply =
+          coordinator.Request(id, std::move(m))->Wait(milliseconds(10000));
+      if (reply.ok())
+        out.push_back(ParseOr(Text(*reply), nlohmann::json::object()));
+      else
+        LogWarning("no statistics from {}: {}", o.roles.Describe(id),
+                   reply.status().message());
+    }
+    return out;
+  };
+  nlohmann::json servers = gather_stats(Role::kServer);
+  nlohmann::json data_servers = gather_stats(Role::kData);
   nlohmann::json final_eval = nlohmann::json::object();
   if (run_status.ok() && o.roles.has_evaluator() &&
       !is_lost(o.roles.EvaluatorId())) {
@@ -262,10 +255,11 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
       busy += w.value("compute_s", 0.0) + w.value("comm_s", 0.0) +
               w.value("data_wait_s", 0.0);
     }
-    summary["data_service"] = {{"data_servers", data_servers},
-                               {"assignment", AssignmentName(o.assignment)},
-                               {"prefetch", o.prefetch},
-                               {"data_wait_fraction", busy > 0 ? wait / busy : 0.0}};
+    summary["data_service"] = {
+        {"data_servers", data_servers},
+        {"assignment", AssignmentName(o.assignment)},
+        {"prefetch", o.prefetch},
+        {"data_wait_fraction", busy > 0 ? wait / busy : 0.0}};
   }
   if (o.mode == RunMode::kGossip) {
     // GoSGD keeps the weights' sum at 1 (less what lost workers held).
@@ -418,14 +412,15 @@ Result<WorkerMetrics> RunWorkerRole(const Config& config,
   const ShardSet no_shards;
   if (service) {
     nlohmann::json facts = ParseOr(facts_text, nlohmann::json::object());
-    ASSIGN_OR_RETURN(DataFacts df,
-                     DataFacts::FromJson(facts.value("data", nlohmann::json())));
+    ASSIGN_OR_RETURN(DataFacts df, DataFacts::FromJson(
+                                       facts.value("data", nlohmann::json())));
     ASSIGN_OR_RETURN(served_plan, ClusterPlan::FromDataFacts(config, df));
     if (facts.value("num_params", int64_t{-1}) != served_plan.num_params) {
       return Status::FailedPrecondition(
           "worker {}: the model has {} parameters here but {} on the data "
           "servers (the same config everywhere?)",
-          index, served_plan.num_params, facts.value("num_params", int64_t{-1}));
+          index, served_plan.num_params,
+          facts.value("num_params", int64_t{-1}));
     }
     p = &served_plan;
     shape.channels = df.channels;
@@ -449,10 +444,10 @@ Result<WorkerMetrics> RunWorkerRole(const Config& config,
   env.mailbox = &mailbox;
   env.optimizer = OptimizerOptions::FromConfig(config);
   env.schedule = LrSchedule::FromConfig(config, p->options.iterations);
-  auto metrics = RunWorker(config, p->options, index,
-                           service ? shape : data.train,
-                           service ? no_shards : *plan.shards, env, &published,
-                           run_dir, stop, stream.get());
+  auto metrics =
+      RunWorker(config, p->options, index, service ? shape : data.train,
+                service ? no_shards : *plan.shards, env, &published, run_dir,
+                stop, stream.get());
   if (!metrics.ok()) {
     // Go silent, like a crashed process: the coordinator's heartbeat
     // monitor decides what the loss means for the run.

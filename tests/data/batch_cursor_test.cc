@@ -186,14 +186,14 @@ TEST(BatchCursorTest, SaveAndRestoreMidEpochServesTheRestExactlyOnce) {
     const nlohmann::json state = c.SaveState();
     auto second = BatchCursor::Make(opts, {Iota(n)}, labels, clusters);
     ASSERT_TRUE(second.ok());
-    ASSERT_TRUE((*second)->RestoreState(nlohmann::json::parse(state.dump()))
-                    .ok());
+    ASSERT_TRUE(
+        (*second)->RestoreState(nlohmann::json::parse(state.dump())).ok());
     auto rest = ServeAll(**second, {0, 1, 2});
     seen.insert(seen.end(), rest[0].begin(), rest[0].end());
     ExpectEveryOnce(seen, n);
     // A state saved for another run is refused, naming the difference.
-    auto other = BatchCursor::Make(Dynamic(sampler, 4, 32), {Iota(n)}, labels,
-                                   clusters);
+    auto other =
+        BatchCursor::Make(Dynamic(sampler, 4, 32), {Iota(n)}, labels, clusters);
     ASSERT_TRUE(other.ok());
     Status st = (*other)->RestoreState(state);
     EXPECT_FALSE(st.ok());
@@ -221,8 +221,8 @@ TEST(BatchSamplerTest, ClassRotationWindowsAreClassBalanced) {
   // batches hold every class, and no class twice more than another.
   const int64_t classes = 25, per = 40, batch = 8;
   auto labels = RoundRobinLabels(classes * per, classes);
-  auto s = MakeBatchSampler("class-rotation", Iota(classes * per), labels, {},
-                            3);
+  auto s =
+      MakeBatchSampler("class-rotation", Iota(classes * per), labels, {}, 3);
   ASSERT_TRUE(s.ok());
   std::vector<std::vector<int64_t>> batches;
   std::vector<int64_t> b, all;

@@ -2,6 +2,8 @@
 // trains exactly as in-worker loading does, dynamic assignment serves every
 // example once per epoch (also when a worker is lost), and bad settings are
 // refused. The wire header's codec is checked against corruption.
+#include "train/data_service.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,7 +12,6 @@
 
 #include "common/fs.h"
 #include "train/cluster_test_util.h"
-#include "train/data_service.h"
 
 namespace strata {
 namespace {
@@ -68,10 +69,10 @@ class StaticServiceTest : public ::testing::TestWithParam<StaticCase> {};
 TEST_P(StaticServiceTest, SameParametersAsInWorkerLoading) {
   const StaticCase& p = GetParam();
   std::string root = TempRoot();
-  Config c = With(Base(root), {"cluster.mode=sync", "cluster.workers=4",
-                               "data.sampler=" + p.sampler,
-                               std::string("data.shuffle=") +
-                                   (p.shuffle ? "true" : "false")});
+  Config c = With(
+      Base(root),
+      {"cluster.mode=sync", "cluster.workers=4", "data.sampler=" + p.sampler,
+       std::string("data.shuffle=") + (p.shuffle ? "true" : "false")});
   auto expected = RunConfig(c);
   ASSERT_TRUE(expected.ok()) << expected.status().ToString();
   auto got = RunConfig(
@@ -97,8 +98,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) {
       std::string name = info.param.sampler;
       std::replace(name.begin(), name.end(), '-', '_');
-      return name +
-             (info.param.shuffle ? "_shuffled" : "_fixed") + "_" +
+      return name + (info.param.shuffle ? "_shuffled" : "_fixed") + "_" +
              std::to_string(info.param.data_servers);
     });
 
@@ -106,13 +106,13 @@ TEST(DataServiceTest, DynamicEpochsServeEveryExampleOnceAcrossFourWorkers) {
   for (int data_servers : {1, 2}) {
     SCOPED_TRACE(data_servers);
     std::string root = TempRoot();
-    Config c = With(Base(root),
-                    {"cluster.mode=async", "cluster.workers=4",
-                     "cluster.servers=1",
-                     "cluster.data_servers=" + std::to_string(data_servers),
-                     "data.assignment=dynamic", "data.sampler=stratified",
-                     "data.served_log=ids", "train.iterations=0",
-                     "train.epochs=2", "run.name=dyn"});
+    Config c =
+        With(Base(root),
+             {"cluster.mode=async", "cluster.workers=4", "cluster.servers=1",
+              "cluster.data_servers=" + std::to_string(data_servers),
+              "data.assignment=dynamic", "data.sampler=stratified",
+              "data.served_log=ids", "train.iterations=0", "train.epochs=2",
+              "run.name=dyn"});
     auto got = RunConfig(c);
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     auto counts = ServedCounts(root + "/dyn");
@@ -120,8 +120,7 @@ TEST(DataServiceTest, DynamicEpochsServeEveryExampleOnceAcrossFourWorkers) {
     ExpectEachOnce(counts[0], 512);
     ExpectEachOnce(counts[1], 512);
     EXPECT_EQ(got->samples, 2 * 512);
-    auto summary =
-        nlohmann::json::parse(*ReadFile(root + "/dyn/summary.json"));
+    auto summary = nlohmann::json::parse(*ReadFile(root + "/dyn/summary.json"));
     ASSERT_TRUE(summary.contains("data_service")) << summary.dump();
     EXPECT_EQ(summary["data_service"]["data_servers"].size(),
               static_cast<size_t>(data_servers));
@@ -140,15 +139,15 @@ TEST(DataServiceTest, ALostWorkersBatchesAreServedToTheOthersOnce) {
   // coordinator declares it lost and the data server re-serves the batches
   // it held. Every example is still acknowledged exactly once per epoch.
   std::string root = TempRoot();
-  Config c = With(Base(root),
-                  {"cluster.mode=async", "cluster.workers=3",
-                   "cluster.servers=1", "cluster.data_servers=1",
-                   "data.assignment=dynamic", "data.served_log=ids",
-                   "train.iterations=0", "train.epochs=2",
-                   "train.batch_size=24", "cluster.worker_delay_ms=20",
-                   "cluster.fail_worker=1", "cluster.fail_at=5",
-                   "cluster.heartbeat_interval_ms=50",
-                   "cluster.heartbeat_timeout_ms=500", "run.name=lost"});
+  Config c =
+      With(Base(root),
+           {"cluster.mode=async", "cluster.workers=3", "cluster.servers=1",
+            "cluster.data_servers=1", "data.assignment=dynamic",
+            "data.served_log=ids", "train.iterations=0", "train.epochs=2",
+            "train.batch_size=24", "cluster.worker_delay_ms=20",
+            "cluster.fail_worker=1", "cluster.fail_at=5",
+            "cluster.heartbeat_interval_ms=50",
+            "cluster.heartbeat_timeout_ms=500", "run.name=lost"});
   auto got = RunConfig(c);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   auto summary = nlohmann::json::parse(*ReadFile(root + "/lost/summary.json"));
@@ -167,15 +166,15 @@ TEST(DataServiceTest, BadSettingsAreRefusedWithTheirNames) {
     std::vector<std::string> kv;
     std::string says;
   };
-  for (const Bad& b : std::vector<Bad>{
-           {{"cluster.mode=async", "data.assignment=dynamic"},
-            "cluster.data_servers"},
-           {{"cluster.mode=sync", "cluster.data_servers=1",
-             "data.assignment=dynamic"},
-            "cluster.mode = \"async\""},
-           {{"cluster.mode=async", "cluster.workers=2",
-             "cluster.data_servers=3"},
-            "cluster.data_servers = 3"}}) {
+  for (const Bad& b :
+       std::vector<Bad>{{{"cluster.mode=async", "data.assignment=dynamic"},
+                         "cluster.data_servers"},
+                        {{"cluster.mode=sync", "cluster.data_servers=1",
+                          "data.assignment=dynamic"},
+                         "cluster.mode = \"async\""},
+                        {{"cluster.mode=async", "cluster.workers=2",
+                          "cluster.data_servers=3"},
+                         "cluster.data_servers = 3"}}) {
     Config c = Base(root);
     for (const auto& kv : b.kv) ASSERT_TRUE(c.ApplyOverride(kv).ok()) << kv;
     auto got = RunConfig(c);

@@ -1,28 +1,27 @@
 // Multi-process clusters (`strata train --processes`): a worker process is
 // killed by PID mid-run. Starts the strata binary; ends only the processes
 // it started, by PID. Labelled slow.
-#include <gtest/gtest.h>
-#include <spawn.h>
-#include <sys/wait.h>
-
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <spawn.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <sstream>
-#include <zmq.hpp>
-#include <cstdlib>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <zmq.hpp>
 
 #include "common/fs.h"
 #include "transport/wire.h"
@@ -128,6 +127,18 @@ int WaitExit(pid_t pid, double* seconds) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// The launcher exits 1 within 15 s (heartbeat timeout 1.5 s, statistics,
+// ending the children) and the summary's error names `who`.
+void ExpectFailedNaming(const Launched& l, const std::string& who) {
+  double secs = 0;
+  EXPECT_EQ(WaitExit(l.pid, &secs), 1);
+  EXPECT_LT(secs, 15.0);
+  auto summary = nlohmann::json::parse(*ReadFile(l.run_dir + "/summary.json"));
+  ASSERT_TRUE(summary.contains("error")) << summary.dump();
+  EXPECT_NE(summary["error"].get<std::string>().find(who), std::string::npos)
+      << summary["error"];
+}
+
 TEST(ProcessClusterTest, AsyncRunFinishesWithoutAKilledWorkerAndNamesIt) {
   Launched l = Launch("async");
   ASSERT_GT(l.pid, 0);
@@ -210,13 +221,13 @@ void ExpectEveryExampleOnce(const std::map<int64_t, int>& epoch, int64_t n) {
   EXPECT_EQ(not_once, 0);
 }
 
-TEST(ProcessClusterTest, DataServiceServesEveryExampleOnceDespiteAKilledWorker) {
+TEST(ProcessClusterTest,
+     DataServiceServesEveryExampleOnceDespiteAKilledWorker) {
   // Dynamic assignment: the killed worker's leased batches go to the
   // others once the coordinator declares it lost.
-  Launched l = Launch("async", {"cluster.data_servers=1",
-                                "data.assignment=dynamic",
-                                "data.served_log=ids", "train.iterations=0",
-                                "train.epochs=2"});
+  Launched l = Launch(
+      "async", {"cluster.data_servers=1", "data.assignment=dynamic",
+                "data.served_log=ids", "train.iterations=0", "train.epochs=2"});
   ASSERT_GT(l.pid, 0);
   ASSERT_GT(KillWorkerOne(l), 0);
   double secs = 0;
@@ -235,16 +246,9 @@ TEST(ProcessClusterTest, ALostDataServerStopsTheRunNamingIt) {
   Launched l = Launch("async", {"cluster.data_servers=1"});
   ASSERT_GT(l.pid, 0);
   ASSERT_GT(KillWorkerOne(l, "data server 0 (node 6)"), 0);
-  double secs = 0;
-  EXPECT_EQ(WaitExit(l.pid, &secs), 1);
   // Heartbeat timeout 1.5 s; the workers waiting for a batch notice the
   // end of the run within 100 ms.
-  EXPECT_LT(secs, 15.0);
-  auto summary = nlohmann::json::parse(*ReadFile(l.run_dir + "/summary.json"));
-  ASSERT_TRUE(summary.contains("error")) << summary.dump();
-  EXPECT_NE(summary["error"].get<std::string>().find("data server 0"),
-            std::string::npos)
-      << summary["error"];
+  ExpectFailedNaming(l, "data server 0");
 }
 
 // The TCP ports process `pid` listens on (its sockets' inodes matched
@@ -275,16 +279,17 @@ std::vector<int> ListeningPorts(pid_t pid) {
     in >> sl >> local >> remote >> state >> queues >> timer >> retr >> uid >>
         timeout >> inode;
     if (state == "0A" && inodes.count(inode)) {
-      ports.push_back(std::stoi(local.substr(local.find(':') + 1), nullptr, 16));
+      ports.push_back(
+          std::stoi(local.substr(local.find(':') + 1), nullptr, 16));
     }
   }
   return ports;
 }
 
 TEST(ProcessClusterTest, GarbageSentToADataServerIsDroppedAndServingGoesOn) {
-  Launched l = Launch("async", {"cluster.data_servers=1",
-                                "data.served_log=ids", "train.iterations=0",
-                                "train.epochs=3", "cluster.worker_delay_ms=20"});
+  Launched l = Launch("async", {"cluster.data_servers=1", "data.served_log=ids",
+                                "train.iterations=0", "train.epochs=3",
+                                "cluster.worker_delay_ms=20"});
   ASSERT_GT(l.pid, 0);
   // Wait for training to start, then find the data server's port.
   const auto deadline = Clock::now() + std::chrono::seconds(90);
@@ -314,7 +319,8 @@ TEST(ProcessClusterTest, GarbageSentToADataServerIsDroppedAndServingGoesOn) {
       addr.sin_family = AF_INET;
       addr.sin_port = htons(static_cast<uint16_t>(port));
       addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+      if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) ==
+          0) {
         const std::string junk = noise(64 + 200 * k);
         (void)!::write(fd, junk.data(), junk.size());
       }
@@ -329,7 +335,8 @@ TEST(ProcessClusterTest, GarbageSentToADataServerIsDroppedAndServingGoesOn) {
     for (int k = 0; k < 20; ++k) {
       const int frames = 1 + k % 4;
       for (int f = 0; f < frames; ++f) {
-        const std::string junk = noise(static_cast<size_t>(k % 3 == 0 ? 48 : 1 + 37 * f));
+        const std::string junk =
+            noise(static_cast<size_t>(k % 3 == 0 ? 48 : 1 + 37 * f));
         s.send(zmq::buffer(junk), f + 1 < frames ? zmq::send_flags::sndmore
                                                  : zmq::send_flags::none);
       }
@@ -344,10 +351,9 @@ TEST(ProcessClusterTest, GarbageSentToADataServerIsDroppedAndServingGoesOn) {
       std::vector<uint64_t> sizes;
     };
     uint32_t transfer = 1;
-    for (const Fake& f : {Fake{0x1000 + 30, 99, {8, 8, 4}},
-                          Fake{0x1000 + 30, 3, {5}},
-                          Fake{0x1000 + 30, 3, {8, 16, 4}},
-                          Fake{0x1FFF, 3, {}}}) {
+    for (const Fake& f :
+         {Fake{0x1000 + 30, 99, {8, 8, 4}}, Fake{0x1000 + 30, 3, {5}},
+          Fake{0x1000 + 30, 3, {8, 16, 4}}, Fake{0x1FFF, 3, {}}}) {
       MessageHeader h;
       h.type = static_cast<MessageType>(f.type);
       h.sender = f.sender;
@@ -355,8 +361,9 @@ TEST(ProcessClusterTest, GarbageSentToADataServerIsDroppedAndServingGoesOn) {
       h.request_id = 0xdead0000u + transfer;
       h.key_begin = h.key_end = 1;
       Buffer header = wire::EncodeHeader(h, f.sizes, transfer++);
-      s.send(zmq::buffer(header.data(), header.size()),
-             f.sizes.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
+      s.send(
+          zmq::buffer(header.data(), header.size()),
+          f.sizes.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
       for (size_t k = 0; k < f.sizes.size(); ++k) {
         const std::string junk = noise(f.sizes[k]);
         s.send(zmq::buffer(junk), k + 1 < f.sizes.size()
