@@ -160,6 +160,52 @@ TEST(DataServiceTest, ALostWorkersBatchesAreServedToTheOthersOnce) {
   ExpectEachOnce(counts[1], 512);
 }
 
+// Each worker's batches in order, from served.jsonl (full ids).
+std::map<int, std::vector<std::vector<int64_t>>> BatchesPerWorker(
+    const std::string& run_dir) {
+  std::map<int, std::vector<std::vector<int64_t>>> out;
+  auto text = ReadFile(run_dir + "/served.jsonl");
+  EXPECT_TRUE(text.ok()) << run_dir;
+  if (!text.ok()) return out;
+  std::map<int, std::map<int64_t, std::vector<int64_t>>> by_seq;
+  size_t start = 0;
+  while (start < text->size()) {
+    size_t end = text->find('\n', start);
+    if (end == std::string::npos) end = text->size();
+    auto j = nlohmann::json::parse(text->substr(start, end - start));
+    by_seq[j["worker"].get<int>()][j["seq"].get<int64_t>()] =
+        j["ids"].get<std::vector<int64_t>>();
+    start = end + 1;
+  }
+  // Sequence numbers are handed out in lease order; a worker's own batches
+  // come in its order whatever the interleaving with the others.
+  for (auto& [w, seqs] : by_seq)
+    for (auto& [seq, ids] : seqs) out[w].push_back(ids);
+  return out;
+}
+
+TEST(DataServiceTest, StaticAssignmentServesTheSameBatchesRunAfterRun) {
+  // Async, so the workers interleave differently every run; each worker's
+  // own sequence of batches does not change.
+  std::string root = TempRoot();
+  Config c =
+      With(Base(root), {"cluster.mode=async", "cluster.workers=3",
+                        "cluster.data_servers=1", "data.sampler=stratified",
+                        "data.shuffle=true", "data.served_log=ids"});
+  ASSERT_TRUE(RunConfig(With(c, {"run.name=a"})).ok());
+  ASSERT_TRUE(RunConfig(With(c, {"run.name=b"})).ok());
+  ASSERT_TRUE(RunConfig(With(c, {"run.name=c", "run.seed=9"})).ok());
+  auto a = BatchesPerWorker(root + "/a");
+  auto b = BatchesPerWorker(root + "/b");
+  auto other = BatchesPerWorker(root + "/c");
+  ASSERT_EQ(a.size(), 3u);
+  for (int w = 0; w < 3; ++w) {
+    EXPECT_EQ(a[w].size(), 20u);
+    EXPECT_EQ(a[w], b[w]) << "worker " << w;
+    EXPECT_NE(a[w], other[w]) << "worker " << w << " (another seed)";
+  }
+}
+
 TEST(DataServiceTest, BadSettingsAreRefusedWithTheirNames) {
   std::string root = TempRoot();
   struct Bad {
