@@ -132,20 +132,18 @@ StratifiedSampler::StratifiedSampler(std::vector<int64_t> indices,
 void StratifiedSampler::Observe(const std::vector<int64_t>& ids,
                                 const float* losses) {
   if (max_boost_ <= 0 || losses == nullptr) return;
-  // The batch's mean loss per stratum, folded into a running average.
-  std::map<size_t, std::pair<double, int64_t>> batch;
+  // A running average per stratum, one example at a time: each example
+  // weighs kPerExample, so an estimate rests on about 1 / kPerExample of
+  // the stratum's latest examples, however few a batch holds (with 30
+  // strata and 10 examples a batch, most strata get 0 or 1 per batch; a
+  // per-batch average would follow single examples' noise).
+  constexpr double kPerExample = 0.02;
   for (size_t i = 0; i < ids.size(); ++i) {
     auto it = stratum_of_.find(ids[i]);
     if (it == stratum_of_.end() || !std::isfinite(losses[i])) continue;
-    auto& [sum, count] = batch[it->second];
-    sum += losses[i];
-    ++count;
-  }
-  constexpr double kDecay = 0.3;  // weight of the newest batch
-  for (const auto& [s, sc] : batch) {
-    const double mean = sc.first / static_cast<double>(sc.second);
-    loss_[s] =
-        std::isnan(loss_[s]) ? mean : (1 - kDecay) * loss_[s] + kDecay * mean;
+    double& l = loss_[it->second];
+    l = std::isnan(l) ? losses[i]
+                      : (1 - kPerExample) * l + kPerExample * losses[i];
   }
 }
 

@@ -100,7 +100,8 @@ class ShuffleSampler final : public BatchSampler {
 // Loss-aware (max_boost > 0): weighted sampling without replacement by
 // strata. Each example left in the epoch weighs its stratum's boost
 // clamp(L_s / L, 1 / max_boost, max_boost), where L_s is the stratum's
-// running loss (an exponential average of the losses Observe() reports;
+// running loss (an exponential average over its examples' losses that
+// Observe() reports, weight 0.02 per example;
 // boost 1 until the stratum was seen) and L the data-weighted mean of the
 // L_s; a batch takes from each stratum in proportion to (examples left) x
 // boost, with the same largest-remainder rounding.
