@@ -85,8 +85,13 @@ std::vector<ConfigKey> MakeSchema() {
           "synthetic: generator seed (independent of run.seed)"),
 
       // model
-      Str("model.name", "mlp", "model architecture",
-          {"mlp", "lenet", "cnn4", "resnet20", "resnet32", "resnet56"}),
+      Str("model.name", "mlp",
+          "model architecture; torchscript = your own module (model.path)",
+          {"mlp", "lenet", "cnn4", "resnet20", "resnet32", "resnet56",
+           "torchscript"}),
+      Str("model.path", "",
+          "torchscript: a module saved with torch.jit.script(model).save(path) "
+          "(docs/models.md)"),
       Int("model.hidden", 256, "mlp: hidden units", 1, 1 << 20),
 
       // train

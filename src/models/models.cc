@@ -4,6 +4,8 @@
 
 #include <mutex>
 
+#include "models/torchscript.h"
+
 namespace strata {
 namespace {
 
@@ -191,6 +193,11 @@ Result<std::shared_ptr<ClassifierImpl>> Construct(const ModelOptions& o,
   if (o.name == "mlp")
     return std::shared_ptr<ClassifierImpl>(
         std::make_shared<MlpImpl>(in, o.hidden));
+  if (o.name == "torchscript") {
+    // The module brings its own initial weights (the seed does not apply).
+    ASSIGN_OR_RETURN(auto net, TorchScriptImpl::Load(o.path, in));
+    return std::shared_ptr<ClassifierImpl>(std::move(net));
+  }
   if (!image) {
     return Status::InvalidArgument(
         "model '{}' needs image inputs (C x H x W); this dataset has flat "
@@ -233,13 +240,15 @@ ModelOptions ModelOptions::FromConfig(const Config& config) {
   ModelOptions o;
   o.name = config.GetString("model.name");
   o.hidden = config.GetInt("model.hidden");
+  o.path = config.GetString("model.path");
   o.seed = static_cast<uint64_t>(config.GetInt("run.seed"));
   return o;
 }
 
 const std::vector<std::string>& ModelNames() {
   static const std::vector<std::string> names = {
-      "mlp", "lenet", "cnn4", "resnet20", "resnet32", "resnet56"};
+      "mlp",      "lenet",    "cnn4",       "resnet20",
+      "resnet32", "resnet56", "torchscript"};
   return names;
 }
 

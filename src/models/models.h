@@ -25,11 +25,12 @@ struct InputSpec {
 };
 
 struct ModelOptions {
-  std::string name = "mlp";  // mlp, lenet, cnn4, resnet20, resnet32, resnet56
+  std::string name = "mlp";  // mlp, lenet, cnn4, resnet20/32/56, torchscript
   int64_t hidden = 256;      // mlp hidden units
   uint64_t seed = 1;         // initialisation seed
+  std::string path;          // torchscript: the saved module
 
-  // model.name, model.hidden and run.seed from a run config.
+  // model.name, model.hidden, model.path and run.seed from a run config.
   static ModelOptions FromConfig(const Config& config);
 };
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "data/transforms.h"
+#include "models/torchscript.h"
 
 namespace strata {
 
@@ -52,6 +53,32 @@ Batch Batcher::FromRows(const float* features, const int64_t* labels,
 
 Result<bool> RecalibrateBatchNorm(ClassifierImpl& net, const Dataset& data,
                                   int64_t batch_size, int64_t max_examples) {
+  if (auto* script = dynamic_cast<TorchScriptImpl*>(&net)) {
+    // A scripted BatchNorm's momentum is a constant: reset the statistics,
+    // then run 50 batches (cycling over the first max_examples examples) so
+    // that the reset values weigh 0.9^50 < 1 % at the default momentum 0.1.
+    try {
+      if (script->ResetBatchNormStats() == 0) return false;
+      torch::NoGradGuard no_grad;
+      net.train();
+      const int64_t n = std::min(max_examples, data.size());
+      const int64_t b = std::max<int64_t>(2, std::min<int64_t>(n, n / 50 + 32));
+      if (n < 2) return true;
+      for (int pass = 0, start = 0; pass < 50; ++pass) {
+        if (start + b > n) start = 0;
+        const int64_t len = std::min(b, n - start);
+        auto x = torch::from_blob(const_cast<float*>(data.example(start)),
+                                  {len, data.channels, data.height, data.width},
+                                  torch::kFloat32);
+        net.forward(x);
+        start += static_cast<int>(len);
+      }
+    } catch (const c10::Error& e) {
+      return Status::Internal("BatchNorm recalibration failed: {}",
+                              e.what_without_backtrace());
+    }
+    return true;
+  }
   std::vector<std::pair<torch::nn::BatchNorm2dImpl*, c10::optional<double>>>
       layers;
   for (const auto& m : net.modules(/*include_self=*/false)) {

@@ -19,7 +19,7 @@ class ModelShapeTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ModelShapeTest, ForwardGivesLogitsAndGradsLandInFlatBuffer) {
   const Case& c = GetParam();
-  auto model = CreateModel(ModelOptions{c.name, 32, 3}, c.in);
+  auto model = CreateModel(ModelOptions{c.name, 32, 3, ""}, c.in);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   int64_t count = 0;
   for (const auto& p : model->net->parameters()) count += p.numel();
@@ -57,9 +57,9 @@ INSTANTIATE_TEST_SUITE_P(All, ModelShapeTest,
 TEST(ModelTest, ResNetDepthsHaveTheExpectedParameterCounts) {
   // He et al. 2016 Table 6: ResNet-20 0.27M, ResNet-32 0.46M, ResNet-56 0.85M.
   InputSpec cifar{3, 32, 32, 10};
-  auto r20 = CreateModel({"resnet20", 0, 1}, cifar);
-  auto r32 = CreateModel({"resnet32", 0, 1}, cifar);
-  auto r56 = CreateModel({"resnet56", 0, 1}, cifar);
+  auto r20 = CreateModel({"resnet20", 0, 1, ""}, cifar);
+  auto r32 = CreateModel({"resnet32", 0, 1, ""}, cifar);
+  auto r56 = CreateModel({"resnet56", 0, 1, ""}, cifar);
   ASSERT_TRUE(r20.ok() && r32.ok() && r56.ok());
   EXPECT_NEAR(r20->flat.size() / 1e6, 0.27, 0.01);
   EXPECT_NEAR(r32->flat.size() / 1e6, 0.46, 0.01);
@@ -68,22 +68,22 @@ TEST(ModelTest, ResNetDepthsHaveTheExpectedParameterCounts) {
 
 TEST(ModelTest, SameSeedSameInitDifferentSeedDifferent) {
   InputSpec in{1, 28, 28, 10};
-  auto a = CreateModel({"lenet", 0, 5}, in);
-  auto b = CreateModel({"lenet", 0, 5}, in);
-  auto c = CreateModel({"lenet", 0, 6}, in);
+  auto a = CreateModel({"lenet", 0, 5, ""}, in);
+  auto b = CreateModel({"lenet", 0, 5, ""}, in);
+  auto c = CreateModel({"lenet", 0, 6, ""}, in);
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
   EXPECT_TRUE(torch::equal(a->flat.params(), b->flat.params()));
   EXPECT_FALSE(torch::equal(a->flat.params(), c->flat.params()));
 }
 
 TEST(ModelTest, BadInputsAreRejectedWithReasons) {
-  auto flat_conv = CreateModel({"lenet", 0, 1}, InputSpec{1, 1, 64, 10});
+  auto flat_conv = CreateModel({"lenet", 0, 1, ""}, InputSpec{1, 1, 64, 10});
   ASSERT_FALSE(flat_conv.ok());
   EXPECT_NE(flat_conv.status().message().find("image"), std::string::npos);
-  auto tiny = CreateModel({"lenet", 0, 1}, InputSpec{1, 8, 8, 10});
+  auto tiny = CreateModel({"lenet", 0, 1, ""}, InputSpec{1, 8, 8, 10});
   ASSERT_FALSE(tiny.ok());
   EXPECT_NE(tiny.status().message().find("8x8"), std::string::npos);
-  auto unknown = CreateModel({"vgg", 0, 1}, InputSpec{3, 32, 32, 10});
+  auto unknown = CreateModel({"vgg", 0, 1, ""}, InputSpec{3, 32, 32, 10});
   ASSERT_FALSE(unknown.ok());
   EXPECT_NE(unknown.status().message().find("vgg"), std::string::npos);
 }
@@ -102,8 +102,8 @@ TEST_P(OptimizerParityTest, FlatStepMatchesTorchOptim) {
   const OptimizerOptions& o = GetParam().opt;
   const double lr = o.kind == OptimizerOptions::Kind::kAdam ? 0.01 : 0.1;
   InputSpec in{1, 28, 28, 10};
-  auto ours = CreateModel({"lenet", 0, 11}, in);
-  auto ref = CreateModel({"lenet", 0, 11}, in);
+  auto ours = CreateModel({"lenet", 0, 11, ""}, in);
+  auto ref = CreateModel({"lenet", 0, 11, ""}, in);
   ASSERT_TRUE(ours.ok() && ref.ok());
   auto optimizer = MakeOptimizer(o, ours->flat.size());
   std::unique_ptr<torch::optim::Optimizer> torch_opt;
@@ -145,8 +145,9 @@ TEST_P(OptimizerParityTest, FlatStepMatchesTorchOptim) {
   EXPECT_TRUE(
       torch::equal(first, ours->flat.params().narrow(0, 0, first.numel())));
   EXPECT_TRUE(ours->flat.IsBound(*ours->net));
-  EXPECT_FALSE(torch::equal(ours->flat.params(),
-                            CreateModel({"lenet", 0, 11}, in)->flat.params()));
+  EXPECT_FALSE(
+      torch::equal(ours->flat.params(),
+                   CreateModel({"lenet", 0, 11, ""}, in)->flat.params()));
 }
 
 OptimizerOptions Sgd(double m, bool nesterov, double wd) {

@@ -198,7 +198,8 @@ TEST(RecalibrateBatchNormTest, RunningStatisticsBecomeTheDataStatistics) {
   std::normal_distribution<float> noise(2.0f, 3.0f);  // far from N(0, 1)
   for (float& f : data.features) f = noise(rng);
   data.labels.assign(n, 0);
-  auto model = CreateModel(ModelOptions{"resnet20", 16, 7}, InputSpecOf(data));
+  auto model =
+      CreateModel(ModelOptions{"resnet20", 16, 7, ""}, InputSpecOf(data));
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   auto& net = *model->net;
   torch::NoGradGuard no_grad;
@@ -218,7 +219,7 @@ TEST(RecalibrateBatchNormTest, RunningStatisticsBecomeTheDataStatistics) {
   EXPECT_LT(after, 1e-2 * std::max(1.0, train_mode.abs().max().item<double>()));
   // A model without BatchNorm is left alone.
   Dataset flat = data;
-  auto mlp = CreateModel(ModelOptions{"mlp", 16, 7}, InputSpecOf(flat));
+  auto mlp = CreateModel(ModelOptions{"mlp", 16, 7, ""}, InputSpecOf(flat));
   ASSERT_TRUE(mlp.ok());
   auto none = RecalibrateBatchNorm(*mlp->net, flat, n, n);
   ASSERT_TRUE(none.ok());
