@@ -11,3 +11,7 @@ done
 # torch or STRATA_DATA_DIR.
 echo "== ddp_bench"
 "$(dirname "$0")/ddp_bench.sh" "$build"
+# TorchScript modules vs the built-in models; skips itself without
+# /usr/bin/python3's torch.
+echo "== torchscript_bench"
+"$(dirname "$0")/torchscript_bench.sh" "$build"
