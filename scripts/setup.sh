@@ -11,6 +11,7 @@ PACKAGES=(
   libopenblas-dev         # cblas.h + libopenblas.so for src/sharding (PCA, KMeans)
   libzmq3-dev cppzmq-dev  # transport
   libgloo-dev             # collectives (all-reduce, reduce-scatter, all-gather) for the decentralized modes
+  libprotobuf-dev protobuf-compiler  # TensorBoard event files (src/metrics)
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
   clang-format

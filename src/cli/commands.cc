@@ -153,6 +153,7 @@ int RunNodeCommand(const NodeArgs& args, const std::atomic<bool>* stop) {
     LogError("{}", run_dir.status().message());
     return 1;
   }
+  run_dir->SetTensorBoard(config->GetBool("metrics.tensorboard"));
   if (role == Role::kCoordinator && !FileExists(run_dir->File("config.toml"))) {
     Status written = config->WriteToml(run_dir->File("config.toml"));
     if (!written.ok()) LogWarning("config.toml: {}", written.message());

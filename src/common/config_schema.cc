@@ -89,6 +89,8 @@ std::vector<ConfigKey> MakeSchema() {
           "model architecture; torchscript = your own module (model.path)",
           {"mlp", "lenet", "cnn4", "resnet20", "resnet32", "resnet56",
            "torchscript"}),
+      Bool("metrics.tensorboard", true,
+           "write TensorBoard event files into <run>/tb/ (docs/metrics.md)"),
       Str("model.path", "",
           "torchscript: a module saved with torch.jit.script(model).save(path) "
           "(docs/models.md)"),

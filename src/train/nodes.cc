@@ -353,7 +353,10 @@ Result<WorkerMetrics> RunWorker(const Config& config,
                        {"train_loss", window_loss / window_n},
                        {"train_acc", window_acc / window_n},
                        {"samples", m.samples},
-                       {"version", exchange->version()}};
+                       {"version", exchange->version()},
+                       {"compute_s", m.compute_s},
+                       {"comm_s", m.comm_s}};
+      if (stream != nullptr) j["data_wait_s"] = stream->wait_s();
       RETURN_IF_ERROR(run_dir->AppendJson("metrics.jsonl", j));
       window_loss = window_acc = 0;
       window_n = 0;

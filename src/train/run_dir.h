@@ -1,5 +1,9 @@
 #pragma once
 
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -8,9 +12,15 @@
 
 namespace strata {
 
+class TensorBoardWriter;
+
 // A run's output directory: config.toml (resolved), metrics.jsonl,
 // eval.jsonl, summary.json. JSON lines are appended and flushed one by one,
-// so an interrupted run keeps everything written so far. Thread-compatible.
+// so an interrupted run keeps everything written so far. With
+// metrics.tensorboard (the default) every metrics.jsonl and eval.jsonl line
+// is also written as scalars to a TensorBoard event file in <run>/tb/, one
+// file per writer (the local trainer, each worker, the evaluator);
+// docs/metrics.md lists the tags. AppendJson is thread-safe.
 class RunDirectory {
  public:
   // Creates <run.dir>/<run.name> (a default name is <model>-<dataset>-
@@ -28,9 +38,26 @@ class RunDirectory {
   Status AppendJson(const std::string& file, const nlohmann::json& j) const;
   // Writes a whole JSON file atomically.
   Status WriteJson(const std::string& file, const nlohmann::json& j) const;
+  // Turns the TensorBoard mirror on or off (Create follows
+  // metrics.tensorboard; Open leaves it off until told).
+  void SetTensorBoard(bool on);
 
  private:
+  // The scalars of one metrics / eval line, to the writer the line names.
+  void Mirror(const std::string& file, const nlohmann::json& j) const;
+
+  struct Board {
+    std::mutex mu;
+    std::atomic<bool> on{false};
+    bool failed = false;  // GUARDED_BY(mu); warned once, then off
+    std::map<std::string, std::unique_ptr<TensorBoardWriter>> writers;
+    // Last (samples, wall_s) per writer, for samples/s between lines.
+    std::map<std::string, std::pair<double, double>> last;
+    Board();
+    ~Board();
+  };
   std::string path_;
+  std::shared_ptr<Board> board_ = std::make_shared<Board>();
 };
 
 }  // namespace strata

@@ -5,6 +5,7 @@
 // the data.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -129,12 +130,22 @@ TEST_P(ScriptedVsBuiltInTest, SameAccuracyAsTheBuiltInModel) {
   // 0.3-0.5 points of run-to-run noise, as much as the tolerance.
   Config c = With(Mnist(root), {"cluster.mode=" + p.mode,
                                 "train.epochs=" + std::to_string(p.epochs)});
+  // Asynchronous runs with two workers swing by 0.5-0.8 points from run to
+  // run (measured), as much as the tolerance: the async comparison runs one
+  // worker against one server, which goes through the whole PS path (push,
+  // server-side optimizer, pull) in a repeatable order, so the comparison is
+  // about the model.
+  if (p.mode == "async") c = With(c, {"cluster.workers=1"});
   auto builtin = RunConfig(With(c, {"model.name=" + p.builtin}));
   ASSERT_TRUE(builtin.ok()) << builtin.status().ToString();
   auto script =
       RunConfig(With(c, {"model.name=torchscript",
                          "model.path=" + Fixtures() + "/" + p.script}));
   ASSERT_TRUE(script.ok()) << script.status().ToString();
+  std::printf(
+      "%s %s: built-in %.4f, scripted %.4f val acc; %.0f vs %.0f smp/s\n",
+      p.builtin.c_str(), p.mode.c_str(), builtin->final_val_acc,
+      script->final_val_acc, builtin->samples_per_s, script->samples_per_s);
   EXPECT_GT(builtin->final_val_acc, 0.9);
   EXPECT_NEAR(script->final_val_acc, builtin->final_val_acc, 0.005)
       << "built-in " << builtin->final_val_acc << ", scripted "
