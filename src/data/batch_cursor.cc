@@ -43,8 +43,9 @@ Result<std::unique_ptr<BatchCursor>> BatchCursor::Make(
   for (size_t s = 0; s < slots; ++s) {
     if (shards[s].empty()) {
       return Status::InvalidArgument("batch cursor: {} has no examples",
-                                     slots == 1 ? std::string("the dataset")
-                                                : fmt::format("worker {}", s));
+                                     options.assignment == Assignment::kDynamic
+                                         ? std::string("the dataset")
+                                         : fmt::format("worker {}", s));
     }
     int worker = -1;  // dynamic: one sampler of its own seed
     if (options.assignment == Assignment::kStatic) {

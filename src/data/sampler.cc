@@ -55,8 +55,7 @@ int64_t EpochShuffler::Next(int64_t batch_size, std::vector<int64_t>* out) {
   return epoch;
 }
 
-bool EpochShuffler::Seek(int64_t epoch, int64_t position,
-                         bool epoch_finished) {
+bool EpochShuffler::Seek(int64_t epoch, int64_t position, bool epoch_finished) {
   if (epoch < 0 || position < 0 || position > size()) return false;
   epoch_ = epoch;
   Shuffle();

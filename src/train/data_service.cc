@@ -427,7 +427,12 @@ void BatchStream::Request(int64_t want) {
   asked_ += want;
 }
 
-void BatchStream::Ack(int64_t seq, std::vector<float> losses) {
+void BatchStream::Refill() {
+  if (!ended_ && static_cast<int64_t>(ready_.size()) + asked_ < prefetch_)
+    Request(prefetch_);
+}
+
+void BatchStream::Ack(int64_t seq, const std::vector<float>& losses) {
   ack_seqs_.push_back(seq);
   ack_counts_.push_back(static_cast<int64_t>(losses.size()));
   ack_losses_.insert(ack_losses_.end(), losses.begin(), losses.end());
@@ -443,13 +448,11 @@ Result<bool> BatchStream::Next(StreamedBatch* out) {
   while (true) {
     // Keep `prefetch` batches on their way: one request for `prefetch`
     // batches whenever fewer than that are here or in flight.
-    if (!ended_ && static_cast<int64_t>(ready_.size()) + asked_ < prefetch_)
-      Request(prefetch_);
+    Refill();
     if (!ready_.empty()) {
       *out = std::move(ready_.front());
       ready_.pop_front();
-      if (!ended_ && static_cast<int64_t>(ready_.size()) + asked_ < prefetch_)
-        Request(prefetch_);
+      Refill();  // the next batches travel while this step computes
       return done(true);
     }
     if (in_flight_.empty()) return done(false);  // ended, all drained

@@ -106,7 +106,7 @@ class BatchStream {
   Result<bool> Next(StreamedBatch* out);
   // The worker trained on batch `seq`; `losses` (one per example) may be
   // empty.
-  void Ack(int64_t seq, std::vector<float> losses);
+  void Ack(int64_t seq, const std::vector<float>& losses);
   // Sends the acknowledgements not sent yet and waits for the reply.
   Status Flush();
   // Seconds spent waiting in Next() for a batch that was not there yet.
@@ -114,6 +114,8 @@ class BatchStream {
 
  private:
   void Request(int64_t want);
+  // Asks for `prefetch` more batches when fewer are here or on their way.
+  void Refill();
 
   RpcEndpoint& rpc_;
   const NodeId server_;

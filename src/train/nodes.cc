@@ -318,8 +318,8 @@ Result<WorkerMetrics> RunWorker(const Config& config,
         StepResult r,
         ForwardBackward(*model.net, batch, want_losses ? &losses : nullptr));
     if (stream != nullptr) {
-      stream->Ack(streamed.header.seq,
-                  want_losses ? losses : std::vector<float>());
+      // `losses` stays empty unless the sampler wants them.
+      stream->Ack(streamed.header.seq, losses);
     } else if (want_losses) {
       sampler->Observe(indices, losses.data());
     }
