@@ -567,15 +567,17 @@ Status RunEvaluatorRole(const Config& config, const ClusterPlan& plan,
         {"final_version", final_version}, {"parameters", plan.num_params}};
     if (decentralized) result["final_consensus_distance"] = consensus;
     if (run_dir != nullptr) {
-      Status appended = run_dir->AppendJson(
-          "eval.jsonl",
-          {{"step", o.iterations},
-           {"version", final_version},
-           {"wall_s",
-            std::chrono::duration<double>(Clock::now() - start).count()},
-           {"val_loss", va->loss},
-           {"val_acc", va->accuracy},
-           {"final", true}});
+      nlohmann::json line{
+          {"step", o.iterations},
+          {"version", final_version},
+          {"wall_s",
+           std::chrono::duration<double>(Clock::now() - start).count()},
+          {"val_loss", va->loss},
+          {"val_acc", va->accuracy},
+          {"final", true}};
+      // The final point of the consensus-distance curve.
+      if (decentralized) line["consensus_distance"] = consensus;
+      Status appended = run_dir->AppendJson("eval.jsonl", line);
       if (!appended.ok()) LogWarning("eval.jsonl: {}", appended.message());
     }
     LogInfo(
