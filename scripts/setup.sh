@@ -12,6 +12,8 @@ PACKAGES=(
   libzmq3-dev cppzmq-dev  # transport
   libgloo-dev             # collectives (all-reduce, reduce-scatter, all-gather) for the decentralized modes
   libprotobuf-dev protobuf-compiler  # TensorBoard event files (src/metrics)
+  libcpp-httplib-dev      # HTTP: Prometheus /metrics on the coordinator, `strata serve`
+  prometheus              # promtool and a Prometheus server for the /metrics tests
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
   clang-format
