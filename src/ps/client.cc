@@ -140,6 +140,19 @@ void CopyRange(const Buffer& payload, uint8_t* to) {
 
 }  // namespace
 
+namespace {
+
+// An applied push's ack: payload 0 = step size, staleness (protocol.h).
+void NoteStaleness(const Message& ack, PushResult* result) {
+  if (ack.payloads.empty() || ack.payloads[0].size() < 2 * sizeof(int64_t))
+    return;
+  int64_t info[2];
+  std::memcpy(info, ack.payloads[0].data(), sizeof(info));
+  result->staleness = std::max(result->staleness, info[1]);
+}
+
+}  // namespace
+
 PushHandle::~PushHandle() {
   for (auto& p : placements_) p->Revoke();
 }
@@ -163,11 +176,12 @@ Result<PushResult> PushHandle::Wait(std::chrono::milliseconds timeout) {
       return result;
     }
     int64_t size = 0;
-    if (ack.payloads.size() != 1 || ack.payloads[0].size() != sizeof(size)) {
+    if (ack.payloads.size() != 1 || ack.payloads[0].size() < sizeof(size)) {
       return Status::DataLoss("leader ack from node {} carries no step size",
                               ack.header.sender);
     }
     std::memcpy(&size, ack.payloads[0].data(), sizeof(size));
+    NoteStaleness(ack, &result);
     std::vector<int64_t> step(n, ack.header.clock - 1);
     client_->SendRanges(*this, grads_, step, kPushTagged, 1, n, &size,
                         keep_alive_);
@@ -183,6 +197,7 @@ Result<PushResult> PushHandle::Wait(std::chrono::milliseconds timeout) {
                                       left, std::chrono::milliseconds(0))));
     result.versions.push_back(ack.header.clock);
     if (ack.header.flags & kAckDropped) ++result.dropped_ranges;
+    NoteStaleness(ack, &result);
     if (dest_ != nullptr) {
       const KeyRange& r = ranges_[i];
       const size_t bytes = sizeof(float) * static_cast<size_t>(r.size());

@@ -17,6 +17,9 @@ struct PushResult {
   int dropped_ranges = 0;  // ranges that dropped the gradient as late
   uint64_t bytes = 0;
   uint64_t pulled_bytes = 0;  // PushPull(): parameter bytes copied back
+  // The gradient's staleness as the servers applied it (the largest over
+  // the ranges); -1 when no range applied it (dropped, still pending).
+  int64_t staleness = -1;
 };
 
 // A push in flight. Wait() returns when every server answered.

@@ -15,7 +15,11 @@ namespace strata {
 //   kAck          reply to kPush: clock = the range's version after it;
 //                 flags kAckDropped when a late gradient was dropped, and
 //                 kAckPending never leaves the server (the ack waits for the
-//                 step to close).
+//                 step to close). An applied gradient's ack has payload 0 =
+//                 two int64: the number of gradients in its update (the step
+//                 size) and its staleness (the version it was applied at
+//                 minus its base version; a sender may be older and send the
+//                 step size alone).
 //   kPullRequest  clock = the minimum version wanted (the reply waits until
 //                 the range reaches it).
 //   kPullReply    clock = the version of payload 0 (the range's parameters).

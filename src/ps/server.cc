@@ -92,6 +92,17 @@ void ParameterServer::Configure(KeyRange range, LrSchedule schedule) {
   options_.schedule = schedule;
 }
 
+namespace {
+
+// Payload 0 of an applied push's ack (protocol.h): the step size, then the
+// gradient's staleness.
+Buffer AckInfo(int64_t step_size, int64_t staleness) {
+  const int64_t info[2] = {step_size, staleness};
+  return Buffer::CopyOf(info, sizeof(info));
+}
+
+}  // namespace
+
 KeyRange ParameterServer::Range() const {
   std::lock_guard<std::mutex> lock(shard_mu_);
   return options_.range;
@@ -189,8 +200,7 @@ void ParameterServer::HandlePush(Message msg) {
   ack.header.clock = outcome.version;
   if (outcome.state == State::kDropped) ack.header.flags |= kAckDropped;
   if (outcome.state == State::kApplied) {
-    const int64_t size = outcome.step_size;
-    ack.payloads.push_back(Buffer::CopyOf(&size, sizeof(size)));
+    ack.payloads.push_back(AckInfo(outcome.step_size, outcome.staleness));
     if (msg.header.flags & kPushPull) {
       int64_t version = -1;
       std::shared_ptr<const std::vector<float>> snapshot =
@@ -239,7 +249,9 @@ void ParameterServer::Flush() {
     Message ack;
     ack.header.type = MessageType::kAck;
     ack.header.clock = version;
-    ack.payloads.push_back(Buffer::CopyOf(&size, sizeof(size)));
+    // Its staleness: the step it joined (version - 1) minus its base.
+    ack.payloads.push_back(
+        AckInfo(size, std::max<int64_t>(0, version - 1 - m.header.clock)));
     rpc_->ReplyOrLog(m, std::move(ack));
   }
   // Follower: tagged pushes whose step closed.

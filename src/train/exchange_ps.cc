@@ -119,6 +119,7 @@ class PushPullExchange final : public Exchange {
     }
     m_.bytes_pushed += pushed.bytes;
     m_.dropped_gradients += pushed.dropped_ranges > 0 ? 1 : 0;
+    m_.NoteStaleness(pushed.staleness);
   }
 
   Status FinishInflight(int64_t it) {

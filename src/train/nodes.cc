@@ -252,6 +252,7 @@ Result<WorkerMetrics> RunWorker(const Config& config,
   std::vector<int64_t> indices;
   double window_loss = 0, window_acc = 0;
   int64_t window_n = 0;
+  int64_t window_staleness_sum = 0, window_staleness_count = 0;
 
   // A stop asked for by the user (Ctrl-C, or the coordinator ending the run
   // early without an error). Workers of a collective or of a neighbour
@@ -357,6 +358,16 @@ Result<WorkerMetrics> RunWorker(const Config& config,
                        {"compute_s", m.compute_s},
                        {"comm_s", m.comm_s}};
       if (stream != nullptr) j["data_wait_s"] = stream->wait_s();
+      if (m.staleness_count > window_staleness_count) {
+        // Staleness of the gradients applied since the last line.
+        j["staleness_mean"] =
+            static_cast<double>(m.staleness_sum - window_staleness_sum) /
+            static_cast<double>(m.staleness_count - window_staleness_count);
+        j["staleness_max"] = m.window_staleness_max;
+        window_staleness_sum = m.staleness_sum;
+        window_staleness_count = m.staleness_count;
+        m.window_staleness_max = -1;
+      }
       RETURN_IF_ERROR(run_dir->AppendJson("metrics.jsonl", j));
       window_loss = window_acc = 0;
       window_n = 0;

@@ -104,6 +104,8 @@ void RunDirectory::Mirror(const std::string& file,
     add("compute_s", "time/compute_s", false);
     add("comm_s", "time/comm_s", false);
     add("data_wait_s", "time/data_wait_s", false);
+    add("staleness_mean", "staleness/mean", true);
+    add("staleness_max", "staleness/max", true);
     // samples/s between this line and the writer's previous one.
     if (j.contains("samples") && j.contains("wall_s") &&
         j["samples"].is_number() && j["wall_s"].is_number()) {

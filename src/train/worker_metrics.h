@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -22,9 +23,24 @@ struct WorkerMetrics {
   uint64_t bytes_pulled = 0;      // received
   int64_t dropped_gradients = 0;  // pushes a server dropped as late (per range)
   int64_t exchanges = 0;          // averaging rounds / gossip pushes sent
-  float gossip_weight = 0;        // gossip: the worker's weight at the end
+  // Parameter-server modes: the staleness of this worker's applied
+  // gradients as the servers reported it (sum and count over the run; the
+  // largest since the last metrics line, -1 for none).
+  int64_t staleness_sum = 0;
+  int64_t staleness_count = 0;
+  int64_t staleness_max = 0;
+  int64_t window_staleness_max = -1;
+  float gossip_weight = 0;  // gossip: the worker's weight at the end
   bool finished = false;
   std::string error;
+
+  void NoteStaleness(int64_t s) {
+    if (s < 0) return;
+    staleness_sum += s;
+    ++staleness_count;
+    staleness_max = std::max(staleness_max, s);
+    window_staleness_max = std::max(window_staleness_max, s);
+  }
 
   nlohmann::json ToJson() const {
     nlohmann::json j{{"worker", index},
@@ -40,6 +56,11 @@ struct WorkerMetrics {
                      {"exchanges", exchanges},
                      {"finished", finished}};
     if (gossip_weight > 0) j["gossip_weight"] = gossip_weight;
+    if (staleness_count > 0) {
+      j["staleness_mean"] =
+          static_cast<double>(staleness_sum) / staleness_count;
+      j["staleness_max"] = staleness_max;
+    }
     if (!error.empty()) j["error"] = error;
     return j;
   }

@@ -152,6 +152,35 @@ TEST_P(PsOverTransportTest, PushesApplySgdAndBuffersAreNotMixedUp) {
   }
 }
 
+TEST_P(PsOverTransportTest, AcksReportEachGradientsStaleness) {
+  // Async: a gradient computed on version b and applied at version v has
+  // staleness v - b; the push reports it (the largest over the ranges).
+  const int64_t keys = 64;
+  Start(keys, 2, 2, 0.1);
+  const std::vector<float> init(keys, 0.0f), grad(keys, 1.0f);
+  ASSERT_TRUE(clients_[0]->PushInitial(init.data())->Wait(kTimeout).ok());
+  struct Case {
+    int worker;
+    std::vector<int64_t> base;
+    int64_t staleness;
+  };
+  for (const Case& c :
+       {Case{0, {0, 0}, 0}, Case{1, {0, 0}, 1}, Case{0, {0, 0}, 2},
+        Case{1, {3, 3}, 0}, Case{0, {1, 3}, 3}}) {
+    auto pushed = clients_[c.worker]->Push(grad.data(), c.base)->Wait(kTimeout);
+    ASSERT_TRUE(pushed.ok()) << pushed.status().ToString();
+    EXPECT_EQ(pushed->staleness, c.staleness)
+        << "worker " << c.worker << " base " << c.base[0];
+  }
+  // The push-pull round trip reports it too.
+  std::vector<float> params(keys);
+  auto both = clients_[1]
+                  ->PushPull(grad.data(), {4, 4}, params.data(), nullptr)
+                  ->Wait(kTimeout);
+  ASSERT_TRUE(both.ok()) << both.status().ToString();
+  EXPECT_EQ(both->staleness, 1);
+}
+
 TEST_P(PsOverTransportTest, PullWaitsForTheVersionItAsksFor) {
   const int64_t keys = 1 << 16;
   Start(keys, 1, 1, 1.0);

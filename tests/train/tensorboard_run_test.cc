@@ -69,10 +69,13 @@ TEST(TensorBoardRunTest, ClusterRunsWritePerWorkerCurvesAndTheEvaluations) {
   for (const char* t :
        {"train/loss/worker_0", "train/loss/worker_1", "train/loss",
         "train/accuracy/worker_1", "time/compute_s/worker_0",
-        "time/comm_s/worker_1", "train/samples_per_s/worker_1"}) {
+        "time/comm_s/worker_1", "train/samples_per_s/worker_1",
+        "staleness/mean/worker_0", "staleness/max/worker_1",
+        "staleness/mean"}) {
     EXPECT_FALSE(tags[t].empty()) << t;
   }
   EXPECT_EQ(tags["train/loss/worker_1"], (std::set<int64_t>{5, 10, 15, 20}));
+  EXPECT_EQ(tags["staleness/max/worker_1"], tags["train/loss/worker_1"]);
   EXPECT_FALSE(tags["val/accuracy"].empty());
 
   // Decentralized: the evaluator also writes the consensus distance.
