@@ -163,10 +163,16 @@ void Coordinator::Handle(Message msg) {
       return;
     }
     case MessageType::kHeartbeat:
+      lock.unlock();
+      if (options_.on_status && !msg.payloads.empty()) {
+        const Buffer& b = msg.payloads[0];
+        options_.on_status(
+            msg.header.sender,
+            std::string(reinterpret_cast<const char*>(b.data()), b.size()));
+      }
       if (msg.header.request_id != 0) {
         Message ack;
         ack.header.type = MessageType::kAck;
-        lock.unlock();
         rpc_.ReplyOrLog(msg, std::move(ack));
       }
       return;

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -18,7 +19,8 @@ namespace strata {
 // Coordinator message conventions (beyond transport/message.h):
 //   kRegister     payload 0 = the node's endpoint; the reply (sent when every
 //                 node registered) has payload 0 = JSON {"<id>": endpoint}.
-//   kHeartbeat    one-way, every heartbeat interval.
+//   kHeartbeat    every heartbeat interval; payload 0 (optional) = the
+//                 node's live counters as JSON (CoordinatorOptions::on_status).
 //   kBarrier      clock = barrier number; the reply comes when every live
 //                 worker reached it.
 //   kClock        clock = iterations the worker completed; the reply is the
@@ -56,6 +58,9 @@ struct CoordinatorOptions {
   // When true (sync mode) a lost worker ends the run with an error; when
   // false the run goes on with the others. A lost server is always fatal.
   bool worker_loss_fatal = true;
+  // Receives each heartbeat's status (the sender, its JSON text), on the
+  // coordinator's receive thread; must be quick and thread-safe. May be null.
+  std::function<void(NodeId, const std::string&)> on_status;
 };
 
 // The coordinator role: rendezvous (nodes register their endpoints and get

@@ -112,6 +112,11 @@ void ClusterMember::StartHeartbeats() {
       if (!in_flight) {
         Message m;
         m.header.type = MessageType::kHeartbeat;
+        if (status_source_) {
+          const std::string status = status_source_();
+          if (!status.empty())
+            m.payloads.push_back(Buffer::CopyOf(status.data(), status.size()));
+        }
         in_flight = rpc_.Request(roles_.CoordinatorId(), std::move(m));
       }
       const auto silent = std::chrono::steady_clock::now() - last_reply;

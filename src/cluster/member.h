@@ -45,6 +45,12 @@ class ClusterMember {
       const std::string& coordinator_endpoint,
       std::chrono::milliseconds timeout, const std::string& run_facts = "",
       const std::function<Status(const std::string&)>& on_run_facts = nullptr);
+  // What this node reports with every heartbeat (JSON text: its live
+  // counters, for the coordinator's /metrics); called on the heartbeat
+  // thread, so it must be thread-safe. Before StartHeartbeats().
+  void SetStatusSource(std::function<std::string()> source) {
+    status_source_ = std::move(source);
+  }
   void StartHeartbeats();
   void StopHeartbeats();
   // Waits until every live worker reached barrier `number`.
@@ -78,8 +84,9 @@ class ClusterMember {
   std::atomic<bool> stop_training_{false};
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::string reason_;            // GUARDED_BY(mu_)
-  bool stop_heartbeats_ = false;  // GUARDED_BY(mu_)
+  std::string reason_;                          // GUARDED_BY(mu_)
+  bool stop_heartbeats_ = false;                // GUARDED_BY(mu_)
+  std::function<std::string()> status_source_;  // set before heartbeats
   std::thread heartbeat_;
 };
 

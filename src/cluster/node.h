@@ -46,6 +46,11 @@ class Node {
   // Waits until the coordinator ends the run (or is lost).
   void WaitForEnd();
 
+  // What the node reports with its heartbeats (ClusterMember); before
+  // Join().
+  void SetStatusSource(std::function<std::string()> source) {
+    member_.SetStatusSource(std::move(source));
+  }
   RpcEndpoint& rpc() { return rpc_; }
   ClusterMember& member() { return member_; }
   const RoleTable& roles() const { return roles_; }

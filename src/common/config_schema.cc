@@ -268,6 +268,9 @@ std::vector<ConfigKey> MakeSchema() {
           "LibTorch threads per worker in a cluster (0 = cores / workers)", 0,
           1024),
       Int("cluster.heartbeat_interval_ms", 500, "heartbeat period", 10, 600000),
+      Str("cluster.metrics_address", "",
+          "host:port where the coordinator serves Prometheus /metrics "
+          "(e.g. 127.0.0.1:9464; empty = off; docs/metrics.md)"),
       Int("cluster.heartbeat_timeout_ms", 5000,
           "a node silent this long is declared lost", 50, 3600000),
       Int("cluster.request_timeout_ms", 120000,

@@ -1,6 +1,7 @@
 #include "metrics/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <thread>
 
@@ -16,11 +17,9 @@ struct HttpServer::Impl {
 Status ParseHostPort(const std::string& address, const std::string& what,
                      std::string* host, int* port) {
   const size_t colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0 ||
-      colon + 1 == address.size()) {
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
     return Status::InvalidArgument(
-        "{} = \"{}\": expected host:port (e.g. 127.0.0.1:9464)", what,
-        address);
+        "{} = \"{}\": expected host:port (e.g. 127.0.0.1:9464)", what, address);
   }
   const std::string p = address.substr(colon + 1);
   if (p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos ||
@@ -60,6 +59,12 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(
     res.set_content(out.body, out.content_type.c_str());
   };
   s->impl_->server.Get(".*", serve);
+  // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, which would
+  // let a second server share a port that is in use instead of failing.
+  s->impl_->server.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   // Bounded waits on slow or silent clients.
   s->impl_->server.set_read_timeout(5, 0);
   s->impl_->server.set_write_timeout(5, 0);

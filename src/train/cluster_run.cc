@@ -68,6 +68,7 @@ Result<RunSummary> TrainCluster(const Config& config, const DatasetSplits& data,
   }
   torch::set_num_threads(static_cast<int>(threads));
 
+  RETURN_IF_ERROR(CheckMetricsAddress(o));
   const bool tcp = config.GetString("cluster.transport") == "tcp";
   TransportFactory factory(tcp);
   std::vector<std::unique_ptr<Transport>> transports(roles.num_nodes());

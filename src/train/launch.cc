@@ -231,6 +231,7 @@ Result<nlohmann::json> TrainProcesses(const Config& config,
                                       const std::atomic<bool>* stop) {
   ASSIGN_OR_RETURN(ClusterRunOptions o, ClusterRunOptions::FromConfig(config));
   const RoleTable& roles = o.roles;
+  RETURN_IF_ERROR(CheckMetricsAddress(o));
   ASSIGN_OR_RETURN(auto coord, BoundTransport(0, "tcp://127.0.0.1:*"));
   const std::string endpoint = coord->endpoint();
   const std::string config_path = run_dir.File("config.toml");

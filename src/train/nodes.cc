@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "data/batch_cursor.h"
 #include "data/batch_sampler.h"
+#include "metrics/http_server.h"
 #include "train/batch.h"
 #include "train/data_service.h"
 #include "train/exchange.h"
@@ -106,6 +107,13 @@ Result<ClusterRunOptions> ClusterRunOptions::FromConfig(const Config& c) {
       std::chrono::milliseconds(c.GetInt("cluster.heartbeat_interval_ms"));
   o.heartbeat_timeout =
       std::chrono::milliseconds(c.GetInt("cluster.heartbeat_timeout_ms"));
+  o.metrics_address = c.GetString("cluster.metrics_address");
+  if (!o.metrics_address.empty()) {
+    std::string host;
+    int port = 0;
+    RETURN_IF_ERROR(ParseHostPort(o.metrics_address, "cluster.metrics_address",
+                                  &host, &port));
+  }
 
   const bool sync = o.mode == RunMode::kSync;
   o.updates_per_step = k > 0 ? static_cast<int>(k) : n;
@@ -341,6 +349,8 @@ Result<WorkerMetrics> RunWorker(const Config& config,
     {
       std::lock_guard<std::mutex> lock(published->mu);
       published->step = it + 1;
+      published->metrics = m;
+      if (stream != nullptr) published->metrics.data_wait_s = stream->wait_s();
     }
     window_loss += r.loss;
     window_acc += r.accuracy;

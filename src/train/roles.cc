@@ -2,11 +2,13 @@
 
 #include <thread>
 
+#include "cluster/cluster_metrics.h"
 #include "cluster/coordinator.h"
 #include "cluster/mailbox.h"
 #include "cluster/member.h"
 #include "cluster/node.h"
 #include "common/log.h"
+#include "metrics/http_server.h"
 #include "ps/client.h"
 #include "ps/protocol.h"
 #include "ps/server.h"
@@ -99,6 +101,14 @@ Result<ClusterPlan> ClusterPlan::FromDataFacts(const Config& config,
   return plan;
 }
 
+Status CheckMetricsAddress(const ClusterRunOptions& o) {
+  if (o.metrics_address.empty()) return Status::Ok();
+  auto probe = HttpServer::Start(
+      o.metrics_address, [](const HttpRequest&) { return HttpResponse{}; });
+  if (!probe.ok()) return probe.status().WithContext("cluster.metrics_address");
+  return Status::Ok();
+}
+
 Result<nlohmann::json> RunCoordinatorRole(const Config& config,
                                           const ClusterRunOptions& o,
                                           std::unique_ptr<Transport> transport,
@@ -111,14 +121,66 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
   co.join_timeout = o.request_timeout;
   co.staleness = o.staleness;
   co.worker_loss_fatal = WorkerLossFatal(o.mode);
+  // Prometheus /metrics (cluster.metrics_address): the nodes' heartbeat
+  // statuses, the run's phase and its lost nodes.
+  std::shared_ptr<ClusterMetrics> metrics;
+  std::unique_ptr<HttpServer> http;
+  if (!o.metrics_address.empty()) {
+    metrics = std::make_shared<ClusterMetrics>(
+        o.roles, std::vector<std::pair<std::string, std::string>>{
+                     {"mode", RunModeName(o.mode)},
+                     {"model", config.GetString("model.name")},
+                     {"dataset", config.GetString("data.dataset")},
+                     {"run", run_dir.path().substr(
+                                 run_dir.path().find_last_of('/') + 1)}});
+    co.on_status = [metrics](NodeId id, const std::string& text) {
+      metrics->Update(id, text);
+    };
+    auto started =
+        HttpServer::Start(o.metrics_address, [metrics](const HttpRequest& r) {
+          HttpResponse res;
+          if (r.path == "/metrics") {
+            res.content_type = "text/plain; version=0.0.4; charset=utf-8";
+            res.body = metrics->Render();
+          } else if (r.path == "/") {
+            res.content_type = "text/html; charset=utf-8";
+            res.body =
+                "<html><body><p>strata coordinator: <a "
+                "href=\"/metrics\">/metrics</a></p></body></html>\n";
+          } else {
+            res.status = 404;
+            res.body = "not found: " + r.path + " (try /metrics)\n";
+          }
+          return res;
+        });
+    if (!started.ok())
+      return started.status().WithContext("cluster.metrics_address");
+    http = std::move(started).value();
+    LogInfo("coordinator: Prometheus metrics at {}/metrics", http->url());
+  }
   Coordinator coordinator(co, std::move(transport));
   coordinator.Start();
+  // The HTTP server reads `coordinator`: it stops first.
+  struct StopFirst {
+    std::unique_ptr<HttpServer>* http;
+    ~StopFirst() {
+      if (*http) (*http)->Stop();
+    }
+  } stop_http{&http};
+  auto set_phase = [&](RunPhase phase) {
+    if (!metrics) return;
+    metrics->SetPhase(phase);
+    metrics->SetLost(coordinator.LostNodes());
+  };
 
   Status run_status;
   bool interrupted = false;
   while (true) {
     run_status = coordinator.WaitForWorkers(milliseconds(200));
     if (run_status.code() != Status::Code::kDeadlineExceeded) break;
+    set_phase(coordinator.TrainingStart() != Clock::time_point{}
+                  ? RunPhase::kTraining
+                  : RunPhase::kJoining);
     if (stop != nullptr && stop->load()) {
       if (!interrupted) {
         interrupted = true;
@@ -164,6 +226,7 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
     }
   }
 
+  set_phase(RunPhase::kFinishing);
   // Gather: servers' statistics, workers' reports, the final evaluation.
   // Statistics of every live node of `role` (servers, data servers).
   auto gather_stats = [&](Role role) {
@@ -268,6 +331,7 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
     summary["gossip_weight_total"] = total;
   }
   if (!run_status.ok()) summary["error"] = run_status.message();
+  set_phase(run_status.ok() ? RunPhase::kDone : RunPhase::kFailed);
   Status written = run_dir.WriteJson("summary.json", summary);
   coordinator.Stop();
   if (!run_status.ok()) return run_status;
@@ -310,6 +374,9 @@ Status RunServerRole(const Config& config, const ClusterRunOptions& o,
        {MessageType::kPush, MessageType::kPullRequest, kStatsRequest}) {
     node.On(type, [&server](Message m) { server.Handle(std::move(m)); });
   }
+  // /metrics: the server's counters ride on its heartbeats.
+  if (!o.metrics_address.empty())
+    node.SetStatusSource([&server] { return server.StatsJson(); });
   auto configure = [&](const std::string& text) -> Status {
     nlohmann::json facts = nlohmann::json::parse(text, nullptr, false);
     if (facts.is_discarded() ||
@@ -396,6 +463,23 @@ Result<WorkerMetrics> RunWorkerRole(const Config& config,
     if (!node.member().shutdown_reason().empty())
       mailbox.Close(node.member().shutdown_reason());
   });
+  if (!o.metrics_address.empty()) {
+    // /metrics: the worker's counters after its last step ride on its
+    // heartbeats.
+    node.SetStatusSource([&published] {
+      std::lock_guard<std::mutex> lock(published.mu);
+      const WorkerMetrics& m = published.metrics;
+      return nlohmann::json{{"steps", m.iterations},
+                            {"samples", m.samples},
+                            {"compute_s", m.compute_s},
+                            {"comm_s", m.comm_s},
+                            {"data_wait_s", m.data_wait_s},
+                            {"bytes_pushed", m.bytes_pushed},
+                            {"bytes_pulled", m.bytes_pulled},
+                            {"dropped_gradients", m.dropped_gradients}}
+          .dump();
+    });
+  }
   std::string facts_text;
   auto keep_facts = [&facts_text](const std::string& text) {
     facts_text = text;

@@ -58,6 +58,11 @@ struct ClusterPlan {
 // writes summary.json into `run_dir` and tells every node to stop. Returns
 // the summary, or the run's error (a lost node in sync mode, named) after
 // writing the summary anyway.
+// cluster.metrics_address can be listened on (or is empty): checked before
+// any node starts, so a busy port fails the run at once instead of after
+// every node waited for a coordinator that stopped.
+Status CheckMetricsAddress(const ClusterRunOptions& options);
+
 Result<nlohmann::json> RunCoordinatorRole(const Config& config,
                                           const ClusterRunOptions& options,
                                           std::unique_ptr<Transport> transport,

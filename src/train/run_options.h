@@ -37,6 +37,9 @@ struct ClusterRunOptions {
   int64_t fail_at = 0;
   std::chrono::milliseconds request_timeout{120000};
   std::chrono::milliseconds heartbeat_interval{500};
+  // cluster.metrics_address: the coordinator serves /metrics there, and
+  // workers and servers send their counters with their heartbeats.
+  std::string metrics_address;
   std::chrono::milliseconds heartbeat_timeout{5000};
 
   // Parameter-server knobs (sync, async, ssp, easgd).
