@@ -82,6 +82,17 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(
   s->port_ = port;
   Impl* impl = s->impl_.get();
   impl->thread = std::thread([impl] { impl->server.listen_after_bind(); });
+  // httplib's stop() does nothing until the loop runs (the thread would then
+  // wait in accept() for ever): return once it does.
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!impl->server.is_running()) {
+    if (std::chrono::steady_clock::now() > until) {
+      return Status::Unavailable("the HTTP server on {}:{} did not start", host,
+                                 port);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   return s;
 }
 
