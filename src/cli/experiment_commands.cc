@@ -2,14 +2,17 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "cli/commands.h"
 #include "common/log.h"
 #include "experiment/experiment.h"
 #include "experiment/report.h"
+#include "experiment/serve.h"
 
 namespace strata {
 void AddExperimentCommands(CLI::App& app, int* exit_code,
@@ -71,6 +74,47 @@ void AddExperimentCommands(CLI::App& app, int* exit_code,
       return;
     }
     std::printf("report: %s\n", written->c_str());
+    *exit_code = 0;
+  });
+
+  auto serve_dir = std::make_shared<std::string>();
+  auto address = std::make_shared<std::string>("127.0.0.1:8050");
+  auto live = std::make_shared<LiveReportOptions>();
+  CLI::App* serve = app.add_subcommand(
+      "serve",
+      "Serve the report of a run or an experiment directory on a local web "
+      "page that keeps itself current while the runs go on (curves grow, the "
+      "run table says which runs are running or done). Ctrl-C stops it.");
+  serve->add_option("dir", *serve_dir, "run directory or experiment directory")
+      ->required();
+  serve->add_option("--address", *address,
+                    "host:port to listen on (port 0 = any free port)");
+  serve
+      ->add_option("--refresh-s", live->refresh_s,
+                   "seconds between the page's checks for new data")
+      ->check(CLI::PositiveNumber);
+  serve->callback([=]() {
+    auto report = LiveReport::Open(*serve_dir, *live);
+    if (!report.ok()) {
+      LogError("strata serve: {}", report.status().message());
+      *exit_code = report.status().code() == Status::Code::kNotFound ? 2 : 1;
+      return;
+    }
+    auto server = ServeLiveReport(std::move(*report), *address);
+    if (!server.ok()) {
+      LogError("strata serve: {}", server.status().message());
+      *exit_code =
+          server.status().code() == Status::Code::kInvalidArgument ? 2 : 1;
+      return;
+    }
+    std::printf("serving %s at %s (Ctrl-C to stop)\n", serve_dir->c_str(),
+                (*server)->url().c_str());
+    std::fflush(stdout);
+    // The server answers from its own threads; this one only waits for
+    // Ctrl-C or SIGTERM (main turns both into *stop).
+    while (stop == nullptr || !stop->load())
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    (*server)->Stop();
     *exit_code = 0;
   });
 }
