@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/fs.h"
+#include "experiment/browser_util.h"
 #include "experiment/experiment.h"
 #include "experiment/report.h"
 #include "experiment/results.h"
@@ -19,89 +20,8 @@
 namespace strata {
 namespace {
 
-std::string Run(const std::string& cmd, int* status) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) {
-    *status = -1;
-    return out;
-  }
-  char buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  *status = ::pclose(p);
-  return out;
-}
-
-std::string Chromium() {
-  for (const char* name : {"chromium", "chromium-browser", "google-chrome"}) {
-    int st = 0;
-    std::string path =
-        Run(std::string("command -v ") + name + " 2>/dev/null", &st);
-    while (!path.empty() && (path.back() == '\n' || path.back() == ' '))
-      path.pop_back();
-    if (st == 0 && !path.empty()) return path;
-  }
-  return "";
-}
-
-// The DOM after the page ran, or "" with *why set.
-std::string DumpDom(const std::string& html, std::string* why) {
-  const std::string chromium = Chromium();
-  if (chromium.empty()) {
-    *why =
-        "chromium is not installed (scripts/setup.sh installs Debian's "
-        "chromium)";
-    return "";
-  }
-  // Each run gets a profile directory of its own: instances sharing the
-  // default one (tests run in parallel) hand the page to the first instance
-  // and exit without a DOM. One retry before concluding it cannot start.
-  int st = 0;
-  std::string dom;
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    char profile[] = "/tmp/strata_chromium_XXXXXX";
-    if (::mkdtemp(profile) == nullptr) {
-      *why = "cannot create a Chromium profile directory in /tmp";
-      return "";
-    }
-    dom = Run("timeout 120 " + chromium +
-                  " --headless --no-sandbox --disable-gpu "
-                  "--disable-dev-shm-usage --window-size=1280,1600 "
-                  "--user-data-dir=" +
-                  profile + " --virtual-time-budget=10000 --dump-dom 'file://" +
-                  html + "' 2>/dev/null",
-              &st);
-    int rm_status = 0;
-    Run(std::string("rm -rf '") + profile + "'", &rm_status);
-    if (st == 0 && dom.find("<html") != std::string::npos) return dom;
-  }
-  *why = "chromium could not load the page (exit status " + std::to_string(st) +
-         ", twice); it may not be able to start here";
-  return "";
-}
-
-// The self-check JSON the page wrote into <pre id="strata-report-check">.
-nlohmann::json SelfCheck(const std::string& dom) {
-  const std::string open = "id=\"strata-report-check\"";
-  size_t at = dom.find(open);
-  if (at == std::string::npos) return nullptr;
-  size_t start = dom.find('>', at);
-  size_t end = dom.find("</pre>", start);
-  if (start == std::string::npos || end == std::string::npos) return nullptr;
-  std::string text = dom.substr(start + 1, end - start - 1);
-  // --dump-dom escapes &, < and > in text.
-  for (const auto& [from, to] :
-       {std::pair<std::string, std::string>{"&quot;", "\""},
-        {"&lt;", "<"},
-        {"&gt;", ">"},
-        {"&amp;", "&"}}) {
-    for (size_t p = text.find(from); p != std::string::npos;
-         p = text.find(from, p + 1))
-      text.replace(p, from.size(), to);
-  }
-  return nlohmann::json::parse(text, nullptr, false);
-}
+using testing_util::DumpDom;
+using testing_util::SelfCheck;
 
 // Per process: ctest runs each test of the suite as its own process, in
 // parallel, and each runs the suite's set-up.
@@ -216,6 +136,9 @@ TEST_F(ReportBrowserTest, RunReportDraws) {
   EXPECT_TRUE(check["errors"].empty()) << check["errors"].dump();
   EXPECT_TRUE(check["failed"].empty()) << check.dump();
   EXPECT_GE(check["charts"].get<int>(), 5);  // 4 curves + staleness (+ shards)
+  // Only `strata serve` makes a page live.
+  EXPECT_FALSE(check.contains("live")) << check.dump();
+  EXPECT_EQ(dom.find("id=\"live-status\""), std::string::npos);
 }
 
 // The control: the self-check does notice a script error.
