@@ -3,7 +3,8 @@
 # files + Prometheus /metrics, scraped every second by curl as Prometheus
 # would) against off (neither), alternating side by side; mlp on MNIST,
 # 2 servers, 2 workers, in one process.
-# bench/metrics_overhead.sh [BUILD_DIR] [REPS]; needs STRATA_DATA_DIR.
+# bench/metrics_overhead.sh [BUILD_DIR] [REPS]; needs STRATA_DATA_DIR; ITERATIONS
+# per worker (default 6000, about 6 s of training here).
 # Prints every run and the median of the per-rep ratios (on / off).
 set -euo pipefail
 build="$(cd "${1:-build}" && pwd)"
@@ -17,13 +18,15 @@ cd "$tmp"; export OPENBLAS_NUM_THREADS=1
 port=$(( 20000 + RANDOM % 20000 ))
 common=(--set data.dataset=mnist --set "data.dir=$data/mnist" --set cluster.mode=async
         --set cluster.servers=2 --set cluster.workers=2 --set cluster.threads_per_worker=1
-        --set train.iterations=1500 --set train.log_every=10 --set eval.every_s=5
+        --set "train.iterations=${ITERATIONS:-6000}" --set train.log_every=10 --set eval.every_s=5
         --set run.log_level=warning)
 ratios=()
 for i in $(seq 1 "$reps"); do
   for on in true false; do
-    extra=(--set metrics.tensorboard=$on)
-    if [ $on = true ]; then
+    # WATCH=tb or WATCH=prom turns on one of the two only (default both).
+    tb=$on; [ "${WATCH:-both}" = prom ] && tb=false
+    extra=(--set metrics.tensorboard=$tb)
+    if [ $on = true ] && [ "${WATCH:-both}" != tb ]; then
       extra+=(--set "cluster.metrics_address=127.0.0.1:$port")
       ( for _ in $(seq 1 600); do curl -s -o /dev/null "http://127.0.0.1:$port/metrics" || true; sleep 1; done ) &
       scraper=$!
