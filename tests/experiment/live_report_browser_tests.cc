@@ -21,6 +21,7 @@
 #include "common/fs.h"
 #include "experiment/browser_util.h"
 #include "experiment/serve.h"
+#include "experiment/test_util.h"
 #include "metrics/http_server.h"
 
 extern char** environ;
@@ -29,7 +30,9 @@ namespace strata {
 namespace {
 
 using testing_util::ChartPoints;
+using testing_util::EvalLine;
 using testing_util::LoadPage;
+using testing_util::RunningRunDir;
 using testing_util::SelfCheck;
 
 std::string TmpDir(const std::string& name) {
@@ -141,32 +144,6 @@ class StrataChild {
   int code_ = -1;
 };
 
-std::string EvalLine(int step) {
-  return nlohmann::json{{"step", step},
-                        {"val_loss", 2.0 - step / 100.0},
-                        {"val_acc", step / 200.0}}
-      .dump();
-}
-
-// A run directory as `strata train` leaves it part-way: no summary.json.
-std::string FakeRunningRun(const std::string& root, int evals) {
-  const std::string dir = JoinPath(root, "run");
-  EXPECT_TRUE(MakeDirs(dir).ok());
-  EXPECT_TRUE(WriteFileAtomic(JoinPath(dir, "config.toml"), "").ok());
-  std::string metrics, eval;
-  for (int step = 5; step <= 20; step += 5)
-    metrics += nlohmann::json{{"worker", 0},
-                              {"step", step},
-                              {"train_loss", 2.0 - step / 50.0},
-                              {"train_acc", step / 40.0}}
-                   .dump() +
-               "\n";
-  for (int i = 0; i < evals; ++i) eval += EvalLine(10 * i) + "\n";
-  EXPECT_TRUE(WriteFileAtomic(JoinPath(dir, "metrics.jsonl"), metrics).ok());
-  EXPECT_TRUE(WriteFileAtomic(JoinPath(dir, "eval.jsonl"), eval).ok());
-  return dir;
-}
-
 // Deterministic: new evaluations arrive right after the page was sent, so
 // the page's first poll must find them and redraw. The first load, with no
 // change, is the control: no redraw, the points it was sent.
@@ -175,7 +152,7 @@ TEST(LiveReportBrowserTest, PageRedrawsWhenTheDataChanges) {
     GTEST_SKIP() << "chromium is not installed (scripts/setup.sh installs "
                     "Debian's chromium)";
   const RemoveIfPassed cleanup{TmpDir("redraw")};
-  const std::string dir = FakeRunningRun(cleanup.dir, 2);
+  const std::string dir = RunningRunDir(cleanup.dir, 2);
   LiveReportOptions o;
   o.refresh_s = 0.5;
   auto opened = LiveReport::Open(dir, o);
@@ -334,7 +311,7 @@ TEST(LiveReportBrowserTest, ServedRunGrowsWhileItTrains) {
 TEST(StrataServeTest, ServesUntilInterrupted) {
   const RemoveIfPassed cleanup{TmpDir("cli")};
   const std::string& root = cleanup.dir;
-  const std::string run = FakeRunningRun(root, 2);
+  const std::string run = RunningRunDir(root, 2);
   StrataChild serve(
       {"serve", run, "--address", "127.0.0.1:0", "--refresh-s", "1"},
       JoinPath(root, "serve.log"));
@@ -382,7 +359,7 @@ TEST(StrataServeTest, ABadDirectoryOrABusyPortIsAClearError) {
       "127.0.0.1:0", [](const HttpRequest&) { return HttpResponse{}; });
   ASSERT_TRUE(busy.ok());
   const std::string address = "127.0.0.1:" + std::to_string((*busy)->port());
-  StrataChild serve({"serve", FakeRunningRun(root, 1), "--address", address},
+  StrataChild serve({"serve", RunningRunDir(root, 1), "--address", address},
                     JoinPath(root, "busy.log"));
   int code = -1;
   ASSERT_TRUE(serve.Wait(30, &code)) << Tail(serve.log());

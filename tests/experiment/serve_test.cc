@@ -14,34 +14,12 @@
 namespace strata {
 namespace {
 
+using testing_util::EvalLine;
 using testing_util::FreshDir;
 
-std::string EvalLine(int step) {
-  return nlohmann::json{{"step", step},
-                        {"val_loss", 2.0 - step / 100.0},
-                        {"val_acc", step / 200.0}}
-      .dump();
-}
-
-// A run still being written: config.toml, metrics, `evals` evaluations and
-// a last line cut half-way (as a reader may see it between two writes).
+// A running run whose eval.jsonl ends in a line cut half-way.
 std::string RunningRunDir(const std::string& root, int evals) {
-  const std::string dir = JoinPath(root, "run");
-  EXPECT_TRUE(MakeDirs(dir).ok());
-  EXPECT_TRUE(WriteFileAtomic(JoinPath(dir, "config.toml"), "").ok());
-  std::string metrics, eval;
-  for (int step = 5; step <= 20; step += 5)
-    metrics += nlohmann::json{{"worker", 0},
-                              {"step", step},
-                              {"train_loss", 2.0},
-                              {"train_acc", 0.1}}
-                   .dump() +
-               "\n";
-  for (int i = 0; i < evals; ++i) eval += EvalLine(10 * i) + "\n";
-  eval += "{\"step\": 99, \"val_lo";
-  EXPECT_TRUE(WriteFileAtomic(JoinPath(dir, "metrics.jsonl"), metrics).ok());
-  EXPECT_TRUE(WriteFileAtomic(JoinPath(dir, "eval.jsonl"), eval).ok());
-  return dir;
+  return testing_util::RunningRunDir(root, evals, /*cut_last_line=*/true);
 }
 
 void WriteSummary(const std::string& dir, nlohmann::json summary) {

@@ -67,4 +67,36 @@ inline void WriteFakeRun(const ExperimentSpec& spec, const PlannedRun& run,
       WriteFileAtomic(JoinPath(dir, "summary.json"), summary.dump()).ok());
 }
 
+// One eval.jsonl line at `step`.
+inline std::string EvalLine(int step) {
+  return nlohmann::json{{"step", step},
+                        {"val_loss", 2.0 - step / 100.0},
+                        {"val_acc", step / 200.0}}
+      .dump();
+}
+
+// A run directory as `strata train` leaves it part-way (no summary.json):
+// config.toml, four metrics lines and `evals` evaluations; with
+// `cut_last_line`, eval.jsonl ends in a line cut half-way (as a reader may
+// see it between two writes).
+inline std::string RunningRunDir(const std::string& root, int evals,
+                                 bool cut_last_line = false) {
+  const std::string dir = JoinPath(root, "run");
+  EXPECT_TRUE(MakeDirs(dir).ok());
+  EXPECT_TRUE(WriteFileAtomic(JoinPath(dir, "config.toml"), "").ok());
+  std::string metrics, eval;
+  for (int step = 5; step <= 20; step += 5)
+    metrics += nlohmann::json{{"worker", 0},
+                              {"step", step},
+                              {"train_loss", 2.0 - step / 50.0},
+                              {"train_acc", step / 40.0}}
+                   .dump() +
+               "\n";
+  for (int i = 0; i < evals; ++i) eval += EvalLine(10 * i) + "\n";
+  if (cut_last_line) eval += "{\"step\": 99, \"val_lo";
+  EXPECT_TRUE(WriteFileAtomic(JoinPath(dir, "metrics.jsonl"), metrics).ok());
+  EXPECT_TRUE(WriteFileAtomic(JoinPath(dir, "eval.jsonl"), eval).ok());
+  return dir;
+}
+
 }  // namespace strata::testing_util
