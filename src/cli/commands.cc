@@ -16,6 +16,7 @@
 #include "train/data_config.h"
 #include "train/launch.h"
 #include "train/local_trainer.h"
+#include "train/model_file.h"
 #include "train/run_dir.h"
 
 namespace strata {
@@ -228,6 +229,53 @@ void AddCommands(CLI::App& app, int* exit_code, const std::atomic<bool>* stop) {
 
   // strata shard
   AddShardCommand(app, exit_code);
+
+  // strata export
+  auto export_run = std::make_shared<std::string>();
+  auto export_out = std::make_shared<std::string>();
+  CLI::App* exp = app.add_subcommand(
+      "export",
+      "Check a finished run's trained model (model.safetensors: every "
+      "parameter and buffer under the model's tensor names, and model.json: "
+      "its architecture) and copy both to a directory, for use outside "
+      "strata (docs/models.md).");
+  exp->add_option("run_dir", *export_run, "run directory")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  exp->add_option("-o,--output", *export_out,
+                  "directory to copy the two files into (created; default: "
+                  "only check them in place)");
+  exp->callback([=]() {
+    auto info = CheckModelFiles(*export_run);
+    if (!info.ok()) {
+      LogError("{}", info.status().message());
+      *exit_code = info.status().code() == Status::Code::kNotFound ? 2 : 1;
+      return;
+    }
+    std::string dir = *export_run;
+    if (!export_out->empty()) {
+      dir = *export_out;
+      Status st = MakeDirs(dir);
+      for (const char* f : {kModelFile, kModelInfoFile}) {
+        if (!st.ok()) break;
+        auto bytes = ReadFile(JoinPath(*export_run, f));
+        st = bytes.ok() ? WriteFileAtomic(JoinPath(dir, f), *bytes)
+                        : bytes.status();
+      }
+      if (!st.ok()) {
+        LogError("{}", st.message());
+        *exit_code = 1;
+        return;
+      }
+    }
+    std::printf("%s: %s, %zu tensors, %lld parameters\n%s: its architecture\n",
+                JoinPath(dir, kModelFile).c_str(),
+                (*info)["model"].get<std::string>().c_str(),
+                (*info)["tensors"].size(),
+                static_cast<long long>((*info)["parameters"].get<int64_t>()),
+                JoinPath(dir, kModelInfoFile).c_str());
+    *exit_code = 0;
+  });
 
   // strata data download
   CLI::App* data = app.add_subcommand("data", "Dataset utilities");

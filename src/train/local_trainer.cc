@@ -12,6 +12,7 @@
 #include "ps/schedule.h"
 #include "sharding/resolve.h"
 #include "train/batch.h"
+#include "train/model_file.h"
 #include "train/progress.h"
 
 namespace strata {
@@ -191,6 +192,9 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
   j["dataset"] = data.train.name;
   j["mode"] = "local";
   j["threads"] = threads;
+  // The trained model, for use outside strata (docs/models.md).
+  RETURN_IF_ERROR(
+      WriteModelFiles(run_dir.path(), config, InputSpecOf(data.train), model));
   RETURN_IF_ERROR(run_dir.WriteJson("summary.json", j));
   return s;
 }

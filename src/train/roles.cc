@@ -15,6 +15,7 @@
 #include "sharding/report.h"
 #include "train/batch.h"
 #include "train/data_service.h"
+#include "train/model_file.h"
 
 namespace strata {
 namespace {
@@ -644,6 +645,12 @@ Status RunEvaluatorRole(const Config& config, const ClusterPlan& plan,
     if (final_params != nullptr) {
       final_params->assign(model->flat.param_data(),
                            model->flat.param_data() + model->flat.size());
+    }
+    if (run_dir != nullptr) {
+      // The trained model, for use outside strata (docs/models.md).
+      Status written = WriteModelFiles(run_dir->path(), config,
+                                       InputSpecOf(data.train), *model);
+      if (!written.ok()) LogWarning("model files: {}", written.message());
     }
     result = {
         {"final_train_loss", tr->loss},   {"final_train_acc", tr->accuracy},
