@@ -26,6 +26,7 @@ struct TrainArgs {
   std::string config_path;
   std::vector<std::string> overrides;
   bool processes = false;
+  std::string resume;  // a run directory to continue
 };
 
 struct NodeArgs {
@@ -47,12 +48,28 @@ LogLevel ParseLevel(const std::string& s) {
 // Defaults, then the TOML file, then --set overrides, in that order.
 Result<Config> ResolveConfig(const TrainArgs& args) {
   Config config;
-  if (!args.config_path.empty()) {
+  if (!args.resume.empty()) {
+    // The run's own resolved config; --set may still change what a resume
+    // allows (the log level, ...), the checkpoint refuses the rest.
+    if (!args.config_path.empty())
+      return Status::InvalidArgument(
+          "--resume continues a run with its own config.toml: drop -c");
+    ASSIGN_OR_RETURN(
+        config, Config::FromTomlFile(JoinPath(args.resume, "config.toml")));
+  } else if (!args.config_path.empty()) {
     ASSIGN_OR_RETURN(config, Config::FromTomlFile(args.config_path));
   }
   for (const std::string& o : args.overrides) {
     Status st = config.ApplyOverride(o);
     if (!st.ok()) return st.WithContext("--set " + o);
+  }
+  if (!args.resume.empty()) {
+    if (config.GetString("cluster.mode") != "local")
+      return Status::Unimplemented(
+          "--resume is built for cluster.mode = \"local\" so far (this run is "
+          "\"{}\"); cluster checkpoints are not written yet",
+          config.GetString("cluster.mode"));
+    RETURN_IF_ERROR(config.ApplyOverride("checkpoint.resume=true"));
   }
   return config;
 }
@@ -64,7 +81,15 @@ int RunTrain(const TrainArgs& args, const std::atomic<bool>* stop) {
     return 2;
   }
   SetLogLevel(ParseLevel(config->GetString("run.log_level")));
-  auto run_dir = RunDirectory::Create(*config);
+  Result<RunDirectory> run_dir = Status::Internal("no run directory");
+  if (!args.resume.empty()) {
+    // Appends to the run's metrics; the summary is rewritten at the end.
+    run_dir = RunDirectory::Open(args.resume);
+    if (run_dir.ok())
+      run_dir->SetTensorBoard(config->GetBool("metrics.tensorboard"));
+  } else {
+    run_dir = RunDirectory::Create(*config);
+  }
   if (!run_dir.ok()) {
     LogError("{}", run_dir.status().message());
     return 1;
@@ -190,6 +215,11 @@ void AddCommands(CLI::App& app, int* exit_code, const std::atomic<bool>* stop) {
   train->add_flag("--processes", train_args->processes,
                   "run every cluster node as its own process (loopback TCP) "
                   "instead of threads");
+  train
+      ->add_option("--resume", train_args->resume,
+                   "continue RUN_DIR from its newest checkpoint, with its own "
+                   "config (local runs; docs/checkpoints.md)")
+      ->check(CLI::ExistingDirectory);
   train->footer("\n" + Config::SchemaHelp());
 
   // strata node

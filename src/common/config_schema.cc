@@ -89,6 +89,16 @@ std::vector<ConfigKey> MakeSchema() {
           "model architecture; torchscript = your own module (model.path)",
           {"mlp", "lenet", "cnn4", "resnet20", "resnet32", "resnet56",
            "torchscript"}),
+      Int("checkpoint.every_updates", 0,
+          "write a checkpoint every this many steps (0 = off; also at the end "
+          "and on Ctrl-C when any checkpointing is on; docs/checkpoints.md)",
+          0, 1000000000),
+      Float("checkpoint.every_s", 0,
+            "write a checkpoint every this many seconds (0 = off)", 0, 1e9),
+      Int("checkpoint.keep", 3, "checkpoints kept (the newest)", 1, 1000000),
+      Bool("checkpoint.resume", false,
+           "continue from the run directory's newest checkpoint (set by "
+           "strata train --resume)"),
       Bool("metrics.tensorboard", true,
            "write TensorBoard event files into <run>/tb/ (docs/metrics.md)"),
       Str("model.path", "",

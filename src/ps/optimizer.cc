@@ -5,6 +5,22 @@
 namespace strata {
 namespace {
 
+// state.buffers[name] into *out, which must keep its size.
+Status Take(const OptimizerState& state, const char* name, int64_t size,
+            std::vector<float>* out) {
+  auto it = state.buffers.find(name);
+  if (it == state.buffers.end())
+    return Status::InvalidArgument(
+        "optimizer state has no \"{}\" buffer (saved by another optimizer?)",
+        name);
+  if (static_cast<int64_t>(it->second.size()) != size)
+    return Status::InvalidArgument(
+        "optimizer state \"{}\" holds {} values; this optimizer has {}", name,
+        it->second.size(), size);
+  *out = it->second;
+  return Status::Ok();
+}
+
 class Sgd final : public Optimizer {
  public:
   Sgd(const OptimizerOptions& o, int64_t size)
@@ -41,14 +57,28 @@ class Sgd final : public Optimizer {
       }
     }
     if (mu != 0.0f) first_ = false;
+    ++steps_;
   }
   int64_t size() const override { return size_; }
+  OptimizerState SaveState() const override {
+    OptimizerState s;
+    if (!buf_.empty()) s.buffers["momentum"] = buf_;
+    s.steps = steps_;
+    return s;
+  }
+  Status RestoreState(const OptimizerState& s) override {
+    if (!buf_.empty()) RETURN_IF_ERROR(Take(s, "momentum", size_, &buf_));
+    steps_ = s.steps;
+    first_ = s.steps == 0;
+    return Status::Ok();
+  }
 
  private:
   const OptimizerOptions o_;
   const int64_t size_;
   std::vector<float> buf_;
   bool first_ = true;
+  int64_t steps_ = 0;
 };
 
 class Adam final : public Optimizer {
@@ -83,6 +113,19 @@ class Adam final : public Optimizer {
     }
   }
   int64_t size() const override { return size_; }
+  OptimizerState SaveState() const override {
+    OptimizerState s;
+    s.buffers["m"] = m_;
+    s.buffers["v"] = v_;
+    s.steps = t_;
+    return s;
+  }
+  Status RestoreState(const OptimizerState& s) override {
+    RETURN_IF_ERROR(Take(s, "m", size_, &m_));
+    RETURN_IF_ERROR(Take(s, "v", size_, &v_));
+    t_ = s.steps;
+    return Status::Ok();
+  }
 
  private:
   const OptimizerOptions o_;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,9 +40,21 @@ struct FloatPiece {
   int64_t size = 0;
 };
 
+// What an optimizer carries from step to step (checkpoints): its buffers
+// by name (SGD's "momentum"; Adam's "m" and "v"), each size() floats, and
+// how many steps it has taken.
+struct OptimizerState {
+  std::map<std::string, std::vector<float>> buffers;
+  int64_t steps = 0;
+};
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
+  virtual OptimizerState SaveState() const = 0;
+  // Takes a state saved by an optimizer of the same kind and size.
+  // InvalidArgument naming the buffer that is missing or of the wrong size.
+  virtual Status RestoreState(const OptimizerState& state) = 0;
   // params[i] -= update(grads[i]) for i < size() with learning rate `lr`.
   void Step(float* params, const float* grads, double lr) {
     const FloatPiece whole{0, grads, size()};

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <cstring>
+#include <sstream>
 
 #include "data/transforms.h"
 #include "models/torchscript.h"
@@ -181,6 +182,23 @@ Result<StepResult> ForwardBackward(ClassifierImpl& net, const Batch& batch,
     return Status::Internal("training step failed: {}",
                             e.what_without_backtrace());
   }
+}
+
+std::string Batcher::SaveRngState() const {
+  std::ostringstream out;
+  out << rng_;
+  return out.str();
+}
+
+Status Batcher::RestoreRngState(const std::string& state) {
+  std::istringstream in(state);
+  std::mt19937_64 rng;
+  in >> rng;
+  if (in.fail())
+    return Status::InvalidArgument("not a generator state: \"{}\"",
+                                   state.substr(0, 40));
+  rng_ = rng;
+  return Status::Ok();
 }
 
 InputSpec InputSpecOf(const Dataset& data) {

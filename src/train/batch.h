@@ -30,6 +30,10 @@ class Batcher {
   // The same from `n` examples already in a row-major block (a batch the
   // data service sent): copied into the buffers, augmented as Gather does.
   Batch FromRows(const float* features, const int64_t* labels, int64_t n);
+  // The augmentation generator's state as text (checkpoints), and back.
+  // InvalidArgument for text that is not such a state.
+  std::string SaveRngState() const;
+  Status RestoreRngState(const std::string& state);
 
  private:
   template <typename RowF, typename LabelF>

@@ -3,6 +3,8 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cstring>
+#include <map>
 #include <numeric>
 #include <thread>
 
@@ -12,6 +14,7 @@
 #include "ps/schedule.h"
 #include "sharding/resolve.h"
 #include "train/batch.h"
+#include "train/checkpoint.h"
 #include "train/model_file.h"
 #include "train/progress.h"
 
@@ -37,6 +40,100 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
+}
+
+// The local trainer's checkpoint files: the flat parameters and the
+// buffers, the optimizer's state, the sampler's cursor, the augmentation
+// generator and the counters, and the run's config.
+Result<std::map<std::string, std::string>> LocalCheckpointFiles(
+    const Config& config, Model& model, const Optimizer& optimizer,
+    const BatchSampler& sampler, const Batcher& batcher,
+    const nlohmann::json& counters) {
+  std::vector<SafeTensor> params = {
+      SafeTensor::Floats("flat", {model.flat.size()}, model.flat.param_data())};
+  for (const auto& [name, value] : NamedBuffers(model))
+    params.push_back(ToSafeTensor(name, value));
+  const OptimizerState os = optimizer.SaveState();
+  std::vector<SafeTensor> opt;
+  for (const auto& [name, values] : os.buffers) {
+    opt.push_back(SafeTensor::Floats(
+        name, {static_cast<int64_t>(values.size())}, values.data()));
+  }
+  std::map<std::string, std::string> files;
+  ASSIGN_OR_RETURN(files["model.safetensors"], EncodeSafetensors(params));
+  ASSIGN_OR_RETURN(
+      files["optimizer.safetensors"],
+      EncodeSafetensors(opt, {{"steps", std::to_string(os.steps)}}));
+  nlohmann::json state = counters;
+  state["sampler"] = sampler.SaveState();
+  state["augment_rng"] = batcher.SaveRngState();
+  files["state.json"] = state.dump(2) + "\n";
+  files["config.toml"] = config.ToToml();
+  return files;
+}
+
+// Puts a checkpoint's state back; returns its counters. DataLoss naming the
+// file that does not fit this model.
+Result<nlohmann::json> RestoreLocalCheckpoint(const Checkpoint& c, Model& model,
+                                              Optimizer& optimizer,
+                                              BatchSampler& sampler,
+                                              Batcher& batcher) {
+  auto file = [&](const char* name) -> Result<const std::string*> {
+    auto it = c.files.find(name);
+    if (it == c.files.end())
+      return Status::DataLoss("checkpoint {} has no {}", c.dir, name);
+    return &it->second;
+  };
+  ASSIGN_OR_RETURN(const std::string* model_bytes, file("model.safetensors"));
+  ASSIGN_OR_RETURN(
+      SafetensorsFile params,
+      DecodeSafetensors(*model_bytes, c.dir + "/model.safetensors"));
+  const SafeTensor* flat = params.Find("flat");
+  if (flat == nullptr || flat->dtype != "F32" ||
+      flat->numel() != model.flat.size())
+    return Status::DataLoss(
+        "{}/model.safetensors: no \"flat\" float32 tensor of {} parameters",
+        c.dir, model.flat.size());
+  std::memcpy(model.flat.param_data(), flat->data.data(), flat->data.size());
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& [name, value] : NamedBuffers(model)) {
+      const SafeTensor* t = params.Find(name);
+      if (t == nullptr || t->numel() != value.numel())
+        return Status::DataLoss(
+            "{}/model.safetensors: no buffer {} of {} values", c.dir, name,
+            value.numel());
+      torch::Tensor src =
+          t->dtype == "I64"
+              ? torch::from_blob(const_cast<char*>(t->data.data()),
+                                 {t->numel()}, torch::kLong)
+              : torch::from_blob(const_cast<char*>(t->data.data()),
+                                 {t->numel()}, torch::kFloat);
+      value.copy_(src.reshape(value.sizes()));
+    }
+  }
+  ASSIGN_OR_RETURN(const std::string* opt_bytes, file("optimizer.safetensors"));
+  ASSIGN_OR_RETURN(
+      SafetensorsFile opt,
+      DecodeSafetensors(*opt_bytes, c.dir + "/optimizer.safetensors"));
+  OptimizerState os;
+  for (const auto& t : opt.tensors) os.buffers[t.name] = t.ToFloats();
+  os.steps = std::stoll(opt.metadata.count("steps") ? opt.metadata.at("steps")
+                                                    : std::string("0"));
+  Status restored = optimizer.RestoreState(os);
+  if (!restored.ok())
+    return Status::DataLoss("{}/optimizer.safetensors: {}", c.dir,
+                            restored.message());
+  ASSIGN_OR_RETURN(const std::string* state_text, file("state.json"));
+  nlohmann::json state = nlohmann::json::parse(*state_text, nullptr, false);
+  if (state.is_discarded() || !state.contains("sampler") ||
+      !state["augment_rng"].is_string())
+    return Status::DataLoss("{}/state.json: not a local trainer's state",
+                            c.dir);
+  Status s = sampler.RestoreState(state["sampler"]);
+  if (s.ok()) s = batcher.RestoreRngState(state["augment_rng"]);
+  if (!s.ok()) return Status::DataLoss("{}/state.json: {}", c.dir, s.message());
+  return state;
 }
 
 }  // namespace
@@ -96,6 +193,33 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
   Batcher batcher(data.train, config.GetBool("data.augment"),
                   seed ^ 0x5bd1e995);
 
+  // Checkpoints (docs/checkpoints.md).
+  const int64_t ckpt_every = config.GetInt("checkpoint.every_updates");
+  const double ckpt_every_s = config.GetFloat("checkpoint.every_s");
+  const bool checkpoints = ckpt_every > 0 || ckpt_every_s > 0;
+  int64_t first_step = 1;
+  std::string resumed_from;
+  double resumed_train_s = 0;
+  int64_t resumed_samples = 0;
+  int64_t resumed_epoch = 0;
+  if (config.GetBool("checkpoint.resume")) {
+    ASSIGN_OR_RETURN(Checkpoint c, LoadNewestCheckpoint(run_dir.path()));
+    auto saved = c.files.find("config.toml");
+    if (saved == c.files.end())
+      return Status::DataLoss("checkpoint {} has no config.toml", c.dir);
+    RETURN_IF_ERROR(CheckResumeConfig(saved->second, config));
+    ASSIGN_OR_RETURN(
+        nlohmann::json counters,
+        RestoreLocalCheckpoint(c, model, *optimizer, *sampler, batcher));
+    first_step = c.step + 1;
+    resumed_from = c.dir;
+    resumed_train_s = counters.value("train_s", 0.0);
+    resumed_samples = counters.value("samples", int64_t{0});
+    resumed_epoch = counters.value("epoch", int64_t{0});
+    LogInfo("resuming from {} (step {})", c.dir, c.step);
+  }
+  auto last_checkpoint = Clock::now();
+
   LogInfo(
       "training {} ({} parameters) on {} ({} train / {} val), batch {}, "
       "{} steps ({} per epoch), {} threads",
@@ -109,7 +233,9 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
   std::vector<float> losses;  // per example (loss-aware sampler)
   double window_loss = 0, window_acc = 0;
   int64_t window_n = 0;
-  double train_s = 0;
+  double train_s = resumed_train_s;
+  s.samples = resumed_samples;
+  s.steps = first_step - 1;
 
   auto evaluate = [&](int64_t step, int64_t epoch) -> Status {
     ASSIGN_OR_RETURN(EvalResult ev, Evaluate(*model.net, data.val, eval_batch));
@@ -125,15 +251,33 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
     return run_dir.AppendJson("eval.jsonl", j);
   };
 
+  int64_t last_epoch = resumed_epoch;
+  auto checkpoint = [&](int64_t step) -> Status {
+    nlohmann::json counters{{"step", step},
+                            {"samples", s.samples},
+                            {"epoch", last_epoch},
+                            {"train_s", train_s}};
+    ASSIGN_OR_RETURN(auto files,
+                     LocalCheckpointFiles(config, model, *optimizer, *sampler,
+                                          batcher, counters));
+    ASSIGN_OR_RETURN(
+        std::string dir,
+        WriteCheckpoint(run_dir.path(), step, files,
+                        static_cast<int>(config.GetInt("checkpoint.keep"))));
+    LogDebug("checkpoint: {}", dir);
+    last_checkpoint = Clock::now();
+    return Status::Ok();
+  };
   // Step 0: the untrained model, so every curve starts from chance.
-  RETURN_IF_ERROR(evaluate(0, 0));
-  int64_t last_epoch = 0;
-  for (int64_t step = 1; step <= total_steps; ++step) {
+  if (first_step == 1) RETURN_IF_ERROR(evaluate(0, 0));
+  for (int64_t step = first_step; step <= total_steps; ++step) {
     if (stop != nullptr && stop->load()) {
       s.interrupted = true;
       progress.Finish();
       LogWarning("interrupted at step {}: evaluating and writing the summary",
                  step - 1);
+      if (checkpoints && step > first_step)
+        RETURN_IF_ERROR(checkpoint(step - 1));
       break;
     }
     const auto t0 = Clock::now();
@@ -171,6 +315,11 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
     const bool eval_now =
         eval_every > 0 ? step % eval_every == 0 : shuffler.epoch_finished();
     if (eval_now && step != total_steps) RETURN_IF_ERROR(evaluate(step, epoch));
+    if (checkpoints &&
+        ((ckpt_every > 0 && step % ckpt_every == 0) || step == total_steps ||
+         (ckpt_every_s > 0 &&
+          Seconds(last_checkpoint, Clock::now()) >= ckpt_every_s)))
+      RETURN_IF_ERROR(checkpoint(step));
   }
   progress.Finish();
   RETURN_IF_ERROR(evaluate(s.steps, last_epoch));
@@ -192,6 +341,10 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
   j["dataset"] = data.train.name;
   j["mode"] = "local";
   j["threads"] = threads;
+  if (!resumed_from.empty()) {
+    j["resumed_from"] = resumed_from;
+    j["resumed_at_step"] = first_step - 1;
+  }
   // The trained model, for use outside strata (docs/models.md).
   RETURN_IF_ERROR(
       WriteModelFiles(run_dir.path(), config, InputSpecOf(data.train), model));

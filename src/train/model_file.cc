@@ -6,9 +6,7 @@
 #include "models/torchscript.h"
 
 namespace strata {
-namespace {
-
-SafeTensor FromTensor(const std::string& name, const torch::Tensor& value) {
+SafeTensor ToSafeTensor(const std::string& name, const torch::Tensor& value) {
   torch::Tensor t = value.detach().contiguous().cpu();
   SafeTensor out;
   out.name = name;
@@ -24,21 +22,29 @@ SafeTensor FromTensor(const std::string& name, const torch::Tensor& value) {
   return out;
 }
 
-}  // namespace
+std::vector<std::pair<std::string, torch::Tensor>> NamedBuffers(Model& model) {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  if (auto* script = dynamic_cast<TorchScriptImpl*>(model.net.get())) {
+    for (const auto& b : script->script().named_buffers(/*recurse=*/true))
+      out.emplace_back(b.name, b.value);
+    return out;
+  }
+  for (const auto& b : model.net->named_buffers(/*recurse=*/true))
+    out.emplace_back(b.key(), b.value());
+  return out;
+}
 
 std::vector<SafeTensor> ModelTensors(Model& model) {
   std::vector<SafeTensor> out;
   if (auto* script = dynamic_cast<TorchScriptImpl*>(model.net.get())) {
     for (const auto& p : script->script().named_parameters(/*recurse=*/true))
-      out.push_back(FromTensor(p.name, p.value));
-    for (const auto& b : script->script().named_buffers(/*recurse=*/true))
-      out.push_back(FromTensor(b.name, b.value));
-    return out;
+      out.push_back(ToSafeTensor(p.name, p.value));
+  } else {
+    for (const auto& p : model.net->named_parameters(/*recurse=*/true))
+      out.push_back(ToSafeTensor(p.key(), p.value()));
   }
-  for (const auto& p : model.net->named_parameters(/*recurse=*/true))
-    out.push_back(FromTensor(p.key(), p.value()));
-  for (const auto& b : model.net->named_buffers(/*recurse=*/true))
-    out.push_back(FromTensor(b.key(), b.value()));
+  for (const auto& [name, value] : NamedBuffers(model))
+    out.push_back(ToSafeTensor(name, value));
   return out;
 }
 

@@ -31,6 +31,14 @@ nlohmann::json ModelInfo(const Config& config, const InputSpec& input,
                          const std::vector<SafeTensor>& tensors,
                          int64_t parameters);
 
+// A tensor as a safetensors entry: int64 stays I64, anything else becomes
+// F32.
+SafeTensor ToSafeTensor(const std::string& name, const torch::Tensor& value);
+
+// The module's buffers (BatchNorm statistics) by name, as live tensors (a
+// TorchScript model's under the scripted module's names).
+std::vector<std::pair<std::string, torch::Tensor>> NamedBuffers(Model& model);
+
 // Writes both files into `dir` (each atomically). IoError naming the file.
 Status WriteModelFiles(const std::string& dir, const Config& config,
                        const InputSpec& input, Model& model);

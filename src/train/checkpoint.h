@@ -1,0 +1,53 @@
+#pragma once
+
+// Checkpoints (docs/checkpoints.md). One checkpoint is a directory
+// <run>/checkpoints/step-<N>/ with the files a role needs to go on (its
+// parameters as safetensors, optimizer state, cursors as JSON, the run's
+// config) and manifest.json: format, step, and each file's size and MD5.
+// It is written under a temporary name, every file and the directory
+// fsynced, then renamed into place, so a crash while writing leaves the
+// previous checkpoints as they were; the manifest is written last, and a
+// directory without one is never loaded. No LibTorch here.
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "common/config.h"
+#include "common/status.h"
+
+namespace strata {
+
+inline constexpr const char* kCheckpointDir = "checkpoints";
+
+struct Checkpoint {
+  std::string dir;  // the checkpoint's directory
+  int64_t step = 0;
+  std::map<std::string, std::string> files;  // name -> bytes (checked)
+};
+
+// Writes `files` (names without '/') as the checkpoint of `step` under
+// <run_dir>/checkpoints/, then deletes all but the newest `keep` (>= 1).
+// Returns the checkpoint's directory. IoError naming what failed; the
+// previous checkpoints are untouched then. `crash_after_files` (tests):
+// stop, as a crash would, after writing that many files.
+Result<std::string> WriteCheckpoint(
+    const std::string& run_dir, int64_t step,
+    const std::map<std::string, std::string>& files, int keep,
+    int crash_after_files = -1);
+
+// The newest complete checkpoint of `run_dir` (the highest step with a
+// manifest), every file read and checked against the manifest. NotFound
+// when there is none; DataLoss naming the file whose size or checksum is
+// wrong (a damaged checkpoint is refused, never half-loaded).
+Result<Checkpoint> LoadNewestCheckpoint(const std::string& run_dir);
+
+// The config keys whose values differ between `saved` (a checkpoint's
+// config.toml) and `now`, ignoring keys that may change on resume (run.*
+// except run.seed, checkpoint.*, metrics.*, train.log_every, train.threads,
+// cluster.threads_per_worker, cluster timeouts and addresses).
+// FailedPrecondition listing them ("model.name: \"lenet\" in the checkpoint,
+// \"mlp\" now"), or OK.
+Status CheckResumeConfig(const std::string& saved_toml, const Config& now);
+
+}  // namespace strata
