@@ -42,6 +42,8 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
+}  // namespace
+
 // The local trainer's checkpoint files: the flat parameters and the
 // buffers, the optimizer's state, the sampler's cursor, the augmentation
 // generator and the counters, and the run's config.
@@ -135,8 +137,6 @@ Result<nlohmann::json> RestoreLocalCheckpoint(const Checkpoint& c, Model& model,
   if (!s.ok()) return Status::DataLoss("{}/state.json: {}", c.dir, s.message());
   return state;
 }
-
-}  // namespace
 
 Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
                               const RunDirectory& run_dir,

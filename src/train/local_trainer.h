@@ -2,12 +2,18 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "common/config.h"
+#include "data/batch_sampler.h"
 #include "data/dataset.h"
+#include "models/models.h"
+#include "ps/optimizer.h"
+#include "train/batch.h"
+#include "train/checkpoint.h"
 #include "train/run_dir.h"
 
 namespace strata {
@@ -47,5 +53,21 @@ struct RunSummary {
 Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
                               const RunDirectory& run_dir,
                               const std::atomic<bool>* stop);
+
+// The local trainer's checkpoint (docs/checkpoints.md): model.safetensors
+// (the flat parameters as "flat", and the buffers by name),
+// optimizer.safetensors, state.json (`counters`, the sampler's cursor, the
+// augmentation generator) and config.toml.
+Result<std::map<std::string, std::string>> LocalCheckpointFiles(
+    const Config& config, Model& model, const Optimizer& optimizer,
+    const BatchSampler& sampler, const Batcher& batcher,
+    const nlohmann::json& counters);
+
+// Puts a checkpoint's state back into objects built from the same config;
+// returns its counters. DataLoss naming the file that does not fit.
+Result<nlohmann::json> RestoreLocalCheckpoint(const Checkpoint& c, Model& model,
+                                              Optimizer& optimizer,
+                                              BatchSampler& sampler,
+                                              Batcher& batcher);
 
 }  // namespace strata
