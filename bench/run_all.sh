@@ -15,3 +15,8 @@ echo "== ddp_bench"
 # /usr/bin/python3's torch.
 echo "== torchscript_bench"
 "$(dirname "$0")/torchscript_bench.sh" "$build"
+# TensorBoard + Prometheus /metrics on vs off (needs STRATA_DATA_DIR).
+if [ -n "${STRATA_DATA_DIR:-}" ]; then
+  echo "== metrics_overhead"
+  "$(dirname "$0")/metrics_overhead.sh" "$build"
+fi
