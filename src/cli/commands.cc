@@ -274,8 +274,35 @@ void AddCommands(CLI::App& app, int* exit_code, const std::atomic<bool>* stop) {
       ->check(CLI::ExistingDirectory);
   exp->add_option("-o,--output", *export_out,
                   "directory to copy the two files into (created; default: "
-                  "only check them in place)");
+                  "only check them in place, or <run_dir>/export-step-<N> "
+                  "with --checkpoint)");
+  auto export_step = std::make_shared<std::string>();
+  exp->add_option("--checkpoint", *export_step,
+                  "export a checkpoint's model instead of the final one: its "
+                  "step, or \"newest\" (local runs; docs/checkpoints.md)");
   exp->callback([=]() {
+    if (!export_step->empty()) {
+      int64_t step = -1;
+      if (*export_step != "newest") {
+        if (export_step->find_first_not_of("0123456789") != std::string::npos) {
+          LogError("--checkpoint \"{}\": a step number or \"newest\"",
+                   *export_step);
+          *exit_code = 2;
+          return;
+        }
+        step = std::stoll(*export_step);
+      }
+      auto dir = ExportLocalCheckpoint(*export_run, step, *export_out);
+      if (!dir.ok()) {
+        LogError("{}", dir.status().message());
+        *exit_code = dir.status().code() == Status::Code::kNotFound ? 2 : 1;
+        return;
+      }
+      std::printf("%s: the model of %s\n", JoinPath(*dir, kModelFile).c_str(),
+                  export_step->c_str());
+      *exit_code = 0;
+      return;
+    }
     auto info = CheckModelFiles(*export_run);
     if (!info.ok()) {
       LogError("{}", info.status().message());

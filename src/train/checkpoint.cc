@@ -132,6 +132,10 @@ Result<std::string> WriteCheckpoint(
 }
 
 Result<Checkpoint> LoadNewestCheckpoint(const std::string& run_dir) {
+  return LoadCheckpoint(run_dir, -1);
+}
+
+Result<Checkpoint> LoadCheckpoint(const std::string& run_dir, int64_t step) {
   const std::string root = JoinPath(run_dir, kCheckpointDir);
   auto complete = Complete(root);
   if (complete.empty())
@@ -140,8 +144,15 @@ Result<Checkpoint> LoadNewestCheckpoint(const std::string& run_dir) {
         "checkpoint.every_s turns checkpoints on)",
         root);
   Checkpoint c;
-  c.step = complete.rbegin()->first;
-  c.dir = JoinPath(root, complete.rbegin()->second);
+  c.step = step < 0 ? complete.rbegin()->first : step;
+  if (complete.count(c.step) == 0) {
+    std::string steps;
+    for (const auto& [s, name] : complete)
+      steps += (steps.empty() ? "" : ", ") + std::to_string(s);
+    return Status::NotFound("{} has no checkpoint of step {} (there are: {})",
+                            root, step, steps);
+  }
+  c.dir = JoinPath(root, complete.at(c.step));
   const std::string manifest_path = JoinPath(c.dir, "manifest.json");
   ASSIGN_OR_RETURN(std::string text, ReadFile(manifest_path));
   nlohmann::json manifest = nlohmann::json::parse(text, nullptr, false);

@@ -41,6 +41,9 @@ Result<std::string> WriteCheckpoint(
 // when there is none; DataLoss naming the file whose size or checksum is
 // wrong (a damaged checkpoint is refused, never half-loaded).
 Result<Checkpoint> LoadNewestCheckpoint(const std::string& run_dir);
+// The checkpoint of `step` (NotFound listing the steps there are), checked
+// as LoadNewestCheckpoint checks it.
+Result<Checkpoint> LoadCheckpoint(const std::string& run_dir, int64_t step);
 
 // The config keys whose values differ between `saved` (a checkpoint's
 // config.toml) and `now`, ignoring keys that may change on resume (run.*

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <thread>
 
+#include "common/fs.h"
 #include "common/log.h"
 #include "data/batch_sampler.h"
 #include "ps/optimizer.h"
@@ -43,6 +44,75 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
 }
 
 }  // namespace
+
+Status RestoreModelFromCheckpoint(const Checkpoint& c, Model& model) {
+  auto it = c.files.find("model.safetensors");
+  if (it == c.files.end())
+    return Status::DataLoss("checkpoint {} has no model.safetensors", c.dir);
+  const std::string* model_bytes = &it->second;
+  ASSIGN_OR_RETURN(
+      SafetensorsFile params,
+      DecodeSafetensors(*model_bytes, c.dir + "/model.safetensors"));
+  const SafeTensor* flat = params.Find("flat");
+  if (flat == nullptr || flat->dtype != "F32" ||
+      flat->numel() != model.flat.size())
+    return Status::DataLoss(
+        "{}/model.safetensors: no \"flat\" float32 tensor of {} parameters",
+        c.dir, model.flat.size());
+  std::memcpy(model.flat.param_data(), flat->data.data(), flat->data.size());
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& [name, value] : NamedBuffers(model)) {
+      const SafeTensor* t = params.Find(name);
+      if (t == nullptr || t->numel() != value.numel())
+        return Status::DataLoss(
+            "{}/model.safetensors: no buffer {} of {} values", c.dir, name,
+            value.numel());
+      torch::Tensor src =
+          t->dtype == "I64"
+              ? torch::from_blob(const_cast<char*>(t->data.data()),
+                                 {t->numel()}, torch::kLong)
+              : torch::from_blob(const_cast<char*>(t->data.data()),
+                                 {t->numel()}, torch::kFloat);
+      value.copy_(src.reshape(value.sizes()));
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::string> ExportLocalCheckpoint(const std::string& run_dir,
+                                          int64_t step,
+                                          const std::string& out_dir) {
+  ASSIGN_OR_RETURN(Checkpoint c, LoadCheckpoint(run_dir, step));
+  auto config_text = c.files.find("config.toml");
+  auto state_text = c.files.find("state.json");
+  if (config_text == c.files.end() || state_text == c.files.end())
+    return Status::DataLoss("checkpoint {} has no config.toml or state.json",
+                            c.dir);
+  ASSIGN_OR_RETURN(
+      Config config,
+      Config::FromTomlString(config_text->second, c.dir + "/config.toml"));
+  nlohmann::json state =
+      nlohmann::json::parse(state_text->second, nullptr, false);
+  if (state.is_discarded() || !state.contains("input") ||
+      !state["input"].is_array() || state["input"].size() != 4)
+    return Status::DataLoss(
+        "{}/state.json: no input shape (a checkpoint of an older strata?)",
+        c.dir);
+  const InputSpec in{
+      state["input"][0].get<int64_t>(), state["input"][1].get<int64_t>(),
+      state["input"][2].get<int64_t>(), state["input"][3].get<int64_t>()};
+  ASSIGN_OR_RETURN(Model model,
+                   CreateModel(ModelOptions::FromConfig(config), in));
+  RETURN_IF_ERROR(RestoreModelFromCheckpoint(c, model));
+  const std::string out =
+      out_dir.empty()
+          ? JoinPath(run_dir, "export-step-" + std::to_string(c.step))
+          : out_dir;
+  RETURN_IF_ERROR(MakeDirs(out));
+  RETURN_IF_ERROR(WriteModelFiles(out, config, in, model));
+  return out;
+}
 
 // The local trainer's checkpoint files: the flat parameters and the
 // buffers, the optimizer's state, the sampler's cursor, the augmentation
@@ -86,34 +156,7 @@ Result<nlohmann::json> RestoreLocalCheckpoint(const Checkpoint& c, Model& model,
       return Status::DataLoss("checkpoint {} has no {}", c.dir, name);
     return &it->second;
   };
-  ASSIGN_OR_RETURN(const std::string* model_bytes, file("model.safetensors"));
-  ASSIGN_OR_RETURN(
-      SafetensorsFile params,
-      DecodeSafetensors(*model_bytes, c.dir + "/model.safetensors"));
-  const SafeTensor* flat = params.Find("flat");
-  if (flat == nullptr || flat->dtype != "F32" ||
-      flat->numel() != model.flat.size())
-    return Status::DataLoss(
-        "{}/model.safetensors: no \"flat\" float32 tensor of {} parameters",
-        c.dir, model.flat.size());
-  std::memcpy(model.flat.param_data(), flat->data.data(), flat->data.size());
-  {
-    torch::NoGradGuard no_grad;
-    for (auto& [name, value] : NamedBuffers(model)) {
-      const SafeTensor* t = params.Find(name);
-      if (t == nullptr || t->numel() != value.numel())
-        return Status::DataLoss(
-            "{}/model.safetensors: no buffer {} of {} values", c.dir, name,
-            value.numel());
-      torch::Tensor src =
-          t->dtype == "I64"
-              ? torch::from_blob(const_cast<char*>(t->data.data()),
-                                 {t->numel()}, torch::kLong)
-              : torch::from_blob(const_cast<char*>(t->data.data()),
-                                 {t->numel()}, torch::kFloat);
-      value.copy_(src.reshape(value.sizes()));
-    }
-  }
+  RETURN_IF_ERROR(RestoreModelFromCheckpoint(c, model));
   ASSIGN_OR_RETURN(const std::string* opt_bytes, file("optimizer.safetensors"));
   ASSIGN_OR_RETURN(
       SafetensorsFile opt,
@@ -253,10 +296,13 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
 
   int64_t last_epoch = resumed_epoch;
   auto checkpoint = [&](int64_t step) -> Status {
-    nlohmann::json counters{{"step", step},
-                            {"samples", s.samples},
-                            {"epoch", last_epoch},
-                            {"train_s", train_s}};
+    const InputSpec in = InputSpecOf(data.train);
+    nlohmann::json counters{
+        {"step", step},
+        {"samples", s.samples},
+        {"epoch", last_epoch},
+        {"train_s", train_s},
+        {"input", {in.channels, in.height, in.width, in.num_classes}}};
     ASSIGN_OR_RETURN(auto files,
                      LocalCheckpointFiles(config, model, *optimizer, *sampler,
                                           batcher, counters));

@@ -63,6 +63,18 @@ Result<std::map<std::string, std::string>> LocalCheckpointFiles(
     const BatchSampler& sampler, const Batcher& batcher,
     const nlohmann::json& counters);
 
+// A checkpoint's parameters and buffers into `model` (built from the
+// checkpoint's config). DataLoss naming the file when they do not fit.
+Status RestoreModelFromCheckpoint(const Checkpoint& c, Model& model);
+
+// Writes the model of a local run's checkpoint (`step`; < 0 = the newest)
+// as model.safetensors + model.json into `out_dir` (default
+// <run_dir>/export-step-<N>). Returns the directory written. The errors of
+// LoadCheckpoint, or DataLoss naming what does not fit.
+Result<std::string> ExportLocalCheckpoint(const std::string& run_dir,
+                                          int64_t step,
+                                          const std::string& out_dir);
+
 // Puts a checkpoint's state back into objects built from the same config;
 // returns its counters. DataLoss naming the file that does not fit.
 Result<nlohmann::json> RestoreLocalCheckpoint(const Checkpoint& c, Model& model,

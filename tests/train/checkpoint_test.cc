@@ -16,6 +16,7 @@
 #include "train/cluster_test_util.h"
 #include "train/data_config.h"
 #include "train/local_trainer.h"
+#include "train/model_file.h"
 
 namespace strata {
 namespace {
@@ -129,6 +130,38 @@ INSTANTIATE_TEST_SUITE_P(
                           {"data.synthetic.shape=3x8x8", "model.name=resnet20",
                            "train.iterations=40"}}),
     [](const auto& info) { return info.param.name; });
+
+TEST(CheckpointExportTest, AChosenCheckpointsModelIsExportedWithItsNames) {
+  const std::string root = TempRoot();
+  Config c = With(Base(root), {"run.name=e", "train.iterations=30",
+                               "checkpoint.every_updates=10"});
+  auto run = RunConfig(c);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  // The newest checkpoint (step 30) is the final model.
+  auto dir = ExportLocalCheckpoint(root + "/e", -1, root + "/out");
+  ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+  auto info = CheckModelFiles(*dir);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  auto file = ReadSafetensors(*dir + "/" + kModelFile);
+  ASSERT_TRUE(file.ok());
+  std::vector<float> params;
+  for (const auto& t : (*info)["tensors"]) {
+    if (t["kind"] != "parameter") continue;
+    auto v = file->Find(t["name"])->ToFloats();
+    params.insert(params.end(), v.begin(), v.end());
+  }
+  EXPECT_EQ((*info)["tensors"][0]["name"], "fc1.weight");
+  EXPECT_EQ(params, run->final_params);
+  // An earlier one differs; a missing step is named with those there are.
+  auto early = ExportLocalCheckpoint(root + "/e", 10, "");
+  ASSERT_TRUE(early.ok()) << early.status().ToString();
+  EXPECT_EQ(*early, root + "/e/export-step-10");
+  auto none = ExportLocalCheckpoint(root + "/e", 15, "");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("there are: 10, 20, 30"),
+            std::string::npos)
+      << none.status().message();
+}
 
 TEST(LocalResumeTest, AResumeWithAnotherModelIsRefused) {
   const std::string root = TempRoot();
