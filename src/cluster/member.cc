@@ -32,8 +32,12 @@ Status ClusterMember::Join(
   m.payloads.push_back(Buffer::CopyOf(endpoint.data(), endpoint.size()));
   if (!run_facts.empty())
     m.payloads.push_back(Buffer::CopyOf(run_facts.data(), run_facts.size()));
-  auto reply =
-      rpc_.Request(roles_.CoordinatorId(), std::move(m))->Wait(timeout);
+  auto call = rpc_.Request(roles_.CoordinatorId(), std::move(m));
+  // Heartbeats from now on: the coordinator watches a node from its
+  // registration, and the others may take long to register (loading data on
+  // a loaded machine); a node silent while it waits would be declared lost.
+  StartHeartbeats();
+  auto reply = call->Wait(timeout);
   if (!reply.ok()) {
     return reply.status().WithContext(fmt::format(
         "{} joining the cluster at {} (waits for all {} nodes to register)",
@@ -91,14 +95,20 @@ Status ClusterMember::Join(
         fmt::format("{} waiting for every node to connect",
                     roles_.Describe(rpc_.node_id())));
   }
+  joined_ = true;
   return Status::Ok();
 }
 
 void ClusterMember::StartHeartbeats() {
+  if (heartbeat_.joinable()) return;  // started by Join()
   heartbeat_ = std::thread([this] {
     // Heartbeats are requests: the coordinator's replies tell this node the
     // coordinator is alive. No reply for heartbeat_timeout_ = it is gone.
     auto last_reply = std::chrono::steady_clock::now();
+    // While Join() waits, a coordinator that has not answered yet may not
+    // be up yet: Join's own timeout covers it. Silence counts once the
+    // coordinator answered once or the node has joined.
+    bool answered = false;
     std::shared_ptr<RpcCall> in_flight;
     std::unique_lock<std::mutex> lock(mu_);
     while (!stop_heartbeats_ && !shutdown_.load()) {
@@ -106,6 +116,7 @@ void ClusterMember::StartHeartbeats() {
       if (in_flight && in_flight->Ready()) {
         if (in_flight->Wait(std::chrono::milliseconds(0)).ok()) {
           last_reply = std::chrono::steady_clock::now();
+          answered = true;
         }
         in_flight.reset();
       }
@@ -120,7 +131,9 @@ void ClusterMember::StartHeartbeats() {
         in_flight = rpc_.Request(roles_.CoordinatorId(), std::move(m));
       }
       const auto silent = std::chrono::steady_clock::now() - last_reply;
-      if (silent > heartbeat_timeout_) {
+      if (!answered && !joined_.load())
+        last_reply = std::chrono::steady_clock::now();
+      if ((answered || joined_.load()) && silent > heartbeat_timeout_) {
         ShutdownLocally(fmt::format(
             "lost the coordinator: no reply to heartbeats for {:.1f} s",
             std::chrono::duration<double>(silent).count()));

@@ -51,6 +51,8 @@ class ClusterMember {
   void SetStatusSource(std::function<std::string()> source) {
     status_source_ = std::move(source);
   }
+  // Join() starts the heartbeats as soon as its registration is sent;
+  // StartHeartbeats() is then a no-op.
   void StartHeartbeats();
   void StopHeartbeats();
   // Waits until every live worker reached barrier `number`.
@@ -82,6 +84,7 @@ class ClusterMember {
   const std::chrono::milliseconds heartbeat_timeout_;
   std::atomic<bool> shutdown_{false};
   std::atomic<bool> stop_training_{false};
+  std::atomic<bool> joined_{false};  // Join() succeeded
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::string reason_;                          // GUARDED_BY(mu_)

@@ -186,6 +186,30 @@ TEST(ProcessClusterTest,
   EXPECT_EQ(summary["lost_workers"][0], "worker 1 (node 2)");
 }
 
+// No false alarms: 12 processes on this machine's cores (8 workers, each
+// loading MNIST at start, 2 servers, the evaluator, the coordinator), sync
+// mode where one lost node stops the run, default heartbeat settings. The
+// servers register at once and wait for the workers; they used to send no
+// heartbeat while waiting and were declared lost after 5 s.
+TEST(ProcessClusterTest, UnderHeavyLoadNoLiveNodeIsDeclaredLost) {
+  const char* data = std::getenv("STRATA_DATA_DIR");
+  if (data == nullptr)
+    GTEST_SKIP() << "STRATA_DATA_DIR not set: skipping the MNIST load test";
+  Launched l = Launch(
+      "sync",
+      {"cluster.workers=8", "cluster.servers=2", "data.dataset=mnist",
+       std::string("data.dir=") + data + "/mnist", "train.iterations=150",
+       "cluster.worker_delay_ms=0", "cluster.heartbeat_interval_ms=500",
+       "cluster.heartbeat_timeout_ms=5000"});
+  ASSERT_GT(l.pid, 0);
+  double secs = 0;
+  EXPECT_EQ(WaitExit(l.pid, &secs), 0);
+  auto summary = nlohmann::json::parse(*ReadFile(l.run_dir + "/summary.json"));
+  EXPECT_FALSE(summary.contains("error")) << summary.dump();
+  EXPECT_TRUE(summary["lost_workers"].empty()) << summary.dump();
+  EXPECT_EQ(summary["workers"][7]["iterations"], 150);
+}
+
 TEST(ProcessClusterTest, GossipRunFinishesWithoutAKilledWorker) {
   Launched l = Launch("gossip");
   ASSERT_GT(l.pid, 0);
