@@ -580,6 +580,14 @@ Status RunEvaluatorRole(const Config& config, const ClusterPlan& plan,
     ps = std::make_unique<PsClient>(rpc, plan.layout,
                                     o.roles.Ids(Role::kServer));
   }
+  // A node that stops itself (it lost the coordinator) gets no kShutdown:
+  // end the evaluation loop then too, or it would wait on servers that are
+  // gone.
+  std::thread watch([&] {
+    while (!done.load() && !member.WaitForShutdown(milliseconds(100))) {
+    }
+    done = true;
+  });
   Status status;
   if (config.GetBool("cluster.evaluator")) {
     status = decentralized
@@ -683,7 +691,11 @@ Status RunEvaluatorRole(const Config& config, const ClusterPlan& plan,
     node.WaitForEnd();
   }
   static_cast<void>(stop);  // the evaluator ends with the run
+  done = true;
+  watch.join();
   node.Leave();
+  if (status.ok() && !member.shutdown_reason().empty())
+    return Status::Unavailable("{}", member.shutdown_reason());
   return status;
 }
 

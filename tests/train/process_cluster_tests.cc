@@ -210,6 +210,51 @@ TEST(ProcessClusterTest, UnderHeavyLoadNoLiveNodeIsDeclaredLost) {
   EXPECT_EQ(summary["workers"][7]["iterations"], 150);
 }
 
+// The launcher is the coordinator: SIGKILL it mid-run, and every node
+// stops itself within a few heartbeat timeouts (the PS evaluator used to
+// wait for ever on a pull from the servers that had stopped).
+TEST(ProcessClusterTest, EveryNodeStopsItselfWhenTheCoordinatorIsKilled) {
+  Launched l = Launch("async");
+  ASSERT_GT(l.pid, 0);
+  std::vector<pid_t> children;
+  const auto deadline = Clock::now() + std::chrono::seconds(90);
+  while (Clock::now() < deadline) {
+    auto pids = ReadFile(l.run_dir + "/pids.json");
+    auto metrics = ReadFile(l.run_dir + "/metrics.jsonl");
+    if (pids.ok() && metrics.ok() &&
+        metrics->find("\"worker\":1") != std::string::npos) {
+      const auto map = nlohmann::json::parse(*pids);
+      for (auto it = map.begin(); it != map.end(); ++it)
+        children.push_back(it.value().get<pid_t>());
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(children.size(), 5u) << "the run never started training";
+  ::kill(l.pid, SIGKILL);
+  ::waitpid(l.pid, nullptr, 0);
+  // Orphans are not ours to reap: poll until each is gone (or a zombie).
+  auto alive = [](pid_t p) {
+    if (::kill(p, 0) != 0) return false;
+    auto stat = ReadFile("/proc/" + std::to_string(p) + "/stat");
+    return stat.ok() && stat->find(") Z ") == std::string::npos;
+  };
+  const auto start = Clock::now();
+  std::vector<pid_t> left = children;
+  while (!left.empty() && Clock::now() - start < std::chrono::seconds(30)) {
+    std::vector<pid_t> still;
+    for (pid_t p : left)
+      if (alive(p)) still.push_back(p);
+    left = still;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  for (pid_t p : left) ::kill(p, SIGKILL);
+  EXPECT_TRUE(left.empty()) << left.size()
+                            << " node(s) still running 30 s after the "
+                               "coordinator was killed";
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 15.0);
+}
+
 TEST(ProcessClusterTest, GossipRunFinishesWithoutAKilledWorker) {
   Launched l = Launch("gossip");
   ASSERT_GT(l.pid, 0);
