@@ -107,6 +107,16 @@ Result<ClusterRunOptions> ClusterRunOptions::FromConfig(const Config& c) {
       std::chrono::milliseconds(c.GetInt("cluster.heartbeat_interval_ms"));
   o.heartbeat_timeout =
       std::chrono::milliseconds(c.GetInt("cluster.heartbeat_timeout_ms"));
+  if (c.GetInt("checkpoint.every_updates") > 0 ||
+      c.GetFloat("checkpoint.every_s") > 0) {
+    // Refused rather than ignored: a run left overnight must not believe it
+    // is being checkpointed.
+    return Status::Unimplemented(
+        "checkpoint.every_updates / checkpoint.every_s: checkpoints are "
+        "written by local runs (cluster.mode = \"local\") only so far; "
+        "cluster.mode = \"{}\" would write none (docs/checkpoints.md)",
+        c.GetString("cluster.mode"));
+  }
   o.metrics_address = c.GetString("cluster.metrics_address");
   if (!o.metrics_address.empty()) {
     std::string host;

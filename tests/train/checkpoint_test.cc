@@ -163,6 +163,16 @@ TEST(CheckpointExportTest, AChosenCheckpointsModelIsExportedWithItsNames) {
       << none.status().message();
 }
 
+TEST(CheckpointTest, AClusterRunAskingForCheckpointsIsRefused) {
+  // Cluster roles write no checkpoints yet: refused, not silently ignored.
+  auto got = RunConfig(
+      With(Base(TempRoot()), {"cluster.mode=async", "checkpoint.every_s=60"}));
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), Status::Code::kUnimplemented);
+  EXPECT_NE(got.status().message().find("local runs"), std::string::npos)
+      << got.status().message();
+}
+
 TEST(LocalResumeTest, AResumeWithAnotherModelIsRefused) {
   const std::string root = TempRoot();
   Config c = With(Base(root), {"run.name=r", "checkpoint.every_updates=10"});
