@@ -55,7 +55,6 @@ void ClusterMetrics::Update(NodeId node, const std::string& status_json,
     return;
   }
   NodeState& n = nodes_[node];
-  n.json = status_json;
   auto it = j.find("samples");
   if (it != j.end() && it->is_number()) {
     n.samples.emplace_back(now, it->get<double>());
@@ -64,6 +63,7 @@ void ClusterMetrics::Update(NodeId node, const std::string& status_json,
            now - n.samples.front().first > std::chrono::seconds(3))
       n.samples.pop_front();
   }
+  n.status = std::move(j);
 }
 
 void ClusterMetrics::SetPhase(RunPhase phase) {
@@ -164,7 +164,7 @@ std::string ClusterMetrics::Render() const {
     Role role;
     int index = 0;
     if (!roles_.RoleOf(id, &role, &index).ok()) continue;
-    nlohmann::json j = nlohmann::json::parse(n.json, nullptr, false);
+    const nlohmann::json& j = n.status;
     if (role == Role::kWorker) {
       workers.emplace_back(index, j);
       double rate = 0;
@@ -187,7 +187,7 @@ std::string ClusterMetrics::Render() const {
     const char* help;
   };
   const Counter worker_counters[] = {
-      {"strata_worker_steps_total", "steps", "counter",
+      {"strata_worker_steps_total", "iterations", "counter",
        "Training iterations the worker completed."},
       {"strata_worker_samples_total", "samples", "counter",
        "Training examples the worker processed."},

@@ -10,6 +10,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,9 +29,10 @@ class ClusterMetrics {
   ClusterMetrics(RoleTable roles,
                  std::vector<std::pair<std::string, std::string>> labels);
 
-  // A node's heartbeat status (JSON text; a worker's: steps, samples,
-  // compute_s, comm_s, data_wait_s, bytes_pushed, bytes_pulled,
-  // dropped_gradients; a server's: ParameterServer::StatsJson()). Malformed
+  // A node's heartbeat status (JSON text; a worker's: WorkerMetrics::ToJson
+  // with iterations, samples, compute_s, comm_s, data_wait_s, bytes_pushed,
+  // bytes_pulled, dropped_gradients; a server's:
+  // ParameterServer::StatsJson()). Malformed
   // text is ignored (counted in strata_status_errors_total). Thread-safe.
   void Update(NodeId node, const std::string& status_json,
               std::chrono::steady_clock::time_point now =
@@ -46,7 +48,7 @@ class ClusterMetrics {
 
  private:
   struct NodeState {
-    std::string json;  // latest status
+    nlohmann::json status;  // the latest, parsed
     // (time, samples) over the last few seconds: samples/s.
     std::deque<std::pair<std::chrono::steady_clock::time_point, double>>
         samples;

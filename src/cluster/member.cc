@@ -130,10 +130,11 @@ void ClusterMember::StartHeartbeats() {
         }
         in_flight = rpc_.Request(roles_.CoordinatorId(), std::move(m));
       }
-      const auto silent = std::chrono::steady_clock::now() - last_reply;
-      if (!answered && !joined_.load())
-        last_reply = std::chrono::steady_clock::now();
-      if ((answered || joined_.load()) && silent > heartbeat_timeout_) {
+      const auto now = std::chrono::steady_clock::now();
+      const auto silent = now - last_reply;
+      if (!answered && !joined_.load()) {
+        last_reply = now;  // silence counts from the first answer or the join
+      } else if (silent > heartbeat_timeout_) {
         ShutdownLocally(fmt::format(
             "lost the coordinator: no reply to heartbeats for {:.1f} s",
             std::chrono::duration<double>(silent).count()));

@@ -17,12 +17,6 @@
 namespace strata {
 namespace {
 
-std::string Md5Of(const std::string& bytes) {
-  Md5 m;
-  m.Update(bytes.data(), bytes.size());
-  return m.FinalHex();
-}
-
 // Writes `bytes` to `path` and fsyncs it.
 Status WriteSynced(const std::string& path, const std::string& bytes) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -88,6 +82,13 @@ std::map<int64_t, std::string> Complete(const std::string& root) {
 
 }  // namespace
 
+Result<const std::string*> Checkpoint::File(const std::string& name) const {
+  auto it = files.find(name);
+  if (it == files.end())
+    return Status::DataLoss("checkpoint {} has no {}", dir, name);
+  return &it->second;
+}
+
 Result<std::string> WriteCheckpoint(
     const std::string& run_dir, int64_t step,
     const std::map<std::string, std::string>& files, int keep,
@@ -110,7 +111,8 @@ Result<std::string> WriteCheckpoint(
       return Status::Cancelled("checkpoint {}: crashed after {} files (test)",
                                step, written);
     RETURN_IF_ERROR(WriteSynced(JoinPath(tmp, file), bytes));
-    manifest["files"][file] = {{"bytes", bytes.size()}, {"md5", Md5Of(bytes)}};
+    manifest["files"][file] = {{"bytes", bytes.size()},
+                               {"md5", Md5Hex(bytes.data(), bytes.size())}};
     ++written;
   }
   RETURN_IF_ERROR(
@@ -167,13 +169,14 @@ Result<Checkpoint> LoadCheckpoint(const std::string& run_dir, int64_t step) {
     if (!bytes.ok())
       return Status::DataLoss("checkpoint file {} is missing or unreadable: {}",
                               path, bytes.status().message());
+    const std::string md5 = Md5Hex(bytes->data(), bytes->size());
     if (bytes->size() != meta.value("bytes", uint64_t{0}) ||
-        Md5Of(*bytes) != meta.value("md5", ""))
+        md5 != meta.value("md5", ""))
       return Status::DataLoss(
           "checkpoint file {} does not match its checksum in {} ({} bytes, "
           "md5 {}; the manifest says {} bytes, md5 {}): the checkpoint is "
           "damaged",
-          path, manifest_path, bytes->size(), Md5Of(*bytes),
+          path, manifest_path, bytes->size(), md5,
           meta.value("bytes", uint64_t{0}), meta.value("md5", ""));
     c.files[file] = std::move(*bytes);
   }

@@ -24,6 +24,10 @@ struct Checkpoint {
   std::string dir;  // the checkpoint's directory
   int64_t step = 0;
   std::map<std::string, std::string> files;  // name -> bytes (checked)
+
+  // The bytes of file `name`; DataLoss naming the checkpoint when it has no
+  // such file.
+  Result<const std::string*> File(const std::string& name) const;
 };
 
 // Writes `files` (names without '/') as the checkpoint of `step` under

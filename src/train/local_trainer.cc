@@ -46,10 +46,7 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
 }  // namespace
 
 Status RestoreModelFromCheckpoint(const Checkpoint& c, Model& model) {
-  auto it = c.files.find("model.safetensors");
-  if (it == c.files.end())
-    return Status::DataLoss("checkpoint {} has no model.safetensors", c.dir);
-  const std::string* model_bytes = &it->second;
+  ASSIGN_OR_RETURN(const std::string* model_bytes, c.File("model.safetensors"));
   ASSIGN_OR_RETURN(
       SafetensorsFile params,
       DecodeSafetensors(*model_bytes, c.dir + "/model.safetensors"));
@@ -84,16 +81,11 @@ Result<std::string> ExportLocalCheckpoint(const std::string& run_dir,
                                           int64_t step,
                                           const std::string& out_dir) {
   ASSIGN_OR_RETURN(Checkpoint c, LoadCheckpoint(run_dir, step));
-  auto config_text = c.files.find("config.toml");
-  auto state_text = c.files.find("state.json");
-  if (config_text == c.files.end() || state_text == c.files.end())
-    return Status::DataLoss("checkpoint {} has no config.toml or state.json",
-                            c.dir);
-  ASSIGN_OR_RETURN(
-      Config config,
-      Config::FromTomlString(config_text->second, c.dir + "/config.toml"));
-  nlohmann::json state =
-      nlohmann::json::parse(state_text->second, nullptr, false);
+  ASSIGN_OR_RETURN(const std::string* config_text, c.File("config.toml"));
+  ASSIGN_OR_RETURN(const std::string* state_text, c.File("state.json"));
+  ASSIGN_OR_RETURN(Config config, Config::FromTomlString(
+                                      *config_text, c.dir + "/config.toml"));
+  nlohmann::json state = nlohmann::json::parse(*state_text, nullptr, false);
   if (state.is_discarded() || !state.contains("input") ||
       !state["input"].is_array() || state["input"].size() != 4)
     return Status::DataLoss(
@@ -150,14 +142,9 @@ Result<nlohmann::json> RestoreLocalCheckpoint(const Checkpoint& c, Model& model,
                                               Optimizer& optimizer,
                                               BatchSampler& sampler,
                                               Batcher& batcher) {
-  auto file = [&](const char* name) -> Result<const std::string*> {
-    auto it = c.files.find(name);
-    if (it == c.files.end())
-      return Status::DataLoss("checkpoint {} has no {}", c.dir, name);
-    return &it->second;
-  };
   RETURN_IF_ERROR(RestoreModelFromCheckpoint(c, model));
-  ASSIGN_OR_RETURN(const std::string* opt_bytes, file("optimizer.safetensors"));
+  ASSIGN_OR_RETURN(const std::string* opt_bytes,
+                   c.File("optimizer.safetensors"));
   ASSIGN_OR_RETURN(
       SafetensorsFile opt,
       DecodeSafetensors(*opt_bytes, c.dir + "/optimizer.safetensors"));
@@ -169,7 +156,7 @@ Result<nlohmann::json> RestoreLocalCheckpoint(const Checkpoint& c, Model& model,
   if (!restored.ok())
     return Status::DataLoss("{}/optimizer.safetensors: {}", c.dir,
                             restored.message());
-  ASSIGN_OR_RETURN(const std::string* state_text, file("state.json"));
+  ASSIGN_OR_RETURN(const std::string* state_text, c.File("state.json"));
   nlohmann::json state = nlohmann::json::parse(*state_text, nullptr, false);
   if (state.is_discarded() || !state.contains("sampler") ||
       !state["augment_rng"].is_string())
@@ -247,10 +234,8 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
   int64_t resumed_epoch = 0;
   if (config.GetBool("checkpoint.resume")) {
     ASSIGN_OR_RETURN(Checkpoint c, LoadNewestCheckpoint(run_dir.path()));
-    auto saved = c.files.find("config.toml");
-    if (saved == c.files.end())
-      return Status::DataLoss("checkpoint {} has no config.toml", c.dir);
-    RETURN_IF_ERROR(CheckResumeConfig(saved->second, config));
+    ASSIGN_OR_RETURN(const std::string* saved, c.File("config.toml"));
+    RETURN_IF_ERROR(CheckResumeConfig(*saved, config));
     ASSIGN_OR_RETURN(
         nlohmann::json counters,
         RestoreLocalCheckpoint(c, model, *optimizer, *sampler, batcher));

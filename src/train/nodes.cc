@@ -359,8 +359,11 @@ Result<WorkerMetrics> RunWorker(const Config& config,
     {
       std::lock_guard<std::mutex> lock(published->mu);
       published->step = it + 1;
-      published->metrics = m;
-      if (stream != nullptr) published->metrics.data_wait_s = stream->wait_s();
+      if (!o.metrics_address.empty()) {  // read by the heartbeats (/metrics)
+        published->metrics = m;
+        if (stream != nullptr)
+          published->metrics.data_wait_s = stream->wait_s();
+      }
     }
     window_loss += r.loss;
     window_acc += r.accuracy;

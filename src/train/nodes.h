@@ -40,7 +40,8 @@ struct PublishedModel {
   int64_t step = 0;               // GUARDED_BY(mu)
   std::vector<float> final_copy;  // GUARDED_BY(mu)
   bool frozen = false;            // GUARDED_BY(mu)
-  // The worker's counters after its last step (for /metrics).
+  // The worker's counters after its last step (kept only with
+  // cluster.metrics_address, for /metrics).
   WorkerMetrics metrics;  // GUARDED_BY(mu)
 
   void Publish(const float* params, int64_t size, int64_t step);

@@ -161,13 +161,6 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
   }
   Coordinator coordinator(co, std::move(transport));
   coordinator.Start();
-  // The HTTP server reads `coordinator`: it stops first.
-  struct StopFirst {
-    std::unique_ptr<HttpServer>* http;
-    ~StopFirst() {
-      if (*http) (*http)->Stop();
-    }
-  } stop_http{&http};
   auto set_phase = [&](RunPhase phase) {
     if (!metrics) return;
     metrics->SetPhase(phase);
@@ -469,16 +462,7 @@ Result<WorkerMetrics> RunWorkerRole(const Config& config,
     // heartbeats.
     node.SetStatusSource([&published] {
       std::lock_guard<std::mutex> lock(published.mu);
-      const WorkerMetrics& m = published.metrics;
-      return nlohmann::json{{"steps", m.iterations},
-                            {"samples", m.samples},
-                            {"compute_s", m.compute_s},
-                            {"comm_s", m.comm_s},
-                            {"data_wait_s", m.data_wait_s},
-                            {"bytes_pushed", m.bytes_pushed},
-                            {"bytes_pulled", m.bytes_pulled},
-                            {"dropped_gradients", m.dropped_gradients}}
-          .dump();
+      return published.metrics.ToJson().dump();
     });
   }
   std::string facts_text;

@@ -4,12 +4,11 @@
 #include "cluster/cluster_metrics.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <string>
+
+#include "shell_util.h"
 
 namespace strata {
 namespace {
@@ -24,12 +23,13 @@ TEST(ClusterMetricsTest, RendersWorkersServersAndTheRunState) {
   RoleTable roles = RoleTable::Standard(1, 2, true);
   ClusterMetrics m(roles, {{"mode", "async"}, {"model", "my \"mlp\""}});
   const auto t0 = std::chrono::steady_clock::now();
-  m.Update(roles.WorkerId(0), R"({"steps": 10, "samples": 320})", t0);
-  m.Update(roles.WorkerId(0),
-           R"({"steps": 20, "samples": 640, "compute_s": 1.5, "comm_s": 0.25,
+  m.Update(roles.WorkerId(0), R"({"iterations": 10, "samples": 320})", t0);
+  m.Update(
+      roles.WorkerId(0),
+      R"({"iterations": 20, "samples": 640, "compute_s": 1.5, "comm_s": 0.25,
                "bytes_pushed": 4096})",
-           t0 + milliseconds(500));
-  m.Update(roles.WorkerId(1), R"({"steps": 3, "samples": 96})", t0);
+      t0 + milliseconds(500));
+  m.Update(roles.WorkerId(1), R"({"iterations": 3, "samples": 96})", t0);
   m.Update(roles.ServerId(0),
            R"({"updates": 23, "applied_gradients": 23, "dropped": 1,
                "deferred": 2, "staleness": {"0": 5, "1": 10, "3": 7, "70": 1}})",
@@ -92,20 +92,9 @@ TEST(ClusterMetricsTest, RendersWorkersServersAndTheRunState) {
   if (std::system("command -v promtool >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "promtool not installed (scripts/setup.sh installs "
                     "Debian's prometheus): the text was not linted";
-  char path[] = "/tmp/strata_metrics_XXXXXX";
-  int fd = ::mkstemp(path);
-  ASSERT_GE(fd, 0);
-  ::close(fd);
-  std::ofstream(path) << text;
-  const std::string cmd =
-      std::string("promtool check metrics < ") + path + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string said;
-  char buf[512];
-  while (size_t n = std::fread(buf, 1, sizeof(buf), p)) said.append(buf, n);
-  const int rc = ::pclose(p);
-  std::remove(path);
+  int rc = 0;
+  const std::string said =
+      testing_util::RunShellWithInput("promtool check metrics", text, &rc);
   EXPECT_EQ(rc, 0) << "promtool check metrics: " << said;
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/fs.h"
+#include "shell_util.h"
 
 namespace strata {
 namespace {
@@ -136,13 +137,10 @@ assert torch.equal(t["step"], torch.tensor([7, -9]))
 print("ok")
 )")
                   .ok());
-  const std::string cmd = "/usr/bin/python3 " + script + " " + path + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[256];
-  while (size_t k = std::fread(buf, 1, sizeof(buf), p)) out.append(buf, k);
-  EXPECT_EQ(::pclose(p), 0) << out;
+  int status = 0;
+  const std::string out = testing_util::RunShell(
+      "/usr/bin/python3 " + script + " " + path + " 2>&1", &status);
+  EXPECT_EQ(status, 0) << out;
   EXPECT_EQ(out, "ok\n");
   std::system(("rm -rf " + std::string(dir)).c_str());
 }

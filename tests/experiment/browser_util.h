@@ -10,22 +10,9 @@
 #include <string>
 #include <utility>
 
-namespace strata::testing_util {
+#include "shell_util.h"
 
-// Runs `cmd` through the shell; its stdout, the exit status in *status.
-inline std::string RunShell(const std::string& cmd, int* status) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) {
-    *status = -1;
-    return out;
-  }
-  char buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  *status = ::pclose(p);
-  return out;
-}
+namespace strata::testing_util {
 
 // The Chromium executable, or "" when none is installed.
 inline std::string Chromium() {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/fs.h"
+#include "shell_util.h"
 #include "train/cluster_test_util.h"
 
 namespace strata {
@@ -132,15 +133,12 @@ assert out.shape == (2, 10), out.shape
 print("ok", len(state))
 )")
                   .ok());
-  const std::string cmd = "/usr/bin/python3 " + script + " " + root +
-                          "/lenet/" + kModelFile +
-                          " " STRATA_SOURCE_DIR "/tests/fixtures 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[512];
-  while (size_t k = std::fread(buf, 1, sizeof(buf), p)) out.append(buf, k);
-  EXPECT_EQ(::pclose(p), 0) << out;
+  int status = 0;
+  const std::string out = testing_util::RunShell(
+      "/usr/bin/python3 " + script + " " + root + "/lenet/" + kModelFile +
+          " " STRATA_SOURCE_DIR "/tests/fixtures 2>&1",
+      &status);
+  EXPECT_EQ(status, 0) << out;
   EXPECT_EQ(out, "ok 10\n");
 }
 

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "metrics/http_server.h"
+#include "shell_util.h"
 #include "train/cluster_test_util.h"
 
 extern char** environ;
@@ -55,21 +56,6 @@ int FreePort() {
 bool Have(const char* tool) {
   return std::system((std::string("command -v ") + tool + " >/dev/null 2>&1")
                          .c_str()) == 0;
-}
-
-// Runs `cmd` with `input` on stdin; returns its exit status, output in *out.
-int Pipe(const std::string& cmd, const std::string& input, std::string* out) {
-  char path[] = "/tmp/strata_prom_in_XXXXXX";
-  int fd = ::mkstemp(path);
-  if (fd < 0) return -1;
-  ::close(fd);
-  std::ofstream(path) << input;
-  FILE* p = ::popen((cmd + " < " + path + " 2>&1").c_str(), "r");
-  char buf[512];
-  while (size_t n = std::fread(buf, 1, sizeof(buf), p)) out->append(buf, n);
-  const int rc = ::pclose(p);
-  std::remove(path);
-  return rc;
 }
 
 // A Prometheus server of our own (ended by PID in the destructor).
@@ -213,8 +199,10 @@ TEST(PrometheusTest, ARealPrometheusScrapesTheWorkersSamplesPerSecond) {
   const double end = UnixNow();
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   ASSERT_FALSE(text.empty()) << "/metrics never showed both workers training";
-  std::string said;
-  EXPECT_EQ(Pipe("promtool check metrics", text, &said), 0) << said;
+  int status = 0;
+  const std::string said =
+      testing_util::RunShellWithInput("promtool check metrics", text, &status);
+  EXPECT_EQ(status, 0) << said;
   EXPECT_NE(text.find("strata_server_gradient_staleness_bucket{server=\"0\","),
             std::string::npos);
 
