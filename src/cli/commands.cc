@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/experiment_commands.h"
+#include "cli/keys_command.h"
 #include "cli/shard_command.h"
 #include "common/config.h"
 #include "common/fs.h"
@@ -259,6 +260,9 @@ void AddCommands(CLI::App& app, int* exit_code, const std::atomic<bool>* stop) {
 
   // strata shard
   AddShardCommand(app, exit_code);
+
+  // strata keys generate
+  AddKeysCommand(app, exit_code);
 
   // strata export
   auto export_run = std::make_shared<std::string>();

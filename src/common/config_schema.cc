@@ -274,6 +274,15 @@ std::vector<ConfigKey> MakeSchema() {
            "run an evaluator node that tracks the global model"),
       Str("cluster.transport", "inproc",
           "transport between the threads of one process", {"inproc", "tcp"}),
+      Str("cluster.security", "none",
+          "ZeroMQ TCP between nodes: none = plain TCP (loopback or a trusted "
+          "network); curve = CurveZMQ authentication and encryption with the "
+          "cluster key pair in cluster.keys_dir (docs/cluster.md, Security)",
+          {"none", "curve"}),
+      Str("cluster.keys_dir", "",
+          "with cluster.security = \"curve\": the directory `strata keys "
+          "generate DIR` wrote (cluster.key, cluster.pub); the same key on "
+          "every machine"),
       Int("cluster.threads_per_worker", 1,
           "LibTorch threads per worker in a cluster (0 = cores / workers)", 0,
           1024),

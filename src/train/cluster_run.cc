@@ -8,16 +8,20 @@
 #include "common/log.h"
 #include "train/data_service.h"
 #include "train/roles.h"
+#include "transport/curve_keys.h"
 #include "transport/inproc_transport.h"
 #include "transport/zmq_transport.h"
 
 namespace strata {
 namespace {
 
-// Makes bound transports for the nodes of one in-process cluster.
+// Makes bound transports for the nodes of one in-process cluster; over TCP
+// they share one ZeroMQ context (and so one CURVE authentication handler).
 class TransportFactory {
  public:
-  explicit TransportFactory(bool tcp) : tcp_(tcp) {}
+  TransportFactory(bool tcp, std::optional<CurveKeys> curve)
+      : tcp_(tcp), curve_(std::move(curve)) {}
+  bool curve() const { return curve_.has_value(); }
   Result<std::unique_ptr<Transport>> Make(NodeId id) {
     std::unique_ptr<Transport> t;
     if (tcp_) {
@@ -26,6 +30,7 @@ class TransportFactory {
       }
       ZmqOptions zo;
       zo.context = context_;
+      zo.curve = curve_;
       ASSIGN_OR_RETURN(t, NewZmqTransport(id, zo));
       RETURN_IF_ERROR(t->Bind("tcp://127.0.0.1:*"));
     } else {
@@ -37,6 +42,7 @@ class TransportFactory {
 
  private:
   const bool tcp_;
+  const std::optional<CurveKeys> curve_;
   InProcFabric fabric_;
   std::shared_ptr<ZmqContext> context_;
 };
@@ -70,7 +76,17 @@ Result<RunSummary> TrainCluster(const Config& config, const DatasetSplits& data,
 
   RETURN_IF_ERROR(CheckMetricsAddress(o));
   const bool tcp = config.GetString("cluster.transport") == "tcp";
-  TransportFactory factory(tcp);
+  ASSIGN_OR_RETURN(std::optional<CurveKeys> curve, CurveKeysFromConfig(config));
+  if (curve && !tcp) {
+    return Status::InvalidArgument(
+        "cluster.security = \"curve\" authenticates and encrypts ZeroMQ TCP, "
+        "but this run's nodes are threads of one process talking over the "
+        "in-process transport (cluster.transport = \"inproc\"), which no "
+        "peer outside the process can reach: set cluster.transport = "
+        "\"tcp\" (CURVE on loopback), run with --processes or strata node, "
+        "or leave cluster.security = \"none\"");
+  }
+  TransportFactory factory(tcp, std::move(curve));
   std::vector<std::unique_ptr<Transport>> transports(roles.num_nodes());
   for (NodeId id = 0; id < roles.num_nodes(); ++id) {
     ASSIGN_OR_RETURN(transports[id], factory.Make(id));
@@ -81,8 +97,9 @@ Result<RunSummary> TrainCluster(const Config& config, const DatasetSplits& data,
       "parameters "
       "({}); per-worker batch {}, {} iterations per worker{}",
       RunModeName(o.mode), roles.num_servers(), roles.num_workers(),
-      tcp ? "tcp (loopback)" : "the in-process transport", plan.num_params,
-      plan.layout.ToString(), o.worker_batch, o.iterations,
+      tcp ? (factory.curve() ? "tcp (loopback, CURVE)" : "tcp (loopback)")
+          : "the in-process transport",
+      plan.num_params, plan.layout.ToString(), o.worker_batch, o.iterations,
       o.data_servers > 0
           ? fmt::format("; {} data servers ({} assignment)", o.data_servers,
                         AssignmentName(o.assignment))

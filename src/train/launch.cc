@@ -21,6 +21,7 @@
 #include "train/data_config.h"
 #include "train/data_service.h"
 #include "train/roles.h"
+#include "transport/curve_keys.h"
 #include "transport/zmq_transport.h"
 
 extern char** environ;
@@ -76,13 +77,24 @@ Result<std::string> LocalAddressToward(const std::string& host,
   return std::string(text);
 }
 
-// A ZeroMQ transport bound to `endpoint`. A node that binds a wildcard
-// address (tcp://0.0.0.0:* or tcp://*:*) advertises the address it uses to
-// reach the coordinator, so peers on other machines can connect to it.
+bool IsLoopbackHost(const std::string& host) {
+  return host.rfind("127.", 0) == 0 || host == "localhost" || host == "::1" ||
+         host == "[::1]";
+}
+
+// A ZeroMQ transport bound to `endpoint`, with CURVE when `curve` is set. A
+// node that binds a wildcard address (tcp://0.0.0.0:* or tcp://*:*)
+// advertises the address it uses to reach the coordinator, so peers on other
+// machines can connect to it. Without CURVE, a node that listens or
+// advertises beyond loopback says so in a warning (one per process: one
+// transport per process is bound here, the launcher's coordinator always on
+// loopback).
 Result<std::unique_ptr<Transport>> BoundTransport(
     NodeId id, const std::string& endpoint,
+    const std::optional<CurveKeys>& curve,
     const std::string& coordinator = "") {
   ZmqOptions options;
+  options.curve = curve;
   std::string host, port, chost, cport;
   if (!coordinator.empty() && SplitTcpEndpoint(endpoint, &host, &port) &&
       IsWildcardHost(host) && SplitTcpEndpoint(coordinator, &chost, &cport)) {
@@ -97,6 +109,17 @@ Result<std::unique_ptr<Transport>> BoundTransport(
   Status st = t->Bind(endpoint);
   if (!st.ok())
     return st.WithContext(fmt::format("node {} binding {}", id, endpoint));
+  std::string advertised;
+  if (!curve && SplitTcpEndpoint(t->endpoint(), &advertised, &port) &&
+      SplitTcpEndpoint(endpoint, &host, &port) &&
+      (!IsLoopbackHost(host) || !IsLoopbackHost(advertised))) {
+    LogWarning(
+        "node {} listens at {} ({}) without authentication or encryption: "
+        "anyone who reaches that port can push gradients into the model or "
+        "stop the run. Set cluster.security = \"curve\" (docs/cluster.md, "
+        "Security)",
+        id, endpoint, t->endpoint());
+  }
   return t;
 }
 
@@ -158,12 +181,15 @@ Status RunNode(const Config& config, Role role, int index,
                                    RoleName(role), index, roles.ToString());
   }
   const std::string who = roles.Describe(id);
+  ASSIGN_OR_RETURN(const std::optional<CurveKeys> curve,
+                   CurveKeysFromConfig(config));
+  const char* security = curve ? " (CURVE)" : "";
   if (role == Role::kCoordinator) {
     ASSIGN_OR_RETURN(ClusterRunOptions o,
                      ClusterRunOptions::FromConfig(config));
     ASSIGN_OR_RETURN(std::string bind_at, CoordinatorBindEndpoint(coordinator));
-    ASSIGN_OR_RETURN(auto t, BoundTransport(id, bind_at));
-    LogInfo("{} listening at {}", who, t->endpoint());
+    ASSIGN_OR_RETURN(auto t, BoundTransport(id, bind_at, curve));
+    LogInfo("{} listening at {}{}", who, t->endpoint(), security);
     auto summary = RunCoordinatorRole(config, o, std::move(t), run_dir, stop);
     return summary.status();
   }
@@ -172,9 +198,9 @@ Status RunNode(const Config& config, Role role, int index,
     // no dataset.
     ASSIGN_OR_RETURN(ClusterRunOptions o,
                      ClusterRunOptions::FromConfig(config));
-    ASSIGN_OR_RETURN(auto t, BoundTransport(id, bind, coordinator));
-    LogInfo("{} at {} joining the coordinator at {}", who, t->endpoint(),
-            coordinator);
+    ASSIGN_OR_RETURN(auto t, BoundTransport(id, bind, curve, coordinator));
+    LogInfo("{} at {} joining the coordinator at {}{}", who, t->endpoint(),
+            coordinator, security);
     return RunServerRole(config, o, index, std::move(t), coordinator, stop)
         .WithContext(who);
   }
@@ -193,7 +219,7 @@ Status RunNode(const Config& config, Role role, int index,
         plan, ClusterPlan::Make(config, data,
                                 role == Role::kWorker || role == Role::kData));
   }
-  ASSIGN_OR_RETURN(auto t, BoundTransport(id, bind, coordinator));
+  ASSIGN_OR_RETURN(auto t, BoundTransport(id, bind, curve, coordinator));
   // One process per node: LibTorch threads per process as configured
   // (0 = this machine's cores shared among the workers).
   int64_t threads = config.GetInt("cluster.threads_per_worker");
@@ -202,8 +228,8 @@ Status RunNode(const Config& config, Role role, int index,
         1, std::thread::hardware_concurrency() / roles.num_workers());
   }
   at::set_num_threads(static_cast<int>(threads));
-  LogInfo("{} at {} joining the coordinator at {}", who, t->endpoint(),
-          coordinator);
+  LogInfo("{} at {} joining the coordinator at {}{}", who, t->endpoint(),
+          coordinator, security);
   switch (role) {
     case Role::kWorker: {
       auto m = RunWorkerRole(config, plan, index, data, std::move(t),
@@ -232,7 +258,10 @@ Result<nlohmann::json> TrainProcesses(const Config& config,
   ASSIGN_OR_RETURN(ClusterRunOptions o, ClusterRunOptions::FromConfig(config));
   const RoleTable& roles = o.roles;
   RETURN_IF_ERROR(CheckMetricsAddress(o));
-  ASSIGN_OR_RETURN(auto coord, BoundTransport(0, "tcp://127.0.0.1:*"));
+  // Checked here, before any child starts, so a bad key is reported once.
+  ASSIGN_OR_RETURN(const std::optional<CurveKeys> curve,
+                   CurveKeysFromConfig(config));
+  ASSIGN_OR_RETURN(auto coord, BoundTransport(0, "tcp://127.0.0.1:*", curve));
   const std::string endpoint = coord->endpoint();
   const std::string config_path = run_dir.File("config.toml");
 
@@ -264,8 +293,8 @@ Result<nlohmann::json> TrainProcesses(const Config& config,
     pid_map[roles.Describe(id)] = pid;
   }
   RETURN_IF_ERROR(run_dir.WriteJson("pids.json", pid_map));
-  LogInfo("cluster: {} processes ({}) around the coordinator at {}",
-          pids.size(), roles.ToString(), endpoint);
+  LogInfo("cluster: {} processes ({}) around the coordinator at {}{}",
+          pids.size(), roles.ToString(), endpoint, curve ? " (CURVE)" : "");
 
   auto summary = RunCoordinatorRole(config, o, std::move(coord), run_dir, stop);
 

@@ -19,6 +19,9 @@ struct TransportStats {
   uint64_t payload_bytes_sent = 0;
   uint64_t payload_bytes_received = 0;
   uint64_t messages_dropped = 0;  // malformed, misrouted or abandoned input
+  // Peers refused during the connection handshake (ZeroMQ with CURVE: no
+  // keys, another cluster's keys, a key not allowed); one per attempt.
+  uint64_t connections_refused = 0;
 };
 
 // Moves messages between the nodes of one cluster. One Transport per node:

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <new>
@@ -20,6 +21,7 @@
 #include "common/log.h"
 #include "transport/buffer.h"
 #include "transport/wire.h"
+#include "transport/zap_handler.h"
 
 namespace strata {
 namespace {
@@ -163,10 +165,31 @@ class ZmqTransport final : public Transport {
       return Status::FailedPrecondition("node {}: already bound to {}", id_,
                                         this->endpoint());
     }
+    std::string zap_domain;
+    if (options_.curve) {
+      // The ZAP handler must be in place before the CURVE server binds:
+      // without one, ZeroMQ admits any client that knows the server key.
+      Result<ZapHandler*> zap = ctx_->zap();
+      if (!zap.ok())
+        return zap.status().WithContext(fmt::format("node {}", id_));
+      ASSIGN_OR_RETURN(
+          zap_domain,
+          (*zap)->Register(options_.curve->allowed_client_keys,
+                           fmt::format("node {}", id_), zap_refused_));
+      zap_ = *zap;
+    }
     try {
       auto router = std::make_unique<zmq::socket_t>(ctx_->context(),
                                                     zmq::socket_type::router);
       router->set(zmq::sockopt::linger, 0);
+      std::unique_ptr<zmq::socket_t> monitor;
+      if (options_.curve) {
+        router->set(zmq::sockopt::curve_server, true);
+        router->set(zmq::sockopt::curve_secretkey,
+                    options_.curve->own.secret_key);
+        router->set(zmq::sockopt::zap_domain, zap_domain);
+        monitor = MonitorHandshakes(*router, zap_domain);
+      }
       router->set(zmq::sockopt::rcvhwm, options_.recv_hwm);
       router->set(zmq::sockopt::maxmsgsize,
                   static_cast<int64_t>(options_.max_frame_bytes));
@@ -183,9 +206,12 @@ class ZmqTransport final : public Transport {
                 bound.substr(wildcard.size());
       }
       router_ = std::move(router);
+      monitor_ = std::move(monitor);
+      zap_domain_ = zap_domain;
       std::lock_guard<std::mutex> state_lock(state_mu_);
       endpoint_ = std::move(bound);
     } catch (const zmq::error_t& e) {
+      if (zap_ != nullptr) zap_->Unregister(zap_domain);
       return FromZmqError(e, fmt::format("node {}: bind {}", id_, requested));
     }
     return Status::Ok();
@@ -220,18 +246,7 @@ class ZmqTransport final : public Transport {
         return Status::Ok();
       }
       try {
-        route->socket = std::make_unique<zmq::socket_t>(
-            ctx_->context(), zmq::socket_type::dealer);
-        zmq::socket_t& s = *route->socket;
-        s.set(zmq::sockopt::linger, ClampMs(options_.linger));
-        s.set(zmq::sockopt::sndhwm, options_.send_hwm);
-        s.set(zmq::sockopt::sndtimeo,
-              ClampMs(std::min(options_.send_timeout, kWaitSlice)));
-        if (options_.socket_buffer_bytes > 0) {
-          s.set(zmq::sockopt::sndbuf, options_.socket_buffer_bytes);
-          s.set(zmq::sockopt::rcvbuf, options_.socket_buffer_bytes);
-        }
-        s.connect(endpoint);
+        route->socket = MakeDealer(endpoint);
       } catch (const zmq::error_t& e) {
         return FromZmqError(e, fmt::format("node {}: connect to node {} at {}",
                                            id_, peer, endpoint));
@@ -374,9 +389,16 @@ class ZmqTransport final : public Transport {
                   : fmt::format(" ({} message(s) partly received)", partial));
         }
         const auto left = std::chrono::ceil<milliseconds>(deadline - now);
-        zmq_pollitem_t items[2] = {{router_->handle(), 0, ZMQ_POLLIN, 0},
-                                   {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
-        const int n_items = wake_fd_ >= 0 ? 2 : 1;
+        // The router, then the wake-up descriptor (none if the system gave
+        // none) and the handshake monitor (only with CURVE).
+        zmq_pollitem_t items[3] = {{router_->handle(), 0, ZMQ_POLLIN, 0}};
+        int n_items = 1;
+        const int wake_at = wake_fd_ >= 0 ? n_items++ : -1;
+        if (wake_at >= 0) items[wake_at] = {nullptr, wake_fd_, ZMQ_POLLIN, 0};
+        const int monitor_at = monitor_ ? n_items++ : -1;
+        if (monitor_at >= 0) {
+          items[monitor_at] = {monitor_->handle(), 0, ZMQ_POLLIN, 0};
+        }
         if (zmq_poll(items, n_items, std::min(left, kWaitSlice).count()) < 0) {
           if (zmq_errno() == ETERM) {
             return Status::Cancelled("node {}: ZeroMQ context terminated", id_);
@@ -386,7 +408,10 @@ class ZmqTransport final : public Transport {
                                    zmq_strerror(zmq_errno()));
           }
         }
-        if (n_items == 2 && (items[1].revents & ZMQ_POLLIN)) {
+        if (monitor_at >= 0 && (items[monitor_at].revents & ZMQ_POLLIN)) {
+          DrainMonitor();
+        }
+        if (wake_at >= 0 && (items[wake_at].revents & ZMQ_POLLIN)) {
           uint64_t count = 0;
           (void)!::read(wake_fd_, &count, sizeof(count));  // reset
           if (closed_.load()) {
@@ -408,8 +433,13 @@ class ZmqTransport final : public Transport {
     {
       // Recv() notices closed_ within one wait slice and lets go.
       ReceiverLease lease(this);
+      if (monitor_) {
+        zmq_socket_monitor(router_->handle(), nullptr, 0);
+        monitor_.reset();
+      }
       router_.reset();
       conns_.clear();
+      if (zap_ != nullptr) zap_->Unregister(zap_domain_);
     }
     std::map<NodeId, std::shared_ptr<Peer>> peers;
     {
@@ -426,6 +456,8 @@ class ZmqTransport final : public Transport {
     s.payload_bytes_sent = bytes_sent_.load(std::memory_order_relaxed);
     s.payload_bytes_received = bytes_received_.load(std::memory_order_relaxed);
     s.messages_dropped = dropped_.load(std::memory_order_relaxed);
+    s.connections_refused = zap_refused_->load(std::memory_order_relaxed) +
+                            handshakes_failed_.load(std::memory_order_relaxed);
     return s;
   }
 
@@ -472,6 +504,28 @@ class ZmqTransport final : public Transport {
     bool held_ = false;
   };
 
+  // A DEALER connected to `endpoint`, a CURVE client when the options say
+  // so. Throws zmq::error_t.
+  std::unique_ptr<zmq::socket_t> MakeDealer(const std::string& endpoint) {
+    auto s = std::make_unique<zmq::socket_t>(ctx_->context(),
+                                             zmq::socket_type::dealer);
+    s->set(zmq::sockopt::linger, ClampMs(options_.linger));
+    s->set(zmq::sockopt::sndhwm, options_.send_hwm);
+    s->set(zmq::sockopt::sndtimeo,
+           ClampMs(std::min(options_.send_timeout, kWaitSlice)));
+    if (options_.socket_buffer_bytes > 0) {
+      s->set(zmq::sockopt::sndbuf, options_.socket_buffer_bytes);
+      s->set(zmq::sockopt::rcvbuf, options_.socket_buffer_bytes);
+    }
+    if (options_.curve) {
+      s->set(zmq::sockopt::curve_serverkey, options_.curve->server_public_key);
+      s->set(zmq::sockopt::curve_publickey, options_.curve->own.public_key);
+      s->set(zmq::sockopt::curve_secretkey, options_.curve->own.secret_key);
+    }
+    s->connect(endpoint);
+    return s;
+  }
+
   static void CloseRoute(Peer& peer) {
     std::lock_guard<std::mutex> lock(peer.mu);
     peer.socket.reset();
@@ -483,14 +537,7 @@ class ZmqTransport final : public Transport {
   void ResetRoute(Peer& peer) {
     peer.socket.reset();
     try {
-      auto s = std::make_unique<zmq::socket_t>(ctx_->context(),
-                                               zmq::socket_type::dealer);
-      s->set(zmq::sockopt::linger, ClampMs(options_.linger));
-      s->set(zmq::sockopt::sndhwm, options_.send_hwm);
-      s->set(zmq::sockopt::sndtimeo,
-             ClampMs(std::min(options_.send_timeout, kWaitSlice)));
-      s->connect(peer.endpoint);
-      peer.socket = std::move(s);
+      peer.socket = MakeDealer(peer.endpoint);
     } catch (const zmq::error_t& e) {
       LogWarning("node {}: cannot reopen route to {}: {}", id_, peer.endpoint,
                  e.what());
@@ -564,6 +611,67 @@ class ZmqTransport final : public Transport {
     return std::move(result).value();
   }
 
+  // Makes `router` report failed handshakes to a PAIR socket, returned.
+  // ZeroMQ refuses peers without keys or with another server key before
+  // asking the ZAP handler; this is where they are seen. Throws
+  // zmq::error_t.
+  std::unique_ptr<zmq::socket_t> MonitorHandshakes(zmq::socket_t& router,
+                                                   const std::string& tag) {
+    const std::string address = "inproc://strata-handshakes-" + tag;
+    if (zmq_socket_monitor(router.handle(), address.c_str(),
+                           ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) != 0) {
+      throw zmq::error_t();
+    }
+    auto pair = std::make_unique<zmq::socket_t>(ctx_->context(),
+                                                zmq::socket_type::pair);
+    pair->set(zmq::sockopt::linger, 0);
+    pair->connect(address);
+    return pair;
+  }
+
+  // Counts and logs the failed handshakes the monitor reported. Caller
+  // holds the receiver lease.
+  void DrainMonitor() {
+    while (true) {
+      zmq::message_t event, address;
+      if (!monitor_->recv(event, zmq::recv_flags::dontwait)) return;
+      if (event.more()) (void)monitor_->recv(address, zmq::recv_flags::none);
+      if (event.size() < 6) continue;
+      uint16_t kind = 0;
+      uint32_t value = 0;
+      std::memcpy(&kind, event.data(), sizeof(kind));
+      std::memcpy(&value, event.data<char>() + 2, sizeof(value));
+      std::string why;
+      if (kind == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
+          value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) {
+        why = "the peer has no CURVE keys (cluster.security = \"none\"?)";
+      } else if (kind == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
+                 value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC) {
+        why =
+            "the peer's CURVE handshake does not decrypt (it holds another "
+            "cluster's keys)";
+      } else if (kind == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
+        why = fmt::format("protocol error 0x{:x} in the handshake", value);
+      } else {
+        // Typically a peer without keys that saw the CURVE greeting and hung
+        // up before this side noticed the mismatch.
+        why = fmt::format(
+            "the handshake broke off ({}): the peer has no CURVE keys or "
+            "gave up on them",
+            zmq_strerror(static_cast<int>(value)));
+      }
+      const uint64_t n =
+          handshakes_failed_.fetch_add(1, std::memory_order_relaxed) + 1;
+      // The first few and then every power of two: a peer retrying every
+      // 100 ms must not flood the log.
+      if (n <= 3 || (n & (n - 1)) == 0) {
+        LogWarning("node {}: refused a connection at {}: {} ({} so far)", id_,
+                   endpoint(), why, n);
+      }
+    }
+  }
+
   void Drop(const Status& why, const std::string& from) {
     const uint64_t n = dropped_.fetch_add(1, std::memory_order_relaxed) + 1;
     // Log the first few and then every power of two, so that a stream of
@@ -623,9 +731,14 @@ class ZmqTransport final : public Transport {
   bool leased_ = false;  // Guarded by lease_mu_.
 
   std::unique_ptr<zmq::socket_t> router_;  // Guarded by the lease.
-  std::map<std::string, Conn> conns_;      // Guarded by the lease.
-  std::vector<Buffer> frames_;             // Guarded by the lease.
-  Clock::time_point last_sweep_;           // Guarded by the lease.
+  // With CURVE: the router's handshake events (a PAIR socket), the ZAP
+  // handler it is registered with and its domain there.
+  std::unique_ptr<zmq::socket_t> monitor_;  // Guarded by the lease.
+  ZapHandler* zap_ = nullptr;               // Guarded by the lease.
+  std::string zap_domain_;                  // Guarded by the lease.
+  std::map<std::string, Conn> conns_;       // Guarded by the lease.
+  std::vector<Buffer> frames_;              // Guarded by the lease.
+  Clock::time_point last_sweep_;            // Guarded by the lease.
 
   std::mutex peers_mu_;
   std::map<NodeId, std::shared_ptr<Peer>> peers_;  // Guarded by peers_mu_.
@@ -638,6 +751,11 @@ class ZmqTransport final : public Transport {
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> bytes_received_{0};
   std::atomic<uint64_t> dropped_{0};
+  // Clients the ZAP handler refused (it counts on its own thread) and other
+  // failed CURVE handshakes (counted from the monitor in Recv()).
+  const std::shared_ptr<std::atomic<uint64_t>> zap_refused_ =
+      std::make_shared<std::atomic<uint64_t>>(0);
+  std::atomic<uint64_t> handshakes_failed_{0};
 };
 
 // ZeroMQ allocates every received frame (up to 1 MiB) with malloc, and the
@@ -661,6 +779,14 @@ ZmqContext::ZmqContext(std::unique_ptr<zmq::context_t> context, int io_threads)
     : context_(std::move(context)), io_threads_(io_threads) {}
 
 ZmqContext::~ZmqContext() = default;
+
+Result<ZapHandler*> ZmqContext::zap() {
+  std::lock_guard<std::mutex> lock(zap_mu_);
+  if (!zap_) {
+    ASSIGN_OR_RETURN(zap_, ZapHandler::Start(*context_));
+  }
+  return zap_.get();
+}
 
 Result<std::shared_ptr<ZmqContext>> ZmqContext::Create(int io_threads) {
   if (io_threads < 1) {
@@ -704,6 +830,12 @@ Result<std::unique_ptr<Transport>> NewZmqTransport(NodeId id,
         "ZeroMQ transport for node {}: negative hwm, timeout, linger or socket "
         "buffer size",
         id);
+  }
+  if (options.curve) {
+    Status keys = CheckCurveKeys(*options.curve);
+    if (!keys.ok()) {
+      return keys.WithContext(fmt::format("ZeroMQ transport for node {}", id));
+    }
   }
   std::shared_ptr<ZmqContext> ctx = options.context;
   if (!ctx) {

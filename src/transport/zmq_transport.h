@@ -3,8 +3,12 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
 
 #include "common/status.h"
+#include "transport/curve_keys.h"
 #include "transport/message.h"
 #include "transport/transport.h"
 
@@ -13,6 +17,8 @@ class context_t;
 }  // namespace zmq
 
 namespace strata {
+
+class ZapHandler;
 
 // A ZeroMQ context: the I/O threads that move bytes for the sockets made in
 // it. Transports of one process may share one (fewer threads) or own one each
@@ -31,11 +37,19 @@ class ZmqContext {
   // The cppzmq context, for making sockets in it.
   zmq::context_t& context() { return *context_; }
   int io_threads() const { return io_threads_; }
+  // The CURVE authentication handler of this context (zap_handler.h),
+  // started on the first call and kept until the context goes away: every
+  // CURVE transport in the context registers with it before it binds.
+  // Errors as ZapHandler::Start().
+  Result<ZapHandler*> zap();
 
  private:
   ZmqContext(std::unique_ptr<zmq::context_t> context, int io_threads);
   const std::unique_ptr<zmq::context_t> context_;
   const int io_threads_;
+  std::mutex zap_mu_;
+  // Declared after context_: destroyed (its socket closed) before it.
+  std::unique_ptr<ZapHandler> zap_;  // Guarded by zap_mu_.
 };
 
 struct ZmqOptions {
@@ -72,6 +86,14 @@ struct ZmqOptions {
   // tcp://*:PORT), endpoint() reports tcp://advertise_host:PORT instead, the
   // address peers on other machines can reach. Empty: report as bound.
   std::string advertise_host;
+  // Authentication and encryption (CurveZMQ; curve_keys.h). Set: the ROUTER
+  // is a CURVE server that admits only clients with a key in
+  // curve->allowed_client_keys (others are refused during the handshake,
+  // logged and counted in stats().connections_refused, and nothing they send
+  // is delivered; peers without keys are refused by ZeroMQ itself), and
+  // every DEALER is a CURVE client; traffic is encrypted. Unset: plain TCP,
+  // anyone who reaches the endpoint may send.
+  std::optional<CurveKeys> curve;
 };
 
 // A transport over ZeroMQ: tcp://host:port and ipc://path endpoints.
@@ -86,10 +108,17 @@ struct ZmqOptions {
 // ZeroMQ sockets) is logged, counted in stats().messages_dropped and dropped,
 // without harming other peers' traffic.
 //
+// With ZmqOptions::curve, failed handshakes (a peer without keys, with
+// another cluster's keys, or with a key not allowed) are logged and counted
+// in stats().connections_refused; handshake failures other than a refused
+// key are noticed while Recv() runs. Bind() then also fails (kUnavailable)
+// when a socket strata did not make serves ZAP in a shared context.
+//
 // Thread safety as in Transport: Send() locks only the destination's socket,
 // so sends to different peers proceed in parallel; Recv() is serialized.
-// kInvalidArgument for a negative id or inconsistent options; kInternal if
-// ZeroMQ cannot create a context.
+// kInvalidArgument for a negative id, inconsistent options or malformed
+// CURVE keys (naming the key); kUnimplemented for CURVE keys when libzmq has
+// no CURVE; kInternal if ZeroMQ cannot create a context.
 Result<std::unique_ptr<Transport>> NewZmqTransport(NodeId id,
                                                    ZmqOptions options = {});
 
