@@ -65,11 +65,6 @@ Result<Config> ResolveConfig(const TrainArgs& args) {
     if (!st.ok()) return st.WithContext("--set " + o);
   }
   if (!args.resume.empty()) {
-    if (config.GetString("cluster.mode") != "local")
-      return Status::Unimplemented(
-          "--resume is built for cluster.mode = \"local\" so far (this run is "
-          "\"{}\"); cluster checkpoints are not written yet",
-          config.GetString("cluster.mode"));
     RETURN_IF_ERROR(config.ApplyOverride("checkpoint.resume=true"));
   }
   return config;

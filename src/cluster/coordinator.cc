@@ -30,6 +30,7 @@ void Coordinator::Stop() {
   }
   cv_.notify_all();
   if (monitor_.joinable()) monitor_.join();
+  if (writer_.joinable()) writer_.join();
   rpc_.Stop();
 }
 
@@ -58,6 +59,55 @@ void Coordinator::Handle(Message msg) {
   last_seen_[from] = Clock::now();
   if (msg.header.type == kStoreSet || msg.header.type == kStoreGet) {
     HandleStore(std::move(msg), lock);
+    return;
+  }
+  if (msg.header.type == kCheckpointArrive) {
+    if (!options_.on_checkpoint) {
+      lock.unlock();
+      rpc_.ReplyErrorOrLog(
+          msg, Status::FailedPrecondition(
+                   "the coordinator writes no checkpoints in this run"));
+      return;
+    }
+    if (round_ == rounds_done_ && !(msg.header.flags & kCheckpointFinal) &&
+        msg.header.clock <= last_round_step_) {
+      // Free-running workers reach a checkpoint step one after another: the
+      // first one's round took the others along, and a checkpoint as far as
+      // that is written. Nothing to do.
+      Message skip;
+      skip.header.type = MessageType::kAck;
+      skip.header.clock = rounds_done_;
+      lock.unlock();
+      rpc_.ReplyOrLog(msg, std::move(skip));
+      return;
+    }
+    std::vector<NodeId> pauses;
+    if (round_ == rounds_done_) StartRoundLocked(&pauses);
+    const int64_t round = round_;
+    // The worker has done `clock` iterations: that is its clock too (a
+    // worker waiting in a round must not hold the others back, ssp).
+    int64_t& clock = clocks_[from];
+    clock = std::max(clock, msg.header.clock);
+    GrantClocksLocked();
+    if (options_.checkpoint_lockstep) {
+      const bool final = msg.header.flags & kCheckpointFinal;
+      const bool paused = msg.header.flags & kCheckpointPaused;
+      round_target_ = std::max(round_target_,
+                               msg.header.clock + (paused && !final ? 1 : 0));
+      if (final) round_target_ = std::min(round_target_, msg.header.clock);
+    }
+    arrivals_.erase(from);  // a worker that caught up arrives again
+    arrivals_.emplace(from, std::move(msg));
+    MaybeRunRoundLocked();
+    lock.unlock();
+    SendPauses(pauses, round);
+    return;
+  }
+  if (msg.header.type == kRestoreRequest) {
+    lock.unlock();
+    Message reply = options_.on_restore ? options_.on_restore(from) : Message{};
+    reply.header.type = MessageType::kAck;
+    rpc_.ReplyOrLog(msg, std::move(reply));
     return;
   }
   switch (msg.header.type) {
@@ -192,6 +242,7 @@ void Coordinator::Handle(Message msg) {
           std::numeric_limits<int64_t>::max() / 2;  // never holds anyone back
       GrantClocksLocked();
       ReleaseBarriersLocked();
+      MaybeRunRoundLocked();
       MaybeFinishLocked();
       return;
     default:
@@ -318,8 +369,134 @@ void Coordinator::Monitor() {
         ReleaseBarriersLocked();
         MaybeFinishLocked();
       }
+      // A round waiting for the lost worker goes on without it (the writer
+      // then refuses to write a checkpoint that lacks a worker).
+      if (role == Role::kWorker) MaybeRunRoundLocked();
     }
   }
+}
+
+void Coordinator::StartRoundLocked(std::vector<NodeId>* pauses) {
+  ++round_;
+  arrivals_.clear();
+  round_target_ = 0;
+  round_writing_ = false;
+  round_stop_after_ = false;
+  for (NodeId id : LiveWorkersLocked()) {
+    if (!done_.count(id)) pauses->push_back(id);
+  }
+}
+
+void Coordinator::SendPauses(const std::vector<NodeId>& to, int64_t round) {
+  for (NodeId id : to) {
+    Message m;
+    m.header.type = kCheckpointPause;
+    m.header.clock = round;
+    Status sent = rpc_.Send(id, std::move(m));
+    if (!sent.ok())
+      LogDebug("coordinator: checkpoint pause to {} not sent: {}",
+               options_.roles.Describe(id), sent.message());
+  }
+}
+
+void Coordinator::MaybeRunRoundLocked() {
+  if (round_ == rounds_done_ || round_writing_ || stopping_) return;
+  if (options_.checkpoint_lockstep) {
+    // Workers in lockstep must be at one step: those behind train on to
+    // the round's step (they can: a peer waiting at it has passed theirs)
+    // and arrive again.
+    for (auto it = arrivals_.begin(); it != arrivals_.end();) {
+      if (it->second.header.clock < round_target_ &&
+          !(it->second.header.flags & kCheckpointFinal)) {
+        Message go;
+        go.header.type = MessageType::kAck;
+        go.header.flags = kCheckpointCatchUp;
+        go.header.clock = round_target_;
+        rpc_.ReplyOrLog(it->second, std::move(go));
+        it = arrivals_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (NodeId id : LiveWorkersLocked()) {
+    if (!done_.count(id) && !arrivals_.count(id)) return;
+  }
+  round_writing_ = true;
+  // The previous writer has finished its work (rounds_done_ caught up); it
+  // only has to return.
+  if (writer_.joinable()) writer_.join();
+  for (const auto& [id, m] : arrivals_)
+    last_round_step_ = std::max(last_round_step_, m.header.clock);
+  writer_ = std::thread([this] {
+    std::map<NodeId, Message> arrivals;
+    int64_t round;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      arrivals.swap(arrivals_);
+      round = round_;
+    }
+    Status written = arrivals.empty()
+                         ? Status::Cancelled("no worker is still training")
+                         : options_.on_checkpoint(arrivals);
+    if (!written.ok() && !arrivals.empty())
+      LogWarning("coordinator: checkpoint not written: {}", written.message());
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, m] : arrivals) {
+      if (written.ok()) {
+        Message done;
+        done.header.type = MessageType::kAck;
+        done.header.clock = round;
+        if (round_stop_after_) done.header.flags = kCheckpointStop;
+        rpc_.ReplyOrLog(m, std::move(done));
+      } else {
+        // Not an error reply: the worker goes on training (it was not its
+        // fault); the reason rides along.
+        Message failed;
+        failed.header.type = MessageType::kAck;
+        failed.header.clock = round;
+        failed.header.flags = kCheckpointFailed;
+        if (round_stop_after_) failed.header.flags |= kCheckpointStop;
+        const std::string why = written.message();
+        failed.payloads.push_back(Buffer::CopyOf(why.data(), why.size()));
+        rpc_.ReplyOrLog(m, std::move(failed));
+      }
+    }
+    last_checkpoint_ok_ = written.ok();
+    round_writing_ = false;
+    rounds_done_ = round;
+    cv_.notify_all();
+  });
+}
+
+void Coordinator::RequestCheckpoint(bool stop_after) {
+  std::vector<NodeId> pauses;
+  int64_t round;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (round_ > rounds_done_) {
+      if (stop_after) round_stop_after_ = true;
+      return;
+    }
+    StartRoundLocked(&pauses);
+    round_stop_after_ = stop_after;
+    round = round_;
+    if (pauses.empty()) {
+      rounds_done_ = round_;
+      return;
+    }
+  }
+  SendPauses(pauses, round);
+}
+
+int64_t Coordinator::checkpoint_rounds() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return rounds_done_;
+}
+
+bool Coordinator::last_checkpoint_ok() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_checkpoint_ok_;
 }
 
 Status Coordinator::WaitForWorkers(std::chrono::milliseconds timeout) {

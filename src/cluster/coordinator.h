@@ -47,6 +47,40 @@ inline constexpr const char* kRunFactsKey = "run";
 inline constexpr MessageType kNodeLost = static_cast<MessageType>(
     static_cast<uint16_t>(MessageType::kFirstUserType) + 12);
 
+// Checkpoint rounds (docs/checkpoints.md; what a checkpoint holds is decided
+// above this layer, by CoordinatorOptions::on_checkpoint):
+//   kCheckpointArrive  worker -> coordinator at a step boundary: clock = the
+//                      steps it has done; payloads = its state (opaque
+//                      here). Flag kCheckpointFinal: its last step. The reply
+//                      comes when the round is over: kAck with clock = the
+//                      round, flag kCheckpointStop when the worker is to stop
+//                      training there; or, in lockstep modes when others are
+//                      ahead, flag kCheckpointCatchUp with clock = the step to
+//                      train to and arrive at again (a worker that was
+//                      asked, flag kCheckpointPaused, at step s makes the
+//                      round's step s + 1: a peer may be inside step s,
+//                      waiting for it). Flag kCheckpointFailed
+//                      (payload 0 = why): no checkpoint was written; the
+//                      worker goes on.
+//   kCheckpointPause   coordinator -> worker, one-way: clock = the round;
+//                      arrive at the next step boundary.
+//   kRestoreRequest    node -> coordinator after it joined: the reply holds
+//                      the node's state from the checkpoint the run resumes
+//                      from (clock = its step), or no payloads.
+inline constexpr MessageType kCheckpointArrive = static_cast<MessageType>(
+    static_cast<uint16_t>(MessageType::kFirstUserType) + 40);
+inline constexpr MessageType kCheckpointPause = static_cast<MessageType>(
+    static_cast<uint16_t>(MessageType::kFirstUserType) + 41);
+inline constexpr MessageType kRestoreRequest = static_cast<MessageType>(
+    static_cast<uint16_t>(MessageType::kFirstUserType) + 42);
+inline constexpr uint32_t kCheckpointFinal = 1u << 0;
+inline constexpr uint32_t kCheckpointStop = 1u << 1;
+inline constexpr uint32_t kCheckpointCatchUp = 1u << 2;
+inline constexpr uint32_t kCheckpointFailed = 1u << 3;
+// kCheckpointArrive with this flag: the worker came because it was asked
+// (kCheckpointPause), not at a step of its own schedule.
+inline constexpr uint32_t kCheckpointPaused = 1u << 4;
+
 struct CoordinatorOptions {
   RoleTable roles;
   std::chrono::milliseconds heartbeat_timeout{5000};
@@ -61,6 +95,17 @@ struct CoordinatorOptions {
   // Receives each heartbeat's status (the sender, its JSON text), on the
   // coordinator's receive thread; must be quick and thread-safe. May be null.
   std::function<void(NodeId, const std::string&)> on_status;
+  // Writes a checkpoint from the workers' arrivals (worker node id -> its
+  // kCheckpointArrive) once every live worker that has not finished
+  // arrived; runs on the coordinator's checkpoint thread and may Request()
+  // other nodes (the servers' state). Null: arrivals are refused.
+  std::function<Status(std::map<NodeId, Message>&)> on_checkpoint;
+  // Lockstep modes (sync, the collectives): workers must be at one step in
+  // a checkpoint; those behind are told to catch up to the one ahead.
+  bool checkpoint_lockstep = false;
+  // The reply to a node's kRestoreRequest (payloads and clock; the type is
+  // set here), on the receive thread: must be quick. Null: no payloads.
+  std::function<Message(NodeId)> on_restore;
 };
 
 // The coordinator role: rendezvous (nodes register their endpoints and get
@@ -101,6 +146,14 @@ class Coordinator {
   // When barrier 0 (every worker set up, training begins) was released;
   // the epoch of the steady clock if it has not been yet.
   std::chrono::steady_clock::time_point TrainingStart() const;
+  // Starts a checkpoint round now (cluster.every_s, Ctrl-C): every live
+  // worker is asked to arrive at its next step boundary. With `stop_after`
+  // the workers stop training once it is written. No-op while one runs
+  // (except that `stop_after` then applies to it).
+  void RequestCheckpoint(bool stop_after);
+  // Rounds finished, and whether the last one wrote its checkpoint.
+  int64_t checkpoint_rounds() const;
+  bool last_checkpoint_ok() const;
   // Test hook: the clock table's minimum over live workers.
   int64_t MinClock() const;
 
@@ -114,6 +167,11 @@ class Coordinator {
   void ReleaseBarriersLocked();
   void MaybeFinishLocked();
   std::vector<NodeId> LiveWorkersLocked() const;
+  // Checkpoint rounds. Callers hold mu_; `pauses` gets the workers to send
+  // kCheckpointPause to (after unlocking).
+  void StartRoundLocked(std::vector<NodeId>* pauses);
+  void MaybeRunRoundLocked();
+  void SendPauses(const std::vector<NodeId>& to, int64_t round);
 
   const CoordinatorOptions options_;
   RpcEndpoint rpc_;
@@ -142,6 +200,19 @@ class Coordinator {
   std::string fatal_;                                       // GUARDED_BY(mu_)
   bool finished_ = false;                                   // GUARDED_BY(mu_)
   bool stopping_ = false;                                   // GUARDED_BY(mu_)
+  // The checkpoint round in progress (round_ > rounds_done_): the workers'
+  // arrivals, whether the writer runs, whether to stop after it.
+  int64_t round_ = 0;                   // GUARDED_BY(mu_)
+  int64_t rounds_done_ = 0;             // GUARDED_BY(mu_)
+  std::map<NodeId, Message> arrivals_;  // GUARDED_BY(mu_)
+  bool round_writing_ = false;          // GUARDED_BY(mu_)
+  bool round_stop_after_ = false;       // GUARDED_BY(mu_)
+  bool last_checkpoint_ok_ = false;     // GUARDED_BY(mu_)
+  // The furthest step a worker had reached in a round so far.
+  int64_t last_round_step_ = 0;  // GUARDED_BY(mu_)
+  // Lockstep: the step every worker of the round must arrive at.
+  int64_t round_target_ = 0;  // GUARDED_BY(mu_)
+  std::thread writer_;  // the last round's writer (joined before the next)
   std::thread monitor_;
 };
 

@@ -42,6 +42,15 @@ inline constexpr uint32_t kPushTagged = 1u << 3;
 // follows it in one round trip, as ps-lite's ZPushPull. The ack's clock is
 // the version of those parameters.
 inline constexpr uint32_t kPushPull = 1u << 4;
+// Checkpoints (docs/checkpoints.md):
+//   kCheckpointRequest  coordinator -> server; the reply (kAck) holds the
+//                       server's state: payload 0 = JSON {"version",
+//                       "optimizer_steps", "range", "stats"}, payload 1 =
+//                       safetensors with "params" and "optimizer/<buffer>"
+//                       (ParameterServer::SaveState). A server without
+//                       parameters yet answers with an error.
+inline constexpr MessageType kCheckpointRequest = static_cast<MessageType>(
+    static_cast<uint16_t>(MessageType::kFirstUserType) + 43);
 inline constexpr MessageType kStatsRequest = static_cast<MessageType>(
     static_cast<uint16_t>(MessageType::kFirstUserType) + 1);
 inline constexpr MessageType kStatsReply = static_cast<MessageType>(

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
+#include "common/safetensors.h"
 #include "ps/protocol.h"
 
 namespace strata {
@@ -17,6 +18,25 @@ Buffer SnapshotBuffer(std::shared_ptr<const std::vector<float>> snapshot) {
   const size_t bytes = sizeof(float) * snapshot->size();
   return Buffer::Adopt(data, bytes,
                        std::const_pointer_cast<std::vector<float>>(snapshot));
+}
+
+std::string Text(const Buffer& b) {
+  return std::string(reinterpret_cast<const char*>(b.data()), b.size());
+}
+
+nlohmann::json CountsToJson(const std::map<int64_t, int64_t>& counts) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : counts) j[std::to_string(k)] = v;
+  return j;
+}
+
+std::map<int64_t, int64_t> CountsFromJson(const nlohmann::json& j) {
+  std::map<int64_t, int64_t> counts;
+  if (!j.is_object()) return counts;
+  for (const auto& [k, v] : j.items()) {
+    if (v.is_number_integer()) counts[std::stoll(k)] = v.get<int64_t>();
+  }
+  return counts;
 }
 
 }  // namespace
@@ -49,11 +69,8 @@ ShardStats ParameterServer::stats() const {
 
 std::string ParameterServer::StatsJson() const {
   ShardStats s = stats();
-  nlohmann::json staleness = nlohmann::json::object();
-  for (const auto& [k, v] : s.staleness) staleness[std::to_string(k)] = v;
-  nlohmann::json per_update = nlohmann::json::object();
-  for (const auto& [k, v] : s.gradients_per_update)
-    per_update[std::to_string(k)] = v;
+  nlohmann::json staleness = CountsToJson(s.staleness);
+  nlohmann::json per_update = CountsToJson(s.gradients_per_update);
   const KeyRange range = Range();
   nlohmann::json j{{"range", {range.begin, range.end}},
                    {"gradients_per_update", per_update},
@@ -66,8 +83,114 @@ std::string ParameterServer::StatsJson() const {
   return j.dump();
 }
 
+Result<std::vector<Buffer>> ParameterServer::SaveState() const {
+  ShardState state;
+  {
+    std::lock_guard<std::mutex> lock(shard_mu_);
+    if (!shard_) {
+      return Status::FailedPrecondition(
+          "server {} has no parameters yet (nothing to checkpoint)",
+          rpc_->node_id());
+    }
+    state = shard_->SaveState();
+  }
+  const KeyRange r = Range();
+  std::vector<SafeTensor> tensors = {
+      SafeTensor::Floats("params", {static_cast<int64_t>(state.params.size())},
+                         state.params.data())};
+  for (const auto& [name, values] : state.optimizer.buffers) {
+    tensors.push_back(SafeTensor::Floats("optimizer/" + name,
+                                         {static_cast<int64_t>(values.size())},
+                                         values.data()));
+  }
+  ASSIGN_OR_RETURN(std::string bytes, EncodeSafetensors(tensors));
+  const ShardStats& st = state.stats;
+  const std::string meta =
+      nlohmann::json{
+          {"version", state.version},
+          {"optimizer_steps", state.optimizer.steps},
+          {"range", {r.begin, r.end}},
+          {"stats",
+           {{"applied_gradients", st.applied_gradients},
+            {"updates", st.updates},
+            {"dropped", st.dropped},
+            {"deferred", st.deferred},
+            {"tail_updates", st.tail_updates},
+            {"staleness", CountsToJson(st.staleness)},
+            {"gradients_per_update", CountsToJson(st.gradients_per_update)}}}}
+          .dump();
+  std::vector<Buffer> out;
+  out.push_back(Buffer::CopyOf(meta.data(), meta.size()));
+  out.push_back(Buffer::CopyOf(bytes.data(), bytes.size()));
+  return out;
+}
+
+Status ParameterServer::RestoreState(const std::vector<Buffer>& state) {
+  if (state.size() != 2) {
+    return Status::DataLoss("server {}: a saved state has 2 parts, got {}",
+                            rpc_->node_id(), state.size());
+  }
+  const std::string what = fmt::format("server {} state", rpc_->node_id());
+  nlohmann::json meta = nlohmann::json::parse(Text(state[0]), nullptr,
+                                              /*allow_exceptions=*/false);
+  if (!meta.is_object() ||
+      !meta.value("version", nlohmann::json()).is_number_integer()) {
+    return Status::DataLoss("{}: bad JSON header", what);
+  }
+  ASSIGN_OR_RETURN(SafetensorsFile file,
+                   DecodeSafetensors(Text(state[1]), what));
+  const KeyRange r = Range();
+  const nlohmann::json range = meta.value("range", nlohmann::json());
+  if (range != nlohmann::json{r.begin, r.end}) {
+    return Status::DataLoss("{}: saved for keys {}, this server owns [{}, {})",
+                            what, range.dump(), r.begin, r.end);
+  }
+  ShardState s;
+  const SafeTensor* params = file.Find("params");
+  if (params == nullptr) return Status::DataLoss("{}: no \"params\"", what);
+  s.params = params->ToFloats();
+  for (const SafeTensor& t : file.tensors) {
+    if (t.name.rfind("optimizer/", 0) == 0)
+      s.optimizer.buffers[t.name.substr(10)] = t.ToFloats();
+  }
+  s.optimizer.steps = meta.value("optimizer_steps", int64_t{0});
+  s.version = meta["version"].get<int64_t>();
+  const nlohmann::json st = meta.value("stats", nlohmann::json::object());
+  s.stats.applied_gradients = st.value("applied_gradients", int64_t{0});
+  s.stats.updates = st.value("updates", int64_t{0});
+  s.stats.dropped = st.value("dropped", int64_t{0});
+  s.stats.deferred = st.value("deferred", int64_t{0});
+  s.stats.tail_updates = st.value("tail_updates", int64_t{0});
+  s.stats.staleness = CountsFromJson(st.value("staleness", nlohmann::json()));
+  s.stats.gradients_per_update =
+      CountsFromJson(st.value("gradients_per_update", nlohmann::json()));
+  std::lock_guard<std::mutex> lock(shard_mu_);
+  auto shard = std::make_unique<ParameterShard>(
+      r, std::vector<float>(static_cast<size_t>(r.size()), 0.0f),
+      options_.optimizer, options_.schedule, options_.policy);
+  Status restored = shard->RestoreState(s);
+  if (!restored.ok())
+    return Status::DataLoss("{}: {}", what, restored.message());
+  shard_ = std::move(shard);
+  restored_ = true;
+  return Status::Ok();
+}
+
 void ParameterServer::Handle(Message msg) {
   const MessageType type = msg.header.type;
+  if (type == kCheckpointRequest) {
+    auto state = SaveState();
+    if (!state.ok()) {
+      rpc_->ReplyErrorOrLog(msg, state.status());
+      return;
+    }
+    Message reply;
+    reply.header.type = MessageType::kAck;
+    reply.header.clock = shard_->version();
+    reply.payloads = std::move(*state);
+    rpc_->ReplyOrLog(msg, std::move(reply));
+    return;
+  }
   if (type == MessageType::kPush) {
     HandlePush(std::move(msg));
   } else if (type == MessageType::kPullRequest) {
@@ -152,7 +275,9 @@ void ParameterServer::HandlePush(Message msg) {
     const float* values = msg.payloads[0].floats();
     {
       std::lock_guard<std::mutex> lock(shard_mu_);
-      if (!shard_) {
+      if (restored_) {
+        // Resumed from a checkpoint: the range is the checkpoint's.
+      } else if (!shard_) {
         shard_ = std::make_unique<ParameterShard>(
             r, std::vector<float>(values, values + r.size()),
             options_.optimizer, options_.schedule, options_.policy);

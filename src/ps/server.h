@@ -56,6 +56,12 @@ class ParameterServer {
   // only after Start() (from the coordinator's cluster map). Before the
   // first push arrives; thread-safe.
   void Configure(KeyRange range, LrSchedule schedule);
+  // Checkpoints: the server's state as the reply to kCheckpointRequest
+  // describes it (two payloads), and back. RestoreState creates the range
+  // from the state (before any push; the initial model worker 0 would push
+  // is then not needed and is ignored). DataLoss naming what does not fit.
+  Result<std::vector<Buffer>> SaveState() const;
+  Status RestoreState(const std::vector<Buffer>& state);
   // Statistics so far (zeros before initialisation).
   ShardStats stats() const;
   // The statistics as JSON text (also the payload of kStatsReply).
@@ -84,6 +90,8 @@ class ParameterServer {
   // Follower: tagged pushes whose step has not closed, by step.
   std::multimap<int64_t, Message> waiting_tagged_;
   std::set<NodeId> left_workers_;
+  // The range came from a checkpoint: worker 0's initial model is ignored.
+  bool restored_ = false;
 };
 
 }  // namespace strata

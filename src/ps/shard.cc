@@ -214,6 +214,31 @@ Status ParameterShard::Overwrite(const float* values, int64_t size) {
   return Status::Ok();
 }
 
+ShardState ParameterShard::SaveState() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  ShardState s;
+  s.params = *params_;
+  s.optimizer = optimizer_->SaveState();
+  s.version = version_;
+  s.stats = stats_;
+  return s;
+}
+
+Status ParameterShard::RestoreState(const ShardState& state) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (static_cast<int64_t>(state.params.size()) != range_.size()) {
+    return Status::InvalidArgument(
+        "range [{}, {}) has {} parameters, the saved state {}", range_.begin,
+        range_.end, range_.size(), state.params.size());
+  }
+  RETURN_IF_ERROR(optimizer_->RestoreState(state.optimizer));
+  std::memcpy(WritableParamsLocked(), state.params.data(),
+              sizeof(float) * state.params.size());
+  version_ = state.version;
+  stats_ = state.stats;
+  return Status::Ok();
+}
+
 int64_t ParameterShard::version() const {
   std::lock_guard<std::mutex> lock(mu_);
   return version_;

@@ -57,6 +57,17 @@ struct ShardStats {
   int64_t tail_updates = 0;
 };
 
+// What a checkpoint keeps of a shard (docs/checkpoints.md): its parameters,
+// its optimizer's state, its version and its counters. Gradients of a sync
+// step still being accumulated are not kept: checkpoints are taken between
+// steps, when there are none (n-of-n sync; k-of-n may defer late ones).
+struct ShardState {
+  std::vector<float> params;
+  OptimizerState optimizer;
+  int64_t version = 0;
+  ShardStats stats;
+};
+
 // One key range of the model on a server: its parameters, its optimizer
 // state, its version (the number of updates applied) and, in sync mode, the
 // gradients accumulated for the step in progress. Pure logic, no I/O.
@@ -131,6 +142,12 @@ class ParameterShard {
   // never wait for gradients that will not come. Returns true if this closed
   // the step in progress.
   bool WorkerLeft();
+
+  // The state a checkpoint keeps.
+  ShardState SaveState() const;
+  // Puts a saved state back (a shard of the same range and optimizer).
+  // InvalidArgument naming what does not fit.
+  Status RestoreState(const ShardState& state);
 
   // Replaces the parameters (e.g. the initial model from worker 0) without
   // changing the version. InvalidArgument on a size mismatch.

@@ -74,6 +74,14 @@ inline constexpr MessageType kTreeModel = static_cast<MessageType>(
 // itself and without duplicates (a ring of 2 has one neighbour).
 std::vector<int> Neighbours(Topology topology, int index, int n);
 
+// What a checkpoint keeps of a strategy beyond the model's parameters: the
+// local optimizer's state (the decentralized modes and EASGD step on the
+// worker; the parameter-server modes keep nothing here).
+struct ExchangeState {
+  bool has_optimizer = false;
+  OptimizerState optimizer;
+};
+
 // How a worker's step result leaves the worker: one strategy per mode
 // family (parameter-server push/pull, elastic averaging, collective
 // all-reduce, neighbour averaging, gossip). The worker loop (nodes.cc)
@@ -102,6 +110,25 @@ class Exchange {
   // After the last step (`steps` were done): flush what is in flight and
   // leave.
   virtual Status Finish(int64_t steps) = 0;
+  // Checkpoints (docs/checkpoints.md). Quiesce: complete what is in flight
+  // (a push sent while computing) so that the servers hold every step done
+  // so far; called at a step boundary, `steps` done. SaveState: the
+  // strategy's own state, after Quiesce. RestoreState: before Start(); the
+  // strategy then starts from the restored model (the worker put its
+  // parameters back) or the servers' restored ranges, instead of worker 0's
+  // initial model. Unimplemented for strategies that cannot be
+  // checkpointed yet (messages in flight between peers are not kept).
+  virtual Status Quiesce(int64_t steps) {
+    static_cast<void>(steps);
+    return Status::Ok();
+  }
+  virtual Result<ExchangeState> SaveState() {
+    return Status::Unimplemented("this exchange strategy keeps no checkpoint");
+  }
+  virtual Status RestoreState(const ExchangeState& state) {
+    static_cast<void>(state);
+    return Status::Unimplemented("this exchange strategy keeps no checkpoint");
+  }
   // The version of the model the last step computed on, for metrics.
   virtual int64_t version() const { return 0; }
   // Strategies that overlap communication with the backward pass take each

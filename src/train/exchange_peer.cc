@@ -66,6 +66,17 @@ class CollectiveExchange final : public Exchange {
   explicit CollectiveExchange(const ExchangeEnv& env)
       : env_(env), o_(*env.options), m_(*env.metrics) {}
 
+  Result<ExchangeState> SaveState() override {
+    ExchangeState s;
+    s.has_optimizer = true;
+    s.optimizer = optimizer_->SaveState();
+    return s;
+  }
+  Status RestoreState(const ExchangeState& state) override {
+    restored_ = std::make_unique<ExchangeState>(state);
+    return Status::Ok();
+  }
+
   Status Start() override {
     ASSIGN_OR_RETURN(group_, ConnectGroup(env_));
     const int n = group_->size();
@@ -83,6 +94,13 @@ class CollectiveExchange final : public Exchange {
           env_.model.size, o_.bucket_floats, [this](float* data, size_t n) {
             return group_->AllReduceSum(data, n);
           });
+    }
+    if (restored_) {
+      // Resumed: each worker's own model and optimizer state.
+      if (restored_->has_optimizer)
+        RETURN_IF_ERROR(optimizer_->RestoreState(restored_->optimizer));
+      restored_.reset();
+      return Status::Ok();
     }
     if (env_.broadcast_initial) {
       // Worker 0's model everywhere: the others contribute zeros to a sum.
@@ -224,6 +242,7 @@ class CollectiveExchange final : public Exchange {
   std::unique_ptr<Optimizer> optimizer_;
   std::vector<int64_t> counts_;
   int64_t offset_ = 0;
+  std::unique_ptr<ExchangeState> restored_;  // RestoreState, until Start()
 };
 
 // Sends this worker's parameters (copied: the caller goes on changing them).

@@ -35,8 +35,16 @@ class PushPullExchange final : public Exchange {
     inflight_.reset();
   }
 
+  Result<ExchangeState> SaveState() override { return ExchangeState{}; }
+  Status RestoreState(const ExchangeState&) override {
+    resumed_ = true;
+    return Status::Ok();
+  }
+  Status Quiesce(int64_t steps) override { return FinishInflight(steps); }
+
   Status Start() override {
-    if (env_.index != 0) return Status::Ok();
+    // Resumed: the servers restored their ranges from the checkpoint.
+    if (env_.index != 0 || resumed_) return Status::Ok();
     // Worker 0 owns the initial model: every worker then pulls the same one.
     auto init = client_.PushInitial(env_.model.params, env_.model.owner)
                     ->Wait(o_.request_timeout);
@@ -58,6 +66,11 @@ class PushPullExchange final : public Exchange {
     }
     pulled_ = p->versions;
     m_.bytes_pulled += p->bytes;
+    if (resumed_ && sync_) {
+      // The first step after a resume is the step of the restored version.
+      step_ = pulled_;
+      resumed_ = false;
+    }
     return Status::Ok();
   }
 
@@ -145,6 +158,7 @@ class PushPullExchange final : public Exchange {
   PsClient client_;
   const bool sync_;
   const bool async_;
+  bool resumed_ = false;  // RestoreState: no initial push; sync step from pull
   bool pulled_with_push_ = false;  // the last push brought the parameters
   std::vector<int64_t> pulled_;    // versions of the local copy
   std::vector<int64_t> step_;      // sync: the step this worker is in
@@ -174,7 +188,24 @@ class ElasticExchange final : public Exchange {
         diff_(std::make_shared<std::vector<float>>(
             static_cast<size_t>(env.model.size))) {}
 
+  Result<ExchangeState> SaveState() override {
+    ExchangeState s;
+    s.has_optimizer = true;
+    s.optimizer = optimizer_->SaveState();
+    return s;
+  }
+  Status RestoreState(const ExchangeState& state) override {
+    if (state.has_optimizer)
+      RETURN_IF_ERROR(optimizer_->RestoreState(state.optimizer));
+    resumed_ = true;
+    return Status::Ok();
+  }
+
   Status Start() override {
+    if (resumed_) {
+      // The centre is on the servers, each worker's model its own.
+      return env_.member->Barrier(1, o_.request_timeout);
+    }
     if (env_.index == 0) {
       auto init = client_.PushInitial(env_.model.params, env_.model.owner)
                       ->Wait(o_.request_timeout);
@@ -243,6 +274,7 @@ class ElasticExchange final : public Exchange {
   std::unique_ptr<Optimizer> optimizer_;
   std::vector<float> centre_;
   std::shared_ptr<std::vector<float>> diff_;
+  bool resumed_ = false;
   int64_t version_ = 0;
 };
 

@@ -278,6 +278,11 @@ Result<nlohmann::json> TrainProcesses(const Config& config,
         RoleName(role),  "--index", std::to_string(index),
         "--coordinator", endpoint,  "--run-dir",
         run_dir.path(),  "-c",      config_path};
+    // A resumed run: every node asks the coordinator for its state.
+    if (config.GetBool("checkpoint.resume")) {
+      args.push_back("--set");
+      args.push_back("checkpoint.resume=true");
+    }
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

@@ -7,9 +7,12 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <sstream>
 #include <thread>
 
+#include "cluster/coordinator.h"
 #include "common/log.h"
+#include "common/safetensors.h"
 #include "data/batch_cursor.h"
 #include "data/batch_sampler.h"
 #include "metrics/http_server.h"
@@ -23,6 +26,37 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
+}
+
+std::string Text(const Buffer& b) {
+  return std::string(reinterpret_cast<const char*>(b.data()), b.size());
+}
+
+// A worker's checkpoint state as kCheckpointArrive carries it: payload 0 =
+// JSON (the step, the counters, the sampler's cursor, the generators),
+// payload 1 = safetensors with the model's "params" (modes whose workers
+// keep their own model) and "optimizer/<buffer>" (the local optimizer).
+Result<std::vector<Buffer>> EncodeWorkerState(const nlohmann::json& state,
+                                              const float* params, int64_t size,
+                                              const ExchangeState& exchange) {
+  std::vector<SafeTensor> tensors;
+  if (params != nullptr)
+    tensors.push_back(SafeTensor::Floats("params", {size}, params));
+  std::map<std::string, std::string> metadata;
+  if (exchange.has_optimizer) {
+    for (const auto& [name, values] : exchange.optimizer.buffers) {
+      tensors.push_back(SafeTensor::Floats(
+          "optimizer/" + name, {static_cast<int64_t>(values.size())},
+          values.data()));
+    }
+    metadata["optimizer_steps"] = std::to_string(exchange.optimizer.steps);
+  }
+  ASSIGN_OR_RETURN(std::string bytes, EncodeSafetensors(tensors, metadata));
+  const std::string text = state.dump();
+  std::vector<Buffer> out;
+  out.push_back(Buffer::CopyOf(text.data(), text.size()));
+  out.push_back(Buffer::CopyOf(bytes.data(), bytes.size()));
+  return out;
 }
 
 }  // namespace
@@ -107,15 +141,30 @@ Result<ClusterRunOptions> ClusterRunOptions::FromConfig(const Config& c) {
       std::chrono::milliseconds(c.GetInt("cluster.heartbeat_interval_ms"));
   o.heartbeat_timeout =
       std::chrono::milliseconds(c.GetInt("cluster.heartbeat_timeout_ms"));
-  if (c.GetInt("checkpoint.every_updates") > 0 ||
-      c.GetFloat("checkpoint.every_s") > 0) {
+  o.checkpoint_every_updates = c.GetInt("checkpoint.every_updates");
+  o.checkpoint_every_s = c.GetFloat("checkpoint.every_s");
+  o.checkpoint_keep = static_cast<int>(c.GetInt("checkpoint.keep"));
+  o.resume = c.GetBool("checkpoint.resume");
+  if (o.checkpoints()) {
     // Refused rather than ignored: a run left overnight must not believe it
     // is being checkpointed.
-    return Status::Unimplemented(
-        "checkpoint.every_updates / checkpoint.every_s: checkpoints are "
-        "written by local runs (cluster.mode = \"local\") only so far; "
-        "cluster.mode = \"{}\" would write none (docs/checkpoints.md)",
-        c.GetString("cluster.mode"));
+    const ExchangeFamily family = FamilyOf(o.mode);
+    if (family == ExchangeFamily::kNeighbour ||
+        family == ExchangeFamily::kGossip || family == ExchangeFamily::kTree) {
+      return Status::Unimplemented(
+          "checkpoints of cluster.mode = \"{}\" are not built yet: its "
+          "workers' models travel between peers, and a checkpoint does not "
+          "keep the messages in flight (docs/checkpoints.md); checkpoints work "
+          "in local, sync, async, ssp, easgd, allreduce, ring and local-sgd",
+          RunModeName(o.mode));
+    }
+    if (o.data_servers > 0) {
+      return Status::Unimplemented(
+          "checkpoints with the data service (cluster.data_servers = {}) are "
+          "not built yet: the data servers' cursors are not saved "
+          "(docs/checkpoints.md)",
+          o.data_servers);
+    }
   }
   o.metrics_address = c.GetString("cluster.metrics_address");
   if (!o.metrics_address.empty()) {
@@ -176,7 +225,8 @@ Result<WorkerMetrics> RunWorker(const Config& config,
                                 ExchangeEnv env, PublishedModel* published,
                                 const RunDirectory* run_dir,
                                 const std::atomic<bool>* stop,
-                                BatchStream* stream) {
+                                BatchStream* stream,
+                                WorkerCheckpoints* checkpoints) {
   WorkerMetrics m;
   m.index = index;
   const auto start = Clock::now();
@@ -203,6 +253,45 @@ Result<WorkerMetrics> RunWorker(const Config& config,
     ~FreezeAtExit() { p->Freeze(m->iterations); }
   } freeze_at_exit{published, &m};
   ASSIGN_OR_RETURN(std::unique_ptr<Exchange> exchange, MakeExchange(env));
+  // Resuming (docs/checkpoints.md): the worker's own model and the
+  // strategy's state go back before Start(); the cursors once the sampler
+  // exists, below.
+  const bool keeps_model = FamilyOf(o.mode) != ExchangeFamily::kPushPull;
+  nlohmann::json resumed;
+  if (checkpoints != nullptr && checkpoints->restore.payloads.size() == 2) {
+    const std::string what = fmt::format("worker {} state", index);
+    resumed = nlohmann::json::parse(Text(checkpoints->restore.payloads[0]),
+                                    nullptr, /*allow_exceptions=*/false);
+    if (!resumed.is_object() ||
+        !resumed.value("step", nlohmann::json()).is_number_integer()) {
+      return Status::DataLoss("{}: bad JSON", what);
+    }
+    ASSIGN_OR_RETURN(
+        SafetensorsFile file,
+        DecodeSafetensors(Text(checkpoints->restore.payloads[1]), what));
+    if (keeps_model) {
+      const SafeTensor* p = file.Find("params");
+      if (p == nullptr || p->numel() != env.model.size) {
+        return Status::DataLoss("{}: no \"params\" of {} floats", what,
+                                env.model.size);
+      }
+      const std::vector<float> values = p->ToFloats();
+      std::copy(values.begin(), values.end(), env.model.params);
+    }
+    ExchangeState es;
+    for (const SafeTensor& t : file.tensors) {
+      if (t.name.rfind("optimizer/", 0) == 0) {
+        es.has_optimizer = true;
+        es.optimizer.buffers[t.name.substr(10)] = t.ToFloats();
+      }
+    }
+    auto steps = file.metadata.find("optimizer_steps");
+    if (steps != file.metadata.end())
+      es.optimizer.steps = std::stoll(steps->second);
+    Status restored = exchange->RestoreState(es);
+    if (!restored.ok())
+      return Status::DataLoss("{}: {}", what, restored.message());
+  }
   RETURN_IF_ERROR(exchange->Start());
   // Strategies that overlap communication with the backward pass get each
   // parameter's gradient from a hook as autograd produces it (a hook sees
@@ -267,6 +356,72 @@ Result<WorkerMetrics> RunWorker(const Config& config,
   Batcher batcher(train, config.GetBool("data.augment"),
                   (o.seed << 8) ^ static_cast<uint64_t>(index));
   std::mt19937_64 delay_rng(o.seed * 7919 + static_cast<uint64_t>(index));
+  int64_t first_step = 0;
+  if (!resumed.is_null()) {
+    const std::string what = fmt::format("worker {} state", index);
+    first_step = resumed["step"].get<int64_t>();
+    if (sampler != nullptr) {
+      Status st =
+          sampler->RestoreState(resumed.value("sampler", nlohmann::json()));
+      if (!st.ok()) return Status::DataLoss("{}: {}", what, st.message());
+    }
+    Status st = batcher.RestoreRngState(resumed.value("augment_rng", ""));
+    if (!st.ok()) return Status::DataLoss("{}: {}", what, st.message());
+    std::istringstream(resumed.value("delay_rng", "")) >> delay_rng;
+    m.RestoreCounters(resumed.value("counters", nlohmann::json::object()));
+    published->Publish(env.model.params, env.model.size, first_step);
+    LogInfo("worker {}: resumed at step {}", index, first_step);
+  }
+  // Checkpoint rounds: the last round done, the step to catch up to (-1:
+  // none) and whether the coordinator said to stop after it.
+  int64_t rounds_done = 0;
+  int64_t catch_up_to = -1;
+  bool checkpoint_stop = false;
+  // Arrives at the coordinator with this worker's state at a step boundary
+  // (`done` steps) and waits for the round to end.
+  auto arrive = [&](int64_t done, bool final, bool paused) -> Status {
+    RETURN_IF_ERROR(exchange->Quiesce(done));
+    ASSIGN_OR_RETURN(ExchangeState es, exchange->SaveState());
+    std::ostringstream delay_state;
+    delay_state << delay_rng;
+    nlohmann::json state{{"step", done},
+                         {"worker", index},
+                         {"counters", m.SaveCounters()},
+                         {"augment_rng", batcher.SaveRngState()},
+                         {"delay_rng", delay_state.str()}};
+    if (sampler != nullptr) state["sampler"] = sampler->SaveState();
+    Message msg;
+    msg.header.type = kCheckpointArrive;
+    msg.header.clock = done;
+    if (final) msg.header.flags |= kCheckpointFinal;
+    if (paused) msg.header.flags |= kCheckpointPaused;
+    {
+      std::lock_guard<std::mutex> lock(published->mu);
+      ASSIGN_OR_RETURN(
+          msg.payloads,
+          EncodeWorkerState(state, keeps_model ? env.model.params : nullptr,
+                            env.model.size, es));
+    }
+    auto reply = env.rpc->Request(o.roles.CoordinatorId(), std::move(msg))
+                     ->Wait(o.request_timeout);
+    if (!reply.ok()) {
+      return reply.status().WithContext(
+          fmt::format("worker {}: checkpoint at step {}", index, done));
+    }
+    if (reply->header.flags & kCheckpointFailed) {
+      // The coordinator could not write it; training goes on.
+      LogWarning("worker {}: no checkpoint at step {}: {}", index, done,
+                 reply->payloads.empty() ? "" : Text(reply->payloads[0]));
+    }
+    if (reply->header.flags & kCheckpointCatchUp) {
+      catch_up_to = reply->header.clock;
+      return Status::Ok();
+    }
+    catch_up_to = -1;
+    rounds_done = reply->header.clock;
+    if (reply->header.flags & kCheckpointStop) checkpoint_stop = true;
+    return Status::Ok();
+  };
   std::vector<int64_t> indices;
   double window_loss = 0, window_acc = 0;
   int64_t window_n = 0;
@@ -277,7 +432,11 @@ Result<WorkerMetrics> RunWorker(const Config& config,
   // exchange see it at slightly different steps; one that is then left
   // alone in an exchange (its peers already stopped) ends cleanly too.
   auto clean_stop = [&] {
-    return (stop != nullptr && stop->load()) ||
+    // With checkpoints a Ctrl-C reaches the worker as a checkpoint round
+    // that ends with kCheckpointStop (the coordinator asks every worker to
+    // one step boundary first), not through the process's own flag.
+    return checkpoint_stop ||
+           (checkpoints == nullptr && stop != nullptr && stop->load()) ||
            member.training_stop_requested() ||
            (member.shutdown_requested() && member.shutdown_reason().empty());
   };
@@ -287,9 +446,11 @@ Result<WorkerMetrics> RunWorker(const Config& config,
             st.message());
     return true;
   };
-  for (int64_t it = 0; it < total; ++it) {
+  for (int64_t it = first_step; it < total; ++it) {
     // The run ended early (Ctrl-C): finish cleanly. Collectives first agree
     // on the step to stop at, so that no member is left waiting for another.
+    // Stopped after a checkpoint round: every worker got it at this step.
+    if (checkpoint_stop) break;
     Result<bool> agreed = exchange->AgreeToStop(it, clean_stop());
     if (!agreed.ok()) {
       if (stopped_inside(agreed.status(), "before", it)) break;
@@ -395,6 +556,20 @@ Result<WorkerMetrics> RunWorker(const Config& config,
       window_loss = window_acc = 0;
       window_n = 0;
     }
+    if (checkpoints != nullptr && it + 1 < total) {
+      const int64_t done = it + 1;
+      const bool scheduled = checkpoints->every_updates > 0 &&
+                             done % checkpoints->every_updates == 0;
+      const bool asked = checkpoints->pause_round.load() > rounds_done;
+      if (catch_up_to >= 0 ? done == catch_up_to : scheduled || asked)
+        RETURN_IF_ERROR(arrive(done, /*final=*/false,
+                               /*paused=*/catch_up_to < 0 && !scheduled));
+    }
+  }
+  if (checkpoints != nullptr && !checkpoint_stop && m.iterations == total &&
+      total > first_step) {
+    // The end of the run is checkpointed too.
+    RETURN_IF_ERROR(arrive(total, /*final=*/true, /*paused=*/false));
   }
   if (stream != nullptr) {
     m.data_wait_s = stream->wait_s();

@@ -50,6 +50,20 @@ struct PublishedModel {
   void Freeze(int64_t step);
 };
 
+// A worker's part in cluster checkpoints (docs/checkpoints.md). The worker
+// arrives at the coordinator (kCheckpointArrive, with its state) at a step
+// boundary: every `every_updates` steps, after its last step, and at the
+// next boundary once the coordinator asked (`pause_round`, set by the
+// node's kCheckpointPause handler). Thread-safe through the atomic.
+struct WorkerCheckpoints {
+  int64_t every_updates = 0;  // 0: only when asked, and at the end
+  // The newest round the coordinator asked this worker to arrive for.
+  std::atomic<int64_t> pause_round{0};
+  // The coordinator's reply to kRestoreRequest: the state the worker
+  // resumes from (no payloads: a fresh start).
+  Message restore;
+};
+
 // A worker's training loop over its shard: per iteration the exchange
 // strategy of the mode (exchange.h) brings the parameters up to date, the
 // worker draws a mini-batch and computes gradients into the model's flat
@@ -68,7 +82,8 @@ Result<WorkerMetrics> RunWorker(const Config& config,
                                 ExchangeEnv env, PublishedModel* published,
                                 const RunDirectory* run_dir,
                                 const std::atomic<bool>* stop,
-                                BatchStream* stream = nullptr);
+                                BatchStream* stream = nullptr,
+                                WorkerCheckpoints* checkpoints = nullptr);
 
 // The evaluator: pulls the global model every eval.every_updates updates (or
 // eval.every_s seconds), evaluates it on the validation split and appends to

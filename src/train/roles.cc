@@ -14,6 +14,7 @@
 #include "ps/server.h"
 #include "sharding/report.h"
 #include "train/batch.h"
+#include "train/checkpoint.h"
 #include "train/data_service.h"
 #include "train/model_file.h"
 
@@ -40,6 +41,185 @@ nlohmann::json ParseOr(const std::string& text, nlohmann::json fallback) {
     return fallback;
   }
 }
+
+std::string BufferText(const Buffer& b) {
+  return std::string(reinterpret_cast<const char*>(b.data()), b.size());
+}
+
+// A node's state from the checkpoint the run resumes from (no payloads:
+// a fresh start), asked of the coordinator once the node joined.
+Result<Message> RequestRestore(RpcEndpoint& rpc, const ClusterRunOptions& o,
+                               const std::string& who) {
+  Message m;
+  m.header.type = kRestoreRequest;
+  auto reply = rpc.Request(o.roles.CoordinatorId(), std::move(m))
+                   ->Wait(o.request_timeout);
+  if (!reply.ok())
+    return reply.status().WithContext(who +
+                                      ": asking for its checkpoint state");
+  return std::move(reply).value();
+}
+
+// True for the modes whose workers move in lockstep: a checkpoint finds
+// them all at one step (docs/checkpoints.md).
+bool Lockstep(RunMode mode) {
+  return mode == RunMode::kSync ||
+         FamilyOf(mode) == ExchangeFamily::kCollective;
+}
+
+// The coordinator's side of cluster checkpoints: writes a round's
+// checkpoint (every worker's state from its arrival, or its last one for a
+// worker that finished, and every server's state, asked for now) and hands
+// each node its state when the run resumes. Used on the coordinator's
+// checkpoint thread (Write) and receive thread (Restore), never at once
+// on the same data: Write runs only after every node restored.
+class ClusterCheckpoints {
+ public:
+  ClusterCheckpoints(const Config& config, const ClusterRunOptions& o,
+                     const RunDirectory& run_dir)
+      : config_(config), o_(o), run_dir_(run_dir) {}
+
+  // Loads the newest checkpoint to resume from (checkpoint.resume) and
+  // checks that it is a checkpoint of this cluster.
+  Status Load() {
+    ASSIGN_OR_RETURN(Checkpoint c, LoadNewestCheckpoint(run_dir_.path()));
+    ASSIGN_OR_RETURN(const std::string* saved, c.File("config.toml"));
+    RETURN_IF_ERROR(CheckResumeConfig(*saved, config_));
+    auto coord = c.File("coordinator.json");
+    if (!coord.ok()) {
+      return Status::FailedPrecondition(
+          "{} is not a cluster checkpoint (it has no coordinator.json)", c.dir);
+    }
+    meta_ = ParseOr(**coord, nlohmann::json());
+    if (!meta_.is_object()) {
+      return Status::DataLoss("{}/coordinator.json: bad JSON", c.dir);
+    }
+    resume_ = std::make_unique<Checkpoint>(std::move(c));
+    LogInfo("resuming from {} (step {})", resume_->dir, resume_->step);
+    return Status::Ok();
+  }
+  bool resuming() const { return resume_ != nullptr; }
+  const std::string& dir() const { return resume_->dir; }
+  int64_t step() const { return resume_ ? resume_->step : 0; }
+  // Training seconds before the resumed checkpoint.
+  double prior_train_s() const {
+    return meta_.is_object() ? meta_.value("train_s", 0.0) : 0.0;
+  }
+
+  // The reply to node `id`'s kRestoreRequest.
+  Message Restore(NodeId id) const {
+    Message m;
+    Role role;
+    int index;
+    if (!resume_ || !o_.roles.RoleOf(id, &role, &index).ok()) return m;
+    std::string name;
+    if (role == Role::kWorker) name = fmt::format("worker-{}", index);
+    if (role == Role::kServer) name = fmt::format("server-{}", index);
+    if (name.empty()) return m;
+    auto json = resume_->File(name + ".json");
+    auto tensors = resume_->File(name + ".safetensors");
+    if (!json.ok() || !tensors.ok()) {
+      LogError("resume: {} has no state for {}", resume_->dir,
+               o_.roles.Describe(id));
+      return m;
+    }
+    m.header.clock = resume_->step;
+    m.payloads.push_back(Buffer::CopyOf((*json)->data(), (*json)->size()));
+    m.payloads.push_back(
+        Buffer::CopyOf((*tensors)->data(), (*tensors)->size()));
+    return m;
+  }
+
+  // Writes the checkpoint of a round; `train_s` is the training time so far.
+  Status Write(Coordinator& coordinator, std::map<NodeId, Message>& arrivals,
+               double train_s) {
+    const auto t0 = Clock::now();
+    for (NodeId lost : coordinator.LostIds()) {
+      Role role;
+      int index;
+      if (o_.roles.RoleOf(lost, &role, &index).ok() && role == Role::kWorker)
+        return Status::FailedPrecondition(
+            "{} was lost: a checkpoint needs every worker's state",
+            o_.roles.Describe(lost));
+    }
+    int64_t step = 0;
+    nlohmann::json steps = nlohmann::json::object();
+    for (auto& [id, m] : arrivals) {
+      Role role;
+      int index;
+      RETURN_IF_ERROR(o_.roles.RoleOf(id, &role, &index));
+      if (m.payloads.size() != 2) {
+        return Status::DataLoss("{}: a checkpoint state has 2 parts, got {}",
+                                o_.roles.Describe(id), m.payloads.size());
+      }
+      workers_[index] = {BufferText(m.payloads[0]), BufferText(m.payloads[1])};
+      worker_steps_[index] = m.header.clock;
+    }
+    std::map<std::string, std::string> files;
+    for (int w = 0; w < o_.roles.num_workers(); ++w) {
+      auto it = workers_.find(w);
+      if (it == workers_.end()) {
+        return Status::FailedPrecondition(
+            "worker {} finished before it sent a checkpoint state", w);
+      }
+      files[fmt::format("worker-{}.json", w)] = it->second.first;
+      files[fmt::format("worker-{}.safetensors", w)] = it->second.second;
+      step = std::max(step, worker_steps_[w]);
+      steps[std::to_string(w)] = worker_steps_[w];
+    }
+    nlohmann::json versions = nlohmann::json::array();
+    for (int j = 0; j < o_.roles.num_servers(); ++j) {
+      Message m;
+      m.header.type = kCheckpointRequest;
+      auto reply = coordinator.Request(o_.roles.ServerId(j), std::move(m))
+                       ->Wait(o_.request_timeout);
+      if (!reply.ok())
+        return reply.status().WithContext(fmt::format("server {} state", j));
+      if (reply->payloads.size() != 2) {
+        return Status::DataLoss(
+            "server {}: a checkpoint state has 2 parts, "
+            "got {}",
+            j, reply->payloads.size());
+      }
+      files[fmt::format("server-{}.json", j)] = BufferText(reply->payloads[0]);
+      files[fmt::format("server-{}.safetensors", j)] =
+          BufferText(reply->payloads[1]);
+      versions.push_back(reply->header.clock);
+    }
+    files["coordinator.json"] = nlohmann::json{{"kind", "cluster"},
+                                               {"mode", RunModeName(o_.mode)},
+                                               {"step", step},
+                                               {"worker_steps", steps},
+                                               {"server_versions", versions},
+                                               {"train_s", train_s}}
+                                    .dump(2) +
+                                "\n";
+    files["config.toml"] = config_.ToToml();
+    ASSIGN_OR_RETURN(
+        std::string dir,
+        WriteCheckpoint(run_dir_.path(), step, files, o_.checkpoint_keep));
+    size_t bytes = 0;
+    for (const auto& [name, b] : files) bytes += b.size();
+    LogInfo(
+        "checkpoint at step {}: {} ({:.1f} MB, {:.0f} ms)", step, dir,
+        bytes / 1e6,
+        std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    ++written_;
+    return Status::Ok();
+  }
+  int64_t written() const { return written_; }
+
+ private:
+  const Config& config_;
+  const ClusterRunOptions& o_;
+  const RunDirectory& run_dir_;
+  std::unique_ptr<Checkpoint> resume_;
+  nlohmann::json meta_;
+  // The newest state of every worker (a finished one keeps its last).
+  std::map<int, std::pair<std::string, std::string>> workers_;
+  std::map<int, int64_t> worker_steps_;
+  int64_t written_ = 0;
+};
 
 }  // namespace
 
@@ -122,6 +302,28 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
   co.join_timeout = o.request_timeout;
   co.staleness = o.staleness;
   co.worker_loss_fatal = WorkerLossFatal(o.mode);
+  // Checkpoints (docs/checkpoints.md).
+  ClusterCheckpoints checkpoints(config, o, run_dir);
+  if (o.resume) RETURN_IF_ERROR(checkpoints.Load());
+  Coordinator* coordinator_ptr = nullptr;  // set once it exists
+  std::atomic<int64_t> last_checkpoint_ns{0};
+  if (o.checkpoints()) {
+    co.checkpoint_lockstep = Lockstep(o.mode);
+    co.on_restore = [&checkpoints](NodeId id) {
+      return checkpoints.Restore(id);
+    };
+    co.on_checkpoint = [&](std::map<NodeId, Message>& arrivals) {
+      const auto ts = coordinator_ptr->TrainingStart();
+      const double train_s =
+          checkpoints.prior_train_s() +
+          (ts == Clock::time_point{}
+               ? 0.0
+               : std::chrono::duration<double>(Clock::now() - ts).count());
+      Status st = checkpoints.Write(*coordinator_ptr, arrivals, train_s);
+      last_checkpoint_ns = Clock::now().time_since_epoch().count();
+      return st;
+    };
+  }
   // Prometheus /metrics (cluster.metrics_address): the nodes' heartbeat
   // statuses, the run's phase and its lost nodes.
   std::shared_ptr<ClusterMetrics> metrics;
@@ -160,6 +362,7 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
     LogInfo("coordinator: Prometheus metrics at {}/metrics", http->url());
   }
   Coordinator coordinator(co, std::move(transport));
+  coordinator_ptr = &coordinator;
   coordinator.Start();
   auto set_phase = [&](RunPhase phase) {
     if (!metrics) return;
@@ -169,22 +372,47 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
 
   Status run_status;
   bool interrupted = false;
+  // A Ctrl-C with checkpoints on: one last round, after which the workers
+  // stop; when it fails or takes longer than a request may, plain stops.
+  Clock::time_point stop_round_asked{};
+  int64_t stop_round_after = 0;
   while (true) {
     run_status = coordinator.WaitForWorkers(milliseconds(200));
     if (run_status.code() != Status::Code::kDeadlineExceeded) break;
-    set_phase(coordinator.TrainingStart() != Clock::time_point{}
-                  ? RunPhase::kTraining
-                  : RunPhase::kJoining);
+    const bool training = coordinator.TrainingStart() != Clock::time_point{};
+    set_phase(training ? RunPhase::kTraining : RunPhase::kJoining);
+    if (o.checkpoint_every_s > 0 && training && !interrupted) {
+      const int64_t last = last_checkpoint_ns.load();
+      const auto since =
+          last == 0 ? Clock::now() - coordinator.TrainingStart()
+                    : Clock::now() - Clock::time_point(Clock::duration(last));
+      if (std::chrono::duration<double>(since).count() >=
+          o.checkpoint_every_s) {
+        coordinator.RequestCheckpoint(/*stop_after=*/false);
+        last_checkpoint_ns = Clock::now().time_since_epoch().count();
+      }
+    }
     if (stop != nullptr && stop->load()) {
       if (!interrupted) {
         interrupted = true;
         LogWarning(
-            "interrupted: stopping the workers, then evaluating and writing "
-            "the summary");
+            "interrupted: {}stopping the workers, then evaluating and writing "
+            "the summary",
+            o.checkpoints() ? "writing a checkpoint, " : "");
+        if (o.checkpoints() && training) {
+          stop_round_asked = Clock::now();
+          stop_round_after = coordinator.checkpoint_rounds();
+          coordinator.RequestCheckpoint(/*stop_after=*/true);
+        }
       }
+      const bool round_pending =
+          stop_round_asked != Clock::time_point{} &&
+          Clock::now() - stop_round_asked < o.request_timeout &&
+          (coordinator.checkpoint_rounds() <= stop_round_after ||
+           coordinator.last_checkpoint_ok());
       // Repeated every round: a stop sent while a worker was still starting
       // (not yet connected) would be lost, and it would train to the end.
-      coordinator.StopWorkers();
+      if (!round_pending) coordinator.StopWorkers();
     }
   }
   // The workers may have seen the stop themselves and finished before the
@@ -272,11 +500,13 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
   nlohmann::json summary = final_eval;
   summary["wall_s"] =
       std::chrono::duration<double>(Clock::now() - start).count();
-  summary["train_s"] = train_s;
+  // A resumed run counts the training before its checkpoint too.
+  const double total_train_s = checkpoints.prior_train_s() + train_s;
+  summary["train_s"] = total_train_s;
   summary["setup_s"] = setup_s;
   summary["samples"] = samples;
   summary["steps"] = steps;
-  summary["samples_per_s"] = train_s > 0 ? samples / train_s : 0.0;
+  summary["samples_per_s"] = total_train_s > 0 ? samples / total_train_s : 0.0;
   summary["interrupted"] = interrupted;
   summary["model"] = config.GetString("model.name");
   summary["dataset"] = config.GetString("data.dataset");
@@ -324,6 +554,11 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
     for (const auto& w : workers) total += w.value("gossip_weight", 0.0);
     summary["gossip_weight_total"] = total;
   }
+  if (checkpoints.resuming()) {
+    summary["resumed_from"] = checkpoints.dir();
+    summary["resumed_at_step"] = checkpoints.step();
+  }
+  if (o.checkpoints()) summary["checkpoints_written"] = checkpoints.written();
   if (!run_status.ok()) summary["error"] = run_status.message();
   set_phase(run_status.ok() ? RunPhase::kDone : RunPhase::kFailed);
   Status written = run_dir.WriteJson("summary.json", summary);
@@ -364,8 +599,8 @@ Status RunServerRole(const Config& config, const ClusterRunOptions& o,
   Node node(std::move(transport), o.roles, o.heartbeat_interval,
             o.heartbeat_timeout);
   ParameterServer server(so, node.rpc());
-  for (MessageType type :
-       {MessageType::kPush, MessageType::kPullRequest, kStatsRequest}) {
+  for (MessageType type : {MessageType::kPush, MessageType::kPullRequest,
+                           kStatsRequest, kCheckpointRequest}) {
     node.On(type, [&server](Message m) { server.Handle(std::move(m)); });
   }
   // /metrics: the server's counters ride on its heartbeats.
@@ -385,6 +620,16 @@ Status RunServerRole(const Config& config, const ClusterRunOptions& o,
                      KeyLayout::Balanced(num_params, o.roles.num_servers()));
     server.Configure(layout.range(index),
                      LrSchedule::FromConfig(config, iterations));
+    if (o.checkpoints()) {
+      // Resuming: the range comes from the checkpoint (before any push).
+      ASSIGN_OR_RETURN(
+          Message state,
+          RequestRestore(node.rpc(), o, fmt::format("server {}", index)));
+      if (!state.payloads.empty()) {
+        RETURN_IF_ERROR(server.RestoreState(state.payloads));
+        LogInfo("server {}: resumed at step {}", index, state.header.clock);
+      }
+    }
     LogDebug("server {}: keys {} of {} parameters", index, layout.ToString(),
              num_params);
     return Status::Ok();
@@ -457,6 +702,15 @@ Result<WorkerMetrics> RunWorkerRole(const Config& config,
     if (!node.member().shutdown_reason().empty())
       mailbox.Close(node.member().shutdown_reason());
   });
+  WorkerCheckpoints checkpoints;
+  checkpoints.every_updates = o.checkpoint_every_updates;
+  node.On(kCheckpointPause, [&checkpoints](Message m) {
+    int64_t seen = checkpoints.pause_round.load();
+    while (
+        m.header.clock > seen &&
+        !checkpoints.pause_round.compare_exchange_weak(seen, m.header.clock)) {
+    }
+  });
   if (!o.metrics_address.empty()) {
     // /metrics: the worker's counters after its last step ride on its
     // heartbeats.
@@ -474,6 +728,11 @@ Result<WorkerMetrics> RunWorkerRole(const Config& config,
       coordinator_endpoint, o.request_timeout, service ? "" : RunFacts(plan),
       service ? std::function<Status(const std::string&)>(keep_facts)
               : nullptr));
+  if (o.checkpoints()) {
+    ASSIGN_OR_RETURN(
+        checkpoints.restore,
+        RequestRestore(node.rpc(), o, fmt::format("worker {}", index)));
+  }
   ClusterPlan served_plan;
   const ClusterPlan* p = &plan;
   Dataset shape;  // the data's shape only (data service)
@@ -516,7 +775,7 @@ Result<WorkerMetrics> RunWorkerRole(const Config& config,
   auto metrics =
       RunWorker(config, p->options, index, service ? shape : data.train,
                 service ? no_shards : *plan.shards, env, &published, run_dir,
-                stop, stream.get());
+                stop, stream.get(), o.checkpoints() ? &checkpoints : nullptr);
   if (!metrics.ok()) {
     // Go silent, like a crashed process: the coordinator's heartbeat
     // monitor decides what the loss means for the run.

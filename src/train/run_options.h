@@ -40,6 +40,16 @@ struct ClusterRunOptions {
   // cluster.metrics_address: the coordinator serves /metrics there, and
   // workers and servers send their counters with their heartbeats.
   std::string metrics_address;
+  // Checkpoints (checkpoint.*; docs/checkpoints.md): a round every this many
+  // steps of each worker and/or seconds (0: off), the newest kept, and
+  // whether this run resumes from its newest checkpoint.
+  int64_t checkpoint_every_updates = 0;
+  double checkpoint_every_s = 0;
+  int checkpoint_keep = 3;
+  bool resume = false;
+  bool checkpoints() const {
+    return checkpoint_every_updates > 0 || checkpoint_every_s > 0 || resume;
+  }
   std::chrono::milliseconds heartbeat_timeout{5000};
 
   // Parameter-server knobs (sync, async, ssp, easgd).

@@ -42,6 +42,39 @@ struct WorkerMetrics {
     window_staleness_max = std::max(window_staleness_max, s);
   }
 
+  // The running totals a checkpoint keeps, and back (a resumed worker
+  // reports the whole run's counts).
+  nlohmann::json SaveCounters() const {
+    return {{"iterations", iterations},
+            {"samples", samples},
+            {"compute_s", compute_s},
+            {"comm_s", comm_s},
+            {"wait_s", wait_s},
+            {"data_wait_s", data_wait_s},
+            {"bytes_pushed", bytes_pushed},
+            {"bytes_pulled", bytes_pulled},
+            {"dropped_gradients", dropped_gradients},
+            {"exchanges", exchanges},
+            {"staleness_sum", staleness_sum},
+            {"staleness_count", staleness_count},
+            {"staleness_max", staleness_max}};
+  }
+  void RestoreCounters(const nlohmann::json& j) {
+    iterations = j.value("iterations", int64_t{0});
+    samples = j.value("samples", int64_t{0});
+    compute_s = j.value("compute_s", 0.0);
+    comm_s = j.value("comm_s", 0.0);
+    wait_s = j.value("wait_s", 0.0);
+    data_wait_s = j.value("data_wait_s", 0.0);
+    bytes_pushed = j.value("bytes_pushed", uint64_t{0});
+    bytes_pulled = j.value("bytes_pulled", uint64_t{0});
+    dropped_gradients = j.value("dropped_gradients", int64_t{0});
+    exchanges = j.value("exchanges", int64_t{0});
+    staleness_sum = j.value("staleness_sum", int64_t{0});
+    staleness_count = j.value("staleness_count", int64_t{0});
+    staleness_max = j.value("staleness_max", int64_t{0});
+  }
+
   nlohmann::json ToJson() const {
     nlohmann::json j{{"worker", index},
                      {"iterations", iterations},

@@ -7,9 +7,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/fs.h"
@@ -22,6 +25,7 @@ namespace strata {
 namespace {
 
 using testing_util::Base;
+using testing_util::MaxAbsDiff;
 using testing_util::RunConfig;
 using testing_util::TempRoot;
 using testing_util::With;
@@ -163,15 +167,200 @@ TEST(CheckpointExportTest, AChosenCheckpointsModelIsExportedWithItsNames) {
       << none.status().message();
 }
 
-TEST(CheckpointTest, AClusterRunAskingForCheckpointsIsRefused) {
-  // Cluster roles write no checkpoints yet: refused, not silently ignored.
+TEST(CheckpointTest, ModesWithoutClusterCheckpointsAreRefused) {
+  // Modes whose checkpoints are not built: refused, not silently ignored.
   auto got = RunConfig(
-      With(Base(TempRoot()), {"cluster.mode=async", "checkpoint.every_s=60"}));
+      With(Base(TempRoot()), {"cluster.mode=dpsgd", "checkpoint.every_s=60"}));
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().code(), Status::Code::kUnimplemented);
-  EXPECT_NE(got.status().message().find("local runs"), std::string::npos)
+  EXPECT_NE(got.status().message().find("dpsgd"), std::string::npos)
+      << got.status().message();
+  got = RunConfig(
+      With(Base(TempRoot()), {"cluster.mode=async", "cluster.data_servers=1",
+                              "checkpoint.every_updates=5"}));
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.status().message().find("data service"), std::string::npos)
       << got.status().message();
 }
+
+// A cluster run stopped at a checkpoint and resumed (threads): the later
+// checkpoints are removed, as if every process had died just after the
+// checkpoint at step 20 was written.
+struct ClusterResumeCase {
+  std::string name;
+  std::vector<std::string> set;
+  bool bit_for_bit;
+};
+
+class ClusterResumeTest : public ::testing::TestWithParam<ClusterResumeCase> {};
+
+TEST_P(ClusterResumeTest, ResumedRunEqualsTheUninterruptedOne) {
+  const std::string root = TempRoot();
+  Config c = With(Base(root), {"train.iterations=40", "data.shuffle=true",
+                               "cluster.workers=2", "checkpoint.keep=10",
+                               "cluster.request_timeout_ms=20000",
+                               "checkpoint.every_updates=10"});
+  for (const auto& kv : GetParam().set) c = With(c, {kv});
+  auto whole = RunConfig(With(c, {"run.name=whole"}));
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  auto cut = RunConfig(With(c, {"run.name=cut"}));
+  ASSERT_TRUE(cut.ok()) << cut.status().ToString();
+  // Rounds are named by the furthest worker's step: 10, 20, 30, 40 (free
+  // modes take the others along from wherever they are).
+  for (const char* step : {"step-30", "step-40"}) {
+    const std::string dir = root + "/cut/checkpoints/" + step;
+    ASSERT_TRUE(FileExists(dir + "/manifest.json")) << dir;
+    ASSERT_EQ(std::system(("rm -rf " + dir).c_str()), 0);
+  }
+  // Every role's state is in the checkpoint.
+  const std::string at20 = root + "/cut/checkpoints/step-20/";
+  for (const char* f : {"worker-0.json", "worker-1.safetensors",
+                        "coordinator.json", "config.toml"}) {
+    EXPECT_TRUE(FileExists(at20 + f)) << f;
+  }
+  auto data = LoadDatasetFromConfig(c);
+  ASSERT_TRUE(data.ok());
+  auto dir = RunDirectory::Open(root + "/cut");
+  ASSERT_TRUE(dir.ok());
+  auto resumed =
+      TrainCluster(With(c, {"run.name=cut", "checkpoint.resume=true"}), *data,
+                   *dir, nullptr);
+  ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+  if (GetParam().bit_for_bit) {
+    EXPECT_EQ(resumed->final_params, whole->final_params);
+  } else {
+    // Asynchronous modes: not one order of updates; it resumes and
+    // finishes, and trains as far.
+    EXPECT_LT(MaxAbsDiff(resumed->final_params, whole->final_params), 0.5);
+    EXPECT_NEAR(resumed->final_val_acc, whole->final_val_acc, 0.1);
+  }
+  EXPECT_EQ(resumed->samples, whole->samples);
+  auto summary = ReadFile(root + "/cut/summary.json");
+  ASSERT_TRUE(summary.ok());
+  EXPECT_NE(summary->find("\"resumed_at_step\": 20"), std::string::npos)
+      << *summary;
+  // The metrics were appended: the first run's lines, then the resumed
+  // run's from step 21 on.
+  auto metrics = ReadFile(root + "/cut/metrics.jsonl");
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_NE(metrics->find("\"step\":40"), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Modes, ClusterResumeTest,
+    ::testing::Values(
+        ClusterResumeCase{"sync", {"cluster.mode=sync"}, true},
+        ClusterResumeCase{
+            "sync_adam",
+            {"cluster.mode=sync", "train.optimizer=adam", "train.lr=0.01"},
+            true},
+        ClusterResumeCase{"allreduce", {"cluster.mode=allreduce"}, true},
+        ClusterResumeCase{"ring", {"cluster.mode=ring"}, true},
+        ClusterResumeCase{"local_sgd",
+                          {"cluster.mode=local-sgd", "cluster.average_every=3"},
+                          true},
+        ClusterResumeCase{"async", {"cluster.mode=async"}, false},
+        ClusterResumeCase{
+            "ssp", {"cluster.mode=ssp", "cluster.staleness=2"}, false},
+        ClusterResumeCase{"easgd", {"cluster.mode=easgd"}, false}),
+    [](const auto& info) { return info.param.name; });
+
+// Rounds asked for by the coordinator at any moment (checkpoint.every_s,
+// Ctrl-C) find workers in lockstep at one step too: resuming from any of
+// them ends where the uninterrupted run ends, bit for bit.
+class PausedRoundTest : public ::testing::TestWithParam<std::string> {};
+
+// The newest checkpoint step below `below` in `run`, after removing the
+// later ones; -1 when there is none.
+int64_t KeepCheckpointsBelow(const std::string& run, int64_t below) {
+  int64_t newest = -1;
+  for (int64_t step = below - 1; step > 0; --step) {
+    const std::string dir = run + "/checkpoints/step-" + std::to_string(step);
+    if (FileExists(dir + "/manifest.json")) {
+      newest = step;
+      break;
+    }
+  }
+  for (int64_t step = below; step <= 100000; ++step) {
+    const std::string dir = run + "/checkpoints/step-" + std::to_string(step);
+    if (FileExists(dir)) EXPECT_EQ(std::system(("rm -rf " + dir).c_str()), 0);
+  }
+  return newest;
+}
+
+TEST_P(PausedRoundTest, TimedCheckpointsResumeBitForBit) {
+  const std::string root = TempRoot();
+  // A 1 ms delay per step (drawn from the worker's own generator, which a
+  // checkpoint keeps) makes the run long enough for timed rounds.
+  Config c = With(
+      Base(root),
+      {"train.iterations=1000", "data.shuffle=true",
+       "cluster.worker_delay_ms=2", "cluster.workers=2", "checkpoint.keep=1000",
+       "cluster.request_timeout_ms=20000", "cluster.mode=" + GetParam()});
+  auto whole = RunConfig(With(c, {"run.name=whole"}));
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  auto timed =
+      RunConfig(With(c, {"run.name=timed", "checkpoint.every_s=0.02"}));
+  ASSERT_TRUE(timed.ok()) << timed.status().ToString();
+  EXPECT_EQ(timed->final_params, whole->final_params);
+  const int64_t step = KeepCheckpointsBelow(root + "/timed", 1000);
+  ASSERT_GT(step, 0) << "no timed checkpoint before the end";
+  auto data = LoadDatasetFromConfig(c);
+  ASSERT_TRUE(data.ok());
+  auto dir = RunDirectory::Open(root + "/timed");
+  ASSERT_TRUE(dir.ok());
+  auto resumed =
+      TrainCluster(With(c, {"run.name=timed", "checkpoint.every_s=0.02",
+                            "checkpoint.resume=true"}),
+                   *data, *dir, nullptr);
+  ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+  EXPECT_EQ(resumed->final_params, whole->final_params)
+      << "resumed from step " << step;
+}
+
+TEST_P(PausedRoundTest, CtrlCWritesACheckpointAtOneStepAndTheRunResumes) {
+  const std::string root = TempRoot();
+  Config c =
+      With(Base(root),
+           {"train.iterations=3000", "data.shuffle=true", "cluster.workers=2",
+            "checkpoint.keep=2", "checkpoint.every_updates=1000000",
+            "cluster.request_timeout_ms=20000", "cluster.mode=" + GetParam()});
+  auto whole = RunConfig(With(c, {"run.name=whole"}));
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  auto data = LoadDatasetFromConfig(c);
+  ASSERT_TRUE(data.ok());
+  auto dir = RunDirectory::Create(With(c, {"run.name=stopped"}));
+  ASSERT_TRUE(dir.ok());
+  std::atomic<bool> stop{false};
+  std::thread ctrl_c([&] {
+    // Once training is under way (its first metrics line).
+    for (int i = 0; i < 2000 && !FileExists(root + "/stopped/metrics.jsonl");
+         ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    stop = true;
+  });
+  auto stopped =
+      TrainCluster(With(c, {"run.name=stopped"}), *data, *dir, &stop);
+  ctrl_c.join();
+  ASSERT_TRUE(stopped.ok()) << stopped.status().ToString();
+  auto summary = ReadFile(root + "/stopped/summary.json");
+  ASSERT_TRUE(summary.ok());
+  ASSERT_NE(summary->find("\"interrupted\": true"), std::string::npos);
+  auto newest = LoadNewestCheckpoint(root + "/stopped");
+  ASSERT_TRUE(newest.ok()) << newest.status().ToString();
+  EXPECT_GT(newest->step, 0);
+  EXPECT_LT(newest->step, 3000) << "the stop came too late to test anything";
+  auto resumed =
+      TrainCluster(With(c, {"run.name=stopped", "checkpoint.resume=true"}),
+                   *data, *dir, nullptr);
+  ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+  EXPECT_EQ(resumed->final_params, whole->final_params)
+      << "resumed from step " << newest->step;
+}
+
+INSTANTIATE_TEST_SUITE_P(Lockstep, PausedRoundTest,
+                         ::testing::Values("sync", "allreduce"));
 
 TEST(LocalResumeTest, AResumeWithAnotherModelIsRefused) {
   const std::string root = TempRoot();

@@ -210,6 +210,57 @@ TEST(ProcessClusterTest, UnderHeavyLoadNoLiveNodeIsDeclaredLost) {
   EXPECT_EQ(summary["workers"][7]["iterations"], 150);
 }
 
+// The machine goes down: every process of a sync run is killed (SIGKILL)
+// after a checkpoint was written; `strata train --resume` continues from
+// it and ends with the model of the run that was never stopped, byte for
+// byte (two workers: a server's sum of two gradients does not depend on
+// their order).
+TEST(ProcessClusterTest, ASyncRunKilledWholeResumesToTheSameModel) {
+  const std::vector<std::string> set = {
+      "cluster.workers=2", "checkpoint.every_updates=50", "data.shuffle=true"};
+  Launched whole = Launch("sync", set);
+  ASSERT_GT(whole.pid, 0);
+  double secs = 0;
+  ASSERT_EQ(WaitExit(whole.pid, &secs), 0);
+
+  Launched cut = Launch("sync", set);
+  ASSERT_GT(cut.pid, 0);
+  const auto deadline = Clock::now() + std::chrono::seconds(90);
+  while (Clock::now() < deadline &&
+         !FileExists(cut.run_dir + "/checkpoints/step-100/manifest.json")) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(FileExists(cut.run_dir + "/checkpoints/step-100/manifest.json"));
+  // Every process at once: the children first, by their PIDs, then the
+  // launcher (the coordinator).
+  auto pids = nlohmann::json::parse(*ReadFile(cut.run_dir + "/pids.json"));
+  for (const auto& [name, pid] : pids.items())
+    ::kill(pid.get<pid_t>(), SIGKILL);
+  ::kill(cut.pid, SIGKILL);
+  int status = 0;
+  ::waitpid(cut.pid, &status, 0);
+  ASSERT_FALSE(FileExists(cut.run_dir + "/summary.json"));
+
+  std::vector<std::string> args = {STRATA_BINARY, "train", "--processes",
+                                   "--resume", cut.run_dir};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t resumed = -1;
+  ASSERT_EQ(posix_spawn(&resumed, STRATA_BINARY, nullptr, nullptr, argv.data(),
+                        environ),
+            0);
+  ASSERT_EQ(WaitExit(resumed, &secs), 0);
+  auto summary =
+      nlohmann::json::parse(*ReadFile(cut.run_dir + "/summary.json"));
+  EXPECT_GE(summary["resumed_at_step"].get<int64_t>(), 100) << summary.dump();
+  EXPECT_EQ(summary["workers"][1]["iterations"], 300);
+  auto a = ReadFile(whole.run_dir + "/model.safetensors");
+  auto b = ReadFile(cut.run_dir + "/model.safetensors");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(*a == *b) << "the resumed run's model differs";
+}
+
 // The launcher is the coordinator: SIGKILL it mid-run, and every node
 // stops itself within a few heartbeat timeouts (the PS evaluator used to
 // wait for ever on a pull from the servers that had stopped).
