@@ -290,6 +290,13 @@ std::vector<ConfigKey> MakeSchema() {
       Str("cluster.metrics_address", "",
           "host:port where the coordinator serves Prometheus /metrics "
           "(e.g. 127.0.0.1:9464; empty = off; docs/metrics.md)"),
+      Bool("cluster.restart", false,
+           "strata train --processes: when a lost node stops the run, start "
+           "every node again from the newest checkpoint (needs "
+           "checkpoint.every_updates or checkpoint.every_s; "
+           "docs/checkpoints.md)"),
+      Int("cluster.max_restarts", 3, "restarts cluster.restart may make", 0,
+          1000),
       Int("cluster.heartbeat_timeout_ms", 5000,
           "a node silent this long is declared lost", 50, 3600000),
       Int("cluster.request_timeout_ms", 120000,

@@ -14,10 +14,14 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <optional>
 #include <thread>
 #include <vector>
 
+#include "common/fs.h"
 #include "common/log.h"
+#include "train/checkpoint.h"
 #include "train/data_config.h"
 #include "train/data_service.h"
 #include "train/roles.h"
@@ -251,20 +255,21 @@ Status RunNode(const Config& config, Role role, int index,
   return Status::Internal("unreachable");
 }
 
-Result<nlohmann::json> TrainProcesses(const Config& config,
-                                      const RunDirectory& run_dir,
-                                      const std::string& self_exe,
-                                      const std::atomic<bool>* stop) {
-  ASSIGN_OR_RETURN(ClusterRunOptions o, ClusterRunOptions::FromConfig(config));
+namespace {
+
+// One life of a --processes cluster: the coordinator here, every other
+// node a child process; returns the coordinator's summary (or its error)
+// once every child ended.
+Result<nlohmann::json> RunProcessesOnce(const Config& config,
+                                        const ClusterRunOptions& o,
+                                        const RunDirectory& run_dir,
+                                        const std::string& self_exe,
+                                        const std::optional<CurveKeys>& curve,
+                                        const std::atomic<bool>* stop) {
   const RoleTable& roles = o.roles;
-  RETURN_IF_ERROR(CheckMetricsAddress(o));
-  // Checked here, before any child starts, so a bad key is reported once.
-  ASSIGN_OR_RETURN(const std::optional<CurveKeys> curve,
-                   CurveKeysFromConfig(config));
   ASSIGN_OR_RETURN(auto coord, BoundTransport(0, "tcp://127.0.0.1:*", curve));
   const std::string endpoint = coord->endpoint();
   const std::string config_path = run_dir.File("config.toml");
-
   // Several processes share the cores: one BLAS thread each.
   setenv("OPENBLAS_NUM_THREADS", "1", 0);
   std::vector<pid_t> pids;
@@ -326,6 +331,89 @@ Result<nlohmann::json> TrainProcesses(const Config& config,
     }
   }
   return summary;
+}
+
+// The newest step any worker logged in metrics.jsonl (0 when none).
+int64_t NewestLoggedStep(const RunDirectory& run_dir) {
+  std::ifstream in(run_dir.File("metrics.jsonl"));
+  int64_t newest = 0;
+  std::string line;
+  while (std::getline(in, line)) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.value("step", nlohmann::json()).is_number_integer())
+      newest = std::max(newest, j["step"].get<int64_t>());
+  }
+  return newest;
+}
+
+}  // namespace
+
+Result<nlohmann::json> TrainProcesses(const Config& config,
+                                      const RunDirectory& run_dir,
+                                      const std::string& self_exe,
+                                      const std::atomic<bool>* stop) {
+  ASSIGN_OR_RETURN(ClusterRunOptions o, ClusterRunOptions::FromConfig(config));
+  RETURN_IF_ERROR(CheckMetricsAddress(o));
+  // Checked here, before any child starts, so a bad key is reported once.
+  ASSIGN_OR_RETURN(const std::optional<CurveKeys> curve,
+                   CurveKeysFromConfig(config));
+  Config attempt_config = config;
+  nlohmann::json restarts = nlohmann::json::array();
+  while (true) {
+    ASSIGN_OR_RETURN(ClusterRunOptions ao,
+                     ClusterRunOptions::FromConfig(attempt_config));
+    auto summary =
+        RunProcessesOnce(attempt_config, ao, run_dir, self_exe, curve, stop);
+    const bool lost =
+        !summary.ok() && summary.status().code() == Status::Code::kUnavailable;
+    if (!o.restart || !lost || (stop != nullptr && stop->load()) ||
+        static_cast<int>(restarts.size()) >= o.max_restarts) {
+      if (!restarts.empty()) {
+        // The summary (written by the last life's coordinator) says what
+        // the restarts cost.
+        auto text = ReadFile(run_dir.File("summary.json"));
+        nlohmann::json s = text.ok()
+                               ? nlohmann::json::parse(*text, nullptr, false)
+                               : nlohmann::json();
+        if (s.is_object()) {
+          s["restarts"] = restarts;
+          int64_t lost_steps = 0;
+          for (const auto& r : restarts)
+            lost_steps += r.value("lost_steps", int64_t{0});
+          s["lost_steps"] = lost_steps;
+          Status w = run_dir.WriteJson("summary.json", s);
+          if (!w.ok()) LogWarning("summary.json: {}", w.message());
+        }
+        if (summary.ok()) {
+          (*summary)["restarts"] = restarts;
+        }
+      }
+      if (lost && o.restart)
+        return summary.status().WithContext(
+            fmt::format("after {} restart(s) (cluster.max_restarts = {})",
+                        restarts.size(), o.max_restarts));
+      return summary;
+    }
+    auto newest = LoadNewestCheckpoint(run_dir.path());
+    if (!newest.ok()) {
+      LogError("cluster.restart: nothing to restart from: {}",
+               newest.status().message());
+      return summary.status();
+    }
+    const int64_t reached = NewestLoggedStep(run_dir);
+    nlohmann::json r{
+        {"error", summary.status().message()},
+        {"steps_logged", reached},
+        {"resumed_at_step", newest->step},
+        {"lost_steps", std::max<int64_t>(0, reached - newest->step)}};
+    restarts.push_back(r);
+    LogWarning(
+        "cluster.restart: {}; starting every node again from {} (restart {} "
+        "of at most {}; about {} steps per worker are trained again)",
+        summary.status().message(), newest->dir, restarts.size(),
+        o.max_restarts, r["lost_steps"].get<int64_t>());
+    RETURN_IF_ERROR(attempt_config.ApplyOverride("checkpoint.resume=true"));
+  }
 }
 
 }  // namespace strata

@@ -145,6 +145,14 @@ Result<ClusterRunOptions> ClusterRunOptions::FromConfig(const Config& c) {
   o.checkpoint_every_s = c.GetFloat("checkpoint.every_s");
   o.checkpoint_keep = static_cast<int>(c.GetInt("checkpoint.keep"));
   o.resume = c.GetBool("checkpoint.resume");
+  o.restart = c.GetBool("cluster.restart");
+  o.max_restarts = static_cast<int>(c.GetInt("cluster.max_restarts"));
+  if (o.restart && o.checkpoint_every_updates <= 0 &&
+      o.checkpoint_every_s <= 0) {
+    return Status::InvalidArgument(
+        "cluster.restart = true restarts from the newest checkpoint: set "
+        "checkpoint.every_updates or checkpoint.every_s too");
+  }
   if (o.checkpoints()) {
     // Refused rather than ignored: a run left overnight must not believe it
     // is being checkpointed.

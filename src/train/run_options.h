@@ -47,6 +47,10 @@ struct ClusterRunOptions {
   double checkpoint_every_s = 0;
   int checkpoint_keep = 3;
   bool resume = false;
+  // cluster.restart: --processes starts the cluster again from the newest
+  // checkpoint when a lost node stopped it, at most max_restarts times.
+  bool restart = false;
+  int max_restarts = 3;
   bool checkpoints() const {
     return checkpoint_every_updates > 0 || checkpoint_every_s > 0 || resume;
   }
