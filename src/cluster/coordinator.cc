@@ -56,6 +56,10 @@ int64_t Coordinator::MinClock() const {
 void Coordinator::Handle(Message msg) {
   const NodeId from = msg.header.sender;
   std::unique_lock<std::mutex> lock(mu_);
+  // When `from` was heard from before this message (a replacement's
+  // registration: when its predecessor went silent).
+  const auto prev_seen =
+      last_seen_.count(from) ? last_seen_[from] : Clock::now();
   last_seen_[from] = Clock::now();
   if (msg.header.type == kStoreSet || msg.header.type == kStoreGet) {
     HandleStore(std::move(msg), lock);
@@ -112,6 +116,42 @@ void Coordinator::Handle(Message msg) {
   }
   switch (msg.header.type) {
     case MessageType::kRegister: {
+      if ((msg.header.flags & kRegisterConnected) && connected_done_) {
+        // A replacement finished connecting: the others move to it and
+        // send it again what its predecessor never answered.
+        auto re = rejoining_.find(from);
+        if (re != rejoining_.end()) {
+          restarts_.push_back(nlohmann::json{
+              {"node", options_.roles.Describe(from)},
+              {"down_s",
+               re->second}}.dump());
+          rejoining_.erase(re);
+        }
+        const std::string endpoint = endpoints_[from];
+        std::vector<NodeId> others;
+        for (const auto& [id, ep] : endpoints_) {
+          if (id != from && !lost_.count(id)) others.push_back(id);
+        }
+        lock.unlock();
+        Message reply;
+        reply.header.type = MessageType::kRegisterReply;
+        rpc_.ReplyOrLog(msg, std::move(reply));
+        for (NodeId id : others) {
+          Message moved;
+          moved.header.type = kNodeRejoined;
+          moved.header.clock = from;
+          moved.payloads.push_back(
+              Buffer::CopyOf(endpoint.data(), endpoint.size()));
+          Status st = rpc_.Send(id, std::move(moved));
+          if (!st.ok())
+            LogWarning("coordinator: cannot tell {} that {} is back: {}",
+                       options_.roles.Describe(id),
+                       options_.roles.Describe(from), st.message());
+        }
+        LogWarning("coordinator: {} re-joined at {}; the run goes on",
+                   options_.roles.Describe(from), endpoint);
+        return;
+      }
       if (msg.header.flags & kRegisterConnected) {
         waiting_connected_.push_back(std::move(msg));
         if (static_cast<int>(waiting_connected_.size()) ==
@@ -123,6 +163,7 @@ void Coordinator::Handle(Message msg) {
             reply.header.type = MessageType::kRegisterReply;
             rpc_.ReplyOrLog(w, std::move(reply));
           }
+          connected_done_ = true;
         }
         return;
       }
@@ -189,6 +230,44 @@ void Coordinator::Handle(Message msg) {
         if (run_facts_.empty()) run_facts_from_ = from;
         run_facts_ = merged.dump();
       }
+      if (rendezvous_done_) {
+        // A node registering after the rendezvous: a replacement for a
+        // lost server, or a stranger.
+        // A server registering again is its replacement, even before its
+        // predecessor's silence was noticed (a node never registers twice).
+        auto waiting = replacing_.find(from);
+        const bool replaceable = waiting != replacing_.end() ||
+                                 (role == Role::kServer &&
+                                  options_.server_restart_timeout.count() > 0);
+        if (!replaceable) {
+          lock.unlock();
+          rpc_.ReplyErrorOrLog(
+              msg, Status::FailedPrecondition(
+                       "{} registered again, but it is not a lost server the "
+                       "run waits to replace (cluster.restart)",
+                       options_.roles.Describe(from)));
+          return;
+        }
+        const auto since =
+            waiting != replacing_.end() ? waiting->second : prev_seen;
+        rejoining_[from] =
+            std::chrono::duration<double>(Clock::now() - since).count();
+        if (waiting != replacing_.end()) replacing_.erase(waiting);
+        lost_.erase(from);
+        endpoints_[from] = endpoint;
+        nlohmann::json map = nlohmann::json::object();
+        for (const auto& [id, ep] : endpoints_) map[std::to_string(id)] = ep;
+        map["0"] = rpc_.transport().endpoint();
+        if (!run_facts_.empty())
+          map[kRunFactsKey] = nlohmann::json::parse(run_facts_);
+        const std::string text = map.dump();
+        lock.unlock();
+        Message reply;
+        reply.header.type = MessageType::kRegisterReply;
+        reply.payloads.push_back(Buffer::CopyOf(text.data(), text.size()));
+        rpc_.ReplyOrLog(msg, std::move(reply));
+        return;
+      }
       endpoints_[from] = endpoint;
       waiting_register_.push_back(std::move(msg));
       if (static_cast<int>(endpoints_.size()) ==
@@ -209,6 +288,7 @@ void Coordinator::Handle(Message msg) {
         }
         LogDebug("coordinator: all {} nodes registered",
                  options_.roles.num_nodes() - 1);
+        rendezvous_done_ = true;
       }
       return;
     }
@@ -317,6 +397,17 @@ void Coordinator::Monitor() {
     cv_.wait_for(lock, period, [&] { return stopping_; });
     if (stopping_) break;
     const auto now = Clock::now();
+    for (const auto& [id, since] : replacing_) {
+      if (now - since <= options_.server_restart_timeout || !fatal_.empty())
+        continue;
+      fatal_ = fmt::format(
+          "lost {}: no replacement re-joined within {:.0f} s "
+          "(cluster.restart_timeout_s)",
+          options_.roles.Describe(id),
+          options_.server_restart_timeout.count() / 1000.0);
+      LogError("coordinator: {}; stopping the run", fatal_);
+      cv_.notify_all();
+    }
     for (NodeId id = 1; id < options_.roles.num_nodes(); ++id) {
       if (lost_.count(id) || done_.count(id)) continue;
       auto it = last_seen_.find(id);
@@ -352,6 +443,15 @@ void Coordinator::Monitor() {
           (joined ? options_.heartbeat_timeout : options_.join_timeout)
                   .count() /
               1000.0);
+      if (role == Role::kServer && joined &&
+          options_.server_restart_timeout.count() > 0) {
+        replacing_[id] = now;
+        LogWarning(
+            "coordinator: {}; waiting up to {:.0f} s for its replacement "
+            "(cluster.restart)",
+            what, options_.server_restart_timeout.count() / 1000.0);
+        continue;
+      }
       const bool fatal = role != Role::kWorker || options_.worker_loss_fatal;
       if (role == Role::kEvaluator) {
         LogWarning("coordinator: {}; training goes on without evaluation",
@@ -487,6 +587,11 @@ void Coordinator::RequestCheckpoint(bool stop_after) {
     }
   }
   SendPauses(pauses, round);
+}
+
+std::vector<std::string> Coordinator::Restarts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return restarts_;
 }
 
 int64_t Coordinator::checkpoint_rounds() const {

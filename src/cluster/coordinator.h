@@ -81,6 +81,13 @@ inline constexpr uint32_t kCheckpointFailed = 1u << 3;
 // (kCheckpointPause), not at a step of its own schedule.
 inline constexpr uint32_t kCheckpointPaused = 1u << 4;
 
+// Coordinator -> every other node, one-way, when a restarted node re-joined
+// (CoordinatorOptions::server_restart_timeout): clock = its node id,
+// payload 0 = its new endpoint. A node connects to it there and sends
+// again the requests it was still waiting on (RpcEndpoint::Resend).
+inline constexpr MessageType kNodeRejoined = static_cast<MessageType>(
+    static_cast<uint16_t>(MessageType::kFirstUserType) + 13);
+
 struct CoordinatorOptions {
   RoleTable roles;
   std::chrono::milliseconds heartbeat_timeout{5000};
@@ -100,6 +107,11 @@ struct CoordinatorOptions {
   // arrived; runs on the coordinator's checkpoint thread and may Request()
   // other nodes (the servers' state). Null: arrivals are refused.
   std::function<Status(std::map<NodeId, Message>&)> on_checkpoint;
+  // A lost server may be replaced (cluster.restart, free modes): the run
+  // waits this long for a node to re-join under its id (`strata node --role
+  // server --index j` again) before the loss becomes fatal. Zero: a lost
+  // server is fatal at once.
+  std::chrono::milliseconds server_restart_timeout{0};
   // Lockstep modes (sync, the collectives): workers must be at one step in
   // a checkpoint; those behind are told to catch up to the one ahead.
   bool checkpoint_lockstep = false;
@@ -151,6 +163,8 @@ class Coordinator {
   // the workers stop training once it is written. No-op while one runs
   // (except that `stop_after` then applies to it).
   void RequestCheckpoint(bool stop_after);
+  // Each replacement of a lost node so far (JSON: "node", "down_s").
+  std::vector<std::string> Restarts() const;
   // Rounds finished, and whether the last one wrote its checkpoint.
   int64_t checkpoint_rounds() const;
   bool last_checkpoint_ok() const;
@@ -213,6 +227,14 @@ class Coordinator {
   // Lockstep: the step every worker of the round must arrive at.
   int64_t round_target_ = 0;  // GUARDED_BY(mu_)
   std::thread writer_;  // the last round's writer (joined before the next)
+  // Restarts: lost servers waiting for a replacement (since when), nodes
+  // that re-joined and have not finished connecting, and what happened.
+  bool rendezvous_done_ = false;  // GUARDED_BY(mu_)
+  bool connected_done_ = false;   // GUARDED_BY(mu_)
+  std::map<NodeId, std::chrono::steady_clock::time_point>
+      replacing_;                       // GUARDED_BY(mu_)
+  std::map<NodeId, double> rejoining_;  // GUARDED_BY(mu_)
+  std::vector<std::string> restarts_;   // GUARDED_BY(mu_)
   std::thread monitor_;
 };
 

@@ -1,5 +1,6 @@
 #include "cluster/node.h"
 
+#include "cluster/coordinator.h"
 #include "common/log.h"
 
 namespace strata {
@@ -20,6 +21,28 @@ void Node::On(MessageType type, Handler handler) {
 void Node::Dispatch(Message msg) {
   if (msg.header.type == MessageType::kShutdown) {
     member_.OnMessage(msg);
+  }
+  if (msg.header.type == kNodeRejoined) {
+    // A restarted node is back at a new address: move there, and send it
+    // again what its predecessor never answered.
+    const NodeId id = static_cast<NodeId>(msg.header.clock);
+    const std::string endpoint =
+        msg.payloads.empty()
+            ? std::string()
+            : std::string(reinterpret_cast<const char*>(msg.payloads[0].data()),
+                          msg.payloads[0].size());
+    Status st = rpc_.transport().Connect(id, endpoint);
+    if (!st.ok()) {
+      LogWarning("{}: cannot reach the restarted {} at {}: {}",
+                 roles_.Describe(rpc_.node_id()), roles_.Describe(id), endpoint,
+                 st.message());
+      return;
+    }
+    const int resent = rpc_.Resend(id);
+    LogInfo("{}: {} restarted at {}; {} request(s) sent again",
+            roles_.Describe(rpc_.node_id()), roles_.Describe(id), endpoint,
+            resent);
+    return;
   }
   auto it = handlers_.find(msg.header.type);
   if (it != handlers_.end()) {

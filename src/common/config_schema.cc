@@ -297,6 +297,10 @@ std::vector<ConfigKey> MakeSchema() {
            "docs/checkpoints.md)"),
       Int("cluster.max_restarts", 3, "restarts cluster.restart may make", 0,
           1000),
+      Float("cluster.restart_timeout_s", 60,
+            "cluster.restart in async, ssp and easgd: how long the run waits "
+            "for a lost server's replacement to re-join before stopping",
+            1, 86400),
       Int("cluster.heartbeat_timeout_ms", 5000,
           "a node silent this long is declared lost", 50, 3600000),
       Int("cluster.request_timeout_ms", 120000,

@@ -1,5 +1,6 @@
 #include "ps/server.h"
 
+#include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -80,6 +81,7 @@ std::string ParameterServer::StatsJson() const {
                    {"dropped", s.dropped},
                    {"deferred", s.deferred},
                    {"staleness", staleness}};
+  if (restored_) j["lost_updates_at_least"] = lost_updates_.load();
   return j.dump();
 }
 
@@ -270,6 +272,21 @@ void ParameterServer::HandlePush(Message msg) {
     LogWarning("{}", st.message());
     rpc_->ReplyErrorOrLog(msg, st);
     return;
+  }
+  if (!(msg.header.flags & kPushInit)) {
+    std::vector<uint64_t>& recent = recent_pushes_[msg.header.sender];
+    if (std::find(recent.begin(), recent.end(), msg.header.request_id) !=
+        recent.end()) {
+      LogDebug("server {}: push {} from node {} arrived twice; dropped",
+               node_id(), msg.header.request_id, msg.header.sender);
+      return;
+    }
+    recent.push_back(msg.header.request_id);
+    if (recent.size() > 16) recent.erase(recent.begin());
+  }
+  if (restored_ && shard_ && !(msg.header.flags & kPushTagged)) {
+    lost_updates_ =
+        std::max(lost_updates_.load(), msg.header.clock - shard_->version());
   }
   if (msg.header.flags & kPushInit) {
     const float* values = msg.payloads[0].floats();

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -91,7 +92,14 @@ class ParameterServer {
   std::multimap<int64_t, Message> waiting_tagged_;
   std::set<NodeId> left_workers_;
   // The range came from a checkpoint: worker 0's initial model is ignored.
-  bool restored_ = false;
+  std::atomic<bool> restored_{false};
+  // Restarted servers get pushes twice (a worker's resend, and ZeroMQ's
+  // own delivery of what it queued while the server was away): the last
+  // push request ids of each worker, to drop the second copy.
+  std::map<NodeId, std::vector<uint64_t>> recent_pushes_;
+  // After a restore: how far past the restored version the workers had
+  // already seen this range (a lower bound on the updates lost).
+  std::atomic<int64_t> lost_updates_{0};
 };
 
 }  // namespace strata

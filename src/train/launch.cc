@@ -15,6 +15,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -272,9 +274,10 @@ Result<nlohmann::json> RunProcessesOnce(const Config& config,
   const std::string config_path = run_dir.File("config.toml");
   // Several processes share the cores: one BLAS thread each.
   setenv("OPENBLAS_NUM_THREADS", "1", 0);
-  std::vector<pid_t> pids;
-  nlohmann::json pid_map = nlohmann::json::object();
-  for (NodeId id = 1; id < roles.num_nodes(); ++id) {
+  // Node id -> its process (a replaced server's entry changes).
+  std::mutex pids_mu;
+  std::map<NodeId, pid_t> pids;  // GUARDED_BY(pids_mu)
+  auto spawn = [&](NodeId id, bool resume) -> Result<pid_t> {
     Role role;
     int index;
     RETURN_IF_ERROR(roles.RoleOf(id, &role, &index));
@@ -283,8 +286,9 @@ Result<nlohmann::json> RunProcessesOnce(const Config& config,
         RoleName(role),  "--index", std::to_string(index),
         "--coordinator", endpoint,  "--run-dir",
         run_dir.path(),  "-c",      config_path};
-    // A resumed run: every node asks the coordinator for its state.
-    if (config.GetBool("checkpoint.resume")) {
+    // A resumed run (or a replacement): the node asks the coordinator for
+    // its state.
+    if (resume) {
       args.push_back("--set");
       args.push_back("checkpoint.resume=true");
     }
@@ -295,24 +299,71 @@ Result<nlohmann::json> RunProcessesOnce(const Config& config,
     int rc = posix_spawn(&pid, self_exe.c_str(), nullptr, nullptr, argv.data(),
                          environ);
     if (rc != 0) {
-      for (pid_t p : pids) ::kill(p, SIGTERM);
       return Status::IoError("cannot start {} as a process ({}): {}",
                              roles.Describe(id), self_exe, std::strerror(rc));
     }
-    pids.push_back(pid);
-    pid_map[roles.Describe(id)] = pid;
+    return pid;
+  };
+  auto write_pids = [&]() {
+    nlohmann::json pid_map = nlohmann::json::object();
+    for (const auto& [id, pid] : pids) pid_map[roles.Describe(id)] = pid;
+    return run_dir.WriteJson("pids.json", pid_map);
+  };
+  for (NodeId id = 1; id < roles.num_nodes(); ++id) {
+    auto pid = spawn(id, config.GetBool("checkpoint.resume"));
+    if (!pid.ok()) {
+      for (const auto& [other, p] : pids) ::kill(p, SIGTERM);
+      return pid.status();
+    }
+    pids[id] = *pid;
   }
-  RETURN_IF_ERROR(run_dir.WriteJson("pids.json", pid_map));
+  RETURN_IF_ERROR(write_pids());
   LogInfo("cluster: {} processes ({}) around the coordinator at {}{}",
           pids.size(), roles.ToString(), endpoint, curve ? " (CURVE)" : "");
 
+  // cluster.restart in the free modes: a server process that dies of a
+  // signal while the run goes on is started again, under its role and
+  // index; it re-joins and takes the newest checkpoint of its range.
+  std::atomic<bool> ended{false};
+  std::thread watcher;
+  if (o.restart && o.mode != RunMode::kSync &&
+      FamilyOf(o.mode) != ExchangeFamily::kCollective) {
+    watcher = std::thread([&] {
+      while (!ended.load()) {
+        std::this_thread::sleep_for(milliseconds(100));
+        std::lock_guard<std::mutex> lock(pids_mu);
+        for (NodeId id : roles.Ids(Role::kServer)) {
+          int status = 0;
+          if (::waitpid(pids[id], &status, WNOHANG) != pids[id] ||
+              !WIFSIGNALED(status) || ended.load()) {
+            continue;
+          }
+          LogWarning(
+              "cluster.restart: {} (pid {}) died of signal {}; "
+              "starting it again",
+              roles.Describe(id), pids[id], WTERMSIG(status));
+          auto pid = spawn(id, /*resume=*/true);
+          if (!pid.ok()) {
+            LogError("cluster.restart: {}", pid.status().message());
+            continue;
+          }
+          pids[id] = *pid;
+          Status st = write_pids();
+          if (!st.ok()) LogWarning("pids.json: {}", st.message());
+        }
+      }
+    });
+  }
+
   auto summary = RunCoordinatorRole(config, o, std::move(coord), run_dir, stop);
+  ended = true;
+  if (watcher.joinable()) watcher.join();
 
   // Children end when the coordinator says stop; any still running after
   // a grace period are ended by PID.
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  for (pid_t pid : pids) {
+  for (const auto& [id, pid] : pids) {
     int status = 0;
     while (::waitpid(pid, &status, WNOHANG) == 0) {
       if (std::chrono::steady_clock::now() > deadline) {

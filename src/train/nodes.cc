@@ -147,6 +147,8 @@ Result<ClusterRunOptions> ClusterRunOptions::FromConfig(const Config& c) {
   o.resume = c.GetBool("checkpoint.resume");
   o.restart = c.GetBool("cluster.restart");
   o.max_restarts = static_cast<int>(c.GetInt("cluster.max_restarts"));
+  o.restart_timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(c.GetFloat("cluster.restart_timeout_s") * 1000));
   if (o.restart && o.checkpoint_every_updates <= 0 &&
       o.checkpoint_every_s <= 0) {
     return Status::InvalidArgument(

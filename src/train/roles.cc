@@ -111,19 +111,34 @@ class ClusterCheckpoints {
     Message m;
     Role role;
     int index;
-    if (!resume_ || !o_.roles.RoleOf(id, &role, &index).ok()) return m;
+    if (!o_.roles.RoleOf(id, &role, &index).ok()) return m;
     std::string name;
     if (role == Role::kWorker) name = fmt::format("worker-{}", index);
     if (role == Role::kServer) name = fmt::format("server-{}", index);
     if (name.empty()) return m;
-    auto json = resume_->File(name + ".json");
-    auto tensors = resume_->File(name + ".safetensors");
+    // A server replacing a lost one (cluster.restart) after this run wrote
+    // checkpoints takes the newest; at the start, the one resumed from.
+    std::unique_ptr<Checkpoint> newest;
+    const Checkpoint* c = resume_.get();
+    if (written_.load() > 0) {
+      auto loaded = LoadNewestCheckpoint(run_dir_.path());
+      if (!loaded.ok()) {
+        LogError("restart: {}", loaded.status().message());
+        return m;
+      }
+      newest = std::make_unique<Checkpoint>(std::move(loaded).value());
+      c = newest.get();
+    }
+    if (c == nullptr) return m;
+    auto json = c->File(name + ".json");
+    auto tensors = c->File(name + ".safetensors");
     if (!json.ok() || !tensors.ok()) {
-      LogError("resume: {} has no state for {}", resume_->dir,
-               o_.roles.Describe(id));
+      LogError("resume: {} has no state for {}", c->dir, o_.roles.Describe(id));
       return m;
     }
-    m.header.clock = resume_->step;
+    if (written_.load() > 0)
+      LogWarning("{} starts again from {}", o_.roles.Describe(id), c->dir);
+    m.header.clock = c->step;
     m.payloads.push_back(Buffer::CopyOf((*json)->data(), (*json)->size()));
     m.payloads.push_back(
         Buffer::CopyOf((*tensors)->data(), (*tensors)->size()));
@@ -207,7 +222,7 @@ class ClusterCheckpoints {
     ++written_;
     return Status::Ok();
   }
-  int64_t written() const { return written_; }
+  int64_t written() const { return written_.load(); }
 
  private:
   const Config& config_;
@@ -218,7 +233,7 @@ class ClusterCheckpoints {
   // The newest state of every worker (a finished one keeps its last).
   std::map<int, std::pair<std::string, std::string>> workers_;
   std::map<int, int64_t> worker_steps_;
-  int64_t written_ = 0;
+  std::atomic<int64_t> written_{0};
 };
 
 }  // namespace
@@ -307,6 +322,11 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
   if (o.resume) RETURN_IF_ERROR(checkpoints.Load());
   Coordinator* coordinator_ptr = nullptr;  // set once it exists
   std::atomic<int64_t> last_checkpoint_ns{0};
+  if (o.restart && !Lockstep(o.mode)) {
+    // A lost server is replaced in place (free modes); lockstep modes start
+    // the whole cluster again (launch.cc).
+    co.server_restart_timeout = o.restart_timeout;
+  }
   if (o.checkpoints()) {
     co.checkpoint_lockstep = Lockstep(o.mode);
     co.on_restore = [&checkpoints](NodeId id) {
@@ -559,6 +579,20 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
     summary["resumed_at_step"] = checkpoints.step();
   }
   if (o.checkpoints()) summary["checkpoints_written"] = checkpoints.written();
+  {
+    // Servers replaced while the run went on (cluster.restart), and the
+    // updates of their ranges that the restart lost (at least).
+    nlohmann::json restarted = nlohmann::json::array();
+    for (const std::string& r : coordinator.Restarts())
+      restarted.push_back(ParseOr(r, nlohmann::json::object()));
+    if (!restarted.empty()) {
+      int64_t lost = 0;
+      for (const auto& st : servers)
+        lost += st.value("lost_updates_at_least", int64_t{0});
+      summary["node_restarts"] = restarted;
+      summary["lost_updates_at_least"] = lost;
+    }
+  }
   if (!run_status.ok()) summary["error"] = run_status.message();
   set_phase(run_status.ok() ? RunPhase::kDone : RunPhase::kFailed);
   Status written = run_dir.WriteJson("summary.json", summary);
@@ -628,6 +662,11 @@ Status RunServerRole(const Config& config, const ClusterRunOptions& o,
       if (!state.payloads.empty()) {
         RETURN_IF_ERROR(server.RestoreState(state.payloads));
         LogInfo("server {}: resumed at step {}", index, state.header.clock);
+      } else if (o.resume) {
+        return Status::FailedPrecondition(
+            "server {}: the coordinator has no checkpoint state for it (a "
+            "replacement needs a checkpoint written before the loss)",
+            index);
       }
     }
     LogDebug("server {}: keys {} of {} parameters", index, layout.ToString(),
@@ -672,6 +711,8 @@ Result<WorkerMetrics> RunWorkerRole(const Config& config,
   PublishedModel published;
   Node node(std::move(transport), o.roles, o.heartbeat_interval,
             o.heartbeat_timeout);
+  // cluster.restart: requests to a server that is replaced are sent again.
+  if (o.restart) node.rpc().KeepRequestsForResend(true);
   for (MessageType type : {kPeerModel, kGossipModel, kGossipDone, kTreeModel}) {
     node.On(type, [&mailbox](Message m) { mailbox.Put(std::move(m)); });
   }
@@ -807,6 +848,7 @@ Status RunEvaluatorRole(const Config& config, const ClusterPlan& plan,
   std::unique_ptr<Message> final_request;  // GUARDED_BY(final_mu)
   Node node(std::move(transport), o.roles, o.heartbeat_interval,
             o.heartbeat_timeout);
+  if (o.restart) node.rpc().KeepRequestsForResend(true);
   node.On(kFinalEvalRequest, [&](Message m) {
     std::lock_guard<std::mutex> lock(final_mu);
     final_request = std::make_unique<Message>(std::move(m));

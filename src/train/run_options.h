@@ -51,6 +51,8 @@ struct ClusterRunOptions {
   // checkpoint when a lost node stopped it, at most max_restarts times.
   bool restart = false;
   int max_restarts = 3;
+  // How long a lost server may take to be replaced (free modes).
+  std::chrono::milliseconds restart_timeout{60000};
   bool checkpoints() const {
     return checkpoint_every_updates > 0 || checkpoint_every_s > 0 || resume;
   }

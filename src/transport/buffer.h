@@ -92,6 +92,12 @@ class Buffer {
   const float* floats() const { return reinterpret_cast<const float*>(data()); }
   size_t num_floats() const { return size_ / sizeof(float); }
 
+  // Another Buffer over the same bytes, sharing their ownership (no copy; a
+  // gathered buffer is joined first). For keeping a message to send again.
+  Buffer Share() const {
+    if (!pieces_.empty()) Join();
+    return Buffer(data_, size_, owner_);
+  }
   // Gives up this buffer and returns its ownership token: the bytes stay valid
   // while the token (or a Buffer made from it with Adopt()) lives. For
   // transports that split a buffer into zero-copy frames. Leaves this empty.

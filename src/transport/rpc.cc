@@ -43,6 +43,7 @@ struct EndpointState {
     if (it == pending.end()) return nullptr;
     std::shared_ptr<RpcCall> call = std::move(it->second);
     pending.erase(it);
+    resend.erase(request_id);
     return call;
   }
 
@@ -83,6 +84,7 @@ struct EndpointState {
     {
       std::lock_guard<std::mutex> lock(mu);
       calls.swap(pending);
+      resend.clear();
     }
     for (auto& [id, call] : calls) {
       call->Complete(
@@ -183,6 +185,9 @@ struct EndpointState {
 
   std::mutex mu;
   std::map<uint64_t, std::shared_ptr<RpcCall>> pending;  // GUARDED_BY(mu)
+  // KeepRequestsForResend(): the requests' messages, by request id.
+  std::atomic<bool> keep_for_resend{false};
+  std::map<uint64_t, Message> resend;  // GUARDED_BY(mu)
 
   // Leader/follower state (RpcEndpoint::callers_receive()).
   std::atomic<bool> callers_receive{false};
@@ -397,12 +402,19 @@ std::shared_ptr<RpcCall> RpcEndpoint::Request(
   {
     std::lock_guard<std::mutex> lock(state_->mu);
     state_->pending[id] = call;
+    if (state_->keep_for_resend.load()) {
+      Message kept;
+      kept.header = msg.header;
+      for (const Buffer& p : msg.payloads) kept.payloads.push_back(p.Share());
+      state_->resend[id] = std::move(kept);
+    }
   }
   Status st = state_->transport->Send(to, std::move(msg));
   if (!st.ok()) {
     {
       std::lock_guard<std::mutex> lock(state_->mu);
       state_->pending.erase(id);
+      state_->resend.erase(id);
     }
     call->Complete(st);
   }
@@ -446,6 +458,43 @@ void RpcEndpoint::ReplyErrorOrLog(const Message& request,
 
 void RpcEndpoint::CancelPending(const Status& status) {
   state_->CancelAll(&status);
+}
+
+void RpcEndpoint::KeepRequestsForResend(bool keep) {
+  state_->keep_for_resend = keep;
+}
+
+int RpcEndpoint::Resend(NodeId to) {
+  std::vector<Message> again;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    for (auto it = state_->resend.begin(); it != state_->resend.end();) {
+      auto call = state_->pending.find(it->first);
+      if (call == state_->pending.end() || call->second->Ready()) {
+        it = state_->resend.erase(it);  // answered, or given up on
+        continue;
+      }
+      if (call->second->to_ == to) {
+        Message m;
+        m.header = it->second.header;
+        for (const Buffer& p : it->second.payloads)
+          m.payloads.push_back(p.Share());
+        again.push_back(std::move(m));
+      }
+      ++it;
+    }
+  }
+  int sent = 0;
+  for (Message& m : again) {
+    Status st = state_->transport->Send(to, std::move(m));
+    if (st.ok()) {
+      ++sent;
+    } else {
+      LogWarning("node {}: resending to node {}: {}", node_id(), to,
+                 st.message());
+    }
+  }
+  return sent;
 }
 
 Status RpcEndpoint::Send(NodeId to, Message msg) {

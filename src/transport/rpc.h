@@ -107,6 +107,13 @@ class RpcEndpoint {
   void CancelPending(const Status& status);
   // One-way send (no reply expected).
   Status Send(NodeId to, Message msg);
+  // Restart of a lost peer (cluster.restart): with `keep` on, each request
+  // keeps a view of its message (sharing the payload bytes, no copy) until
+  // its reply arrives, and Resend(to) sends every request to `to` still
+  // waiting for its reply again (the peer was restarted and lost what it
+  // had received). Returns how many were sent.
+  void KeepRequestsForResend(bool keep);
+  int Resend(NodeId to);
 
   Transport& transport();
   NodeId node_id() const;

@@ -265,6 +265,34 @@ TEST_P(PsOverTransportTest, PushOfTheWrongSizeIsRefusedWithAReason) {
   EXPECT_EQ(Pull(0), init);
 }
 
+// A restarted server may get a push twice (a worker's resend, and what
+// ZeroMQ queued for it): the second copy, same sender and request id, is
+// dropped.
+TEST_P(PsOverTransportTest, APushArrivingTwiceIsAppliedOnce) {
+  Start(100, 1, 1, 0.5);
+  const std::vector<float> init(100, 1.0f);
+  ASSERT_TRUE(clients_[0]->PushInitial(init.data())->Wait(kTimeout).ok());
+  const std::vector<float> grad(100, 1.0f);
+  for (int copy = 0; copy < 2; ++copy) {
+    Message m;
+    m.header.type = MessageType::kPush;
+    m.header.key_begin = 0;
+    m.header.key_end = 100;
+    m.header.clock = 0;  // base version
+    m.header.request_id = 4242;
+    m.payloads.push_back(Buffer::CopyOf(grad));
+    ASSERT_TRUE(rpcs_[0]->transport().Send(0, std::move(m)).ok());
+  }
+  // A different request after them: once it is applied, both copies were
+  // handled (one connection delivers in order).
+  ASSERT_TRUE(clients_[0]->Push(grad.data(), {1})->Wait(kTimeout).ok());
+  std::vector<float> out(100);
+  auto pulled = clients_[0]->Pull(out.data(), {})->Wait(kTimeout);
+  ASSERT_TRUE(pulled.ok()) << pulled.status().ToString();
+  EXPECT_EQ(pulled->versions[0], 2);              // the copy was not applied
+  EXPECT_EQ(out, std::vector<float>(100, 0.0f));  // 1 - 0.5 - 0.5
+}
+
 INSTANTIATE_TEST_SUITE_P(All, PsOverTransportTest,
                          ::testing::Values(Backend::kInProc, Backend::kTcp),
                          BackendName);

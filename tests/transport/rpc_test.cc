@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -37,6 +38,7 @@ constexpr int64_t kAnswerAfter300 = 3;     // reply after 300 ms
 constexpr int64_t kSendOneWayOnly = 4;     // one-way message, no reply
 constexpr int64_t kBytesAfterClockMs = 5;  // kReplyBytes bytes, clock ms late
 constexpr int64_t kFailNotFound = 6;       // an error reply: kNotFound
+constexpr int64_t kAnswerSecondCopy = 7;   // drops a request the first time
 constexpr size_t kReplyBytes = 300000;
 
 using test_backends::Backend;
@@ -74,6 +76,8 @@ class RpcTest : public ::testing::TestWithParam<Backend> {
   void Serve(Message m) {
     const int64_t kind = m.header.key_end;
     if (kind == kNeverAnswer) return;
+    if (kind == kAnswerSecondCopy && copies_[m.header.request_id]++ == 0)
+      return;  // as a peer that died with the request would
     if (kind == kAnnounceFirst || kind == kSendOneWayOnly) {
       Message note;
       note.header.type = MessageType::kShutdown;
@@ -91,6 +95,9 @@ class RpcTest : public ::testing::TestWithParam<Backend> {
     Message reply;
     reply.header.type = MessageType::kPullReply;
     reply.header.clock = m.header.clock;
+    if (kind == kAnswerSecondCopy && !m.payloads.empty())
+      reply.payloads.push_back(
+          Buffer::CopyOf(m.payloads[0].data(), m.payloads[0].size()));
     if (kind == kBytesAfterClockMs) {
       std::this_thread::sleep_for(milliseconds(m.header.clock));
       std::vector<uint8_t> bytes(kReplyBytes);
@@ -113,12 +120,41 @@ class RpcTest : public ::testing::TestWithParam<Backend> {
   static uint8_t Byte(size_t i) { return static_cast<uint8_t>(i * 31 + 7); }
 
   InProcFabric fabric_;
+  std::map<uint64_t, int> copies_;  // kAnswerSecondCopy, on the server thread
   std::unique_ptr<RpcEndpoint> server_;
   std::unique_ptr<RpcEndpoint> client_;
   std::atomic<int> handler_sleep_ms_{0};
   std::atomic<int> handled_{0};
   std::atomic<int64_t> handled_clock_{-1};
 };
+
+// cluster.restart: a request its peer never answered is sent again, same
+// id and payload (shared, not copied), and its caller gets the reply.
+TEST_P(RpcTest, AResentRequestIsAnsweredToItsCaller) {
+  client_->KeepRequestsForResend(true);
+  const std::vector<uint8_t> bytes = {1, 2, 3, 4, 5};
+  Message m;
+  m.header.type = MessageType::kPullRequest;
+  m.header.key_end = kAnswerSecondCopy;
+  m.header.clock = 42;
+  m.payloads.push_back(Buffer::CopyOf(bytes));
+  auto call = client_->Request(kServer, std::move(m));
+  auto answered = Ask(kEcho, 7);  // answered: never sent again
+  ASSERT_TRUE(answered->Wait(kWait).ok());
+  std::this_thread::sleep_for(milliseconds(200));
+  ASSERT_FALSE(call->Ready());  // the first copy is never answered
+  EXPECT_EQ(client_->Resend(kServer + 10), 0);  // nothing waits on node 11
+  EXPECT_EQ(client_->Resend(kServer), 1);
+  auto reply = call->Wait(kWait);
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->header.clock, 42);
+  ASSERT_EQ(reply->payloads.size(), 1u);
+  EXPECT_EQ(std::vector<uint8_t>(
+                reply->payloads[0].data(),
+                reply->payloads[0].data() + reply->payloads[0].size()),
+            bytes);
+  EXPECT_EQ(client_->Resend(kServer), 0);  // nothing left to resend
+}
 
 TEST_P(RpcTest, CallersReceiveTheirOwnRepliesOnlyWithoutDirectDelivery) {
   EXPECT_EQ(client_->callers_receive(), GetParam() == Backend::kTcp);
