@@ -255,12 +255,7 @@ void Coordinator::Handle(Message msg) {
         if (waiting != replacing_.end()) replacing_.erase(waiting);
         lost_.erase(from);
         endpoints_[from] = endpoint;
-        nlohmann::json map = nlohmann::json::object();
-        for (const auto& [id, ep] : endpoints_) map[std::to_string(id)] = ep;
-        map["0"] = rpc_.transport().endpoint();
-        if (!run_facts_.empty())
-          map[kRunFactsKey] = nlohmann::json::parse(run_facts_);
-        const std::string text = map.dump();
+        const std::string text = ClusterMapLocked();
         lock.unlock();
         Message reply;
         reply.header.type = MessageType::kRegisterReply;
@@ -272,12 +267,7 @@ void Coordinator::Handle(Message msg) {
       waiting_register_.push_back(std::move(msg));
       if (static_cast<int>(endpoints_.size()) ==
           options_.roles.num_nodes() - 1) {
-        nlohmann::json map = nlohmann::json::object();
-        for (const auto& [id, ep] : endpoints_) map[std::to_string(id)] = ep;
-        map["0"] = rpc_.transport().endpoint();
-        if (!run_facts_.empty())
-          map[kRunFactsKey] = nlohmann::json::parse(run_facts_);
-        const std::string text = map.dump();
+        const std::string text = ClusterMapLocked();
         std::vector<Message> waiting;
         waiting.swap(waiting_register_);
         for (Message& w : waiting) {
@@ -474,6 +464,15 @@ void Coordinator::Monitor() {
       if (role == Role::kWorker) MaybeRunRoundLocked();
     }
   }
+}
+
+std::string Coordinator::ClusterMapLocked() {
+  nlohmann::json map = nlohmann::json::object();
+  for (const auto& [id, ep] : endpoints_) map[std::to_string(id)] = ep;
+  map["0"] = rpc_.transport().endpoint();
+  if (!run_facts_.empty())
+    map[kRunFactsKey] = nlohmann::json::parse(run_facts_);
+  return map.dump();
 }
 
 void Coordinator::StartRoundLocked(std::vector<NodeId>* pauses) {

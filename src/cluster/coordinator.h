@@ -181,6 +181,9 @@ class Coordinator {
   void ReleaseBarriersLocked();
   void MaybeFinishLocked();
   std::vector<NodeId> LiveWorkersLocked() const;
+  // The cluster map a registration's reply carries (JSON text: every
+  // node's endpoint and the run facts).
+  std::string ClusterMapLocked();
   // Checkpoint rounds. Callers hold mu_; `pauses` gets the workers to send
   // kCheckpointPause to (after unlocking).
   void StartRoundLocked(std::vector<NodeId>* pauses);

@@ -80,6 +80,14 @@ std::vector<int> Neighbours(Topology topology, int index, int n);
 struct ExchangeState {
   bool has_optimizer = false;
   OptimizerState optimizer;
+
+  // The state of a strategy whose only state is its local optimizer.
+  static ExchangeState Of(const Optimizer& optimizer) {
+    ExchangeState s;
+    s.has_optimizer = true;
+    s.optimizer = optimizer.SaveState();
+    return s;
+  }
 };
 
 // How a worker's step result leaves the worker: one strategy per mode

@@ -67,10 +67,7 @@ class CollectiveExchange final : public Exchange {
       : env_(env), o_(*env.options), m_(*env.metrics) {}
 
   Result<ExchangeState> SaveState() override {
-    ExchangeState s;
-    s.has_optimizer = true;
-    s.optimizer = optimizer_->SaveState();
-    return s;
+    return ExchangeState::Of(*optimizer_);
   }
   Status RestoreState(const ExchangeState& state) override {
     restored_ = std::make_unique<ExchangeState>(state);

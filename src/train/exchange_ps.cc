@@ -189,10 +189,7 @@ class ElasticExchange final : public Exchange {
             static_cast<size_t>(env.model.size))) {}
 
   Result<ExchangeState> SaveState() override {
-    ExchangeState s;
-    s.has_optimizer = true;
-    s.optimizer = optimizer_->SaveState();
-    return s;
+    return ExchangeState::Of(*optimizer_);
   }
   Status RestoreState(const ExchangeState& state) override {
     if (state.has_optimizer)

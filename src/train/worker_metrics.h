@@ -76,18 +76,13 @@ struct WorkerMetrics {
   }
 
   nlohmann::json ToJson() const {
-    nlohmann::json j{{"worker", index},
-                     {"iterations", iterations},
-                     {"samples", samples},
-                     {"compute_s", compute_s},
-                     {"comm_s", comm_s},
-                     {"wait_s", wait_s},
-                     {"data_wait_s", data_wait_s},
-                     {"bytes_pushed", bytes_pushed},
-                     {"bytes_pulled", bytes_pulled},
-                     {"dropped_gradients", dropped_gradients},
-                     {"exchanges", exchanges},
-                     {"finished", finished}};
+    nlohmann::json j = SaveCounters();
+    // Reported as their mean and max below.
+    j.erase("staleness_sum");
+    j.erase("staleness_count");
+    j.erase("staleness_max");
+    j["worker"] = index;
+    j["finished"] = finished;
     if (gossip_weight > 0) j["gossip_weight"] = gossip_weight;
     if (staleness_count > 0) {
       j["staleness_mean"] =

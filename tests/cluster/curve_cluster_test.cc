@@ -19,6 +19,7 @@
 #include "ps/client.h"
 #include "ps/server.h"
 #include "transport/curve_keys.h"
+#include "transport/curve_test_util.h"
 #include "transport/wire.h"
 #include "transport/zmq_transport.h"
 
@@ -37,18 +38,6 @@ CurveKeyPair NewPair() {
   auto pair = GenerateCurveKeyPair();
   EXPECT_TRUE(pair.ok()) << pair.status().ToString();
   return *pair;
-}
-
-std::unique_ptr<Transport> TcpNode(NodeId id, std::optional<CurveKeys> curve) {
-  ZmqOptions options;
-  options.curve = std::move(curve);
-  auto r = NewZmqTransport(id, std::move(options));
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  if (!r.ok()) return nullptr;
-  std::unique_ptr<Transport> t = std::move(r).value();
-  Status s = t->Bind("tcp://127.0.0.1:*");
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return t;
 }
 
 // A raw ZeroMQ DEALER without keys sends a well-formed kPush, as a worker's
@@ -94,8 +83,8 @@ AfterAttack PushWithoutKeys(const std::optional<CurveKeys>& curve) {
   AfterAttack out;
   auto layout = KeyLayout::Balanced(kKeys, 1);
   EXPECT_TRUE(layout.ok());
-  auto st = TcpNode(kServer, curve);
-  auto wt = TcpNode(kWorker, curve);
+  auto st = curve_test::TcpNode(kServer, curve);
+  auto wt = curve_test::TcpNode(kWorker, curve);
   if (!st || !wt || !layout.ok()) return out;
   EXPECT_TRUE(wt->Connect(kServer, st->endpoint()).ok());
   EXPECT_TRUE(st->Connect(kWorker, wt->endpoint()).ok());
@@ -150,7 +139,7 @@ TEST(CurveClusterTest, AKeylessPeerPushingAGradientChangesNoParameter) {
 // after `timeout`.
 Status Register(const std::string& coordinator, const RoleTable& roles,
                 const std::optional<CurveKeys>& curve, milliseconds timeout) {
-  auto t = TcpNode(roles.WorkerId(0), curve);
+  auto t = curve_test::TcpNode(roles.WorkerId(0), curve);
   if (!t) return Status::Internal("no transport");
   RpcEndpoint rpc(std::move(t), [](Message) {});
   ClusterMember member(rpc, roles, milliseconds(100));
@@ -168,7 +157,8 @@ TEST(CurveClusterTest, ANodeWithAWrongKeyCannotRegister) {
   co.roles = roles;
   co.join_timeout = milliseconds(60000);
   co.heartbeat_timeout = milliseconds(60000);
-  auto ct = TcpNode(roles.CoordinatorId(), CurveKeys::ForCluster(cluster));
+  auto ct = curve_test::TcpNode(roles.CoordinatorId(),
+                                CurveKeys::ForCluster(cluster));
   ASSERT_TRUE(ct);
   const std::string endpoint = ct->endpoint();
   Coordinator coordinator(co, std::move(ct));

@@ -83,6 +83,16 @@ TEST(CheckpointTest, AnotherConfigIsRefusedNamingTheKeys) {
   EXPECT_NE(st.message().find("cluster.workers"), std::string::npos);
 }
 
+// Removes the checkpoints of steps 30 and 40 of `run` (which must exist), as
+// if the run had died just after writing step 20.
+void DropLaterCheckpoints(const std::string& run) {
+  for (const char* step : {"step-30", "step-40"}) {
+    const std::string dir = run + "/checkpoints/" + step;
+    ASSERT_TRUE(FileExists(dir + "/manifest.json")) << dir;
+    ASSERT_EQ(std::system(("rm -rf " + dir).c_str()), 0);
+  }
+}
+
 struct ResumeCase {
   std::string name;
   std::vector<std::string> set;
@@ -102,11 +112,7 @@ TEST_P(LocalResumeTest, ResumedRunEqualsTheUninterruptedOneBitForBit) {
   // checkpoints are removed, as if it had died after writing step 20.
   auto cut = RunConfig(With(c, {"run.name=cut"}));
   ASSERT_TRUE(cut.ok()) << cut.status().ToString();
-  for (const char* step : {"step-30", "step-40"}) {
-    const std::string dir = root + "/cut/checkpoints/" + step;
-    ASSERT_TRUE(FileExists(dir)) << dir;
-    ASSERT_EQ(std::system(("rm -rf " + dir).c_str()), 0);
-  }
+  ASSERT_NO_FATAL_FAILURE(DropLaterCheckpoints(root + "/cut"));
   auto data = LoadDatasetFromConfig(c);
   ASSERT_TRUE(data.ok());
   auto dir = RunDirectory::Open(root + "/cut");
@@ -207,11 +213,7 @@ TEST_P(ClusterResumeTest, ResumedRunEqualsTheUninterruptedOne) {
   ASSERT_TRUE(cut.ok()) << cut.status().ToString();
   // Rounds are named by the furthest worker's step: 10, 20, 30, 40 (free
   // modes take the others along from wherever they are).
-  for (const char* step : {"step-30", "step-40"}) {
-    const std::string dir = root + "/cut/checkpoints/" + step;
-    ASSERT_TRUE(FileExists(dir + "/manifest.json")) << dir;
-    ASSERT_EQ(std::system(("rm -rf " + dir).c_str()), 0);
-  }
+  ASSERT_NO_FATAL_FAILURE(DropLaterCheckpoints(root + "/cut"));
   // Every role's state is in the checkpoint.
   const std::string at20 = root + "/cut/checkpoints/step-20/";
   for (const char* f : {"worker-0.json", "worker-1.safetensors",

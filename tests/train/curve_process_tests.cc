@@ -21,6 +21,7 @@
 
 #include "common/fs.h"
 #include "transport/curve_keys.h"
+#include "transport/curve_test_util.h"
 #include "transport/wire.h"
 
 extern char** environ;
@@ -96,15 +97,6 @@ std::string AwaitLine(const std::string& path, const std::string& marker,
   return "";
 }
 
-size_t Count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos;
-       at = text.find(what, at + 1)) {
-    ++n;
-  }
-  return n;
-}
-
 // Sends a well-formed "worker 0 is done" to the coordinator from a raw
 // DEALER; with `own` set it is a CURVE client holding that key pair.
 void SendDone(zmq::context_t& ctx, const std::string& endpoint,
@@ -176,10 +168,12 @@ TEST(CurveProcessTest, KeysGenerateThenAProcessRunOverCurveRefusesOthers) {
   EXPECT_NE(text.find("node 0: refused a connection at " + endpoint),
             std::string::npos)
       << text;
-  EXPECT_EQ(Count(text, intruder->public_key), 1u) << text;
-  EXPECT_EQ(Count(text, "without authentication or encryption"), 0u);
+  EXPECT_EQ(curve_test::Count(text, intruder->public_key), 1u) << text;
+  EXPECT_EQ(curve_test::Count(text, "without authentication or encryption"),
+            0u);
   // Every node said it runs CURVE (server, 2 workers, evaluator).
-  EXPECT_EQ(Count(text, "joining the coordinator at " + endpoint + " (CURVE)"),
+  EXPECT_EQ(curve_test::Count(
+                text, "joining the coordinator at " + endpoint + " (CURVE)"),
             4u)
       << text;
   auto summary = ReadFile(root + "/r/summary.json");
@@ -220,7 +214,9 @@ std::string LoneServerLog(const std::string& root,
 TEST(CurveProcessTest, ANodeBeyondLoopbackWithoutSecurityWarnsOnce) {
   const std::string plain_root = TempRoot();
   const std::string plain = LoneServerLog(plain_root, {});
-  EXPECT_EQ(Count(plain, "without authentication or encryption"), 1u) << plain;
+  EXPECT_EQ(curve_test::Count(plain, "without authentication or encryption"),
+            1u)
+      << plain;
   EXPECT_NE(plain.find("cluster.security = \"curve\""), std::string::npos);
 
   const std::string root = TempRoot();
@@ -229,7 +225,9 @@ TEST(CurveProcessTest, ANodeBeyondLoopbackWithoutSecurityWarnsOnce) {
   ASSERT_TRUE(WriteClusterKeyFiles(root + "/keys", *pair, false).ok());
   const std::string curve = LoneServerLog(
       root, {"cluster.security=curve", "cluster.keys_dir=" + root + "/keys"});
-  EXPECT_EQ(Count(curve, "without authentication or encryption"), 0u) << curve;
+  EXPECT_EQ(curve_test::Count(curve, "without authentication or encryption"),
+            0u)
+      << curve;
   EXPECT_NE(curve.find("joining the coordinator"), std::string::npos) << curve;
 }
 

@@ -22,6 +22,7 @@
 #include "common/config.h"
 #include "common/fs.h"
 #include "transport/curve_keys.h"
+#include "transport/curve_test_util.h"
 #include "transport/wire.h"
 #include "transport/zmq_transport.h"
 
@@ -52,15 +53,6 @@ int Mode(const std::string& path) {
   struct stat st {};
   EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
   return static_cast<int>(st.st_mode & 0777);
-}
-
-size_t Count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos;
-       at = text.find(what, at + 1)) {
-    ++n;
-  }
-  return n;
 }
 
 // ---------------------------------------------------------------- key files
@@ -220,21 +212,6 @@ TEST(CurveKeysTest, TheConfigNamesWhatIsMissing) {
 
 // ---------------------------------------------------------------- transport
 
-std::unique_ptr<Transport> Node(NodeId id, std::optional<CurveKeys> curve,
-                                std::shared_ptr<ZmqContext> context = nullptr) {
-  ZmqOptions options;
-  options.curve = std::move(curve);
-  options.context = std::move(context);
-  options.send_timeout = milliseconds(2000);
-  auto r = NewZmqTransport(id, std::move(options));
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  if (!r.ok()) return nullptr;
-  std::unique_ptr<Transport> t = std::move(r).value();
-  Status s = t->Bind("tcp://127.0.0.1:*");
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return t;
-}
-
 Message Tagged(uint64_t request_id, size_t bytes = 64) {
   Message m;
   m.header.type = MessageType::kPush;
@@ -276,8 +253,8 @@ void SendRawWellFormed(zmq::socket_t& socket, Message msg) {
 
 TEST(ZmqCurveTest, NodesWithTheClusterKeysExchangeMessages) {
   const CurveKeys keys = CurveKeys::ForCluster(NewPair());
-  auto a = Node(1, keys);
-  auto b = Node(2, keys);
+  auto a = curve_test::TcpNode(1, keys);
+  auto b = curve_test::TcpNode(2, keys);
   ASSERT_TRUE(a && b);
   ASSERT_TRUE(a->Connect(2, b->endpoint()).ok());
   ASSERT_TRUE(b->Connect(1, a->endpoint()).ok());
@@ -306,12 +283,12 @@ TEST(ZmqCurveTest, NodesWithTheClusterKeysExchangeMessages) {
 
 TEST(ZmqCurveTest, AClientKeyNotAllowedDeliversNothingAndIsLoggedOnce) {
   const CurveKeyPair cluster = NewPair();
-  auto server = Node(2, CurveKeys::ForCluster(cluster));
-  auto member = Node(1, CurveKeys::ForCluster(cluster));
+  auto server = curve_test::TcpNode(2, CurveKeys::ForCluster(cluster));
+  auto member = curve_test::TcpNode(1, CurveKeys::ForCluster(cluster));
   // The intruder knows the cluster's public key (it is not secret) but not
   // its secret: it presents a key pair of its own.
   const CurveKeyPair intruder_pair = NewPair();
-  auto intruder = Node(
+  auto intruder = curve_test::TcpNode(
       3,
       CurveKeys{intruder_pair, cluster.public_key, {intruder_pair.public_key}});
   ASSERT_TRUE(server && member && intruder);
@@ -347,7 +324,7 @@ TEST(ZmqCurveTest, AClientKeyNotAllowedDeliversNothingAndIsLoggedOnce) {
   EXPECT_GE(server->stats().connections_refused, 3u);
   EXPECT_EQ(server->stats().messages_received, 1u);
   // Logged with the peer's address and key, once for all the retries.
-  EXPECT_EQ(Count(log, intruder_pair.public_key), 1u) << log;
+  EXPECT_EQ(curve_test::Count(log, intruder_pair.public_key), 1u) << log;
   EXPECT_NE(log.find("refused a CURVE client from 127.0.0.1"),
             std::string::npos)
       << log;
@@ -355,9 +332,9 @@ TEST(ZmqCurveTest, AClientKeyNotAllowedDeliversNothingAndIsLoggedOnce) {
 
 TEST(ZmqCurveTest, AnotherClustersKeysDeliverNothing) {
   const CurveKeyPair cluster = NewPair();
-  auto server = Node(2, CurveKeys::ForCluster(cluster));
+  auto server = curve_test::TcpNode(2, CurveKeys::ForCluster(cluster));
   // A node of another cluster: its server key is not this server's.
-  auto stranger = Node(3, CurveKeys::ForCluster(NewPair()));
+  auto stranger = curve_test::TcpNode(3, CurveKeys::ForCluster(NewPair()));
   ASSERT_TRUE(server && stranger);
   testing::internal::CaptureStderr();
   ASSERT_TRUE(stranger->Connect(2, server->endpoint()).ok());
@@ -380,9 +357,11 @@ TEST(ZmqCurveTest, AnotherClustersKeysDeliverNothing) {
 
 TEST(ZmqCurveTest, PeersWithoutKeysAreRefusedByZeroMQ) {
   const CurveKeys keys = CurveKeys::ForCluster(NewPair());
-  auto server = Node(2, keys);
-  auto plain_server = Node(4, std::nullopt);  // control: no CURVE
-  auto plain = Node(3, std::nullopt);         // a strata node without keys
+  auto server = curve_test::TcpNode(2, keys);
+  auto plain_server =
+      curve_test::TcpNode(4, std::nullopt);  // control: no CURVE
+  auto plain =
+      curve_test::TcpNode(3, std::nullopt);  // a strata node without keys
   ASSERT_TRUE(server && plain_server && plain);
 
   zmq::context_t ctx(1);
@@ -445,13 +424,14 @@ TEST(ZmqCurveTest, TransportsSharingAContextKeepTheirOwnAllowedKeys) {
   auto ctx = ZmqContext::Create(1);
   ASSERT_TRUE(ctx.ok());
   const CurveKeyPair a = NewPair(), b = NewPair();
-  auto node_a = Node(1, CurveKeys::ForCluster(a), *ctx);
-  auto node_b = Node(2, CurveKeys::ForCluster(b), *ctx);
+  auto node_a = curve_test::TcpNode(1, CurveKeys::ForCluster(a), *ctx);
+  auto node_b = curve_test::TcpNode(2, CurveKeys::ForCluster(b), *ctx);
   // Holds key A and calls both servers by their own public keys.
-  auto to_a = Node(3, CurveKeys::ForCluster(a), *ctx);
-  auto to_b = Node(4, CurveKeys{a, b.public_key, {a.public_key}}, *ctx);
-  auto plain_rx = Node(5, std::nullopt, *ctx);
-  auto plain_tx = Node(6, std::nullopt, *ctx);
+  auto to_a = curve_test::TcpNode(3, CurveKeys::ForCluster(a), *ctx);
+  auto to_b =
+      curve_test::TcpNode(4, CurveKeys{a, b.public_key, {a.public_key}}, *ctx);
+  auto plain_rx = curve_test::TcpNode(5, std::nullopt, *ctx);
+  auto plain_tx = curve_test::TcpNode(6, std::nullopt, *ctx);
   ASSERT_TRUE(node_a && node_b && to_a && to_b && plain_rx && plain_tx);
 
   testing::internal::CaptureStderr();
