@@ -374,6 +374,23 @@ Status RunDataRole(const Config& config, const ClusterPlan& plan, int index,
     reply.payloads.push_back(Buffer::CopyOf(text.data(), text.size()));
     node.rpc().ReplyOrLog(req, std::move(reply));
   });
+  // Checkpoints (docs/checkpoints.md): the cursor, with the leases out (a
+  // batch not acknowledged yet is served again after a restore).
+  node.On(kCheckpointRequest, [&](Message req) {
+    std::string text;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      flush();
+      text = nlohmann::json{{"cursor", cursor->SaveState()},
+                            {"served", served},
+                            {"acked", acked}}
+                 .dump();
+    }
+    Message reply;
+    reply.header.type = MessageType::kAck;
+    reply.payloads.push_back(Buffer::CopyOf(text.data(), text.size()));
+    node.rpc().ReplyOrLog(req, std::move(reply));
+  });
   DataFacts facts;
   facts.channels = train.channels;
   facts.height = train.height;
@@ -388,8 +405,29 @@ Status RunDataRole(const Config& config, const ClusterPlan& plan, int index,
       "data server {}: {} assignment, sampler {}, serving workers {} mod {} "
       "from {} training examples",
       index, AssignmentName(o.assignment), co.sampler, index, m, train.size());
+  // Resuming: the cursor comes back before any worker can ask for a batch.
+  auto restore = [&](const std::string&) -> Status {
+    if (!o.checkpoints()) return Status::Ok();
+    const std::string who = fmt::format("data server {}", index);
+    ASSIGN_OR_RETURN(Message state, RequestCheckpointState(node.rpc(), o, who));
+    if (state.payloads.empty()) return Status::Ok();
+    nlohmann::json j = nlohmann::json::parse(
+        std::string(reinterpret_cast<const char*>(state.payloads[0].data()),
+                    state.payloads[0].size()),
+        nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("cursor"))
+      return Status::DataLoss("{} state: bad JSON", who);
+    std::lock_guard<std::mutex> lock(mu);
+    Status st = cursor->RestoreState(j["cursor"]);
+    if (!st.ok()) return Status::DataLoss("{} state: {}", who, st.message());
+    served = j.value("served", int64_t{0});
+    acked = j.value("acked", int64_t{0});
+    LogInfo("{}: resumed at step {} ({} batches out on lease are served again)",
+            who, state.header.clock, cursor->leases_out());
+    return Status::Ok();
+  };
   RETURN_IF_ERROR(
-      node.Join(coordinator_endpoint, o.request_timeout, run_facts));
+      node.Join(coordinator_endpoint, o.request_timeout, run_facts, restore));
   node.WaitForEnd();
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -530,6 +568,17 @@ Result<bool> BatchStream::Next(StreamedBatch* out) {
       ready_.push_back(std::move(b));
     }
   }
+}
+
+Status BatchStream::SendAcks() {
+  if (ack_seqs_.empty()) return Status::Ok();
+  Request(0);
+  std::shared_ptr<RpcCall> call = in_flight_.back().first;
+  in_flight_.pop_back();
+  Result<Message> r = call->Wait(timeout_);
+  if (!r.ok())
+    return r.status().WithContext(fmt::format("acknowledging to {}", name_));
+  return Status::Ok();
 }
 
 Status BatchStream::Flush() {

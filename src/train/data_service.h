@@ -109,6 +109,9 @@ class BatchStream {
   void Ack(int64_t seq, const std::vector<float>& losses);
   // Sends the acknowledgements not sent yet and waits for the reply.
   Status Flush();
+  // The same, keeping the batches on their way (a checkpoint round: the
+  // data server's cursor then knows every batch trained so far).
+  Status SendAcks();
   // Seconds spent waiting in Next() for a batch that was not there yet.
   double wait_s() const { return wait_s_; }
 

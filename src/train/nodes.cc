@@ -168,13 +168,6 @@ Result<ClusterRunOptions> ClusterRunOptions::FromConfig(const Config& c) {
           "in local, sync, async, ssp, easgd, allreduce, ring and local-sgd",
           RunModeName(o.mode));
     }
-    if (o.data_servers > 0) {
-      return Status::Unimplemented(
-          "checkpoints with the data service (cluster.data_servers = {}) are "
-          "not built yet: the data servers' cursors are not saved "
-          "(docs/checkpoints.md)",
-          o.data_servers);
-    }
   }
   o.metrics_address = c.GetString("cluster.metrics_address");
   if (!o.metrics_address.empty()) {
@@ -390,6 +383,8 @@ Result<WorkerMetrics> RunWorker(const Config& config,
   // Arrives at the coordinator with this worker's state at a step boundary
   // (`done` steps) and waits for the round to end.
   auto arrive = [&](int64_t done, bool final, bool paused) -> Status {
+    // The data server's cursor must know every batch trained so far.
+    if (stream != nullptr) RETURN_IF_ERROR(stream->SendAcks());
     RETURN_IF_ERROR(exchange->Quiesce(done));
     ASSIGN_OR_RETURN(ExchangeState es, exchange->SaveState());
     std::ostringstream delay_state;
@@ -576,10 +571,10 @@ Result<WorkerMetrics> RunWorker(const Config& config,
                                /*paused=*/catch_up_to < 0 && !scheduled));
     }
   }
-  if (checkpoints != nullptr && !checkpoint_stop && m.iterations == total &&
-      total > first_step) {
+  if (checkpoints != nullptr && !checkpoint_stop &&
+      (m.iterations == total || data_ended) && m.iterations > first_step) {
     // The end of the run is checkpointed too.
-    RETURN_IF_ERROR(arrive(total, /*final=*/true, /*paused=*/false));
+    RETURN_IF_ERROR(arrive(m.iterations, /*final=*/true, /*paused=*/false));
   }
   if (stream != nullptr) {
     m.data_wait_s = stream->wait_s();

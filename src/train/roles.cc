@@ -46,20 +46,6 @@ std::string BufferText(const Buffer& b) {
   return std::string(reinterpret_cast<const char*>(b.data()), b.size());
 }
 
-// A node's state from the checkpoint the run resumes from (no payloads:
-// a fresh start), asked of the coordinator once the node joined.
-Result<Message> RequestRestore(RpcEndpoint& rpc, const ClusterRunOptions& o,
-                               const std::string& who) {
-  Message m;
-  m.header.type = kRestoreRequest;
-  auto reply = rpc.Request(o.roles.CoordinatorId(), std::move(m))
-                   ->Wait(o.request_timeout);
-  if (!reply.ok())
-    return reply.status().WithContext(who +
-                                      ": asking for its checkpoint state");
-  return std::move(reply).value();
-}
-
 // True for the modes whose workers move in lockstep: a checkpoint finds
 // them all at one step (docs/checkpoints.md).
 bool Lockstep(RunMode mode) {
@@ -115,6 +101,7 @@ class ClusterCheckpoints {
     std::string name;
     if (role == Role::kWorker) name = fmt::format("worker-{}", index);
     if (role == Role::kServer) name = fmt::format("server-{}", index);
+    if (role == Role::kData) name = fmt::format("data-{}", index);
     if (name.empty()) return m;
     // A server replacing a lost one (cluster.restart) after this run wrote
     // checkpoints takes the newest; at the start, the one resumed from.
@@ -131,7 +118,8 @@ class ClusterCheckpoints {
     }
     if (c == nullptr) return m;
     auto json = c->File(name + ".json");
-    auto tensors = c->File(name + ".safetensors");
+    // Data servers keep no tensors.
+    auto tensors = role == Role::kData ? json : c->File(name + ".safetensors");
     if (!json.ok() || !tensors.ok()) {
       LogError("resume: {} has no state for {}", c->dir, o_.roles.Describe(id));
       return m;
@@ -140,8 +128,10 @@ class ClusterCheckpoints {
       LogWarning("{} starts again from {}", o_.roles.Describe(id), c->dir);
     m.header.clock = c->step;
     m.payloads.push_back(Buffer::CopyOf((*json)->data(), (*json)->size()));
-    m.payloads.push_back(
-        Buffer::CopyOf((*tensors)->data(), (*tensors)->size()));
+    if (role != Role::kData) {
+      m.payloads.push_back(
+          Buffer::CopyOf((*tensors)->data(), (*tensors)->size()));
+    }
     return m;
   }
 
@@ -201,6 +191,19 @@ class ClusterCheckpoints {
           BufferText(reply->payloads[1]);
       versions.push_back(reply->header.clock);
     }
+    for (int k = 0; k < o_.roles.num_data_servers(); ++k) {
+      Message m;
+      m.header.type = kCheckpointRequest;
+      auto reply = coordinator.Request(o_.roles.DataServerId(k), std::move(m))
+                       ->Wait(o_.request_timeout);
+      if (!reply.ok()) {
+        return reply.status().WithContext(
+            fmt::format("data server {} state", k));
+      }
+      if (reply->payloads.empty())
+        return Status::DataLoss("data server {}: an empty state", k);
+      files[fmt::format("data-{}.json", k)] = BufferText(reply->payloads[0]);
+    }
     files["coordinator.json"] = nlohmann::json{{"kind", "cluster"},
                                                {"mode", RunModeName(o_.mode)},
                                                {"step", step},
@@ -237,6 +240,19 @@ class ClusterCheckpoints {
 };
 
 }  // namespace
+
+Result<Message> RequestCheckpointState(RpcEndpoint& rpc,
+                                       const ClusterRunOptions& o,
+                                       const std::string& who) {
+  Message m;
+  m.header.type = kRestoreRequest;
+  auto reply = rpc.Request(o.roles.CoordinatorId(), std::move(m))
+                   ->Wait(o.request_timeout);
+  if (!reply.ok())
+    return reply.status().WithContext(who +
+                                      ": asking for its checkpoint state");
+  return std::move(reply).value();
+}
 
 Result<ClusterPlan> ClusterPlan::Make(const Config& config,
                                       const DatasetSplits& data,
@@ -656,9 +672,9 @@ Status RunServerRole(const Config& config, const ClusterRunOptions& o,
                      LrSchedule::FromConfig(config, iterations));
     if (o.checkpoints()) {
       // Resuming: the range comes from the checkpoint (before any push).
-      ASSIGN_OR_RETURN(
-          Message state,
-          RequestRestore(node.rpc(), o, fmt::format("server {}", index)));
+      ASSIGN_OR_RETURN(Message state,
+                       RequestCheckpointState(node.rpc(), o,
+                                              fmt::format("server {}", index)));
       if (!state.payloads.empty()) {
         RETURN_IF_ERROR(server.RestoreState(state.payloads));
         LogInfo("server {}: resumed at step {}", index, state.header.clock);
@@ -772,7 +788,7 @@ Result<WorkerMetrics> RunWorkerRole(const Config& config,
   if (o.checkpoints()) {
     ASSIGN_OR_RETURN(
         checkpoints.restore,
-        RequestRestore(node.rpc(), o, fmt::format("worker {}", index)));
+        RequestCheckpointState(node.rpc(), o, fmt::format("worker {}", index)));
   }
   ClusterPlan served_plan;
   const ClusterPlan* p = &plan;

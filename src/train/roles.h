@@ -47,6 +47,13 @@ struct ClusterPlan {
   void SetIterations(int64_t train_size);
 };
 
+// A node's state from the checkpoint the run resumes from (no payloads: a
+// fresh start), asked of the coordinator once the node joined
+// (kRestoreRequest; docs/checkpoints.md).
+Result<Message> RequestCheckpointState(RpcEndpoint& rpc,
+                                       const ClusterRunOptions& o,
+                                       const std::string& who);
+
 // The roles of a cluster. Each runs one node until the run ends and is the
 // same code whether the node is a thread (TrainCluster) or a process
 // (`strata node`). Every wait is bounded: by the heartbeat timeout (the
