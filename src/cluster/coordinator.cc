@@ -133,9 +133,23 @@ void Coordinator::Handle(Message msg) {
           if (id != from && !lost_.count(id)) others.push_back(id);
         }
         lock.unlock();
-        Message reply;
-        reply.header.type = MessageType::kRegisterReply;
-        rpc_.ReplyOrLog(msg, std::move(reply));
+        Role role;
+        int index;
+        if (options_.roles.RoleOf(from, &role, &index).ok() &&
+            role == Role::kWorker) {
+          // The data servers take back what its predecessor had leased
+          // (they may not have been told it was lost), before it asks.
+          for (NodeId data : options_.roles.Ids(Role::kData)) {
+            Message notice;
+            notice.header.type = kNodeLost;
+            notice.header.clock = from;
+            Status st = rpc_.Send(data, std::move(notice));
+            if (!st.ok())
+              LogWarning("coordinator: cannot tell {} about {}: {}",
+                         options_.roles.Describe(data),
+                         options_.roles.Describe(from), st.message());
+          }
+        }
         for (NodeId id : others) {
           Message moved;
           moved.header.type = kNodeRejoined;
@@ -148,6 +162,9 @@ void Coordinator::Handle(Message msg) {
                        options_.roles.Describe(id),
                        options_.roles.Describe(from), st.message());
         }
+        Message reply;
+        reply.header.type = MessageType::kRegisterReply;
+        rpc_.ReplyOrLog(msg, std::move(reply));
         LogWarning("coordinator: {} re-joined at {}; the run goes on",
                    options_.roles.Describe(from), endpoint);
         return;
@@ -236,9 +253,12 @@ void Coordinator::Handle(Message msg) {
         // A server registering again is its replacement, even before its
         // predecessor's silence was noticed (a node never registers twice).
         auto waiting = replacing_.find(from);
-        const bool replaceable = waiting != replacing_.end() ||
-                                 (role == Role::kServer &&
-                                  options_.server_restart_timeout.count() > 0);
+        const bool replaceable =
+            waiting != replacing_.end() ||
+            (role == Role::kServer &&
+             options_.server_restart_timeout.count() > 0) ||
+            (role == Role::kWorker && options_.worker_restart &&
+             !done_.count(from));
         if (!replaceable) {
           lock.unlock();
           rpc_.ReplyErrorOrLog(
@@ -297,6 +317,15 @@ void Coordinator::Handle(Message msg) {
       }
       return;
     case MessageType::kBarrier:
+      if (msg.header.clock <= released_barrier_) {
+        // A replacement worker passing a barrier the others passed long
+        // ago (cluster.restart).
+        Message release;
+        release.header.type = MessageType::kBarrierRelease;
+        release.header.clock = msg.header.clock;
+        rpc_.ReplyOrLog(msg, std::move(release));
+        return;
+      }
       barriers_[msg.header.clock].push_back(std::move(msg));
       ReleaseBarriersLocked();
       return;
@@ -366,6 +395,7 @@ void Coordinator::ReleaseBarriersLocked() {
       release.header.clock = it->first;
       rpc_.ReplyOrLog(m, std::move(release));
     }
+    released_barrier_ = std::max(released_barrier_, it->first);
     it = barriers_.erase(it);
   }
 }

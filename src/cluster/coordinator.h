@@ -112,6 +112,9 @@ struct CoordinatorOptions {
   // server --index j` again) before the loss becomes fatal. Zero: a lost
   // server is fatal at once.
   std::chrono::milliseconds server_restart_timeout{0};
+  // A lost worker may re-join under its id (cluster.restart, free modes:
+  // the run goes on without it meanwhile, as for any lost worker there).
+  bool worker_restart = false;
   // Lockstep modes (sync, the collectives): workers must be at one step in
   // a checkpoint; those behind are told to catch up to the one ahead.
   bool checkpoint_lockstep = false;
@@ -205,6 +208,7 @@ class Coordinator {
   std::map<NodeId, int64_t> clocks_;                  // GUARDED_BY(mu_)
   std::vector<Message> waiting_clocks_;               // GUARDED_BY(mu_)
   std::map<int64_t, std::vector<Message>> barriers_;  // GUARDED_BY(mu_)
+  int64_t released_barrier_ = -1;  // GUARDED_BY(mu_) the highest released
   // The rendezvous store (collective/store.h) and the gets waiting for a
   // key not set yet.
   std::map<std::string, std::string> store_;  // GUARDED_BY(mu_)

@@ -313,6 +313,14 @@ std::vector<ConfigKey> MakeSchema() {
       Int("cluster.fail_at", 10,
           "testing: the iteration at which cluster.fail_worker crashes", 0,
           1e12),
+      Str("cluster.fail_node", "",
+          "testing: this node vanishes (stops without a word) "
+          "cluster.fail_after_s after it joined: server (server 0), "
+          "evaluator, data (data server 0) or coordinator (after training "
+          "began); empty = none (workers: cluster.fail_worker)",
+          {"", "server", "evaluator", "data", "coordinator"}),
+      Float("cluster.fail_after_s", 1.0,
+            "testing: when cluster.fail_node vanishes", 0, 1e9),
       Int("cluster.worker_delay_ms", 0,
           "testing: each worker sleeps a random 0..N ms per iteration "
           "(stragglers)",

@@ -428,7 +428,7 @@ Status RunDataRole(const Config& config, const ClusterPlan& plan, int index,
   };
   RETURN_IF_ERROR(
       node.Join(coordinator_endpoint, o.request_timeout, run_facts, restore));
-  node.WaitForEnd();
+  RETURN_IF_ERROR(ServeUntilTheEnd(node, o, Role::kData, index));
   {
     std::lock_guard<std::mutex> lock(mu);
     flush();

@@ -321,9 +321,9 @@ Result<nlohmann::json> RunProcessesOnce(const Config& config,
   LogInfo("cluster: {} processes ({}) around the coordinator at {}{}",
           pids.size(), roles.ToString(), endpoint, curve ? " (CURVE)" : "");
 
-  // cluster.restart in the free modes: a server process that dies of a
-  // signal while the run goes on is started again, under its role and
-  // index; it re-joins and takes the newest checkpoint of its range.
+  // cluster.restart in the free modes: a server or worker process that dies
+  // of a signal while the run goes on is started again, under its role and
+  // index; it re-joins and takes its state from the newest checkpoint.
   std::atomic<bool> ended{false};
   std::thread watcher;
   if (o.restart && o.mode != RunMode::kSync &&
@@ -332,7 +332,9 @@ Result<nlohmann::json> RunProcessesOnce(const Config& config,
       while (!ended.load()) {
         std::this_thread::sleep_for(milliseconds(100));
         std::lock_guard<std::mutex> lock(pids_mu);
-        for (NodeId id : roles.Ids(Role::kServer)) {
+        std::vector<NodeId> restartable = roles.Ids(Role::kServer);
+        for (NodeId id : roles.Ids(Role::kWorker)) restartable.push_back(id);
+        for (NodeId id : restartable) {
           int status = 0;
           if (::waitpid(pids[id], &status, WNOHANG) != pids[id] ||
               !WIFSIGNALED(status) || ended.load()) {

@@ -135,6 +135,16 @@ Result<ClusterRunOptions> ClusterRunOptions::FromConfig(const Config& c) {
   o.worker_delay_ms = static_cast<int>(c.GetInt("cluster.worker_delay_ms"));
   o.fail_worker = static_cast<int>(c.GetInt("cluster.fail_worker"));
   o.fail_at = c.GetInt("cluster.fail_at");
+  {
+    const std::string node = c.GetString("cluster.fail_node");
+    o.fail_role = node == "server"        ? Role::kServer
+                  : node == "evaluator"   ? Role::kEvaluator
+                  : node == "data"        ? Role::kData
+                  : node == "coordinator" ? Role::kCoordinator
+                                          : Role::kWorker;
+    o.fail_after = std::chrono::milliseconds(
+        static_cast<int64_t>(c.GetFloat("cluster.fail_after_s") * 1000));
+  }
   o.request_timeout =
       std::chrono::milliseconds(c.GetInt("cluster.request_timeout_ms"));
   o.heartbeat_interval =

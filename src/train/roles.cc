@@ -241,6 +241,25 @@ class ClusterCheckpoints {
 
 }  // namespace
 
+// Waits until the coordinator ends the run; or, when fault injection
+// (cluster.fail_node) picks this node, vanishes like a crashed process
+// (silent: no leave, no more heartbeats) once its time came.
+Status ServeUntilTheEnd(Node& node, const ClusterRunOptions& o, Role role,
+                        int index) {
+  const auto due = Clock::now() + o.fail_after;
+  const bool vanish = o.Vanishes(role, index);
+  while (!node.member().WaitForShutdown(milliseconds(50))) {
+    if (vanish && Clock::now() >= due) {
+      LogWarning("{} vanishes (cluster.fail_node)",
+                 o.roles.Describe(node.rpc().node_id()));
+      node.Leave();
+      return Status::Cancelled("{} crashed (cluster.fail_node)",
+                               o.roles.Describe(node.rpc().node_id()));
+    }
+  }
+  return Status::Ok();
+}
+
 Result<Message> RequestCheckpointState(RpcEndpoint& rpc,
                                        const ClusterRunOptions& o,
                                        const std::string& who) {
@@ -342,6 +361,7 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
     // A lost server is replaced in place (free modes); lockstep modes start
     // the whole cluster again (launch.cc).
     co.server_restart_timeout = o.restart_timeout;
+    co.worker_restart = true;
   }
   if (o.checkpoints()) {
     co.checkpoint_lockstep = Lockstep(o.mode);
@@ -417,6 +437,14 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
     if (run_status.code() != Status::Code::kDeadlineExceeded) break;
     const bool training = coordinator.TrainingStart() != Clock::time_point{};
     set_phase(training ? RunPhase::kTraining : RunPhase::kJoining);
+    if (training && o.fail_role == Role::kCoordinator &&
+        Clock::now() - coordinator.TrainingStart() >= o.fail_after) {
+      // Fault injection: the coordinator goes silent, as a crash would;
+      // every node must notice and stop itself.
+      LogWarning("coordinator vanishes (cluster.fail_node)");
+      coordinator.Stop();
+      return Status::Cancelled("the coordinator crashed (cluster.fail_node)");
+    }
     if (o.checkpoint_every_s > 0 && training && !interrupted) {
       const int64_t last = last_checkpoint_ns.load();
       const auto since =
@@ -691,7 +719,9 @@ Status RunServerRole(const Config& config, const ClusterRunOptions& o,
   };
   Status joined =
       node.Join(coordinator_endpoint, o.request_timeout, "", configure);
-  if (joined.ok()) node.WaitForEnd();
+  if (joined.ok()) {
+    RETURN_IF_ERROR(ServeUntilTheEnd(node, o, Role::kServer, index));
+  }
   // Servers serve until the coordinator ends the run; `stop` is for roles
   // that loop on their own.
   static_cast<void>(stop);
@@ -789,6 +819,13 @@ Result<WorkerMetrics> RunWorkerRole(const Config& config,
     ASSIGN_OR_RETURN(
         checkpoints.restore,
         RequestCheckpointState(node.rpc(), o, fmt::format("worker {}", index)));
+    if (o.resume && checkpoints.restore.payloads.empty()) {
+      // A replacement starting from nothing would start the model over.
+      return Status::FailedPrecondition(
+          "worker {}: the coordinator has no checkpoint state for it (a "
+          "replacement needs a checkpoint written before the loss)",
+          index);
+    }
   }
   ClusterPlan served_plan;
   const ClusterPlan* p = &plan;
@@ -884,8 +921,15 @@ Status RunEvaluatorRole(const Config& config, const ClusterPlan& plan,
   // A node that stops itself (it lost the coordinator) gets no kShutdown:
   // end the evaluation loop then too, or it would wait on servers that are
   // gone.
+  std::atomic<bool> vanished{false};
   std::thread watch([&] {
+    const auto due = Clock::now() + o.fail_after;
     while (!done.load() && !member.WaitForShutdown(milliseconds(100))) {
+      if (o.Vanishes(Role::kEvaluator, 0) && Clock::now() >= due) {
+        LogWarning("evaluator vanishes (cluster.fail_node)");
+        vanished = true;
+        break;
+      }
     }
     done = true;
   });
@@ -895,6 +939,11 @@ Status RunEvaluatorRole(const Config& config, const ClusterPlan& plan,
                  ? RunPeerEvaluator(config, o, data, rpc, member, run_dir,
                                     &done, start)
                  : RunEvaluator(config, o, data, *ps, run_dir, &done, start);
+  }
+  if (vanished.load()) {
+    watch.join();
+    node.Leave();
+    return Status::Cancelled("the evaluator crashed (cluster.fail_node)");
   }
   // The final evaluation, when the coordinator asks for it.
   while (status.ok() && !member.shutdown_requested()) {

@@ -54,6 +54,14 @@ Result<Message> RequestCheckpointState(RpcEndpoint& rpc,
                                        const ClusterRunOptions& o,
                                        const std::string& who);
 
+class Node;  // cluster/node.h
+
+// Waits until the coordinator ends the run; or, when fault injection
+// (cluster.fail_node) picks role `role` index `index`, makes the node vanish
+// like a crashed process once its time came (kCancelled).
+Status ServeUntilTheEnd(Node& node, const ClusterRunOptions& o, Role role,
+                        int index);
+
 // The roles of a cluster. Each runs one node until the run ends and is the
 // same code whether the node is a thread (TrainCluster) or a process
 // (`strata node`). Every wait is bounded: by the heartbeat timeout (the

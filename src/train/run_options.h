@@ -35,6 +35,14 @@ struct ClusterRunOptions {
   int worker_delay_ms = 0;
   int fail_worker = -1;  // fault injection (tests)
   int64_t fail_at = 0;
+  // cluster.fail_node: the role whose node (index 0) vanishes fail_after
+  // after it joined (the coordinator: after training began); kWorker = none.
+  Role fail_role = Role::kWorker;
+  std::chrono::milliseconds fail_after{1000};
+  // Whether `role` `index` is the node that fault injection makes vanish.
+  bool Vanishes(Role role, int index) const {
+    return fail_role != Role::kWorker && role == fail_role && index == 0;
+  }
   std::chrono::milliseconds request_timeout{120000};
   std::chrono::milliseconds heartbeat_interval{500};
   // cluster.metrics_address: the coordinator serves /metrics there, and

@@ -270,6 +270,55 @@ TEST(ClusterTest, SspAndAsyncRunsLearnAndRecordStaleness) {
   }
 }
 
+// Fault injection in threads (cluster.fail_node): each other role's node
+// vanishes mid-run; every run ends, as docs/cluster.md says it will, well
+// within the 120 s request timeout.
+TEST(ClusterFailureTest, EveryRoleVanishingEndsTheRunAsDocumented) {
+  struct Case {
+    std::string node, mode;
+    bool finishes;      // the run finishes (else it stops with an error)
+    std::string names;  // what the error names
+  };
+  const std::vector<Case> cases = {
+      {"server", "sync", false, "server 0"},
+      {"server", "async", false, "server 0"},
+      {"evaluator", "sync", true, ""},
+      {"data", "async", false, "data server 0"},
+      {"coordinator", "async", false, "coordinator"},
+  };
+  for (const Case& k : cases) {
+    std::string root = TempRoot();
+    Config c = Base(root);
+    for (std::string kv :
+         {"cluster.mode=" + k.mode, std::string("cluster.workers=2"),
+          "cluster.fail_node=" + k.node,
+          std::string("cluster.fail_after_s=0.3"),
+          std::string("train.iterations=400"),
+          std::string("cluster.worker_delay_ms=5"),
+          std::string("cluster.heartbeat_interval_ms=50"),
+          std::string("cluster.heartbeat_timeout_ms=600")}) {
+      EXPECT_TRUE(c.ApplyOverride(kv).ok()) << kv;
+    }
+    if (k.node == "data") {
+      EXPECT_TRUE(c.ApplyOverride("cluster.data_servers=1").ok());
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = RunConfig(c);
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
+    EXPECT_LT(secs, 30.0) << k.node << " " << k.mode;
+    if (k.finishes) {
+      EXPECT_TRUE(r.ok()) << k.node << " " << k.mode << ": "
+                          << r.status().ToString();
+      continue;
+    }
+    ASSERT_FALSE(r.ok()) << k.node << " " << k.mode;
+    EXPECT_NE(r.status().message().find(k.names), std::string::npos)
+        << k.node << " " << k.mode << ": " << r.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace strata
 

@@ -261,10 +261,11 @@ TEST(ProcessClusterTest, ASyncRunKilledWholeResumesToTheSameModel) {
   EXPECT_TRUE(*a == *b) << "the resumed run's model differs";
 }
 
-// cluster.restart: kills server 0 of a `mode` run once its checkpoint at
-// step 100 exists; returns the run's summary (the launcher must exit 0).
-nlohmann::json RunKillingServerZero(const std::string& mode,
-                                    const std::vector<std::string>& set) {
+// cluster.restart: kills `victim` (as pids.json names it) of a `mode` run
+// once its checkpoint at step 100 exists; returns the run's summary (the
+// launcher must exit 0).
+nlohmann::json RunKilling(const std::string& victim, const std::string& mode,
+                          const std::vector<std::string>& set) {
   std::vector<std::string> restart = set;
   restart.push_back("cluster.restart=true");
   Launched l = Launch(mode, restart);
@@ -276,7 +277,7 @@ nlohmann::json RunKillingServerZero(const std::string& mode,
   }
   EXPECT_TRUE(FileExists(l.run_dir + "/checkpoints/step-100/manifest.json"));
   auto pids = nlohmann::json::parse(*ReadFile(l.run_dir + "/pids.json"));
-  EXPECT_EQ(::kill(pids["server 0 (node 1)"].get<pid_t>(), SIGKILL), 0);
+  EXPECT_EQ(::kill(pids[victim].get<pid_t>(), SIGKILL), 0);
   double secs = 0;
   EXPECT_EQ(WaitExit(l.pid, &secs), 0);
   auto text = ReadFile(l.run_dir + "/summary.json");
@@ -294,7 +295,7 @@ TEST(ProcessClusterTest, AKilledServerIsReplacedWhileTheRunGoesOn) {
   ASSERT_GT(undisturbed.pid, 0);
   double secs = 0;
   ASSERT_EQ(WaitExit(undisturbed.pid, &secs), 0);
-  nlohmann::json summary = RunKillingServerZero("async", set);
+  nlohmann::json summary = RunKilling("server 0 (node 1)", "async", set);
   ASSERT_EQ(summary["node_restarts"].size(), 1u) << summary.dump();
   EXPECT_EQ(summary["node_restarts"][0]["node"], "server 0 (node 1)");
   EXPECT_FALSE(summary.contains("restarts")) << "the whole cluster restarted";
@@ -305,17 +306,33 @@ TEST(ProcessClusterTest, AKilledServerIsReplacedWhileTheRunGoesOn) {
   EXPECT_LE(summary["lost_updates_at_least"].get<int64_t>(), 3 * 60);
   for (int w = 0; w < 3; ++w)
     EXPECT_EQ(summary["workers"][w]["iterations"], 300) << w;
-  auto calm = nlohmann::json::parse(
-      *ReadFile(undisturbed.run_dir + "/summary.json"));
+  auto calm =
+      nlohmann::json::parse(*ReadFile(undisturbed.run_dir + "/summary.json"));
   EXPECT_NEAR(summary["final_val_acc"].get<double>(),
               calm["final_val_acc"].get<double>(), 0.05);
+}
+
+// Async: a killed worker is started again, re-joins under its id from its
+// state in the newest checkpoint (its sampler's cursor, its step) and
+// finishes its iterations; the others never stopped.
+TEST(ProcessClusterTest, AKilledWorkerIsReplacedAndFinishesItsSteps) {
+  nlohmann::json summary =
+      RunKilling("worker 1 (node 3)", "async", {"checkpoint.every_updates=50"});
+  ASSERT_EQ(summary["node_restarts"].size(), 1u) << summary.dump();
+  EXPECT_EQ(summary["node_restarts"][0]["node"], "worker 1 (node 3)");
+  EXPECT_FALSE(summary.contains("restarts")) << "the whole cluster restarted";
+  EXPECT_FALSE(summary.contains("error")) << summary.dump();
+  EXPECT_TRUE(summary["lost_workers"].empty()) << summary.dump();
+  for (int w = 0; w < 3; ++w)
+    EXPECT_EQ(summary["workers"][w]["iterations"], 300) << w;
+  EXPECT_GT(summary["final_val_acc"].get<double>(), 0.5);
 }
 
 // Sync (lockstep) cannot take one server back in time: the launcher starts
 // every node again from the newest checkpoint, and the run finishes.
 TEST(ProcessClusterTest, ASyncRunWithAKilledServerRestartsFromTheCheckpoint) {
   nlohmann::json summary =
-      RunKillingServerZero("sync", {"checkpoint.every_updates=50"});
+      RunKilling("server 0 (node 1)", "sync", {"checkpoint.every_updates=50"});
   ASSERT_EQ(summary["restarts"].size(), 1u) << summary.dump();
   const auto& r = summary["restarts"][0];
   EXPECT_NE(r["error"].get<std::string>().find("server 0"), std::string::npos)
