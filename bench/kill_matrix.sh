@@ -9,6 +9,8 @@
 # fault injection instead (cluster.fail_worker = 1 at iteration 20, or
 # cluster.fail_node = ROLE vanishing 1 s after it joined); the cell gives the
 # run's wall time and how it ended.
+# RESTART=1: the processes column with checkpoints every 50 steps and
+# cluster.restart = true (docs/checkpoints.md).
 # bench/kill_matrix.sh [BUILD_DIR] [processes|threads|both]. Every wait is
 # bounded (90 s; 120 s per threads run).
 set -uo pipefail
@@ -41,7 +43,7 @@ for mode in sync async; do
     if [ -f "$dir/summary.json" ]; then
       detail="exit $rc; $(json "$dir/summary.json" "d.get('error') or ('lost: ' + ', '.join(d.get('lost_workers', [])) if d.get('lost_workers') else 'no node lost') + (', val acc %.3f' % d['final_val_acc'] if 'final_val_acc' in d else ', no final evaluation')")"
     else
-      detail="exit $rc; no summary; $(grep -E ' E\]' "$tmp/t-$role-$mode.log" | tail -1 | cut -c26-140)"
+      detail="exit $rc; no summary; $(grep -E ' E\]' "$tmp/t-$role-$mode.log" | tail -1 | cut -c25-140)"
     fi
     printf "%-8s %-12s %-6s %-10s %-8.1f %s\n" threads "$role" "$mode" "$outcome" "$(/usr/bin/python3 -c "print($t1 - $t0)")" "$detail"
   done
@@ -54,15 +56,18 @@ for mode in sync async; do
     dir="$tmp/$role-$mode"
     extra=()
     [ "$role" = data ] && extra=(--set cluster.data_servers=1)
+    [ "${RESTART:-0}" = 1 ] && extra+=(--set cluster.restart=true --set checkpoint.every_updates=50)
     "$strata" train --processes --set cluster.mode=$mode --set run.dir="$tmp" --set run.name=$role-$mode \
       --set cluster.workers=3 --set cluster.servers=1 --set train.iterations=400 --set cluster.worker_delay_ms=10 \
       --set train.log_every=5 --set cluster.heartbeat_interval_ms=100 --set cluster.heartbeat_timeout_ms=1500 \
       --set data.synthetic.train_size=3000 --set data.synthetic.val_size=300 --set cluster.threads_per_worker=1 \
       --set run.log_level=error "${extra[@]}" > "$tmp/$role-$mode.log" 2>&1 &
     launcher=$!
-    # Wait for worker 1 to train.
+    # Wait for worker 1 to train (RESTART=1: and for the first checkpoint,
+    # the state a replacement starts from).
     for _ in $(seq 1 900); do
-      grep -q '"worker":1' "$dir/metrics.jsonl" 2>/dev/null && [ -f "$dir/pids.json" ] && break
+      grep -q '"worker":1' "$dir/metrics.jsonl" 2>/dev/null && [ -f "$dir/pids.json" ] &&
+        { [ "${RESTART:-0}" != 1 ] || [ -f "$dir/checkpoints/step-50/manifest.json" ]; } && break
       sleep 0.1
     done
     case $role in
@@ -98,7 +103,7 @@ for mode in sync async; do
       wait "$launcher"; rc=$?
       t1=$(now)
       [ "${outcome:-}" = HUNG ] || { [ $rc = 0 ] && outcome="finished" || outcome="stopped"; }
-      detail="exit $rc; $(json "$dir/summary.json" "d.get('error') or ('lost: ' + ', '.join(d.get('lost_workers', [])) if d.get('lost_workers') else 'no node lost') + (', val acc %.3f' % d['final_val_acc'] if 'final_val_acc' in d else ', no final evaluation')")"
+      detail="exit $rc; $(json "$dir/summary.json" "d.get('error') or ('lost: ' + ', '.join(d.get('lost_workers', [])) if d.get('lost_workers') else 'no node lost') + (', val acc %.3f' % d['final_val_acc'] if 'final_val_acc' in d else ', no final evaluation') + (', replaced: %s' % ', '.join(r['node'] for r in d['node_restarts']) if d.get('node_restarts') else '') + (', cluster restarted %d time(s)' % len(d['restarts']) if d.get('restarts') else '')")"
     fi
     printf "%-12s %-6s %-10s %-8.1f %s\n" "$role" "$mode" "$outcome" "$(/usr/bin/python3 -c "print($t1 - $t0)")" "$detail"
     outcome=""
