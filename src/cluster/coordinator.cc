@@ -139,29 +139,9 @@ void Coordinator::Handle(Message msg) {
             role == Role::kWorker) {
           // The data servers take back what its predecessor had leased
           // (they may not have been told it was lost), before it asks.
-          for (NodeId data : options_.roles.Ids(Role::kData)) {
-            Message notice;
-            notice.header.type = kNodeLost;
-            notice.header.clock = from;
-            Status st = rpc_.Send(data, std::move(notice));
-            if (!st.ok())
-              LogWarning("coordinator: cannot tell {} about {}: {}",
-                         options_.roles.Describe(data),
-                         options_.roles.Describe(from), st.message());
-          }
+          Notify(options_.roles.Ids(Role::kData), kNodeLost, from);
         }
-        for (NodeId id : others) {
-          Message moved;
-          moved.header.type = kNodeRejoined;
-          moved.header.clock = from;
-          moved.payloads.push_back(
-              Buffer::CopyOf(endpoint.data(), endpoint.size()));
-          Status st = rpc_.Send(id, std::move(moved));
-          if (!st.ok())
-            LogWarning("coordinator: cannot tell {} that {} is back: {}",
-                       options_.roles.Describe(id),
-                       options_.roles.Describe(from), st.message());
-        }
+        Notify(others, kNodeRejoined, from, endpoint);
         Message reply;
         reply.header.type = MessageType::kRegisterReply;
         rpc_.ReplyOrLog(msg, std::move(reply));
@@ -517,14 +497,21 @@ void Coordinator::StartRoundLocked(std::vector<NodeId>* pauses) {
 }
 
 void Coordinator::SendPauses(const std::vector<NodeId>& to, int64_t round) {
+  Notify(to, kCheckpointPause, round);
+}
+
+void Coordinator::Notify(const std::vector<NodeId>& to, MessageType type,
+                         int64_t clock, const std::string& payload) {
   for (NodeId id : to) {
     Message m;
-    m.header.type = kCheckpointPause;
-    m.header.clock = round;
+    m.header.type = type;
+    m.header.clock = clock;
+    if (!payload.empty())
+      m.payloads.push_back(Buffer::CopyOf(payload.data(), payload.size()));
     Status sent = rpc_.Send(id, std::move(m));
     if (!sent.ok())
-      LogDebug("coordinator: checkpoint pause to {} not sent: {}",
-               options_.roles.Describe(id), sent.message());
+      LogWarning("coordinator: {} to {} not sent: {}", MessageTypeName(type),
+                 options_.roles.Describe(id), sent.message());
   }
 }
 

@@ -192,6 +192,10 @@ class Coordinator {
   void StartRoundLocked(std::vector<NodeId>* pauses);
   void MaybeRunRoundLocked();
   void SendPauses(const std::vector<NodeId>& to, int64_t round);
+  // One-way messages (clock, optional text payload) to each of `to`; a
+  // failed send is logged. Called without mu_.
+  void Notify(const std::vector<NodeId>& to, MessageType type, int64_t clock,
+              const std::string& payload = "");
 
   const CoordinatorOptions options_;
   RpcEndpoint rpc_;

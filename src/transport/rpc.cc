@@ -85,6 +85,7 @@ struct EndpointState {
       std::lock_guard<std::mutex> lock(mu);
       calls.swap(pending);
       resend.clear();
+      if (status != nullptr) cancelled = std::make_unique<Status>(*status);
     }
     for (auto& [id, call] : calls) {
       call->Complete(
@@ -185,6 +186,9 @@ struct EndpointState {
 
   std::mutex mu;
   std::map<uint64_t, std::shared_ptr<RpcCall>> pending;  // GUARDED_BY(mu)
+  // CancelPending(): the status every later request fails with at once
+  // (the node is shutting down; no new wait may outlast that).
+  std::unique_ptr<Status> cancelled;  // GUARDED_BY(mu)
   // KeepRequestsForResend(): the requests' messages, by request id.
   std::atomic<bool> keep_for_resend{false};
   std::map<uint64_t, Message> resend;  // GUARDED_BY(mu)
@@ -401,6 +405,10 @@ std::shared_ptr<RpcCall> RpcEndpoint::Request(
   msg.header.flags &= ~kReplyFlag;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
+    if (state_->cancelled != nullptr) {
+      call->Complete(*state_->cancelled);
+      return call;
+    }
     state_->pending[id] = call;
     if (state_->keep_for_resend.load()) {
       Message kept;

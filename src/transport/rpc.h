@@ -103,7 +103,8 @@ class RpcEndpoint {
   void ReplyOrLog(const Message& request, Message reply);
   void ReplyErrorOrLog(const Message& request, const Status& status);
   // Completes every call still waiting with `status` (e.g. the run was
-  // stopped by the coordinator), so no thread waits out its timeout.
+  // stopped by the coordinator), so no thread waits out its timeout; every
+  // later Request() fails at once with it too.
   void CancelPending(const Status& status);
   // One-way send (no reply expected).
   Status Send(NodeId to, Message msg);

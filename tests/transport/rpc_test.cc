@@ -271,6 +271,12 @@ TEST_P(RpcTest, CancelPendingWakesEveryWaiter) {
   for (auto& w : waiters) w.join();
   EXPECT_EQ(cancelled.load(), 3);
   EXPECT_LT(Clock::now() - start, milliseconds(5000));
+  // A request made afterwards (a worker between two steps when its node
+  // lost the coordinator) fails at once too, instead of waiting out its
+  // timeout on a peer that is stopping.
+  auto late = Ask(kNeverAnswer, 9)->Wait(milliseconds(30000));
+  EXPECT_EQ(late.status().code(), Status::Code::kUnavailable);
+  EXPECT_LT(Clock::now() - start, milliseconds(5000));
 }
 
 // Receive in place: over ZeroMQ the reply's payload is written into the
