@@ -104,7 +104,7 @@ void Coordinator::Handle(Message msg) {
     arrivals_.emplace(from, std::move(msg));
     MaybeRunRoundLocked();
     lock.unlock();
-    SendPauses(pauses, round);
+    Notify(pauses, kCheckpointPause, round);
     return;
   }
   if (msg.header.type == kRestoreRequest) {
@@ -121,10 +121,7 @@ void Coordinator::Handle(Message msg) {
         // send it again what its predecessor never answered.
         auto re = rejoining_.find(from);
         if (re != rejoining_.end()) {
-          restarts_.push_back(nlohmann::json{
-              {"node", options_.roles.Describe(from)},
-              {"down_s",
-               re->second}}.dump());
+          restarts_.push_back({options_.roles.Describe(from), re->second});
           rejoining_.erase(re);
         }
         const std::string endpoint = endpoints_[from];
@@ -496,10 +493,6 @@ void Coordinator::StartRoundLocked(std::vector<NodeId>* pauses) {
   }
 }
 
-void Coordinator::SendPauses(const std::vector<NodeId>& to, int64_t round) {
-  Notify(to, kCheckpointPause, round);
-}
-
 void Coordinator::Notify(const std::vector<NodeId>& to, MessageType type,
                          int64_t clock, const std::string& payload) {
   for (NodeId id : to) {
@@ -602,10 +595,10 @@ void Coordinator::RequestCheckpoint(bool stop_after) {
       return;
     }
   }
-  SendPauses(pauses, round);
+  Notify(pauses, kCheckpointPause, round);
 }
 
-std::vector<std::string> Coordinator::Restarts() const {
+std::vector<NodeRestart> Coordinator::Restarts() const {
   std::lock_guard<std::mutex> lock(mu_);
   return restarts_;
 }

@@ -88,6 +88,12 @@ inline constexpr uint32_t kCheckpointPaused = 1u << 4;
 inline constexpr MessageType kNodeRejoined = static_cast<MessageType>(
     static_cast<uint16_t>(MessageType::kFirstUserType) + 13);
 
+// A lost node replaced while the run went on (cluster.restart).
+struct NodeRestart {
+  std::string node;   // described: "server 0 (node 1)"
+  double down_s = 0;  // from its predecessor's last message to the re-join
+};
+
 struct CoordinatorOptions {
   RoleTable roles;
   std::chrono::milliseconds heartbeat_timeout{5000};
@@ -166,8 +172,8 @@ class Coordinator {
   // the workers stop training once it is written. No-op while one runs
   // (except that `stop_after` then applies to it).
   void RequestCheckpoint(bool stop_after);
-  // Each replacement of a lost node so far (JSON: "node", "down_s").
-  std::vector<std::string> Restarts() const;
+  // Each replacement of a lost node so far.
+  std::vector<NodeRestart> Restarts() const;
   // Rounds finished, and whether the last one wrote its checkpoint.
   int64_t checkpoint_rounds() const;
   bool last_checkpoint_ok() const;
@@ -191,7 +197,6 @@ class Coordinator {
   // kCheckpointPause to (after unlocking).
   void StartRoundLocked(std::vector<NodeId>* pauses);
   void MaybeRunRoundLocked();
-  void SendPauses(const std::vector<NodeId>& to, int64_t round);
   // One-way messages (clock, optional text payload) to each of `to`; a
   // failed send is logged. Called without mu_.
   void Notify(const std::vector<NodeId>& to, MessageType type, int64_t clock,
@@ -245,7 +250,7 @@ class Coordinator {
   std::map<NodeId, std::chrono::steady_clock::time_point>
       replacing_;                       // GUARDED_BY(mu_)
   std::map<NodeId, double> rejoining_;  // GUARDED_BY(mu_)
-  std::vector<std::string> restarts_;   // GUARDED_BY(mu_)
+  std::vector<NodeRestart> restarts_;   // GUARDED_BY(mu_)
   std::thread monitor_;
 };
 

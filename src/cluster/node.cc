@@ -27,10 +27,7 @@ void Node::Dispatch(Message msg) {
     // again what its predecessor never answered.
     const NodeId id = static_cast<NodeId>(msg.header.clock);
     const std::string endpoint =
-        msg.payloads.empty()
-            ? std::string()
-            : std::string(reinterpret_cast<const char*>(msg.payloads[0].data()),
-                          msg.payloads[0].size());
+        msg.payloads.empty() ? std::string() : msg.payloads[0].ToString();
     Status st = rpc_.transport().Connect(id, endpoint);
     if (!st.ok()) {
       LogWarning("{}: cannot reach the restarted {} at {}: {}",

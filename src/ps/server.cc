@@ -21,10 +21,6 @@ Buffer SnapshotBuffer(std::shared_ptr<const std::vector<float>> snapshot) {
                        std::const_pointer_cast<std::vector<float>>(snapshot));
 }
 
-std::string Text(const Buffer& b) {
-  return std::string(reinterpret_cast<const char*>(b.data()), b.size());
-}
-
 nlohmann::json CountsToJson(const std::map<int64_t, int64_t>& counts) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [k, v] : counts) j[std::to_string(k)] = v;
@@ -133,14 +129,14 @@ Status ParameterServer::RestoreState(const std::vector<Buffer>& state) {
                             rpc_->node_id(), state.size());
   }
   const std::string what = fmt::format("server {} state", rpc_->node_id());
-  nlohmann::json meta = nlohmann::json::parse(Text(state[0]), nullptr,
+  nlohmann::json meta = nlohmann::json::parse(state[0].ToString(), nullptr,
                                               /*allow_exceptions=*/false);
   if (!meta.is_object() ||
       !meta.value("version", nlohmann::json()).is_number_integer()) {
     return Status::DataLoss("{}: bad JSON header", what);
   }
   ASSIGN_OR_RETURN(SafetensorsFile file,
-                   DecodeSafetensors(Text(state[1]), what));
+                   DecodeSafetensors(state[1].ToString(), what));
   const KeyRange r = Range();
   const nlohmann::json range = meta.value("range", nlohmann::json());
   if (range != nlohmann::json{r.begin, r.end}) {

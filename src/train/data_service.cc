@@ -411,10 +411,9 @@ Status RunDataRole(const Config& config, const ClusterPlan& plan, int index,
     const std::string who = fmt::format("data server {}", index);
     ASSIGN_OR_RETURN(Message state, RequestCheckpointState(node.rpc(), o, who));
     if (state.payloads.empty()) return Status::Ok();
-    nlohmann::json j = nlohmann::json::parse(
-        std::string(reinterpret_cast<const char*>(state.payloads[0].data()),
-                    state.payloads[0].size()),
-        nullptr, /*allow_exceptions=*/false);
+    nlohmann::json j =
+        nlohmann::json::parse(state.payloads[0].ToString(), nullptr,
+                              /*allow_exceptions=*/false);
     if (!j.is_object() || !j.contains("cursor"))
       return Status::DataLoss("{} state: bad JSON", who);
     std::lock_guard<std::mutex> lock(mu);

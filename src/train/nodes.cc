@@ -28,10 +28,6 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-std::string Text(const Buffer& b) {
-  return std::string(reinterpret_cast<const char*>(b.data()), b.size());
-}
-
 // A worker's checkpoint state as kCheckpointArrive carries it: payload 0 =
 // JSON (the step, the counters, the sampler's cursor, the generators),
 // payload 1 = safetensors with the model's "params" (modes whose workers
@@ -273,7 +269,7 @@ Result<WorkerMetrics> RunWorker(const Config& config,
   nlohmann::json resumed;
   if (checkpoints != nullptr && checkpoints->restore.payloads.size() == 2) {
     const std::string what = fmt::format("worker {} state", index);
-    resumed = nlohmann::json::parse(Text(checkpoints->restore.payloads[0]),
+    resumed = nlohmann::json::parse(checkpoints->restore.payloads[0].ToString(),
                                     nullptr, /*allow_exceptions=*/false);
     if (!resumed.is_object() ||
         !resumed.value("step", nlohmann::json()).is_number_integer()) {
@@ -281,7 +277,7 @@ Result<WorkerMetrics> RunWorker(const Config& config,
     }
     ASSIGN_OR_RETURN(
         SafetensorsFile file,
-        DecodeSafetensors(Text(checkpoints->restore.payloads[1]), what));
+        DecodeSafetensors(checkpoints->restore.payloads[1].ToString(), what));
     if (keeps_model) {
       const SafeTensor* p = file.Find("params");
       if (p == nullptr || p->numel() != env.model.size) {
@@ -426,7 +422,7 @@ Result<WorkerMetrics> RunWorker(const Config& config,
     if (reply->header.flags & kCheckpointFailed) {
       // The coordinator could not write it; training goes on.
       LogWarning("worker {}: no checkpoint at step {}: {}", index, done,
-                 reply->payloads.empty() ? "" : Text(reply->payloads[0]));
+                 reply->payloads.empty() ? "" : reply->payloads[0].ToString());
     }
     if (reply->header.flags & kCheckpointCatchUp) {
       catch_up_to = reply->header.clock;

@@ -42,10 +42,6 @@ nlohmann::json ParseOr(const std::string& text, nlohmann::json fallback) {
   }
 }
 
-std::string BufferText(const Buffer& b) {
-  return std::string(reinterpret_cast<const char*>(b.data()), b.size());
-}
-
 // True for the modes whose workers move in lockstep: a checkpoint finds
 // them all at one step (docs/checkpoints.md).
 bool Lockstep(RunMode mode) {
@@ -157,7 +153,7 @@ class ClusterCheckpoints {
         return Status::DataLoss("{}: a checkpoint state has 2 parts, got {}",
                                 o_.roles.Describe(id), m.payloads.size());
       }
-      workers_[index] = {BufferText(m.payloads[0]), BufferText(m.payloads[1])};
+      workers_[index] = {m.payloads[0].ToString(), m.payloads[1].ToString()};
       worker_steps_[index] = m.header.clock;
     }
     std::map<std::string, std::string> files;
@@ -186,9 +182,9 @@ class ClusterCheckpoints {
             "got {}",
             j, reply->payloads.size());
       }
-      files[fmt::format("server-{}.json", j)] = BufferText(reply->payloads[0]);
+      files[fmt::format("server-{}.json", j)] = reply->payloads[0].ToString();
       files[fmt::format("server-{}.safetensors", j)] =
-          BufferText(reply->payloads[1]);
+          reply->payloads[1].ToString();
       versions.push_back(reply->header.clock);
     }
     for (int k = 0; k < o_.roles.num_data_servers(); ++k) {
@@ -202,7 +198,7 @@ class ClusterCheckpoints {
       }
       if (reply->payloads.empty())
         return Status::DataLoss("data server {}: an empty state", k);
-      files[fmt::format("data-{}.json", k)] = BufferText(reply->payloads[0]);
+      files[fmt::format("data-{}.json", k)] = reply->payloads[0].ToString();
     }
     files["coordinator.json"] = nlohmann::json{{"kind", "cluster"},
                                                {"mode", RunModeName(o_.mode)},
@@ -627,8 +623,8 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
     // Servers replaced while the run went on (cluster.restart), and the
     // updates of their ranges that the restart lost (at least).
     nlohmann::json restarted = nlohmann::json::array();
-    for (const std::string& r : coordinator.Restarts())
-      restarted.push_back(ParseOr(r, nlohmann::json::object()));
+    for (const NodeRestart& r : coordinator.Restarts())
+      restarted.push_back({{"node", r.node}, {"down_s", r.down_s}});
     if (!restarted.empty()) {
       int64_t lost = 0;
       for (const auto& st : servers)

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace strata {
@@ -97,6 +98,12 @@ class Buffer {
   Buffer Share() const {
     if (!pieces_.empty()) Join();
     return Buffer(data_, size_, owner_);
+  }
+  // A copy of the bytes as a string (JSON text, an encoded file).
+  std::string ToString() const {
+    return size_ == 0
+               ? std::string()
+               : std::string(reinterpret_cast<const char*>(data()), size_);
   }
   // Gives up this buffer and returns its ownership token: the bytes stay valid
   // while the token (or a Buffer made from it with Adopt()) lives. For
