@@ -264,6 +264,12 @@ std::vector<ConfigKey> MakeSchema() {
            "async only: the push (and pull) of iteration t travels while "
            "iteration t+1 computes, hiding communication behind compute; "
            "each gradient is then one update staler"),
+      Str("cluster.compression", "none",
+          "parameter-server modes: gradient pushes go as float32 (none), "
+          "IEEE half (fp16, 0.5x the bytes) or int8 with a scale per 256 "
+          "values and error feedback (about 0.25x); pulls stay float32 "
+          "(docs/compression.md)",
+          {"none", "fp16", "int8"}),
       Str("cluster.lr_staleness", "none",
           "inverse = divide a gradient's rate by its staleness",
           {"none", "inverse"}),

@@ -14,6 +14,39 @@ PsClient::PsClient(RpcEndpoint& rpc, KeyLayout layout,
   STRATA_CHECK(static_cast<int>(servers_.size()) == layout_.num_servers());
 }
 
+void PsClient::SetCompression(Compression c) {
+  compression_ = c;
+  feedback_.clear();
+  if (c != Compression::kInt8) return;
+  for (int s = 0; s < layout_.num_servers(); ++s)
+    feedback_.emplace_back(c, static_cast<size_t>(layout_.range(s).size()));
+}
+
+std::vector<std::vector<float>> PsClient::Residuals() const {
+  std::vector<std::vector<float>> out;
+  for (const ErrorFeedback& f : feedback_) out.push_back(f.residual());
+  return out;
+}
+
+Status PsClient::RestoreResiduals(
+    const std::vector<std::vector<float>>& residuals) {
+  if (residuals.size() != feedback_.size()) {
+    return Status::InvalidArgument(
+        "{} error-feedback residuals for {} ranges (cluster.compression = "
+        "\"{}\")",
+        residuals.size(), feedback_.size(), CompressionName(compression_));
+  }
+  for (size_t i = 0; i < residuals.size(); ++i) {
+    if (residuals[i].size() != feedback_[i].size()) {
+      return Status::InvalidArgument(
+          "error-feedback residual {} has {} values; range {} has {}", i,
+          residuals[i].size(), i, feedback_[i].size());
+    }
+    feedback_[i].SetResidual(residuals[i]);
+  }
+  return Status::Ok();
+}
+
 std::unique_ptr<PushHandle> PsClient::SendPush(
     const float* values, const std::vector<int64_t>& versions, uint32_t flags,
     const std::shared_ptr<void>& keep_alive) {
@@ -36,7 +69,21 @@ void PsClient::SendRanges(PushHandle& handle, const float* values,
     m.header.key_end = r.end;
     m.header.clock = versions.empty() ? 0 : versions[s];
     const size_t bytes = sizeof(float) * static_cast<size_t>(r.size());
-    if (bytes >= BufferPool::kMinCapacity) {
+    if (compression_ != Compression::kNone && !(flags & kPushInit)) {
+      // Encoded (a copy): the caller's buffer is free once this returns.
+      const size_t n = static_cast<size_t>(r.size());
+      Buffer encoded = Buffer::Allocate(CompressedBytes(compression_, n));
+      if (compression_ == Compression::kInt8) {
+        feedback_[static_cast<size_t>(s)].Encode(values + r.begin,
+                                                 encoded.data());
+        m.header.flags |= kPushInt8;
+      } else {
+        Encode(compression_, values + r.begin, n, encoded.data());
+        m.header.flags |= kPushFp16;
+      }
+      handle.bytes_ += encoded.size();
+      m.payloads.push_back(std::move(encoded));
+    } else if (bytes >= BufferPool::kMinCapacity) {
       // Zero copy: the caller keeps `values` unchanged until Wait() returns
       // (client.h), and `keep_alive` (if any) keeps the memory valid until
       // the transport lets go of it, even after a failed Wait().
@@ -48,7 +95,7 @@ void PsClient::SendRanges(PushHandle& handle, const float* values,
     if (step_size != nullptr) {
       m.payloads.push_back(Buffer::CopyOf(step_size, sizeof(int64_t)));
     }
-    handle.bytes_ += sizeof(float) * r.size();
+    if (m.header.flags == flags) handle.bytes_ += bytes;
     handle.ranges_.push_back(r);
     std::shared_ptr<PayloadPlacement> placement;
     if (handle.dest_ != nullptr) {

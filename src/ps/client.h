@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "ps/compression.h"
 #include "ps/key_range.h"
 #include "transport/rpc.h"
 
@@ -127,6 +128,18 @@ class PsClient {
 
   const KeyLayout& layout() const { return layout_; }
 
+  // Gradient pushes (Push, PushPull and the tagged second phase; never
+  // PushInitial or Leave) go out encoded with `c` (cluster.compression,
+  // protocol.h kPushFp16/kPushInt8). int8 keeps an error-feedback residual
+  // per range (ps/compression.h), so this client must push from one thread
+  // at a time. Set before the first push.
+  void SetCompression(Compression c);
+  Compression compression() const { return compression_; }
+  // The int8 residuals, one per range (empty without int8), for a
+  // checkpoint; RestoreResiduals() checks their sizes against the layout.
+  std::vector<std::vector<float>> Residuals() const;
+  Status RestoreResiduals(const std::vector<std::vector<float>>& residuals);
+
  private:
   std::unique_ptr<PushHandle> SendPush(const float* values,
                                        const std::vector<int64_t>& versions,
@@ -145,6 +158,8 @@ class PsClient {
   const KeyLayout layout_;
   const std::vector<NodeId> servers_;
   const bool leader_first_;
+  Compression compression_ = Compression::kNone;
+  std::vector<ErrorFeedback> feedback_;  // int8: one per range
 };
 
 }  // namespace strata

@@ -164,4 +164,9 @@ void ErrorFeedback::Encode(const float* g, uint8_t* out) {
   for (size_t i = 0; i < n; ++i) residual_[i] = corrected_[i] - decoded_[i];
 }
 
+void ErrorFeedback::SetResidual(const std::vector<float>& r) {
+  STRATA_CHECK(r.size() == residual_.size());
+  residual_ = r;
+}
+
 }  // namespace strata

@@ -1,8 +1,8 @@
 #pragma once
 
 // Gradient compression for pushes (issue 13; docs/compression.md): the
-// codecs and error feedback. Pure logic, no I/O, no LibTorch. Not yet wired
-// into the push path: cluster.compression does not exist yet.
+// codecs and error feedback. Pure logic, no I/O, no LibTorch. Pushes use
+// them through PsClient::SetCompression (cluster.compression).
 //
 //   fp16  IEEE 754 half precision, round to nearest even; 2 bytes a value.
 //         Values beyond the half range saturate to +-65504.
@@ -56,6 +56,8 @@ class ErrorFeedback {
   // the new residual what the encoding dropped.
   void Encode(const float* g, uint8_t* out);
   const std::vector<float>& residual() const { return residual_; }
+  // A residual saved with residual() (a checkpoint); the same size.
+  void SetResidual(const std::vector<float>& r);
   size_t size() const { return residual_.size(); }
 
  private:

@@ -42,6 +42,14 @@ inline constexpr uint32_t kPushTagged = 1u << 3;
 // follows it in one round trip, as ps-lite's ZPushPull. The ack's clock is
 // the version of those parameters.
 inline constexpr uint32_t kPushPull = 1u << 4;
+// Compressed gradients (cluster.compression; ps/compression.h,
+// docs/compression.md): a kPush of gradients (never kPushInit) with
+// kPushFp16 or kPushInt8 carries payload 0 encoded with that codec
+// (CompressedBytes(codec, range size) bytes) instead of float32. The
+// server decodes it and applies it like any push; acks and pulls are
+// unchanged.
+inline constexpr uint32_t kPushFp16 = 1u << 5;
+inline constexpr uint32_t kPushInt8 = 1u << 6;
 // Checkpoints (docs/checkpoints.md):
 //   kCheckpointRequest  coordinator -> server; the reply (kAck) holds the
 //                       server's state: payload 0 = JSON {"version",

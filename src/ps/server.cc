@@ -6,6 +6,7 @@
 
 #include "common/log.h"
 #include "common/safetensors.h"
+#include "ps/compression.h"
 #include "ps/protocol.h"
 
 namespace strata {
@@ -256,18 +257,39 @@ void ParameterServer::HandlePush(Message msg) {
     std::memcpy(&tagged_size, msg.payloads[1].data(), sizeof(int64_t));
     msg.payloads.pop_back();
   }
+  // A compressed gradient (protocol.h) is decoded here; the rest of the
+  // push is handled as float32.
+  const uint32_t codec_flags = msg.header.flags & (kPushFp16 | kPushInt8);
+  const Compression codec = codec_flags == kPushFp16   ? Compression::kFp16
+                            : codec_flags == kPushInt8 ? Compression::kInt8
+                                                       : Compression::kNone;
+  const size_t want_bytes = CompressedBytes(
+      codec, static_cast<size_t>(std::max<int64_t>(
+                 0, msg.header.key_end - msg.header.key_begin)));
   if (msg.header.key_begin != r.begin || msg.header.key_end != r.end ||
-      msg.payloads.size() != 1 ||
-      msg.payloads[0].num_floats() != static_cast<size_t>(r.size()) ||
-      msg.payloads[0].size() % sizeof(float) != 0) {
+      msg.payloads.size() != 1 || msg.payloads[0].size() != want_bytes ||
+      codec_flags == (kPushFp16 | kPushInt8) ||
+      (codec != Compression::kNone && (msg.header.flags & kPushInit))) {
     Status st = Status::InvalidArgument(
         "server {} owns keys [{}, {}) ({} floats); push from node {} was for "
-        "[{}, {}) with {} payload bytes",
+        "[{}, {}) with {} payload bytes ({} expected{})",
         node_id(), r.begin, r.end, r.size(), msg.header.sender,
-        msg.header.key_begin, msg.header.key_end, msg.payload_bytes());
+        msg.header.key_begin, msg.header.key_end, msg.payload_bytes(),
+        want_bytes,
+        codec_flags == 0              ? ""
+        : codec == Compression::kNone ? "; both compression flags set"
+        : (msg.header.flags & kPushInit)
+            ? "; an initial model is never compressed"
+            : fmt::format(", {}", CompressionName(codec)));
     LogWarning("{}", st.message());
     rpc_->ReplyErrorOrLog(msg, st);
     return;
+  }
+  if (codec != Compression::kNone) {
+    Buffer decoded = Buffer::Allocate(sizeof(float) * r.size());
+    Decode(codec, msg.payloads[0].data(), static_cast<size_t>(r.size()),
+           decoded.floats());
+    msg.payloads[0] = std::move(decoded);
   }
   if (!(msg.header.flags & kPushInit)) {
     std::vector<uint64_t>& recent = recent_pushes_[msg.header.sender];

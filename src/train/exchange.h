@@ -1,8 +1,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "cluster/mailbox.h"
 #include "cluster/member.h"
@@ -80,6 +83,9 @@ std::vector<int> Neighbours(Topology topology, int index, int n);
 struct ExchangeState {
   bool has_optimizer = false;
   OptimizerState optimizer;
+  // Other named buffers of the strategy (the int8 error-feedback residuals
+  // of cluster.compression: "residual/<range>").
+  std::map<std::string, std::vector<float>> buffers;
 
   // The state of a strategy whose only state is its local optimizer.
   static ExchangeState Of(const Optimizer& optimizer) {

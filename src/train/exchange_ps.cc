@@ -1,6 +1,7 @@
 // Parameter-server push/pull (sync, async, ssp, k-of-n, pull interval,
 // cluster.overlap) and elastic averaging with the servers (easgd).
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "common/log.h"
@@ -10,6 +11,25 @@
 
 namespace strata {
 namespace {
+
+// cluster.compression's int8 residuals in a checkpoint (ExchangeState).
+void SaveResiduals(const PsClient& client, ExchangeState& state) {
+  const std::vector<std::vector<float>> r = client.Residuals();
+  for (size_t i = 0; i < r.size(); ++i)
+    state.buffers["residual/" + std::to_string(i)] = r[i];
+}
+
+Status RestoreResiduals(PsClient& client, const ExchangeState& state) {
+  std::vector<std::vector<float>> r;
+  for (size_t i = 0;; ++i) {
+    auto it = state.buffers.find("residual/" + std::to_string(i));
+    if (it == state.buffers.end()) break;
+    r.push_back(it->second);
+  }
+  if (r.empty()) return Status::Ok();  // none kept (no int8 when saved)
+  return client.RestoreResiduals(r).WithContext(
+      "restoring the compression residuals");
+}
 
 class PushPullExchange final : public Exchange {
  public:
@@ -23,6 +43,7 @@ class PushPullExchange final : public Exchange {
         async_(o_.mode == RunMode::kAsync),
         pulled_(static_cast<size_t>(env.layout->num_servers()), 0),
         step_(static_cast<size_t>(env.layout->num_servers()), 0) {
+    client_.SetCompression(o_.compression);
     if (o_.overlap) {
       side_grads_ = std::make_shared<std::vector<float>>(
           static_cast<size_t>(env.model.size));
@@ -35,10 +56,14 @@ class PushPullExchange final : public Exchange {
     inflight_.reset();
   }
 
-  Result<ExchangeState> SaveState() override { return ExchangeState{}; }
-  Status RestoreState(const ExchangeState&) override {
+  Result<ExchangeState> SaveState() override {
+    ExchangeState state;
+    SaveResiduals(client_, state);
+    return state;
+  }
+  Status RestoreState(const ExchangeState& state) override {
     resumed_ = true;
-    return Status::Ok();
+    return RestoreResiduals(client_, state);
   }
   Status Quiesce(int64_t steps) override { return FinishInflight(steps); }
 
@@ -186,16 +211,20 @@ class ElasticExchange final : public Exchange {
         optimizer_(MakeOptimizer(env.optimizer, env.model.size)),
         centre_(static_cast<size_t>(env.model.size)),
         diff_(std::make_shared<std::vector<float>>(
-            static_cast<size_t>(env.model.size))) {}
+            static_cast<size_t>(env.model.size))) {
+    client_.SetCompression(o_.compression);
+  }
 
   Result<ExchangeState> SaveState() override {
-    return ExchangeState::Of(*optimizer_);
+    ExchangeState state = ExchangeState::Of(*optimizer_);
+    SaveResiduals(client_, state);
+    return state;
   }
   Status RestoreState(const ExchangeState& state) override {
     if (state.has_optimizer)
       RETURN_IF_ERROR(optimizer_->RestoreState(state.optimizer));
     resumed_ = true;
-    return Status::Ok();
+    return RestoreResiduals(client_, state);
   }
 
   Status Start() override {

@@ -47,6 +47,11 @@ Result<std::vector<Buffer>> EncodeWorkerState(const nlohmann::json& state,
     }
     metadata["optimizer_steps"] = std::to_string(exchange.optimizer.steps);
   }
+  for (const auto& [name, values] : exchange.buffers) {
+    tensors.push_back(SafeTensor::Floats("exchange/" + name,
+                                         {static_cast<int64_t>(values.size())},
+                                         values.data()));
+  }
   ASSIGN_OR_RETURN(std::string bytes, EncodeSafetensors(tensors, metadata));
   const std::string text = state.dump();
   std::vector<Buffer> out;
@@ -120,6 +125,15 @@ Result<ClusterRunOptions> ClusterRunOptions::FromConfig(const Config& c) {
         "cluster.overlap = true needs cluster.mode = \"async\" (it is \"{}\"): "
         "sync and ssp wait for their step or clock before computing",
         RunModeName(o.mode));
+  }
+  ASSIGN_OR_RETURN(o.compression,
+                   ParseCompression(c.GetString("cluster.compression")));
+  if (o.compression != Compression::kNone && !UsesServers(o.mode)) {
+    return Status::InvalidArgument(
+        "cluster.compression = \"{}\" compresses pushes to parameter "
+        "servers; cluster.mode = \"{}\" has none (use sync, async, ssp or "
+        "easgd, or compression = \"none\")",
+        CompressionName(o.compression), RunModeName(o.mode));
   }
   o.staleness = o.mode == RunMode::kSsp ? c.GetInt("cluster.staleness") : -1;
   o.shuffle = c.GetBool("data.shuffle");
@@ -292,6 +306,8 @@ Result<WorkerMetrics> RunWorker(const Config& config,
       if (t.name.rfind("optimizer/", 0) == 0) {
         es.has_optimizer = true;
         es.optimizer.buffers[t.name.substr(10)] = t.ToFloats();
+      } else if (t.name.rfind("exchange/", 0) == 0) {
+        es.buffers[t.name.substr(9)] = t.ToFloats();
       }
     }
     auto steps = file.metadata.find("optimizer_steps");

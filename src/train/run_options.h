@@ -8,6 +8,7 @@
 #include "common/config.h"
 #include "common/status.h"
 #include "data/batch_cursor.h"
+#include "ps/compression.h"
 
 namespace strata {
 
@@ -24,7 +25,8 @@ struct ClusterRunOptions {
   int64_t iterations = 0;     // per worker; 0 = epochs * batches per epoch
   int64_t epochs = 1;
   int64_t pull_interval = 1;
-  bool overlap = false;    // async: communication of step t overlaps step t+1
+  bool overlap = false;  // async: communication of step t overlaps step t+1
+  Compression compression = Compression::kNone;  // gradient pushes
   int64_t staleness = -1;  // ssp bound; < 0 for other modes
   bool shuffle = true;
   uint64_t seed = 1;

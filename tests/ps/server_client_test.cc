@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "ps/client.h"
+#include "ps/compression.h"
+#include "ps/protocol.h"
 #include "ps/server.h"
 #include "transport/inproc_transport.h"
 #include "transport/zmq_transport.h"
@@ -291,6 +293,108 @@ TEST_P(PsOverTransportTest, APushArrivingTwiceIsAppliedOnce) {
   ASSERT_TRUE(pulled.ok()) << pulled.status().ToString();
   EXPECT_EQ(pulled->versions[0], 2);              // the copy was not applied
   EXPECT_EQ(out, std::vector<float>(100, 0.0f));  // 1 - 0.5 - 0.5
+}
+
+// cluster.compression: the server applies exactly the decoded gradient,
+// the push counts the encoded bytes, and int8 carries what it dropped from
+// one push into the next (error feedback, per range).
+TEST_P(PsOverTransportTest, CompressedPushesApplyTheDecodedGradient) {
+  for (const Compression c : {Compression::kFp16, Compression::kInt8}) {
+    SCOPED_TRACE(CompressionName(c));
+    const int64_t keys = 3 * (1 << 18) + 77;  // several frames per range
+    Start(keys, 2, 1, 0.5);
+    clients_[0]->SetCompression(c);
+    const KeyLayout& layout = clients_[0]->layout();
+    std::vector<float> expected = Ramp(keys, 0.25f, -3.0f);
+    ASSERT_TRUE(clients_[0]->PushInitial(expected.data())->Wait(kTimeout).ok());
+    EXPECT_EQ(Pull(0), expected);  // the initial model is never compressed
+    std::vector<ErrorFeedback> feedback;
+    for (int s = 0; s < 2; ++s)
+      feedback.emplace_back(c, static_cast<size_t>(layout.range(s).size()));
+    for (int round = 0; round < 3; ++round) {
+      // Mostly small values next to a large one per block: int8 zeroes
+      // most of them, so the residual matters from the second push on.
+      std::vector<float> grad = Ramp(keys, 1e-4f, 1e-3f * (round + 1));
+      for (size_t i = 0; i < grad.size(); i += 300) grad[i] = 40.0f;
+      auto pushed =
+          clients_[0]->Push(grad.data(), {round, round})->Wait(kTimeout);
+      ASSERT_TRUE(pushed.ok()) << pushed.status().ToString();
+      uint64_t bytes = 0;
+      for (int s = 0; s < 2; ++s) {
+        const KeyRange& r = layout.range(s);
+        const size_t n = static_cast<size_t>(r.size());
+        bytes += CompressedBytes(c, n);
+        std::vector<uint8_t> encoded(CompressedBytes(c, n));
+        if (c == Compression::kInt8) {
+          feedback[s].Encode(grad.data() + r.begin, encoded.data());
+        } else {
+          Encode(c, grad.data() + r.begin, n, encoded.data());
+        }
+        std::vector<float> decoded(n);
+        Decode(c, encoded.data(), n, decoded.data());
+        for (size_t i = 0; i < n; ++i)
+          expected[r.begin + i] -= 0.5f * decoded[i];
+      }
+      EXPECT_EQ(pushed->bytes, bytes);
+      ASSERT_EQ(Pull(0), expected) << "round " << round;
+    }
+    const std::vector<std::vector<float>> residuals = clients_[0]->Residuals();
+    if (c == Compression::kInt8) {
+      ASSERT_EQ(residuals.size(), 2u);
+      EXPECT_EQ(residuals[1], feedback[1].residual());
+    } else {
+      EXPECT_TRUE(residuals.empty());
+    }
+    TearDown();
+    servers_.clear();
+    clients_.clear();
+    rpcs_.clear();
+  }
+}
+
+TEST_P(PsOverTransportTest, AMalformedCompressedPushIsRefusedWithAReason) {
+  Start(1000, 1, 1, 0.5);
+  const std::vector<float> init(1000, 1.0f);
+  ASSERT_TRUE(clients_[0]->PushInitial(init.data())->Wait(kTimeout).ok());
+  struct Case {
+    uint32_t flags;
+    size_t bytes;
+    const char* says;
+  };
+  for (const Case& c :
+       {Case{kPushInt8, 1000, "1016 expected, int8"},
+        Case{kPushFp16, 4000, "2000 expected, fp16"},
+        Case{kPushFp16 | kPushInt8, 2000, "both compression flags"},
+        Case{kPushInit | kPushInt8, CompressedBytes(Compression::kInt8, 1000),
+             "initial model is never compressed"}}) {
+    Message m;
+    m.header.type = MessageType::kPush;
+    m.header.flags = c.flags;
+    m.header.key_begin = 0;
+    m.header.key_end = 1000;
+    m.payloads.push_back(Buffer::CopyOf(std::vector<uint8_t>(c.bytes, 7)));
+    auto reply = rpcs_[0]->Request(0, std::move(m))->Wait(kTimeout);
+    ASSERT_FALSE(reply.ok()) << c.says;
+    EXPECT_NE(reply.status().message().find(c.says), std::string::npos)
+        << reply.status().ToString();
+  }
+  EXPECT_EQ(Pull(0), init);  // nothing was applied
+}
+
+TEST_P(PsOverTransportTest, ResidualsOfTheWrongShapeAreRefused) {
+  Start(1000, 2, 1, 0.5);
+  clients_[0]->SetCompression(Compression::kInt8);
+  EXPECT_FALSE(clients_[0]->RestoreResiduals({std::vector<float>(500)}).ok());
+  const Status st = clients_[0]->RestoreResiduals(
+      {std::vector<float>(500), std::vector<float>(499)});
+  EXPECT_NE(st.message().find("residual 1 has 499 values; range 1 has 500"),
+            std::string::npos)
+      << st.ToString();
+  EXPECT_TRUE(clients_[0]
+                  ->RestoreResiduals(
+                      {std::vector<float>(500, 1.0f), std::vector<float>(500)})
+                  .ok());
+  EXPECT_EQ(clients_[0]->Residuals()[0], std::vector<float>(500, 1.0f));
 }
 
 INSTANTIATE_TEST_SUITE_P(All, PsOverTransportTest,

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -268,6 +269,43 @@ TEST(ClusterTest, SspAndAsyncRunsLearnAndRecordStaleness) {
     EXPECT_EQ(j["workers"].size(), 4u);
     EXPECT_GT(j["workers"][0]["bytes_pushed"].get<int64_t>(), 0);
   }
+}
+
+// cluster.compression: fp16 pushes half the bytes and int8 (with error
+// feedback) about a quarter; both still learn what float32 pushes learn, and
+// the model stays close to the uncompressed one. Pulls are float32.
+TEST(ClusterTest, CompressedPushesLearnWithFewerBytes) {
+  std::map<std::string, nlohmann::json> workers;
+  std::map<std::string, std::vector<float>> params;
+  for (const char* codec : {"none", "fp16", "int8"}) {
+    std::string root = TempRoot();
+    Config c = With(Base(root), {"cluster.mode=sync", "train.iterations=60",
+                                 "cluster.transport=tcp",
+                                 std::string("cluster.compression=") + codec});
+    auto r = RunConfig(c);
+    ASSERT_TRUE(r.ok()) << codec << ": " << r.status().ToString();
+    EXPECT_GT(r->final_val_acc, 0.3) << codec;  // chance is 0.1
+    workers[codec] = Summary(root)["workers"][0];
+    params[codec] = r->final_params;
+  }
+  const auto pushed = [&](const char* codec) {
+    return workers[codec]["bytes_pushed"].get<double>();
+  };
+  EXPECT_DOUBLE_EQ(pushed("fp16") / pushed("none"), 0.5);
+  EXPECT_LT(pushed("int8") / pushed("none"), 0.26);
+  EXPECT_GT(pushed("int8") / pushed("none"), 0.25);
+  EXPECT_EQ(workers["int8"]["bytes_pulled"], workers["none"]["bytes_pulled"]);
+  EXPECT_LT(MaxAbsDiff(params["fp16"], params["none"]), 0.01);
+  EXPECT_LT(MaxAbsDiff(params["int8"], params["none"]), 0.1);
+  EXPECT_GT(MaxAbsDiff(params["int8"], params["none"]), 0.0);
+
+  auto refused =
+      RunConfig(With(Base(TempRoot()),
+                     {"cluster.mode=allreduce", "cluster.compression=int8"}));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("cluster.compression"),
+            std::string::npos)
+      << refused.status().message();
 }
 
 // Fault injection in threads (cluster.fail_node): each other role's node
