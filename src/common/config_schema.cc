@@ -267,9 +267,13 @@ std::vector<ConfigKey> MakeSchema() {
       Str("cluster.compression", "none",
           "parameter-server modes: gradient pushes go as float32 (none), "
           "IEEE half (fp16, 0.5x the bytes) or int8 with a scale per 256 "
-          "values and error feedback (about 0.25x); pulls stay float32 "
-          "(docs/compression.md)",
+          "values and error feedback (about 0.25x) (docs/compression.md)",
           {"none", "fp16", "int8"}),
+      Bool("cluster.compress_pulls", true,
+           "with cluster.compression: workers' pulls come back with the same "
+           "codec, as the difference to the worker's copy (the server keeps "
+           "a mirror of each worker's copy; the next pull makes up one "
+           "pull's error); false = pulls stay float32"),
       Str("cluster.lr_staleness", "none",
           "inverse = divide a gradient's rate by its staleness",
           {"none", "inverse"}),

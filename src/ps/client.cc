@@ -14,8 +14,10 @@ PsClient::PsClient(RpcEndpoint& rpc, KeyLayout layout,
   STRATA_CHECK(static_cast<int>(servers_.size()) == layout_.num_servers());
 }
 
-void PsClient::SetCompression(Compression c) {
+void PsClient::SetCompression(Compression c, bool pulls) {
   compression_ = c;
+  compress_pulls_ = pulls && c != Compression::kNone;
+  mirrors_.assign(compress_pulls_ ? layout_.num_servers() : 0, PullMirror{});
   feedback_.clear();
   if (c != Compression::kInt8) return;
   for (int s = 0; s < layout_.num_servers(); ++s)
@@ -98,7 +100,12 @@ void PsClient::SendRanges(PushHandle& handle, const float* values,
     if (m.header.flags == flags) handle.bytes_ += bytes;
     handle.ranges_.push_back(r);
     std::shared_ptr<PayloadPlacement> placement;
-    if (handle.dest_ != nullptr) {
+    if (handle.dest_ != nullptr && compress_pulls_) {
+      // The parameters come back as a difference (protocol.h, kPullDelta).
+      m.header.flags |= kPullDelta;
+      m.payloads.push_back(Buffer::CopyOf(&mirrors_[static_cast<size_t>(s)].seq,
+                                          sizeof(int64_t)));
+    } else if (handle.dest_ != nullptr) {
       // The ack's parameters (payload 1) are received in place.
       placement = std::make_shared<PayloadPlacement>(
           1, reinterpret_cast<uint8_t*>(handle.dest_ + r.begin), bytes);
@@ -130,6 +137,7 @@ std::unique_ptr<PushHandle> PsClient::PushPull(
   STRATA_CHECK(!leader_first_ && dest != nullptr && dest != grads);
   auto handle = std::make_unique<PushHandle>();
   handle->dest_ = dest;
+  handle->puller_ = this;
   SendRanges(*handle, grads, base_versions, kPushPull, 0, layout_.num_servers(),
              nullptr, keep_alive);
   return handle;
@@ -157,6 +165,7 @@ std::unique_ptr<PullHandle> PsClient::Pull(
     float* dest, const std::vector<int64_t>& min_versions) {
   auto handle = std::make_unique<PullHandle>();
   handle->dest_ = dest;
+  handle->client_ = this;
   for (int s = 0; s < layout_.num_servers(); ++s) {
     const KeyRange& r = layout_.range(s);
     Message m;
@@ -165,10 +174,20 @@ std::unique_ptr<PullHandle> PsClient::Pull(
     m.header.key_end = r.end;
     m.header.clock = min_versions.empty() ? 0 : min_versions[s];
     handle->ranges_.push_back(r);
-    auto placement = std::make_shared<PayloadPlacement>(
-        0, reinterpret_cast<uint8_t*>(dest + r.begin),
-        sizeof(float) * static_cast<uint64_t>(r.size()));
-    handle->placements_.push_back(placement);
+    std::shared_ptr<PayloadPlacement> placement;
+    if (compress_pulls_) {
+      // A difference to decode comes back (protocol.h, kPullDelta).
+      m.header.flags = kPullDelta | (compression_ == Compression::kInt8
+                                         ? kPushInt8
+                                         : kPushFp16);
+      m.payloads.push_back(Buffer::CopyOf(&mirrors_[static_cast<size_t>(s)].seq,
+                                          sizeof(int64_t)));
+    } else {
+      placement = std::make_shared<PayloadPlacement>(
+          0, reinterpret_cast<uint8_t*>(dest + r.begin),
+          sizeof(float) * static_cast<uint64_t>(r.size()));
+      handle->placements_.push_back(placement);
+    }
     handle->calls_.push_back(
         rpc_.Request(servers_[s], std::move(m), std::move(placement)));
   }
@@ -186,6 +205,55 @@ void CopyRange(const Buffer& payload, uint8_t* to) {
 }
 
 }  // namespace
+
+Result<uint64_t> PsClient::TakeParameters(size_t s, const Message& reply,
+                                          size_t first, float* dest) {
+  const KeyRange& r = layout_.range(static_cast<int>(s));
+  const size_t n = static_cast<size_t>(r.size());
+  const size_t bytes = sizeof(float) * n;
+  const bool delta = compress_pulls_ && (reply.header.flags & kPullDelta);
+  const size_t want = delta ? CompressedBytes(compression_, n) : bytes;
+  const size_t payloads = first + (compress_pulls_ ? 2 : 1);
+  if (reply.payloads.size() != payloads ||
+      reply.payloads[first].size() != want ||
+      (compress_pulls_ &&
+       reply.payloads[first + 1].size() != 2 * sizeof(int64_t))) {
+    return Status::DataLoss(
+        "{} from node {} for [{}, {}) has {} payload(s) of {} bytes; "
+        "expected {} payload(s), the range taking {} bytes{}",
+        MessageTypeName(reply.header.type), reply.header.sender, r.begin,
+        r.end, reply.payloads.size(), reply.payload_bytes(), payloads, want,
+        delta ? fmt::format(" (a {} difference)", CompressionName(compression_))
+              : "");
+  }
+  uint8_t* to = reinterpret_cast<uint8_t*>(dest + r.begin);
+  if (!compress_pulls_) {
+    // Received in place (ZeroMQ), or straight from the frames the reply
+    // arrived in (one copy).
+    CopyRange(reply.payloads[first], to);
+    return bytes;
+  }
+  int64_t seqs[2];
+  std::memcpy(seqs, reply.payloads[first + 1].data(), sizeof(seqs));
+  PullMirror& m = mirrors_[s];
+  if (delta) {
+    if (seqs[0] != m.seq || m.values.size() != n) {
+      return Status::DataLoss(
+          "compressed pull reply from node {} for [{}, {}) is a difference "
+          "to copy {}; this worker holds copy {}",
+          reply.header.sender, r.begin, r.end, seqs[0], m.seq);
+    }
+    m.decoded.resize(n);
+    Decode(compression_, reply.payloads[first].data(), n, m.decoded.data());
+    for (size_t i = 0; i < n; ++i) m.values[i] += m.decoded[i];
+  } else {
+    m.values.resize(n);
+    CopyRange(reply.payloads[first], reinterpret_cast<uint8_t*>(m.values.data()));
+  }
+  m.seq = seqs[1];
+  std::memcpy(to, m.values.data(), bytes);
+  return reply.payloads[first].size();
+}
 
 namespace {
 
@@ -246,17 +314,10 @@ Result<PushResult> PushHandle::Wait(std::chrono::milliseconds timeout) {
     if (ack.header.flags & kAckDropped) ++result.dropped_ranges;
     NoteStaleness(ack, &result);
     if (dest_ != nullptr) {
-      const KeyRange& r = ranges_[i];
-      const size_t bytes = sizeof(float) * static_cast<size_t>(r.size());
-      if (ack.payloads.size() != 2 || ack.payloads[1].size() != bytes) {
-        return Status::DataLoss(
-            "push-pull ack from node {} for [{}, {}) carries {} payload(s) of "
-            "{} bytes, expected the step size and {} bytes of parameters",
-            ack.header.sender, r.begin, r.end, ack.payloads.size(),
-            ack.payload_bytes(), bytes);
-      }
-      CopyRange(ack.payloads[1], reinterpret_cast<uint8_t*>(dest_ + r.begin));
-      result.pulled_bytes += bytes;
+      // Payload 0 is the step size; the parameters follow (protocol.h).
+      ASSIGN_OR_RETURN(const uint64_t got,
+                       puller_->TakeParameters(i, ack, 1, dest_));
+      result.pulled_bytes += got;
     }
   }
   return result;
@@ -271,20 +332,10 @@ Result<PullHandle::Pulled> PullHandle::Wait(std::chrono::milliseconds timeout) {
         deadline - std::chrono::steady_clock::now());
     ASSIGN_OR_RETURN(Message reply, calls_[next_]->Wait(std::max(
                                         left, std::chrono::milliseconds(0))));
-    const KeyRange& r = ranges_[next_];
-    if (reply.payloads.size() != 1 ||
-        reply.payloads[0].size() !=
-            sizeof(float) * static_cast<size_t>(r.size())) {
-      return Status::DataLoss(
-          "pull reply from node {} for [{}, {}) has {} bytes, expected {}",
-          reply.header.sender, r.begin, r.end, reply.payload_bytes(),
-          sizeof(float) * r.size());
-    }
-    // Received in place (ZeroMQ), or straight from the frames the reply
-    // arrived in (one copy).
-    CopyRange(reply.payloads[0], reinterpret_cast<uint8_t*>(dest_ + r.begin));
+    ASSIGN_OR_RETURN(const uint64_t got,
+                     client_->TakeParameters(next_, reply, 0, dest_));
     pulled_.versions.push_back(reply.header.clock);
-    pulled_.bytes += reply.payloads[0].size();
+    pulled_.bytes += got;
   }
   return pulled_;
 }

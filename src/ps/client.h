@@ -47,8 +47,10 @@ class PushHandle {
   class PsClient* client_ = nullptr;
   const float* grads_ = nullptr;
   std::shared_ptr<void> keep_alive_;
-  // PushPull(): where each ack's parameters go (calls_[i] is ranges_[i]).
+  // PushPull(): where each ack's parameters go (calls_[i] is ranges_[i],
+  // range i of the layout), taken by puller_.
   float* dest_ = nullptr;
+  class PsClient* puller_ = nullptr;
   std::vector<KeyRange> ranges_;
 };
 
@@ -74,6 +76,7 @@ class PullHandle {
 
  private:
   friend class PsClient;
+  class PsClient* client_ = nullptr;  // takes each range (calls_[i]: range i)
   std::vector<std::shared_ptr<RpcCall>> calls_;
   std::vector<std::shared_ptr<PayloadPlacement>> placements_;
   std::vector<KeyRange> ranges_;
@@ -133,7 +136,12 @@ class PsClient {
   // protocol.h kPushFp16/kPushInt8). int8 keeps an error-feedback residual
   // per range (ps/compression.h), so this client must push from one thread
   // at a time. Set before the first push.
-  void SetCompression(Compression c);
+  // With `pulls` (cluster.compress_pulls; not kNone), Pull and PushPull
+  // bring back the parameters as the difference to this client's copy of
+  // them, encoded with `c` (protocol.h, kPullDelta): the parameters a pull
+  // writes are then the servers' to within that codec's error on one
+  // difference, which the next pull makes up.
+  void SetCompression(Compression c, bool pulls = false);
   Compression compression() const { return compression_; }
   // The int8 residuals, one per range (empty without int8), for a
   // checkpoint; RestoreResiduals() checks their sizes against the layout.
@@ -160,6 +168,22 @@ class PsClient {
   const bool leader_first_;
   Compression compression_ = Compression::kNone;
   std::vector<ErrorFeedback> feedback_;  // int8: one per range
+  // Compressed pulls: per range, this client's copy of the parameters as
+  // decoded, and its sequence number at the server (protocol.h).
+  struct PullMirror {
+    int64_t seq = 0;
+    std::vector<float> values;
+    std::vector<float> decoded;
+  };
+  bool compress_pulls_ = false;
+  std::vector<PullMirror> mirrors_;
+  friend class PushHandle;
+  friend class PullHandle;
+  // Range `s`'s parameters from `reply` (its payloads from `first` on) into
+  // `dest` (layout.total() floats); the bytes they took on the wire.
+  // DataLoss naming the server when the reply does not fit the protocol.
+  Result<uint64_t> TakeParameters(size_t s, const Message& reply,
+                                  size_t first, float* dest);
 };
 
 }  // namespace strata

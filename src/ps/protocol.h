@@ -50,6 +50,24 @@ inline constexpr uint32_t kPushPull = 1u << 4;
 // unchanged.
 inline constexpr uint32_t kPushFp16 = 1u << 5;
 inline constexpr uint32_t kPushInt8 = 1u << 6;
+// Compressed pulls (cluster.compress_pulls): parameters come back as the
+// difference to what the worker already holds. The server keeps, per
+// worker, a mirror of the worker's copy of its range and a sequence number
+// for it; the worker keeps the same mirror and number.
+//   kPullRequest with kPullDelta and kPushFp16 or kPushInt8 (the codec):
+//     payload 0 = int64, the sequence number of the worker's mirror (0:
+//     none yet). kPush with kPushPull and kPullDelta: that int64 is the
+//     push's last payload.
+//   The reply (kPullReply; kAck of a push-pull, after the step info) ends
+//     with the range, then int64 {base, new} sequence numbers. With
+//     kPullDelta set on the reply, the range is (parameters - mirror)
+//     encoded with the codec, to be decoded and added to the mirror of
+//     sequence `base`; the server adds the same decoded values to its own
+//     mirror, so both stay equal bit for bit and the error of one reply is
+//     made up by the next. Without it (the numbers differed: a first pull,
+//     a lost reply, a restarted server), the range is float32 parameters
+//     and replaces the mirror.
+inline constexpr uint32_t kPullDelta = 1u << 7;
 // Checkpoints (docs/checkpoints.md):
 //   kCheckpointRequest  coordinator -> server; the reply (kAck) holds the
 //                       server's state: payload 0 = JSON {"version",

@@ -257,6 +257,20 @@ void ParameterServer::HandlePush(Message msg) {
     std::memcpy(&tagged_size, msg.payloads[1].data(), sizeof(int64_t));
     msg.payloads.pop_back();
   }
+  int64_t pull_seq = 0;
+  if ((msg.header.flags & kPushPull) && (msg.header.flags & kPullDelta)) {
+    // The last payload is the mirror's sequence number (protocol.h).
+    if (msg.payloads.size() != 2 || msg.payloads[1].size() != sizeof(int64_t)) {
+      rpc_->ReplyErrorOrLog(
+          msg, Status::InvalidArgument(
+                   "push-pull with compressed pull from node {} needs 2 "
+                   "payloads (gradients, int64 mirror sequence number)",
+                   msg.header.sender));
+      return;
+    }
+    std::memcpy(&pull_seq, msg.payloads[1].data(), sizeof(int64_t));
+    msg.payloads.pop_back();
+  }
   // A compressed gradient (protocol.h) is decoded here; the rest of the
   // push is handled as float32.
   const uint32_t codec_flags = msg.header.flags & (kPushFp16 | kPushInt8);
@@ -366,7 +380,7 @@ void ParameterServer::HandlePush(Message msg) {
       std::shared_ptr<const std::vector<float>> snapshot =
           shard_->SnapshotIfAtLeast(0, &version);
       ack.header.clock = version;
-      ack.payloads.push_back(SnapshotBuffer(std::move(snapshot)));
+      AppendParameters(msg, pull_seq, std::move(snapshot), ack);
     }
   }
   rpc_->ReplyOrLog(msg, std::move(ack));
@@ -386,8 +400,48 @@ void ParameterServer::ReplyPull(const Message& request) {
   reply.header.key_begin = r.begin;
   reply.header.key_end = r.end;
   reply.header.clock = version;
-  reply.payloads.push_back(SnapshotBuffer(std::move(snapshot)));
+  int64_t seq = 0;
+  if (request.payloads.size() == 1 &&
+      request.payloads[0].size() == sizeof(int64_t)) {
+    std::memcpy(&seq, request.payloads[0].data(), sizeof(int64_t));
+  }
+  AppendParameters(request, seq, std::move(snapshot), reply);
   rpc_->ReplyOrLog(request, std::move(reply));
+}
+
+void ParameterServer::AppendParameters(
+    const Message& request, int64_t seq,
+    std::shared_ptr<const std::vector<float>> snapshot, Message& reply) {
+  const uint32_t codec_flags = request.header.flags & (kPushFp16 | kPushInt8);
+  if (!(request.header.flags & kPullDelta) || codec_flags == 0 ||
+      codec_flags == (kPushFp16 | kPushInt8)) {
+    reply.payloads.push_back(SnapshotBuffer(std::move(snapshot)));
+    return;
+  }
+  const Compression codec =
+      codec_flags == kPushFp16 ? Compression::kFp16 : Compression::kInt8;
+  const std::vector<float>& params = *snapshot;
+  const size_t n = params.size();
+  Mirror& mirror = mirrors_[request.header.sender];
+  int64_t base = seq;
+  if (seq == 0 || seq != mirror.seq || mirror.values.size() != n) {
+    // No common ground: the parameters as they are.
+    base = 0;
+    mirror.values = params;
+    reply.payloads.push_back(SnapshotBuffer(std::move(snapshot)));
+  } else {
+    delta_.resize(n);
+    for (size_t i = 0; i < n; ++i) delta_[i] = params[i] - mirror.values[i];
+    Buffer encoded = Buffer::Allocate(CompressedBytes(codec, n));
+    Encode(codec, delta_.data(), n, encoded.data());
+    Decode(codec, encoded.data(), n, delta_.data());
+    for (size_t i = 0; i < n; ++i) mirror.values[i] += delta_[i];
+    reply.header.flags |= kPullDelta;
+    reply.payloads.push_back(std::move(encoded));
+  }
+  mirror.seq = ++next_mirror_seq_;
+  const int64_t seqs[2] = {base, mirror.seq};
+  reply.payloads.push_back(Buffer::CopyOf(seqs, sizeof(seqs)));
 }
 
 void ParameterServer::HandlePull(Message msg) {

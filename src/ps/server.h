@@ -74,6 +74,13 @@ class ParameterServer {
   // Answers the pulls and acks that the current version satisfies.
   void Flush();
   void ReplyPull(const Message& request);
+  // The parameters a reply carries (payloads appended to `reply`): the
+  // shared snapshot, or with kPullDelta in the request's flags the
+  // difference to the sender's mirror (protocol.h). `seq` is the request's
+  // mirror sequence number.
+  void AppendParameters(const Message& request, int64_t seq,
+                        std::shared_ptr<const std::vector<float>> snapshot,
+                        Message& reply);
 
   // The range, the schedule and the policy; range and schedule may be set
   // once more by Configure() before the first push (guarded by shard_mu_
@@ -100,6 +107,14 @@ class ParameterServer {
   // After a restore: how far past the restored version the workers had
   // already seen this range (a lower bound on the updates lost).
   std::atomic<int64_t> lost_updates_{0};
+  // Compressed pulls: each worker's copy of this range, as it decoded it.
+  struct Mirror {
+    int64_t seq = 0;
+    std::vector<float> values;
+  };
+  std::map<NodeId, Mirror> mirrors_;
+  int64_t next_mirror_seq_ = 0;
+  std::vector<float> delta_;  // scratch for a delta being encoded
 };
 
 }  // namespace strata

@@ -43,7 +43,7 @@ class PushPullExchange final : public Exchange {
         async_(o_.mode == RunMode::kAsync),
         pulled_(static_cast<size_t>(env.layout->num_servers()), 0),
         step_(static_cast<size_t>(env.layout->num_servers()), 0) {
-    client_.SetCompression(o_.compression);
+    client_.SetCompression(o_.compression, o_.compress_pulls);
     if (o_.overlap) {
       side_grads_ = std::make_shared<std::vector<float>>(
           static_cast<size_t>(env.model.size));
@@ -212,7 +212,7 @@ class ElasticExchange final : public Exchange {
         centre_(static_cast<size_t>(env.model.size)),
         diff_(std::make_shared<std::vector<float>>(
             static_cast<size_t>(env.model.size))) {
-    client_.SetCompression(o_.compression);
+    client_.SetCompression(o_.compression, o_.compress_pulls);
   }
 
   Result<ExchangeState> SaveState() override {

@@ -135,6 +135,8 @@ Result<ClusterRunOptions> ClusterRunOptions::FromConfig(const Config& c) {
         "easgd, or compression = \"none\")",
         CompressionName(o.compression), RunModeName(o.mode));
   }
+  o.compress_pulls = o.compression != Compression::kNone &&
+                     c.GetBool("cluster.compress_pulls");
   o.staleness = o.mode == RunMode::kSsp ? c.GetInt("cluster.staleness") : -1;
   o.shuffle = c.GetBool("data.shuffle");
   o.seed = static_cast<uint64_t>(c.GetInt("run.seed"));

@@ -27,6 +27,7 @@ struct ClusterRunOptions {
   int64_t pull_interval = 1;
   bool overlap = false;  // async: communication of step t overlaps step t+1
   Compression compression = Compression::kNone;  // gradient pushes
+  bool compress_pulls = false;  // and the workers' pulls (as differences)
   int64_t staleness = -1;  // ssp bound; < 0 for other modes
   bool shuffle = true;
   uint64_t seed = 1;

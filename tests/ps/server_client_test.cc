@@ -5,9 +5,12 @@
 // another's, and bad pushes are refused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ps/client.h"
@@ -350,6 +353,89 @@ TEST_P(PsOverTransportTest, CompressedPushesApplyTheDecodedGradient) {
     clients_.clear();
     rpcs_.clear();
   }
+}
+
+// cluster.compress_pulls: after a first full pull, each pull brings the
+// difference to the worker's copy, encoded; the server mirrors that copy,
+// so the worker holds exactly copy + decode(encode(params - copy)) (one
+// codec error, not a sum of them). A reply that never arrives makes the
+// next pull a full one. Push-pulls follow the same rule.
+TEST_P(PsOverTransportTest, CompressedPullsBringTheDifferenceToTheWorkersCopy) {
+  const int64_t keys = 3 * (1 << 18) + 77;
+  Start(keys, 2, 2, 0.5);
+  PsClient& worker = *clients_[0];
+  worker.SetCompression(Compression::kInt8, /*pulls=*/true);
+  const KeyLayout& layout = worker.layout();
+  const std::vector<float> init = Ramp(keys, 0.25f, -3.0f);
+  ASSERT_TRUE(clients_[1]->PushInitial(init.data())->Wait(kTimeout).ok());
+  std::vector<float> held(keys, 0.0f);
+  auto first = worker.Pull(held.data(), {})->Wait(kTimeout);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->bytes, keys * sizeof(float));  // nothing to differ from
+  EXPECT_EQ(held, init);
+  const uint64_t delta_bytes =
+      CompressedBytes(Compression::kInt8, layout.range(0).size()) +
+      CompressedBytes(Compression::kInt8, layout.range(1).size());
+  // What the worker must hold after a delta pull of `exact`.
+  const auto apply_delta = [&](const std::vector<float>& exact) {
+    std::vector<float> want = held;
+    for (int s = 0; s < 2; ++s) {
+      const KeyRange& r = layout.range(s);
+      const size_t n = static_cast<size_t>(r.size());
+      std::vector<float> d(n), back(n);
+      for (size_t i = 0; i < n; ++i)
+        d[i] = exact[r.begin + i] - held[r.begin + i];
+      std::vector<uint8_t> enc(CompressedBytes(Compression::kInt8, n));
+      Encode(Compression::kInt8, d.data(), n, enc.data());
+      Decode(Compression::kInt8, enc.data(), n, back.data());
+      for (size_t i = 0; i < n; ++i) want[r.begin + i] += back[i];
+    }
+    return want;
+  };
+  for (int round = 0; round < 3; ++round) {
+    // Another (uncompressed) worker moves the model.
+    const std::vector<float> grad = Ramp(keys, 1e-3f, 0.1f * (round + 1));
+    ASSERT_TRUE(
+        clients_[1]->Push(grad.data(), {round, round})->Wait(kTimeout).ok());
+    const std::vector<float> exact = Pull(1);
+    const std::vector<float> want = apply_delta(exact);
+    float largest = 0;  // the largest difference to the worker's copy
+    for (size_t i = 0; i < held.size(); ++i)
+      largest = std::max(largest, std::abs(exact[i] - held[i]));
+    auto pulled = worker.Pull(held.data(), {})->Wait(kTimeout);
+    ASSERT_TRUE(pulled.ok()) << pulled.status().ToString();
+    EXPECT_EQ(pulled->bytes, delta_bytes);
+    ASSERT_EQ(held, want) << "round " << round;
+    // Lossy, by at most one codec error: half an int8 step of the largest
+    // difference.
+    EXPECT_NE(held, exact);
+    float worst = 0;
+    for (size_t i = 0; i < held.size(); ++i)
+      worst = std::max(worst, std::abs(held[i] - exact[i]));
+    EXPECT_LE(worst, 1.001f * largest / 254);
+  }
+  {
+    // A pull whose reply is dropped unread: the server's mirror moved on,
+    // so the next pull is a full one and exact again.
+    std::vector<float> lost(keys);
+    auto dropped = worker.Pull(lost.data(), {});
+    ASSERT_TRUE(clients_[1]->Pull(lost.data(), {})->Wait(kTimeout).ok());
+  }
+  std::this_thread::sleep_for(milliseconds(100));
+  auto full = worker.Pull(held.data(), {})->Wait(kTimeout);
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  EXPECT_EQ(full->bytes, keys * sizeof(float));
+  EXPECT_EQ(held, Pull(1));
+  // Push-pull: the ack's parameters are a difference too.
+  const std::vector<float> grad(keys, 0.5f);
+  std::vector<float> exact_after = Pull(1);
+  for (float& p : exact_after) p -= 0.25f;
+  const std::vector<float> want = apply_delta(exact_after);
+  auto both = worker.PushPull(grad.data(), {3, 3}, held.data(), nullptr)
+                  ->Wait(kTimeout);
+  ASSERT_TRUE(both.ok()) << both.status().ToString();
+  EXPECT_EQ(both->pulled_bytes, delta_bytes);
+  EXPECT_EQ(held, want);
 }
 
 TEST_P(PsOverTransportTest, AMalformedCompressedPushIsRefusedWithAReason) {

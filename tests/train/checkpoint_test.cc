@@ -277,8 +277,15 @@ INSTANTIATE_TEST_SUITE_P(
         // The int8 error-feedback residuals are in the checkpoint: a
         // resume that started them from zero would differ.
         ClusterResumeCase{"sync_int8",
-                          {"cluster.mode=sync", "cluster.compression=int8"},
+                          {"cluster.mode=sync", "cluster.compression=int8",
+                           "cluster.compress_pulls=false"},
                           true},
+        // Compressed pulls' mirrors are not kept: the first pull after the
+        // resume is a full one (exact where the uninterrupted run's was a
+        // difference), so the runs differ by that one codec error.
+        ClusterResumeCase{"sync_int8_pulls",
+                          {"cluster.mode=sync", "cluster.compression=int8"},
+                          false},
         ClusterResumeCase{"allreduce", {"cluster.mode=allreduce"}, true},
         ClusterResumeCase{"ring", {"cluster.mode=ring"}, true},
         ClusterResumeCase{"local_sgd",

@@ -271,32 +271,43 @@ TEST(ClusterTest, SspAndAsyncRunsLearnAndRecordStaleness) {
   }
 }
 
-// cluster.compression: fp16 pushes half the bytes and int8 (with error
-// feedback) about a quarter; both still learn what float32 pushes learn, and
-// the model stays close to the uncompressed one. Pulls are float32.
-TEST(ClusterTest, CompressedPushesLearnWithFewerBytes) {
+// cluster.compression: fp16 moves half the bytes and int8 (with error
+// feedback) about a quarter, pushes and pulls (pulls as differences after a
+// first full one); both still learn what float32 learns, and the model
+// stays close to the uncompressed one. cluster.compress_pulls = false keeps
+// pulls float32.
+TEST(ClusterTest, CompressedPushesAndPullsLearnWithFewerBytes) {
   std::map<std::string, nlohmann::json> workers;
   std::map<std::string, std::vector<float>> params;
-  for (const char* codec : {"none", "fp16", "int8"}) {
+  for (const std::string codec : {"none", "fp16", "int8", "int8-pushes"}) {
     std::string root = TempRoot();
-    Config c = With(Base(root), {"cluster.mode=sync", "train.iterations=60",
-                                 "cluster.transport=tcp",
-                                 std::string("cluster.compression=") + codec});
+    Config c = With(
+        Base(root),
+        {"cluster.mode=sync", "train.iterations=60", "cluster.transport=tcp",
+         "cluster.compression=" + codec.substr(0, 4),
+         std::string("cluster.compress_pulls=") +
+             (codec == "int8-pushes" ? "false" : "true")});
     auto r = RunConfig(c);
     ASSERT_TRUE(r.ok()) << codec << ": " << r.status().ToString();
     EXPECT_GT(r->final_val_acc, 0.3) << codec;  // chance is 0.1
     workers[codec] = Summary(root)["workers"][0];
     params[codec] = r->final_params;
   }
-  const auto pushed = [&](const char* codec) {
-    return workers[codec]["bytes_pushed"].get<double>();
+  const auto ratio = [&](const char* codec, const char* key) {
+    return workers[codec][key].get<double>() /
+           workers["none"][key].get<double>();
   };
-  EXPECT_DOUBLE_EQ(pushed("fp16") / pushed("none"), 0.5);
-  EXPECT_LT(pushed("int8") / pushed("none"), 0.26);
-  EXPECT_GT(pushed("int8") / pushed("none"), 0.25);
-  EXPECT_EQ(workers["int8"]["bytes_pulled"], workers["none"]["bytes_pulled"]);
+  EXPECT_DOUBLE_EQ(ratio("fp16", "bytes_pushed"), 0.5);
+  EXPECT_LT(ratio("int8", "bytes_pushed"), 0.26);
+  EXPECT_GT(ratio("int8", "bytes_pushed"), 0.25);
+  // 60 pulls: one full, 59 differences.
+  EXPECT_NEAR(ratio("fp16", "bytes_pulled"), (1 + 59 * 0.5) / 60, 1e-9);
+  EXPECT_LT(ratio("int8", "bytes_pulled"), (1 + 59 * 0.26) / 60);
+  EXPECT_EQ(workers["int8-pushes"]["bytes_pulled"],
+            workers["none"]["bytes_pulled"]);
   EXPECT_LT(MaxAbsDiff(params["fp16"], params["none"]), 0.01);
   EXPECT_LT(MaxAbsDiff(params["int8"], params["none"]), 0.1);
+  EXPECT_LT(MaxAbsDiff(params["int8-pushes"], params["none"]), 0.1);
   EXPECT_GT(MaxAbsDiff(params["int8"], params["none"]), 0.0);
 
   auto refused =
