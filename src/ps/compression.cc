@@ -4,7 +4,108 @@
 #include <cmath>
 #include <cstring>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define STRATA_HAVE_X86_PATHS 1
+#endif
+
 namespace strata {
+namespace {
+
+#ifdef STRATA_HAVE_X86_PATHS
+// F16C (x86 since 2012): 8 conversions per instruction, round to nearest
+// even as FloatToHalf, subnormal halves included. Saturation is a clamp to
+// +-65504 first; min/max return their second operand for NaN, so a NaN
+// stays NaN (a quiet NaN keeping the top payload bits, where FloatToHalf
+// gives 0x7e00: both are NaN). Chosen at run time (__builtin_cpu_supports).
+bool HasF16c() {
+  static const bool has =
+      __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  return has;
+}
+
+__attribute__((target("avx,f16c"))) size_t EncodeHalvesF16c(const float* x,
+                                                             size_t n,
+                                                             uint8_t* out) {
+  const __m256 hi = _mm256_set1_ps(65504.0f);
+  const __m256 lo = _mm256_set1_ps(-65504.0f);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_loadu_ps(x + i);
+    v = _mm256_max_ps(lo, _mm256_min_ps(hi, v));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * i),
+                     _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  }
+  return i;
+}
+
+__attribute__((target("avx,f16c"))) size_t DecodeHalvesF16c(const uint8_t* in,
+                                                             size_t n,
+                                                             float* out) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(out + i,
+                     _mm256_cvtph_ps(_mm_loadu_si128(
+                         reinterpret_cast<const __m128i*>(in + 2 * i))));
+  }
+  return i;
+}
+
+bool HasAvx2() {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+}
+
+// The int8 block encoder's two loops (below) for the first multiple of 8
+// values of a block, as the scalar code computes them (the same rounding:
+// cvtps rounds to nearest even under the default MXCSR; the same clamp,
+// NaN to -127). Returns how many values it did.
+__attribute__((target("avx2"))) uint32_t LargestBitsAvx2(const float* v,
+                                                          size_t m,
+                                                          size_t* done) {
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+  const __m256i inf = _mm256_set1_epi32(0x7f800000);
+  __m256i largest = _mm256_setzero_si256();
+  size_t i = 0;
+  for (; i + 8 <= m; i += 8) {
+    __m256i bits = _mm256_and_si256(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + i)), abs_mask);
+    bits = _mm256_andnot_si256(_mm256_cmpgt_epi32(bits, inf), bits);
+    largest = _mm256_max_epu32(largest, bits);
+  }
+  alignas(32) uint32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), largest);
+  *done = i;
+  return *std::max_element(lanes, lanes + 8);
+}
+
+__attribute__((target("avx2"))) size_t QuantizeAvx2(const float* v, size_t m,
+                                                    float inverse, int8_t* q) {
+  const __m256 scale = _mm256_set1_ps(inverse);
+  const __m256 hi = _mm256_set1_ps(127.0f);
+  const __m256 lo = _mm256_set1_ps(-127.0f);
+  size_t i = 0;
+  for (; i + 8 <= m; i += 8) {
+    __m256 y = _mm256_mul_ps(_mm256_loadu_ps(v + i), scale);
+    y = _mm256_min_ps(_mm256_max_ps(y, lo), hi);
+    const __m256i w = _mm256_cvtps_epi32(y);
+    const __m128i h = _mm_packs_epi32(_mm256_castsi256_si128(w),
+                                      _mm256_extracti128_si256(w, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(q + i), _mm_packs_epi16(h, h));
+  }
+  return i;
+}
+#endif
+
+// round(q) to nearest even for |q| <= 127 without a libm call, so the
+// loop vectorizes: adding and taking away 1.5 * 2^23 leaves no fraction
+// bits.
+inline float RoundSmall(float q) {
+  constexpr float kMagic = 12582912.0f;
+  return (q + kMagic) - kMagic;
+}
+
+}  // namespace
 
 Result<Compression> ParseCompression(const std::string& name) {
   if (name == "none") return Compression::kNone;
@@ -101,25 +202,52 @@ void Encode(Compression c, const float* x, size_t n, uint8_t* out) {
     case Compression::kNone:
       std::memcpy(out, x, n * sizeof(float));
       return;
-    case Compression::kFp16:
-      for (size_t i = 0; i < n; ++i) {
+    case Compression::kFp16: {
+      size_t i = 0;
+#ifdef STRATA_HAVE_X86_PATHS
+      if (HasF16c()) i = EncodeHalvesF16c(x, n, out);
+#endif
+      for (; i < n; ++i) {
         const uint16_t h = FloatToHalf(x[i]);
         std::memcpy(out + 2 * i, &h, sizeof(h));
       }
       return;
+    }
     case Compression::kInt8:
       for (size_t b = 0; b < n; b += kInt8Block) {
         const size_t m = std::min(kInt8Block, n - b);
-        float largest = 0;
-        for (size_t i = 0; i < m; ++i)
-          largest = std::max(largest, std::fabs(x[b + i]));
+        const float* v = x + b;
+        // The largest magnitude, on the bit patterns (for non-negative
+        // floats their order; an integer maximum vectorizes); NaNs are
+        // skipped.
+        uint32_t largest_bits = 0;
+        size_t first = 0;
+#ifdef STRATA_HAVE_X86_PATHS
+        if (HasAvx2()) largest_bits = LargestBitsAvx2(v, m, &first);
+#endif
+        for (size_t i = first; i < m; ++i) {
+          uint32_t bits;
+          std::memcpy(&bits, v + i, sizeof(bits));
+          bits &= 0x7fffffffu;
+          largest_bits =
+              std::max(largest_bits, bits <= 0x7f800000u ? bits : 0u);
+        }
+        float largest;
+        std::memcpy(&largest, &largest_bits, sizeof(largest));
         const float scale = largest / 127.0f;
+        const float inverse = largest > 0 ? 127.0f / largest : 0.0f;
         std::memcpy(out, &scale, sizeof(scale));
         out += sizeof(scale);
-        for (size_t i = 0; i < m; ++i) {
-          const float q = scale > 0 ? std::nearbyint(x[b + i] / scale) : 0.0f;
-          out[i] = static_cast<uint8_t>(
-              static_cast<int8_t>(std::max(-127.0f, std::min(127.0f, q))));
+        int8_t* q = reinterpret_cast<int8_t*>(out);
+        size_t done = 0;
+#ifdef STRATA_HAVE_X86_PATHS
+        if (HasAvx2()) done = QuantizeAvx2(v, m, inverse, q);
+#endif
+        for (size_t i = done; i < m; ++i) {
+          // std::max(-127, NaN) is -127: a NaN becomes -127, not UB.
+          const float clamped =
+              std::min(127.0f, std::max(-127.0f, v[i] * inverse));
+          q[i] = static_cast<int8_t>(RoundSmall(clamped));
         }
         out += m;
       }
@@ -132,13 +260,18 @@ void Decode(Compression c, const uint8_t* in, size_t n, float* out) {
     case Compression::kNone:
       std::memcpy(out, in, n * sizeof(float));
       return;
-    case Compression::kFp16:
-      for (size_t i = 0; i < n; ++i) {
+    case Compression::kFp16: {
+      size_t i = 0;
+#ifdef STRATA_HAVE_X86_PATHS
+      if (HasF16c()) i = DecodeHalvesF16c(in, n, out);
+#endif
+      for (; i < n; ++i) {
         uint16_t h;
         std::memcpy(&h, in + 2 * i, sizeof(h));
         out[i] = HalfToFloat(h);
       }
       return;
+    }
     case Compression::kInt8:
       for (size_t b = 0; b < n; b += kInt8Block) {
         const size_t m = std::min(kInt8Block, n - b);

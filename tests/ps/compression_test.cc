@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -71,6 +72,66 @@ TEST(CompressionTest, HalfFollowsTheIeeeRules) {
               std::fabs(v) * std::ldexp(1.0f, -11))
         << v;
   }
+}
+
+// Encode and Decode take vector paths (F16C, AVX2) where the CPU has them;
+// whole arrays (lengths that are not a multiple of 8, NaN among the
+// values) must come out as the scalar rules give them, element by element.
+TEST(CompressionTest, WholeArraysFollowTheScalarRules) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> exponent(-30, 17);
+  std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
+  std::vector<float> x(200003);
+  for (float& v : x)
+    v = std::ldexp(mantissa(rng), exponent(rng)) * (rng() % 2 ? 1.0f : -1.0f);
+  x[3] = std::nanf("");
+  x[9] = 0.0f;
+  x[10] = -0.0f;
+  x[11] = 65520.0f;  // rounds past the half range: saturates
+  std::vector<uint8_t> half(CompressedBytes(Compression::kFp16, x.size()));
+  Encode(Compression::kFp16, x.data(), x.size(), half.data());
+  std::vector<float> back(x.size());
+  Decode(Compression::kFp16, half.data(), x.size(), back.data());
+  for (size_t i = 0; i < x.size(); ++i) {
+    uint16_t h;
+    std::memcpy(&h, half.data() + 2 * i, sizeof(h));
+    if (std::isnan(x[i])) {
+      EXPECT_TRUE(std::isnan(HalfToFloat(h)));
+      EXPECT_TRUE(std::isnan(back[i]));
+      continue;
+    }
+    ASSERT_EQ(h, FloatToHalf(x[i])) << i << ": " << x[i];
+    ASSERT_EQ(back[i], HalfToFloat(h)) << i;
+  }
+  // int8 against the rule written out: scale = largest magnitude / 127
+  // (NaN skipped), q = round to nearest even of x * (127 / largest),
+  // clamped to +-127, NaN to -127.
+  std::normal_distribution<float> g(0.0f, 0.01f);
+  std::vector<float> y(1000 + 5);
+  for (float& v : y) v = g(rng);
+  y[7] = std::nanf("");
+  std::fill(y.begin() + 256, y.begin() + 512, 0.0f);  // a block of zeros
+  std::vector<uint8_t> got(CompressedBytes(Compression::kInt8, y.size()));
+  Encode(Compression::kInt8, y.data(), y.size(), got.data());
+  std::vector<uint8_t> want;
+  for (size_t b = 0; b < y.size(); b += kInt8Block) {
+    const size_t m = std::min(kInt8Block, y.size() - b);
+    float largest = 0;
+    for (size_t i = 0; i < m; ++i)
+      if (!std::isnan(y[b + i]))
+        largest = std::max(largest, std::fabs(y[b + i]));
+    const float scale = largest / 127.0f;
+    const float inverse = largest > 0 ? 127.0f / largest : 0.0f;
+    const uint8_t* sb = reinterpret_cast<const uint8_t*>(&scale);
+    want.insert(want.end(), sb, sb + sizeof(scale));
+    for (size_t i = 0; i < m; ++i) {
+      const float q = y[b + i] * inverse;
+      const float c = std::isnan(q) ? -127.0f : std::clamp(q, -127.0f, 127.0f);
+      want.push_back(
+          static_cast<uint8_t>(static_cast<int8_t>(std::nearbyint(c))));
+    }
+  }
+  EXPECT_EQ(got, want);
 }
 
 TEST(CompressionTest, Int8IsWithinHalfAStepOfEachBlocksScale) {
