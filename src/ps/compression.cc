@@ -25,8 +25,8 @@ bool HasF16c() {
 }
 
 __attribute__((target("avx,f16c"))) size_t EncodeHalvesF16c(const float* x,
-                                                             size_t n,
-                                                             uint8_t* out) {
+                                                            size_t n,
+                                                            uint8_t* out) {
   const __m256 hi = _mm256_set1_ps(65504.0f);
   const __m256 lo = _mm256_set1_ps(-65504.0f);
   size_t i = 0;
@@ -40,8 +40,8 @@ __attribute__((target("avx,f16c"))) size_t EncodeHalvesF16c(const float* x,
 }
 
 __attribute__((target("avx,f16c"))) size_t DecodeHalvesF16c(const uint8_t* in,
-                                                             size_t n,
-                                                             float* out) {
+                                                            size_t n,
+                                                            float* out) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     _mm256_storeu_ps(out + i,
@@ -61,8 +61,8 @@ bool HasAvx2() {
 // cvtps rounds to nearest even under the default MXCSR; the same clamp,
 // NaN to -127). Returns how many values it did.
 __attribute__((target("avx2"))) uint32_t LargestBitsAvx2(const float* v,
-                                                          size_t m,
-                                                          size_t* done) {
+                                                         size_t m,
+                                                         size_t* done) {
   const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
   const __m256i inf = _mm256_set1_epi32(0x7f800000);
   __m256i largest = _mm256_setzero_si256();
