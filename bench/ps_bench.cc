@@ -21,6 +21,7 @@
 //
 //   build-bench/bench/ps_bench [--sizes=4K,1M,16M,64M] [--topologies=1+1,2+2]
 //                              [--ops=push,pull] [--reps=N] [--no-inproc]
+//                              [--transport=zmq|ucx]
 //                              [--context=own|shared]
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -56,6 +57,7 @@
 #include "transport/inproc_transport.h"
 #include "transport/rpc.h"
 #include "transport/transport.h"
+#include "transport/ucx_transport.h"
 #include "transport/zmq_transport.h"
 
 namespace strata {
@@ -170,6 +172,7 @@ struct Row {
 struct Flags : bench::CommonFlags {
   int reps = 7;
   bool bare_zmq = true;  // also measure plain ZeroMQ (bare_zmq.h)
+  bool ucx = false;      // ours over the UCX transport instead of ZeroMQ
 };
 
 // The common flags (bench_common.h) and --reps=N.
@@ -182,10 +185,14 @@ Flags ParseFlags(int argc, char** argv) {
       f.reps = std::max(1, std::stoi(*v));
     } else if (arg == "--no-bare-zmq") {
       f.bare_zmq = false;
+    } else if (auto t = bench::FlagValue(arg, "transport")) {
+      if (*t != "zmq" && *t != "ucx") Die("--transport= wants zmq or ucx");
+      f.ucx = *t == "ucx";
+      if (f.ucx && !HaveUcx()) Die("this build has no UCX (libucx-dev)");
     } else {
       Die("unknown flag " + arg +
           " (try --sizes=4K,64M --topologies=1+1 --ops=push --reps=5 "
-          "--no-inproc --context=shared --no-bare-zmq)");
+          "--no-inproc --context=shared --no-bare-zmq --transport=ucx)");
     }
   }
   bench::CheckCommonFlags(f);
@@ -224,11 +231,18 @@ void Main(int argc, char** argv) {
       *std::max_element(flags.sizes.begin(), flags.sizes.end());
   const auto bench_start = Clock::now();
 
-  const TransportFactory zmq_factory = ZmqFactory(flags.shared_context, 1);
+  const TransportFactory ours_factory =
+      flags.ucx ? TransportFactory([](NodeId id) {
+        auto t = NewUcxTransport(id);
+        Check(t.status(), "ucx transport");
+        return std::move(t).value();
+      })
+                : ZmqFactory(flags.shared_context, 1);
+  const char* ours_bind = flags.ucx ? "ucx://127.0.0.1:*" : "tcp://127.0.0.1:*";
 
   std::printf(
       "ps_bench: PsClient::Push/Pull(...)->Wait() through RpcEndpoint and "
-      "ParameterServer\nover the ZeroMQ transport on loopback TCP, vs raw "
+      "ParameterServer\nover %s, vs raw "
       "blocking TCP sockets moving the\nsame bytes (same request/reply "
       "pattern, one thread per worker and per server).\nServers: async mode, "
       "plain SGD (lr %g, no momentum): every push is one SGD pass over\nthe "
@@ -237,6 +251,8 @@ void Main(int argc, char** argv) {
       "payload bytes/s, all workers\ntogether; medians of %d runs, ours and "
       "raw alternating; ratio = median of the\nper-run ratios. %u hardware "
       "threads; ZeroMQ: %s, 1 I/O thread.\n",
+      flags.ucx ? "the UCX transport (UCX picks shared memory, CMA or TCP)"
+                : "the ZeroMQ transport on loopback TCP",
       kLearningRate, flags.reps, std::thread::hardware_concurrency(),
       flags.shared_context ? "one context shared by all nodes"
                            : "one context per node");
@@ -257,7 +273,7 @@ void Main(int argc, char** argv) {
       bare = std::make_unique<BareZmqCluster>(servers, workers, max_bytes);
     }
     for (size_t bytes : flags.sizes) {
-      PsCluster ours(servers, workers, bytes, zmq_factory, "tcp://127.0.0.1:*");
+      PsCluster ours(servers, workers, bytes, ours_factory, ours_bind);
       for (Op op : flags.ops) {
         const int ops = OpsFor(bytes);
         const double moved = static_cast<double>(bytes) * workers * ops;

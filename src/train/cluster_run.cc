@@ -10,6 +10,7 @@
 #include "train/roles.h"
 #include "transport/curve_keys.h"
 #include "transport/inproc_transport.h"
+#include "transport/ucx_transport.h"
 #include "transport/zmq_transport.h"
 
 namespace strata {
@@ -19,12 +20,15 @@ namespace {
 // they share one ZeroMQ context (and so one CURVE authentication handler).
 class TransportFactory {
  public:
-  TransportFactory(bool tcp, std::optional<CurveKeys> curve)
-      : tcp_(tcp), curve_(std::move(curve)) {}
+  TransportFactory(std::string kind, std::optional<CurveKeys> curve)
+      : tcp_(kind == "tcp"), ucx_(kind == "ucx"), curve_(std::move(curve)) {}
   bool curve() const { return curve_.has_value(); }
   Result<std::unique_ptr<Transport>> Make(NodeId id) {
     std::unique_ptr<Transport> t;
-    if (tcp_) {
+    if (ucx_) {
+      ASSIGN_OR_RETURN(t, NewUcxTransport(id));
+      RETURN_IF_ERROR(t->Bind("ucx://127.0.0.1:*"));
+    } else if (tcp_) {
       if (context_ == nullptr) {
         ASSIGN_OR_RETURN(context_, ZmqContext::Create(1));
       }
@@ -42,6 +46,7 @@ class TransportFactory {
 
  private:
   const bool tcp_;
+  const bool ucx_;
   const std::optional<CurveKeys> curve_;
   InProcFabric fabric_;
   std::shared_ptr<ZmqContext> context_;
@@ -75,8 +80,15 @@ Result<RunSummary> TrainCluster(const Config& config, const DatasetSplits& data,
   torch::set_num_threads(static_cast<int>(threads));
 
   RETURN_IF_ERROR(CheckMetricsAddress(o));
-  const bool tcp = config.GetString("cluster.transport") == "tcp";
+  const std::string kind = config.GetString("cluster.transport");
+  const bool tcp = kind == "tcp";
   ASSIGN_OR_RETURN(std::optional<CurveKeys> curve, CurveKeysFromConfig(config));
+  if (curve && kind == "ucx") {
+    return Status::InvalidArgument(
+        "cluster.security = \"curve\" secures ZeroMQ TCP; the UCX transport "
+        "(cluster.transport = \"ucx\") has no authentication: use \"tcp\" "
+        "with CURVE, or security = \"none\"");
+  }
   if (curve && !tcp) {
     return Status::InvalidArgument(
         "cluster.security = \"curve\" authenticates and encrypts ZeroMQ TCP, "
@@ -86,7 +98,7 @@ Result<RunSummary> TrainCluster(const Config& config, const DatasetSplits& data,
         "\"tcp\" (CURVE on loopback), run with --processes or strata node, "
         "or leave cluster.security = \"none\"");
   }
-  TransportFactory factory(tcp, std::move(curve));
+  TransportFactory factory(kind, std::move(curve));
   std::vector<std::unique_ptr<Transport>> transports(roles.num_nodes());
   for (NodeId id = 0; id < roles.num_nodes(); ++id) {
     ASSIGN_OR_RETURN(transports[id], factory.Make(id));
@@ -97,8 +109,9 @@ Result<RunSummary> TrainCluster(const Config& config, const DatasetSplits& data,
       "parameters "
       "({}); per-worker batch {}, {} iterations per worker{}",
       RunModeName(o.mode), roles.num_servers(), roles.num_workers(),
-      tcp ? (factory.curve() ? "tcp (loopback, CURVE)" : "tcp (loopback)")
-          : "the in-process transport",
+      kind == "ucx" ? "UCX (loopback)"
+      : tcp ? (factory.curve() ? "tcp (loopback, CURVE)" : "tcp (loopback)")
+            : "the in-process transport",
       plan.num_params, plan.layout.ToString(), o.worker_batch, o.iterations,
       o.data_servers > 0
           ? fmt::format("; {} data servers ({} assignment)", o.data_servers,

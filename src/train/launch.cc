@@ -407,6 +407,12 @@ Result<nlohmann::json> TrainProcesses(const Config& config,
                                       const std::atomic<bool>* stop) {
   ASSIGN_OR_RETURN(ClusterRunOptions o, ClusterRunOptions::FromConfig(config));
   RETURN_IF_ERROR(CheckMetricsAddress(o));
+  if (config.GetString("cluster.transport") == "ucx") {
+    return Status::Unimplemented(
+        "cluster.transport = \"ucx\" runs the cluster in one process for "
+        "now; --processes and strata node talk over ZeroMQ TCP (leave "
+        "cluster.transport unset, docs/transport.md)");
+  }
   // Checked here, before any child starts, so a bad key is reported once.
   ASSIGN_OR_RETURN(const std::optional<CurveKeys> curve,
                    CurveKeysFromConfig(config));

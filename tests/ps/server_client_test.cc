@@ -18,6 +18,7 @@
 #include "ps/protocol.h"
 #include "ps/server.h"
 #include "transport/inproc_transport.h"
+#include "transport/ucx_transport.h"
 #include "transport/zmq_transport.h"
 
 namespace strata {
@@ -26,18 +27,30 @@ namespace {
 using std::chrono::milliseconds;
 constexpr milliseconds kTimeout{20000};
 
-enum class Backend { kInProc, kTcp };
+enum class Backend { kInProc, kTcp, kUcx };
 
 std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
-  return info.param == Backend::kInProc ? "inproc" : "tcp";
+  return info.param == Backend::kInProc ? "inproc"
+         : info.param == Backend::kTcp  ? "tcp"
+                                        : "ucx";
 }
 
 // S servers (node ids 0..S-1) and W workers (100..) wired directly.
 class PsOverTransportTest : public ::testing::TestWithParam<Backend> {
  protected:
+  void SetUp() override {
+    if (GetParam() == Backend::kUcx && !HaveUcx())
+      GTEST_SKIP() << "this build has no UCX (libucx-dev not found)";
+  }
+
   std::unique_ptr<Transport> NewTransport(NodeId id) {
     std::unique_ptr<Transport> t;
-    if (GetParam() == Backend::kInProc) {
+    if (GetParam() == Backend::kUcx) {
+      auto r = NewUcxTransport(id);
+      EXPECT_TRUE(r.ok()) << r.status().ToString();
+      t = std::move(r).value();
+      EXPECT_TRUE(t->Bind("ucx://127.0.0.1:*").ok());
+    } else if (GetParam() == Backend::kInProc) {
       auto r = fabric_.NewTransport(id);
       EXPECT_TRUE(r.ok()) << r.status().ToString();
       t = std::move(r).value();
@@ -484,7 +497,8 @@ TEST_P(PsOverTransportTest, ResidualsOfTheWrongShapeAreRefused) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, PsOverTransportTest,
-                         ::testing::Values(Backend::kInProc, Backend::kTcp),
+                         ::testing::Values(Backend::kInProc, Backend::kTcp,
+                                           Backend::kUcx),
                          BackendName);
 
 }  // namespace

@@ -10,11 +10,12 @@
 
 #include "transport/inproc_transport.h"
 #include "transport/transport.h"
+#include "transport/ucx_transport.h"
 #include "transport/zmq_transport.h"
 
 namespace strata::test_backends {
 
-enum class Backend { kInProc, kTcp, kIpc };
+enum class Backend { kInProc, kTcp, kIpc, kUcx };
 
 inline const char* BackendString(Backend backend) {
   switch (backend) {
@@ -24,6 +25,8 @@ inline const char* BackendString(Backend backend) {
       return "tcp";
     case Backend::kIpc:
       return "ipc";
+    case Backend::kUcx:
+      return "ucx";
   }
   return "unknown";
 }
@@ -37,25 +40,38 @@ inline void PrintTo(Backend backend, std::ostream* os) {
   *os << BackendString(backend);
 }
 
+// Whether `backend` is in this build (UCX needs libucx-dev); suites call
+// SkipIfMissing() first.
+inline bool Available(Backend backend) {
+  return backend != Backend::kUcx || HaveUcx();
+}
+#define STRATA_SKIP_IF_BACKEND_MISSING(backend)                       \
+  if (!::strata::test_backends::Available(backend))                   \
+  GTEST_SKIP() << "this build has no UCX (libucx-dev not found when " \
+                  "it was configured)"
+
+// A transport of `backend` (in-process ones on `fabric`), not bound.
+inline std::unique_ptr<Transport> NewNode(Backend backend, NodeId id,
+                                          InProcFabric& fabric) {
+  Result<std::unique_ptr<Transport>> r =
+      backend == Backend::kInProc ? fabric.NewTransport(id)
+      : backend == Backend::kUcx  ? NewUcxTransport(id)
+                                  : NewZmqTransport(id);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  if (!r.ok()) return nullptr;
+  return std::move(r).value();
+}
+
 // A node of `backend` (in-process ones on `fabric`) bound to a fresh
-// endpoint: inproc://*, tcp://127.0.0.1:* or ipc://*.
+// endpoint: inproc://*, tcp://127.0.0.1:*, ipc://* or ucx://127.0.0.1:*.
 inline std::unique_ptr<Transport> NewBoundNode(Backend backend, NodeId id,
                                                InProcFabric& fabric) {
-  std::unique_ptr<Transport> t;
-  std::string endpoint;
-  if (backend == Backend::kInProc) {
-    auto r = fabric.NewTransport(id);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    if (!r.ok()) return nullptr;
-    t = std::move(r).value();
-    endpoint = "inproc://*";
-  } else {
-    auto r = NewZmqTransport(id);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    if (!r.ok()) return nullptr;
-    t = std::move(r).value();
-    endpoint = backend == Backend::kTcp ? "tcp://127.0.0.1:*" : "ipc://*";
-  }
+  std::unique_ptr<Transport> t = NewNode(backend, id, fabric);
+  if (t == nullptr) return nullptr;
+  const char* endpoint = backend == Backend::kInProc ? "inproc://*"
+                         : backend == Backend::kTcp  ? "tcp://127.0.0.1:*"
+                         : backend == Backend::kIpc  ? "ipc://*"
+                                                     : "ucx://127.0.0.1:*";
   Status s = t->Bind(endpoint);
   EXPECT_TRUE(s.ok()) << s.ToString();
   return t;

@@ -66,6 +66,8 @@ Message Make(MessageType type, uint64_t request_id, Buffer payload) {
 
 class TransportTest : public ::testing::TestWithParam<Backend> {
  protected:
+  void SetUp() override { STRATA_SKIP_IF_BACKEND_MISSING(GetParam()); }
+
   // A node bound to a fresh local endpoint.
   std::unique_ptr<Transport> NewNode(NodeId id) {
     return test_backends::NewBoundNode(GetParam(), id, fabric_);
@@ -268,12 +270,8 @@ TEST_P(TransportTest, RejectsBadCalls) {
 }
 
 TEST_P(TransportTest, RecvBeforeBindFails) {
-  std::unique_ptr<Transport> t;
-  if (GetParam() == Backend::kInProc) {
-    t = std::move(fabric_.NewTransport(1)).value();
-  } else {
-    t = std::move(NewZmqTransport(1)).value();
-  }
+  std::unique_ptr<Transport> t = test_backends::NewNode(GetParam(), 1, fabric_);
+  ASSERT_NE(t, nullptr);
   EXPECT_EQ(t->endpoint(), "");
   EXPECT_EQ(t->Recv(milliseconds(10)).status().code(),
             Status::Code::kFailedPrecondition);
@@ -315,7 +313,8 @@ TEST_P(TransportTest, SendBeforePeerIsUp) {
                std::to_string(::getpid()) + "-late";
     b = std::move(NewZmqTransport(2)).value();
   } else {
-    GTEST_SKIP() << "a tcp port cannot be reserved race-free before binding";
+    GTEST_SKIP() << "a tcp (or ucx) port cannot be reserved race-free "
+                    "before binding";
   }
   auto a = NewNode(1);
   ASSERT_TRUE(a->Connect(2, endpoint).ok());
@@ -329,7 +328,7 @@ TEST_P(TransportTest, SendBeforePeerIsUp) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, TransportTest,
                          ::testing::Values(Backend::kInProc, Backend::kTcp,
-                                           Backend::kIpc),
+                                           Backend::kIpc, Backend::kUcx),
                          BackendName);
 
 // In-process specifics.

@@ -1,0 +1,896 @@
+#include "transport/ucx_transport.h"
+
+#ifdef STRATA_HAVE_UCX
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/epoll.h>
+#include <ucp/api/ucp.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <future>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/log.h"
+#include "transport/wire.h"
+
+namespace strata {
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+constexpr unsigned kAmId = 7;  // every message is this active message
+constexpr char kScheme[] = "ucx://";
+constexpr size_t kAlign = 64;  // each received payload starts aligned
+// How long a call made on the progress thread (Bind) may take.
+constexpr milliseconds kCallTimeout{10000};
+// How long later messages of a stream wait for a missing one.
+constexpr milliseconds kGapTimeout{5000};
+
+std::string UcsError(ucs_status_t s) { return ucs_status_string(s); }
+
+// "ucx://HOST:PORT" -> an IPv4 address; PORT may be * or 0 when `bind`.
+Result<sockaddr_in> ParseEndpoint(NodeId id, const std::string& endpoint,
+                                  bool bind) {
+  const auto bad = [&] {
+    return Status::InvalidArgument(
+        "node {}: '{}' is not a UCX endpoint: want ucx://HOST:PORT{}", id,
+        endpoint, bind ? " (PORT * or 0 for any)" : "");
+  };
+  if (endpoint.rfind(kScheme, 0) != 0) return bad();
+  const std::string rest = endpoint.substr(sizeof(kScheme) - 1);
+  const size_t colon = rest.rfind(':');
+  if (colon == std::string::npos || colon == 0) return bad();
+  const std::string host = rest.substr(0, colon);
+  const std::string port = rest.substr(colon + 1);
+  int port_number = 0;
+  if (port == "*") {
+    if (!bind) return bad();
+  } else {
+    if (port.empty() || port.size() > 5 ||
+        port.find_first_not_of("0123456789") != std::string::npos)
+      return bad();
+    port_number = std::stoi(port);
+    if (port_number > 65535 || (port_number == 0 && !bind)) return bad();
+  }
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port_number));
+  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    addrinfo* found = nullptr;
+    if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 ||
+        found == nullptr) {
+      return Status::InvalidArgument("node {}: cannot resolve host '{}' of {}",
+                                     id, host, endpoint);
+    }
+    addr.sin_addr = reinterpret_cast<sockaddr_in*>(found->ai_addr)->sin_addr;
+    freeaddrinfo(found);
+  }
+  return addr;
+}
+
+// A route to a peer: where it listens and, once the progress thread made
+// it, the UCX endpoint. `failed` is set when UCX reported the peer lost.
+struct Route {
+  std::string endpoint;
+  sockaddr_in addr{};
+  ucp_ep_h ep = nullptr;  // progress thread only
+  std::atomic<bool> failed{false};
+  // Every message on a route carries (stream, sequence number): UCX may
+  // deliver active messages sent while a connection is still being set up
+  // after later ones, and the receiver puts them back in order.
+  uint32_t stream = 0;
+  uint32_t next_seq = 0;  // progress thread only
+};
+
+// The bytes in front of the wire header in an active message's header.
+struct Prefix {
+  uint32_t stream;
+  uint32_t seq;
+};
+
+// A send in flight: what must stay alive until UCX is done with it.
+struct SendContext {
+  Buffer header;  // Prefix, then the wire header
+  std::vector<Buffer> payloads;
+  std::vector<ucp_dt_iov_t> iov;
+  class UcxTransport* transport = nullptr;
+};
+
+// A received message waiting for its data (rendezvous) or its turn.
+struct Incoming {
+  Message msg;
+  bool done = false;
+  bool failed = false;
+  class UcxTransport* transport = nullptr;
+};
+
+class UcxTransport final : public Transport {
+ public:
+  UcxTransport(NodeId id, UcxOptions options)
+      : id_(id), options_(std::move(options)) {}
+
+  ~UcxTransport() override { Close(); }
+
+  Status Init() {
+    ucp_config_t* config = nullptr;
+    ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
+    if (s != UCS_OK) {
+      return Status::Internal("node {}: UCX configuration: {}", id_,
+                              UcsError(s));
+    }
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES;
+    params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+    s = ucp_init(&params, config, &context_);
+    ucp_config_release(config);
+    if (s != UCS_OK)
+      return Status::Internal("node {}: ucp_init: {}", id_, UcsError(s));
+    ucp_worker_params_t wp{};
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+    s = ucp_worker_create(context_, &wp, &worker_);
+    if (s != UCS_OK) {
+      return Status::Internal("node {}: ucp_worker_create: {}", id_,
+                              UcsError(s));
+    }
+    ucp_worker_attr_t attr{};
+    attr.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
+    if (ucp_worker_query(worker_, &attr) == UCS_OK)
+      max_am_header_ = attr.max_am_header;
+    ucp_am_handler_param_t h{};
+    h.field_mask =
+        UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+        UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+    h.id = kAmId;
+    h.cb = &UcxTransport::OnMessage;
+    h.arg = this;
+    h.flags = UCP_AM_FLAG_WHOLE_MSG;
+    s = ucp_worker_set_am_recv_handler(worker_, &h);
+    if (s != UCS_OK) {
+      return Status::Internal("node {}: active message handler: {}", id_,
+                              UcsError(s));
+    }
+    s = ucp_worker_get_efd(worker_, &efd_);
+    if (s != UCS_OK) {
+      return Status::Internal("node {}: UCX event descriptor: {}", id_,
+                              UcsError(s));
+    }
+    epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    if (epoll_ < 0 || ::epoll_ctl(epoll_, EPOLL_CTL_ADD, efd_, &ev) != 0) {
+      return Status::IoError("node {}: epoll for UCX: {}", id_,
+                             std::strerror(errno));
+    }
+    progress_ = std::thread([this] { Progress(); });
+    return Status::Ok();
+  }
+
+  NodeId node_id() const override { return id_; }
+
+  Status Bind(const std::string& requested) override {
+    ASSIGN_OR_RETURN(sockaddr_in addr, ParseEndpoint(id_, requested, true));
+    if (closed_.load())
+      return Status::Cancelled("node {}: transport is closed", id_);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!endpoint_.empty()) {
+        return Status::FailedPrecondition("node {}: already bound to {}", id_,
+                                          endpoint_);
+      }
+    }
+    const std::string host = requested.substr(
+        sizeof(kScheme) - 1, requested.rfind(':') - (sizeof(kScheme) - 1));
+    return CallOnProgressThread([this, addr, host, requested]() -> Status {
+      sockaddr_in a = addr;
+      ucp_listener_params_t lp{};
+      lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR |
+                      UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+      lp.sockaddr.addr = reinterpret_cast<const sockaddr*>(&a);
+      lp.sockaddr.addrlen = sizeof(a);
+      lp.conn_handler.cb = &UcxTransport::OnConnection;
+      lp.conn_handler.arg = this;
+      ucs_status_t s = ucp_listener_create(worker_, &lp, &listener_);
+      if (s != UCS_OK) {
+        listener_ = nullptr;
+        return Status::Unavailable("node {}: cannot listen on {}: {}", id_,
+                                   requested, UcsError(s));
+      }
+      ucp_listener_attr_t la{};
+      la.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+      s = ucp_listener_query(listener_, &la);
+      if (s != UCS_OK) {
+        return Status::Internal("node {}: listener address: {}", id_,
+                                UcsError(s));
+      }
+      const int port =
+          ntohs(reinterpret_cast<const sockaddr_in*>(&la.sockaddr)->sin_port);
+      std::lock_guard<std::mutex> lock(mu_);
+      endpoint_ = fmt::format("{}{}:{}", kScheme, host, port);
+      return Status::Ok();
+    });
+  }
+
+  std::string endpoint() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return endpoint_;
+  }
+
+  Status Connect(NodeId peer, const std::string& endpoint) override {
+    if (peer < 0) {
+      return Status::InvalidArgument("node {}: cannot connect to node id {}",
+                                     id_, peer);
+    }
+    ASSIGN_OR_RETURN(sockaddr_in addr, ParseEndpoint(id_, endpoint, false));
+    auto route = std::make_shared<Route>();
+    route->endpoint = endpoint;
+    route->addr = addr;
+    route->stream = NewStreamId();
+    std::shared_ptr<Route> old;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (closed_.load())
+        return Status::Cancelled("node {}: transport is closed", id_);
+      auto it = routes_.find(peer);
+      if (it != routes_.end() && it->second->endpoint == endpoint &&
+          !it->second->failed.load()) {
+        return Status::Ok();
+      }
+      if (it != routes_.end()) old = std::move(it->second);
+      routes_[peer] = route;
+    }
+    if (old) Post([this, old] { Retire(old); });
+    return Status::Ok();
+  }
+
+  Status Disconnect(NodeId peer) override {
+    std::shared_ptr<Route> old;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = routes_.find(peer);
+      if (it == routes_.end())
+        return Status::NotFound("node {}: no route to node {}", id_, peer);
+      old = std::move(it->second);
+      routes_.erase(it);
+    }
+    Post([this, old] { Retire(old); });
+    return Status::Ok();
+  }
+
+  Status Send(NodeId to, Message msg) override {
+    if (Status s = ValidateOutgoing(msg, options_.limits); !s.ok())
+      return s.WithContext(fmt::format("node {} -> {}", id_, to));
+    std::shared_ptr<Route> route;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (closed_.load())
+        return Status::Cancelled("node {}: transport is closed", id_);
+      auto it = routes_.find(to);
+      if (it == routes_.end()) {
+        return Status::NotFound(
+            "node {} has no route to node {}; Connect() first", id_, to);
+      }
+      route = it->second;
+    }
+    if (route->failed.load()) {
+      return Status::Unavailable(
+          "node {}: node {} at {} is unreachable (UCX reported it lost)", id_,
+          to, route->endpoint);
+    }
+    msg.header.sender = id_;
+    msg.header.receiver = to;
+    auto ctx = std::make_unique<SendContext>();
+    std::vector<uint64_t> sizes;
+    for (const Buffer& p : msg.payloads) sizes.push_back(p.size());
+    const Buffer wire_header = wire::EncodeHeader(msg.header, sizes, 0);
+    ctx->header = Buffer::Allocate(sizeof(Prefix) + wire_header.size());
+    std::memcpy(ctx->header.data() + sizeof(Prefix), wire_header.data(),
+                wire_header.size());
+    if (ctx->header.size() > max_am_header_) {
+      return Status::InvalidArgument(
+          "node {} -> {}: {} payloads make a {}-byte header; UCX takes at "
+          "most {} bytes",
+          id_, to, msg.payloads.size(), ctx->header.size(), max_am_header_);
+    }
+    const uint64_t bytes = msg.payload_bytes();
+    ctx->payloads = std::move(msg.payloads);
+    for (const Buffer& p : ctx->payloads) {
+      p.ForEachPiece([&](size_t, const uint8_t* data, size_t size) {
+        if (size > 0) ctx->iov.push_back({const_cast<uint8_t*>(data), size});
+      });
+    }
+    ctx->transport = this;
+    messages_sent_.fetch_add(1, std::memory_order_relaxed);
+    bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
+    SendContext* raw = ctx.release();
+    Post([this, route, raw] { StartSend(route, raw); });
+    return Status::Ok();
+  }
+
+  Result<Message> Recv(milliseconds timeout) override {
+    const auto deadline = Clock::now() + std::max(timeout, milliseconds(0));
+    std::unique_lock<std::mutex> lock(rx_mu_);
+    if (closed_.load())
+      return Status::Cancelled("node {}: transport is closed", id_);
+    if (endpoint().empty())
+      return Status::FailedPrecondition("node {}: Recv() before Bind()", id_);
+    while (true) {
+      if (closed_.load())
+        return Status::Cancelled("node {}: closed while receiving", id_);
+      if (!ready_.empty()) {
+        Message m = std::move(ready_.front());
+        ready_.pop_front();
+        messages_received_.fetch_add(1, std::memory_order_relaxed);
+        bytes_received_.fetch_add(m.payload_bytes(), std::memory_order_relaxed);
+        return m;
+      }
+      if (interrupted_) {
+        interrupted_ = false;
+        return Status::DeadlineExceeded(
+            "node {}: receive at {} interrupted (Interrupt())", id_,
+            endpoint());
+      }
+      if (Clock::now() >= deadline ||
+          rx_cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
+        if (!ready_.empty() || closed_.load() || interrupted_) continue;
+        return Status::DeadlineExceeded(
+            "node {}: no message arrived at {} within {} ms", id_, endpoint(),
+            timeout.count());
+      }
+    }
+  }
+
+  void Interrupt() override {
+    std::lock_guard<std::mutex> lock(rx_mu_);
+    interrupted_ = true;
+    rx_cv_.notify_all();
+  }
+
+  void Close() override {
+    if (closed_.exchange(true)) return;
+    {
+      std::lock_guard<std::mutex> lock(rx_mu_);
+      rx_cv_.notify_all();
+    }
+    if (progress_.joinable()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        stopping_ = true;
+      }
+      if (worker_ != nullptr) ucp_worker_signal(worker_);
+      progress_.join();
+    }
+    // The progress thread is gone: this thread owns the worker now.
+    if (worker_ != nullptr) {
+      RunPosted();  // sends queued before the close still go out
+      std::vector<std::shared_ptr<Route>> routes;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (auto& [peer, r] : routes_) routes.push_back(r);
+        routes_.clear();
+      }
+      for (auto& r : routes) Retire(r);
+      for (ucp_ep_h ep : accepted_) CloseEp(ep, /*flush=*/false);
+      accepted_.clear();
+      // Closing requests and sends in flight, up to the linger time.
+      const auto deadline = Clock::now() + options_.linger;
+      while ((!close_requests_.empty() || sends_in_flight_ > 0) &&
+             Clock::now() < deadline) {
+        ucp_worker_progress(worker_);
+        ReapCloseRequests();
+      }
+      for (void* r : close_requests_) ucp_request_free(r);
+      close_requests_.clear();
+      if (listener_ != nullptr) ucp_listener_destroy(listener_);
+      listener_ = nullptr;
+      ucp_worker_destroy(worker_);
+      worker_ = nullptr;
+    }
+    if (context_ != nullptr) ucp_cleanup(context_);
+    context_ = nullptr;
+    if (epoll_ >= 0) ::close(epoll_);
+    epoll_ = -1;
+    streams_.clear();
+  }
+
+  Status SendRaw(NodeId to, std::vector<uint8_t> am_header,
+                 std::vector<uint8_t> data) {
+    std::shared_ptr<Route> route;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = routes_.find(to);
+      if (it == routes_.end())
+        return Status::NotFound("node {}: no route to node {}", id_, to);
+      route = it->second;
+    }
+    auto* ctx = new SendContext;
+    ctx->transport = this;
+    ctx->header = Buffer::CopyOf(am_header.data(), am_header.size());
+    if (!data.empty()) {
+      ctx->payloads.push_back(Buffer::CopyOf(data.data(), data.size()));
+      ctx->iov.push_back({ctx->payloads[0].data(), data.size()});
+    }
+    Post([this, route, ctx] { StartSend(route, ctx, /*raw=*/true); });
+    return Status::Ok();
+  }
+
+  TransportStats stats() const override {
+    TransportStats s;
+    s.messages_sent = messages_sent_.load();
+    s.messages_received = messages_received_.load();
+    s.payload_bytes_sent = bytes_sent_.load();
+    s.payload_bytes_received = bytes_received_.load();
+    s.messages_dropped = dropped_.load();
+    return s;
+  }
+
+ private:
+  // Runs `fn` on the progress thread, which owns the UCX worker.
+  void Post(std::function<void()> fn) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      posted_.push_back(std::move(fn));
+    }
+    if (worker_ != nullptr) ucp_worker_signal(worker_);
+  }
+
+  Status CallOnProgressThread(std::function<Status()> fn) {
+    auto done = std::make_shared<std::promise<Status>>();
+    std::future<Status> result = done->get_future();
+    Post([fn = std::move(fn), done] { done->set_value(fn()); });
+    if (result.wait_for(kCallTimeout) != std::future_status::ready) {
+      return Status::DeadlineExceeded(
+          "node {}: the UCX progress thread did not answer within {} ms", id_,
+          kCallTimeout.count());
+    }
+    return result.get();
+  }
+
+  void RunPosted() {
+    std::deque<std::function<void()>> work;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      work.swap(posted_);
+    }
+    for (auto& fn : work) fn();
+  }
+
+  void Progress() {
+    while (true) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stopping_) break;
+      }
+      RunPosted();
+      unsigned n = 0;
+      for (int i = 0; i < 64; ++i) {
+        const unsigned k = ucp_worker_progress(worker_);
+        n += k;
+        if (k == 0) break;
+      }
+      ReapCloseRequests();
+      Deliver();
+      if (n > 0) continue;
+      const ucs_status_t armed = ucp_worker_arm(worker_);
+      if (armed == UCS_ERR_BUSY) continue;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!posted_.empty() || stopping_) continue;
+      }
+      epoll_event ev{};
+      // Bounded: the loop looks at `stopping_` at least this often.
+      (void)::epoll_wait(epoll_, &ev, 1, 100);
+    }
+  }
+
+  // `raw`: the header is sent as given (SendRawUcxForTesting), with no
+  // stream prefix written into it.
+  void StartSend(const std::shared_ptr<Route>& route, SendContext* ctx,
+                 bool raw = false) {
+    if (route->failed.load() || !EnsureEp(*route)) {
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+      delete ctx;
+      return;
+    }
+    if (!raw) {
+      const Prefix prefix{route->stream, route->next_seq++};
+      std::memcpy(ctx->header.data(), &prefix, sizeof(prefix));
+    }
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                     UCP_OP_ATTR_FIELD_DATATYPE;
+    p.cb.send = &UcxTransport::OnSent;
+    p.user_data = ctx;
+    // No payload bytes: a contiguous empty buffer (UCX wants a non-null
+    // I/O vector).
+    // One piece goes as a contiguous buffer: UCX's zero-copy rendezvous
+    // takes those, while an I/O vector may be staged through copies.
+    const void* buffer = nullptr;
+    size_t count = 0;
+    if (ctx->iov.size() == 1) {
+      p.datatype = ucp_dt_make_contig(1);
+      buffer = ctx->iov[0].buffer;
+      count = ctx->iov[0].length;
+    } else {
+      p.datatype = ctx->iov.empty() ? ucp_dt_make_contig(1) : ucp_dt_make_iov();
+      buffer = ctx->iov.empty() ? nullptr : ctx->iov.data();
+      count = ctx->iov.size();
+    }
+    ucs_status_ptr_t r = ucp_am_send_nbx(route->ep, kAmId, ctx->header.data(),
+                                         ctx->header.size(), buffer, count, &p);
+    if (r == nullptr) {
+      delete ctx;
+    } else if (UCS_PTR_IS_ERR(r)) {
+      LogWarning("node {}: send to {} failed: {}", id_, route->endpoint,
+                 UcsError(UCS_PTR_STATUS(r)));
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+      delete ctx;
+    } else {
+      ++sends_in_flight_;
+    }
+  }
+
+  static void OnSent(void* request, ucs_status_t status, void* user) {
+    auto* ctx = static_cast<SendContext*>(user);
+    UcxTransport* self = ctx->transport;
+    --self->sends_in_flight_;
+    if (status != UCS_OK) {
+      LogWarning("node {}: a send ended with {}", self->id_, UcsError(status));
+      self->dropped_.fetch_add(1, std::memory_order_relaxed);
+    }
+    delete ctx;
+    ucp_request_free(request);
+  }
+
+  static uint32_t NewStreamId() {
+    static std::atomic<uint32_t> counter{0};
+    static const uint32_t base = std::random_device{}();
+    return base + 0x9e3779b9u * ++counter;
+  }
+
+  bool EnsureEp(Route& route) {
+    if (route.ep != nullptr) return true;
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+    ep.sockaddr.addr = reinterpret_cast<const sockaddr*>(&route.addr);
+    ep.sockaddr.addrlen = sizeof(route.addr);
+    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ep.err_handler.cb = &UcxTransport::OnRouteError;
+    ep.err_handler.arg = &route;
+    const ucs_status_t s = ucp_ep_create(worker_, &ep, &route.ep);
+    if (s != UCS_OK) {
+      LogWarning("node {}: cannot reach {}: {}", id_, route.endpoint,
+                 UcsError(s));
+      route.ep = nullptr;
+      route.failed = true;
+      return false;
+    }
+    return true;
+  }
+
+  static void OnRouteError(void* arg, ucp_ep_h ep, ucs_status_t status) {
+    auto* route = static_cast<Route*>(arg);
+    if (!route->failed.exchange(true))
+      LogDebug("UCX: lost the connection to {}: {}", route->endpoint,
+               UcsError(status));
+    (void)ep;
+  }
+
+  // Closes a route's endpoint and keeps the route: UCX may still call its
+  // error handler, which points at it, until the worker is gone.
+  void Retire(std::shared_ptr<Route> route) {
+    CloseRoute(*route);
+    closing_.push_back(std::move(route));
+  }
+
+  void CloseRoute(Route& route) {
+    if (route.ep == nullptr) return;
+    CloseEp(route.ep, !route.failed.load());
+    route.ep = nullptr;
+  }
+
+  void CloseEp(ucp_ep_h ep, bool flush) {
+    ucp_request_param_t p{};
+    if (!flush) {
+      p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    }
+    ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
+    if (r != nullptr && !UCS_PTR_IS_ERR(r)) close_requests_.push_back(r);
+  }
+
+  void ReapCloseRequests() {
+    for (size_t i = 0; i < close_requests_.size();) {
+      if (ucp_request_check_status(close_requests_[i]) != UCS_INPROGRESS) {
+        ucp_request_free(close_requests_[i]);
+        close_requests_[i] = close_requests_.back();
+        close_requests_.pop_back();
+      } else {
+        ++i;
+      }
+    }
+  }
+
+  static void OnConnection(ucp_conn_request_h request, void* arg) {
+    auto* self = static_cast<UcxTransport*>(arg);
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.conn_request = request;
+    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ep.err_handler.cb = &UcxTransport::OnAcceptedError;
+    ep.err_handler.arg = self;
+    ucp_ep_h created = nullptr;
+    const ucs_status_t s = ucp_ep_create(self->worker_, &ep, &created);
+    if (s != UCS_OK) {
+      LogWarning("node {}: refused a UCX connection: {}", self->id_,
+                 UcsError(s));
+      return;
+    }
+    self->accepted_.insert(created);
+  }
+
+  static void OnAcceptedError(void* arg, ucp_ep_h ep, ucs_status_t status) {
+    auto* self = static_cast<UcxTransport*>(arg);
+    LogDebug("node {}: an incoming UCX connection ended: {}", self->id_,
+             UcsError(status));
+    if (self->accepted_.erase(ep) > 0) self->CloseEp(ep, /*flush=*/false);
+  }
+
+  // An active message: validate its header, then take its data (copied now,
+  // or by rendezvous into fresh aligned buffers).
+  static ucs_status_t OnMessage(void* arg, const void* header,
+                                size_t header_length, void* data, size_t length,
+                                const ucp_am_recv_param_t* param) {
+    auto* self = static_cast<UcxTransport*>(arg);
+    const bool rndv = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV;
+    Prefix prefix{};
+    if (header_length < sizeof(prefix)) {
+      LogWarning("node {}: dropped a UCX message with a {}-byte header",
+                 self->id_, header_length);
+      self->dropped_.fetch_add(1, std::memory_order_relaxed);
+      return UCS_OK;
+    }
+    std::memcpy(&prefix, header, sizeof(prefix));
+    auto decoded = wire::DecodeHeader(
+        static_cast<const uint8_t*>(header) + sizeof(prefix),
+        header_length - sizeof(prefix), self->options_.limits);
+    Status bad;
+    if (!decoded.ok()) {
+      bad = decoded.status();
+    } else if (decoded->payload_bytes != length) {
+      bad = Status::DataLoss("header declares {} payload bytes, {} arrived",
+                             decoded->payload_bytes, length);
+    } else if (decoded->header.receiver != self->id_) {
+      bad = Status::DataLoss("addressed to node {}", decoded->header.receiver);
+    }
+    if (!bad.ok()) {
+      LogWarning("node {}: dropped a UCX message: {}", self->id_,
+                 bad.message());
+      self->dropped_.fetch_add(1, std::memory_order_relaxed);
+      // Its place in its stream is taken, so later ones still go out
+      // (garbage naming a stream nobody opened opens none).
+      if (prefix.seq == 0 || self->streams_.count(prefix.stream) > 0) {
+        auto gap = std::make_shared<Incoming>();
+        gap->failed = true;
+        self->streams_[prefix.stream].waiting[prefix.seq] = gap;
+      }
+      return UCS_OK;  // a rendezvous not received is dropped by UCX
+    }
+    auto in = std::make_shared<Incoming>();
+    in->transport = self;
+    in->msg.header = decoded->header;
+    // One block, each payload at an aligned offset in it.
+    size_t total = 0;
+    std::vector<size_t> offsets;
+    for (uint64_t size : decoded->payload_sizes) {
+      offsets.push_back(total);
+      total += (static_cast<size_t>(size) + kAlign - 1) / kAlign * kAlign;
+    }
+    // Large blocks come from a pool: a fresh one would cost page faults
+    // and a new UCX memory registration per message.
+    auto block = std::make_shared<Buffer>(total >= BufferPool::kMinCapacity
+                                              ? self->pool_->Acquire(total)
+                                              : Buffer::Allocate(total));
+    std::vector<ucp_dt_iov_t> iov;
+    for (size_t i = 0; i < offsets.size(); ++i) {
+      const size_t size = decoded->payload_sizes[i];
+      uint8_t* at = block->data() + offsets[i];
+      in->msg.payloads.push_back(size == 0 ? Buffer()
+                                           : Buffer::Adopt(at, size, block));
+      if (size > 0) iov.push_back({at, size});
+    }
+    self->streams_[prefix.stream].waiting[prefix.seq] = in;
+    if (!rndv) {
+      const uint8_t* from = static_cast<const uint8_t*>(data);
+      for (const ucp_dt_iov_t& piece : iov) {
+        std::memcpy(piece.buffer, from, piece.length);
+        from += piece.length;
+      }
+      in->done = true;
+      return UCS_OK;
+    }
+    auto* iov_keep = new std::vector<ucp_dt_iov_t>(std::move(iov));
+    struct RecvContext {
+      std::shared_ptr<Incoming> in;
+      std::vector<ucp_dt_iov_t>* iov;
+    };
+    auto* rc = new RecvContext{in, iov_keep};
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                     UCP_OP_ATTR_FIELD_DATATYPE;
+    const bool one = iov_keep->size() == 1;
+    p.datatype = one ? ucp_dt_make_contig(1) : ucp_dt_make_iov();
+    p.user_data = rc;
+    p.cb.recv_am = [](void* request, ucs_status_t status, size_t, void* user) {
+      auto* ctx = static_cast<RecvContext*>(user);
+      if (status == UCS_OK) {
+        ctx->in->done = true;
+      } else {
+        LogWarning("UCX: receiving a message's data failed: {}",
+                   UcsError(status));
+        ctx->in->failed = true;
+      }
+      delete ctx->iov;
+      delete ctx;
+      ucp_request_free(request);
+    };
+    ucs_status_ptr_t r = ucp_am_recv_data_nbx(
+        self->worker_, data, one ? (*iov_keep)[0].buffer : iov_keep->data(),
+        one ? (*iov_keep)[0].length : iov_keep->size(), &p);
+    if (r == nullptr) {
+      in->done = true;
+      delete iov_keep;
+      delete rc;
+    } else if (UCS_PTR_IS_ERR(r)) {
+      in->failed = true;
+      delete iov_keep;
+      delete rc;
+    }
+    return UCS_OK;
+  }
+
+  // Hands finished messages to Recv(), each stream in its send order.
+  void Deliver() {
+    std::vector<Message> out;
+    const Clock::time_point now = Clock::now();
+    for (auto& [stream, st] : streams_) {
+      while (true) {
+        auto it = st.waiting.find(st.next);
+        if (it == st.waiting.end() && !st.waiting.empty()) {
+          // A gap: give the missing message kGapTimeout, then go on.
+          if (st.blocked_since == Clock::time_point{}) st.blocked_since = now;
+          if (now - st.blocked_since < kGapTimeout) break;
+          const uint32_t to = st.waiting.begin()->first;
+          LogWarning(
+              "node {}: UCX messages {}..{} of a stream never came in {} ms; "
+              "going on without them",
+              id_, st.next, to - 1, kGapTimeout.count());
+          dropped_.fetch_add(to - st.next, std::memory_order_relaxed);
+          st.next = to;
+          continue;
+        }
+        st.blocked_since = Clock::time_point{};
+        if (it == st.waiting.end() || !(it->second->done || it->second->failed))
+          break;
+        if (it->second->done) {
+          out.push_back(std::move(it->second->msg));
+        } else if (it->second->transport != nullptr) {
+          dropped_.fetch_add(1, std::memory_order_relaxed);  // data lost
+        }
+        st.waiting.erase(it);
+        ++st.next;
+      }
+    }
+    if (out.empty()) return;
+    std::lock_guard<std::mutex> lock(rx_mu_);
+    for (Message& m : out) ready_.push_back(std::move(m));
+    rx_cv_.notify_all();
+  }
+
+  const NodeId id_;
+  const UcxOptions options_;
+  const std::shared_ptr<BufferPool> pool_ =
+      BufferPool::Create(size_t{256} << 20);
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  ucp_listener_h listener_ = nullptr;
+  size_t max_am_header_ = 0;
+  int efd_ = -1;
+  int epoll_ = -1;
+  std::thread progress_;
+  std::atomic<bool> closed_{false};
+
+  mutable std::mutex mu_;
+  std::string endpoint_;                             // Guarded by mu_.
+  std::map<NodeId, std::shared_ptr<Route>> routes_;  // Guarded by mu_.
+  std::deque<std::function<void()>> posted_;         // Guarded by mu_.
+  bool stopping_ = false;                            // Guarded by mu_.
+
+  // Progress thread only.
+  std::set<ucp_ep_h> accepted_;
+  std::vector<std::shared_ptr<Route>> closing_;
+  std::vector<void*> close_requests_;
+  struct Stream {
+    uint32_t next = 0;  // the sequence number delivered next
+    std::map<uint32_t, std::shared_ptr<Incoming>> waiting;
+    // Since when later messages wait for `next` (which may never come:
+    // its sender failed to send it).
+    Clock::time_point blocked_since{};
+  };
+  std::map<uint32_t, Stream> streams_;
+  int64_t sends_in_flight_ = 0;
+
+  std::mutex rx_mu_;
+  std::condition_variable rx_cv_;
+  std::deque<Message> ready_;  // Guarded by rx_mu_.
+  bool interrupted_ = false;   // Guarded by rx_mu_.
+
+  std::atomic<uint64_t> messages_sent_{0}, messages_received_{0},
+      bytes_sent_{0}, bytes_received_{0}, dropped_{0};
+};
+
+}  // namespace
+
+bool HaveUcx() { return true; }
+
+Status SendRawUcxForTesting(Transport& from, NodeId to,
+                            std::vector<uint8_t> am_header,
+                            std::vector<uint8_t> data) {
+  auto* ucx = dynamic_cast<UcxTransport*>(&from);
+  if (ucx == nullptr)
+    return Status::InvalidArgument("SendRawUcxForTesting: not a UCX transport");
+  return ucx->SendRaw(to, std::move(am_header), std::move(data));
+}
+
+Result<std::unique_ptr<Transport>> NewUcxTransport(NodeId id,
+                                                   UcxOptions options) {
+  if (id < 0)
+    return Status::InvalidArgument("UCX transport for node id {}", id);
+  auto t = std::make_unique<UcxTransport>(id, std::move(options));
+  RETURN_IF_ERROR(t->Init());
+  return std::unique_ptr<Transport>(std::move(t));
+}
+
+}  // namespace strata
+
+#else  // !STRATA_HAVE_UCX
+
+namespace strata {
+
+bool HaveUcx() { return false; }
+
+Status SendRawUcxForTesting(Transport&, NodeId, std::vector<uint8_t>,
+                            std::vector<uint8_t>) {
+  return Status::Unimplemented("this build has no UCX");
+}
+
+Result<std::unique_ptr<Transport>> NewUcxTransport(NodeId id, UcxOptions) {
+  return Status::Unimplemented(
+      "node {}: this build has no UCX (install libucx-dev, which "
+      "scripts/setup.sh does, and configure again)",
+      id);
+}
+
+}  // namespace strata
+
+#endif

@@ -1,0 +1,171 @@
+// UCX specifics (the shared behaviour runs in transport_test.cc and
+// rpc_test.cc with the other backends): hostile input is dropped and
+// counted, raw TCP garbage on the listening port harms nothing, and a lost
+// peer is reported instead of waited for. Skipped in builds without UCX.
+#include "transport/ucx_transport.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/log.h"
+#include "transport/wire.h"
+
+namespace strata {
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+constexpr milliseconds kWait{5000};
+
+class UcxTransportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!HaveUcx()) GTEST_SKIP() << "this build has no UCX (libucx-dev)";
+  }
+  static std::unique_ptr<Transport> Node(NodeId id) {
+    auto r = NewUcxTransport(id);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok()) return nullptr;
+    std::unique_ptr<Transport> t = std::move(r).value();
+    Status s = t->Bind("ucx://127.0.0.1:*");
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return t;
+  }
+  static Message Heartbeat(int64_t clock) {
+    Message m;
+    m.header.type = MessageType::kHeartbeat;
+    m.header.clock = clock;
+    return m;
+  }
+};
+
+// The bytes of an active message's header as the transport writes them:
+// 8 bytes of stream and sequence number, then the wire header.
+std::vector<uint8_t> AmHeader(uint32_t stream, uint32_t seq,
+                              const MessageHeader& h,
+                              const std::vector<uint64_t>& sizes) {
+  std::vector<uint8_t> out(8);
+  std::memcpy(out.data(), &stream, 4);
+  std::memcpy(out.data() + 4, &seq, 4);
+  const Buffer wire = wire::EncodeHeader(h, sizes, 0);
+  out.insert(out.end(), wire.data(), wire.data() + wire.size());
+  return out;
+}
+
+TEST_F(UcxTransportTest, MalformedMessagesAreDroppedAndCounted) {
+  auto rx = Node(2);
+  auto tx = Node(1);
+  ASSERT_TRUE(tx->Connect(2, rx->endpoint()).ok());
+  MessageHeader good;
+  good.type = MessageType::kPush;
+  good.sender = 1;
+  good.receiver = 2;
+  MessageHeader elsewhere = good;
+  elsewhere.receiver = 3;
+  std::vector<uint8_t> bad_magic = AmHeader(77, 0, good, {4});
+  bad_magic[8] ^= 0xFF;
+  const std::vector<std::vector<uint8_t>> headers = {
+      {1, 2, 3},                        // shorter than the stream prefix
+      bad_magic,                        // not a wire header
+      AmHeader(78, 0, good, {100}),     // declares 100 bytes, 4 arrive
+      AmHeader(79, 0, elsewhere, {4}),  // addressed to node 3
+  };
+  for (const auto& h : headers) {
+    ASSERT_TRUE(
+        SendRawUcxForTesting(*tx, 2, h, std::vector<uint8_t>(4, 9)).ok());
+  }
+  // A real message after them still arrives.
+  ASSERT_TRUE(tx->Send(2, Heartbeat(42)).ok());
+  Result<Message> got = rx->Recv(kWait);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->header.clock, 42);
+  EXPECT_EQ(rx->stats().messages_dropped, headers.size());
+  EXPECT_EQ(rx->Recv(milliseconds(50)).status().code(),
+            Status::Code::kDeadlineExceeded);
+}
+
+TEST_F(UcxTransportTest, SurvivesRawTcpGarbageOnItsPort) {
+  auto rx = Node(2);
+  auto tx = Node(1);
+  ASSERT_TRUE(tx->Connect(2, rx->endpoint()).ok());
+  const std::string ep = rx->endpoint();
+  const int port = std::stoi(ep.substr(ep.rfind(':') + 1));
+  std::mt19937 rng(5);
+  for (int round = 0; round < 3; ++round) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)),
+              0);
+    std::vector<uint8_t> junk(1 << 16);
+    for (uint8_t& b : junk) b = static_cast<uint8_t>(rng());
+    (void)!::send(fd, junk.data(), junk.size(), MSG_NOSIGNAL);
+    ::close(fd);
+  }
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(tx->Send(2, Heartbeat(i)).ok());
+    Result<Message> got = rx->Recv(kWait);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(got->header.clock, i);
+  }
+}
+
+// A peer that goes away is reported (kUnavailable) within seconds, not
+// waited for; Connect() to its replacement works.
+TEST_F(UcxTransportTest, ALostPeerIsReportedAndItsReplacementReached) {
+  auto a = Node(1);
+  auto b = Node(2);
+  ASSERT_TRUE(a->Connect(2, b->endpoint()).ok());
+  ASSERT_TRUE(a->Send(2, Heartbeat(1)).ok());
+  ASSERT_TRUE(b->Recv(kWait).ok());
+  b->Close();
+  const auto start = Clock::now();
+  Status s;
+  for (int i = 0; i < 400; ++i) {  // at most 20 s
+    s = a->Send(2, Heartbeat(2));
+    if (!s.ok()) break;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  EXPECT_EQ(s.code(), Status::Code::kUnavailable) << s.ToString();
+  EXPECT_NE(s.message().find("unreachable"), std::string::npos);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(20));
+  auto c = Node(2);
+  ASSERT_TRUE(a->Connect(2, c->endpoint()).ok());
+  ASSERT_TRUE(a->Send(2, Heartbeat(3)).ok());
+  Result<Message> got = c->Recv(kWait);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->header.clock, 3);
+}
+
+TEST_F(UcxTransportTest, EndpointsAreCheckedAndNamed) {
+  auto r = NewUcxTransport(1);
+  ASSERT_TRUE(r.ok());
+  std::unique_ptr<Transport> t = std::move(r).value();
+  for (const char* bad : {"tcp://127.0.0.1:5", "ucx://127.0.0.1",
+                          "ucx://127.0.0.1:99999", "ucx://:5"}) {
+    const Status s = t->Bind(bad);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find(bad), std::string::npos) << s.ToString();
+  }
+  EXPECT_EQ(t->Connect(2, "ucx://127.0.0.1:*").code(),
+            Status::Code::kInvalidArgument);
+  ASSERT_TRUE(t->Bind("ucx://127.0.0.1:0").ok());
+  EXPECT_EQ(t->endpoint().rfind("ucx://127.0.0.1:", 0), 0u) << t->endpoint();
+  EXPECT_NE(t->endpoint(), "ucx://127.0.0.1:0");
+}
+
+}  // namespace
+}  // namespace strata
