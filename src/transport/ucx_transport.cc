@@ -18,6 +18,7 @@
 #include <mutex>
 #include <random>
 #include <set>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -88,13 +89,14 @@ Result<sockaddr_in> ParseEndpoint(NodeId id, const std::string& endpoint,
 struct Route {
   std::string endpoint;
   sockaddr_in addr{};
-  ucp_ep_h ep = nullptr;  // progress thread only
+  std::mutex mu;          // one send at a time: sequence numbers in order
+  ucp_ep_h ep = nullptr;  // Guarded by mu.
   std::atomic<bool> failed{false};
   // Every message on a route carries (stream, sequence number): UCX may
   // deliver active messages sent while a connection is still being set up
   // after later ones, and the receiver puts them back in order.
   uint32_t stream = 0;
-  uint32_t next_seq = 0;  // progress thread only
+  uint32_t next_seq = 0;  // Guarded by mu.
 };
 
 // The bytes in front of the wire header in an active message's header.
@@ -142,7 +144,9 @@ class UcxTransport final : public Transport {
       return Status::Internal("node {}: ucp_init: {}", id_, UcsError(s));
     ucp_worker_params_t wp{};
     wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+    // Multi-threaded: senders call UCX from their own threads (no hop to the
+    // progress thread on the send path); UCX serializes them.
+    wp.thread_mode = UCS_THREAD_MODE_MULTI;
     s = ucp_worker_create(context_, &wp, &worker_);
     if (s != UCS_OK) {
       return Status::Internal("node {}: ucp_worker_create: {}", id_,
@@ -317,8 +321,12 @@ class UcxTransport final : public Transport {
     ctx->transport = this;
     messages_sent_.fetch_add(1, std::memory_order_relaxed);
     bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
-    SendContext* raw = ctx.release();
-    Post([this, route, raw] { StartSend(route, raw); });
+    // Shared: Close() waits for sends inside UCX before it takes the
+    // worker away.
+    std::shared_lock<std::shared_mutex> alive(life_mu_);
+    if (closed_.load())
+      return Status::Cancelled("node {}: transport is closed", id_);
+    StartSend(route, ctx.release());
     return Status::Ok();
   }
 
@@ -363,6 +371,8 @@ class UcxTransport final : public Transport {
 
   void Close() override {
     if (closed_.exchange(true)) return;
+    // No sender is inside UCX after this (they check closed_ under it).
+    { std::unique_lock<std::shared_mutex> wait_for_senders(life_mu_); }
     {
       std::lock_guard<std::mutex> lock(rx_mu_);
       rx_cv_.notify_all();
@@ -425,7 +435,12 @@ class UcxTransport final : public Transport {
       ctx->payloads.push_back(Buffer::CopyOf(data.data(), data.size()));
       ctx->iov.push_back({ctx->payloads[0].data(), data.size()});
     }
-    Post([this, route, ctx] { StartSend(route, ctx, /*raw=*/true); });
+    std::shared_lock<std::shared_mutex> alive(life_mu_);
+    if (closed_.load()) {
+      delete ctx;
+      return Status::Cancelled("node {}: transport is closed", id_);
+    }
+    StartSend(route, ctx, /*raw=*/true);
     return Status::Ok();
   }
 
@@ -502,6 +517,7 @@ class UcxTransport final : public Transport {
   // stream prefix written into it.
   void StartSend(const std::shared_ptr<Route>& route, SendContext* ctx,
                  bool raw = false) {
+    std::lock_guard<std::mutex> lock(route->mu);
     if (route->failed.load() || !EnsureEp(*route)) {
       dropped_.fetch_add(1, std::memory_order_relaxed);
       delete ctx;
@@ -516,8 +532,6 @@ class UcxTransport final : public Transport {
                      UCP_OP_ATTR_FIELD_DATATYPE;
     p.cb.send = &UcxTransport::OnSent;
     p.user_data = ctx;
-    // No payload bytes: a contiguous empty buffer (UCX wants a non-null
-    // I/O vector).
     // One piece goes as a contiguous buffer: UCX's zero-copy rendezvous
     // takes those, while an I/O vector may be staged through copies.
     const void* buffer = nullptr;
@@ -527,6 +541,8 @@ class UcxTransport final : public Transport {
       buffer = ctx->iov[0].buffer;
       count = ctx->iov[0].length;
     } else {
+      // No payload bytes: an empty contiguous buffer (UCX wants a non-null
+      // I/O vector).
       p.datatype = ctx->iov.empty() ? ucp_dt_make_contig(1) : ucp_dt_make_iov();
       buffer = ctx->iov.empty() ? nullptr : ctx->iov.data();
       count = ctx->iov.size();
@@ -542,6 +558,9 @@ class UcxTransport final : public Transport {
       delete ctx;
     } else {
       ++sends_in_flight_;
+      // Not done at once (a rendezvous, or queued): the progress thread
+      // must drive it.
+      ucp_worker_signal(worker_);
     }
   }
 
@@ -602,6 +621,7 @@ class UcxTransport final : public Transport {
   }
 
   void CloseRoute(Route& route) {
+    std::lock_guard<std::mutex> lock(route.mu);
     if (route.ep == nullptr) return;
     CloseEp(route.ep, !route.failed.load());
     route.ep = nullptr;
@@ -819,6 +839,7 @@ class UcxTransport final : public Transport {
   int epoll_ = -1;
   std::thread progress_;
   std::atomic<bool> closed_{false};
+  std::shared_mutex life_mu_;  // senders inside UCX hold it shared
 
   mutable std::mutex mu_;
   std::string endpoint_;                             // Guarded by mu_.
@@ -838,7 +859,7 @@ class UcxTransport final : public Transport {
     Clock::time_point blocked_since{};
   };
   std::map<uint32_t, Stream> streams_;
-  int64_t sends_in_flight_ = 0;
+  std::atomic<int64_t> sends_in_flight_{0};
 
   std::mutex rx_mu_;
   std::condition_variable rx_cv_;
