@@ -234,10 +234,12 @@ void AddCommands(CLI::App& app, int* exit_code, const std::atomic<bool>* stop) {
                    "which server, worker or data server (0-based)");
   node->add_option(
       "--coordinator", node_args->coordinator,
-      "the coordinator's endpoint, tcp://HOST:PORT (the coordinator binds it)");
+      "the coordinator's endpoint, tcp://HOST:PORT or ucx://HOST:PORT (the "
+      "coordinator binds it)");
   node->add_option("--bind", node_args->bind,
-                   "this node's endpoint, tcp://IP:PORT or tcp://IP:* (IP: "
-                   "where other nodes reach it)");
+                   "this node's endpoint, tcp://IP:PORT or tcp://IP:* "
+                   "(ucx://IP:* with a ucx:// coordinator; IP: where other "
+                   "nodes reach it)");
   node->add_option("--run-dir", node_args->run_dir,
                    "run directory to write into (default <run.dir>/<run.name "
                    "or 'cluster'>)");

@@ -283,10 +283,11 @@ std::vector<ConfigKey> MakeSchema() {
       Bool("cluster.evaluator", true,
            "run an evaluator node that tracks the global model"),
       Str("cluster.transport", "inproc",
-          "transport between the threads of one process: inproc (zero "
-          "copy), tcp (ZeroMQ on loopback), ucx (UCX active messages: shared "
-          "memory, CMA or TCP as UCX chooses; docs/transport.md); "
-          "--processes and strata node use ZeroMQ TCP",
+          "transport between the nodes: inproc (threads of one process, zero "
+          "copy; --processes uses tcp), tcp (ZeroMQ), ucx (UCX active "
+          "messages: shared "
+          "memory, CMA or TCP as UCX chooses; docs/transport.md; with "
+          "--processes too; strata node takes it from --bind ucx://...)",
           {"inproc", "tcp", "ucx"}),
       Str("cluster.security", "none",
           "ZeroMQ TCP between nodes: none = plain TCP (loopback or a trusted "

@@ -25,8 +25,10 @@ double Since(Clock::time_point t) {
 }
 
 // The host a node's Gloo device listens on: the host of its own endpoint
-// (tcp://host:port), or loopback for the in-process transport.
-std::string HostOf(const std::string& endpoint) {
+// (tcp://host:port or ucx://host:port), or loopback for the in-process
+// transport.
+std::string HostOf(std::string endpoint) {
+  if (endpoint.rfind("ucx://", 0) == 0) endpoint.replace(0, 3, "tcp");
   std::string host, port;
   if (!SplitTcpEndpoint(endpoint, &host, &port) || IsWildcardHost(host))
     return "127.0.0.1";

@@ -28,6 +28,7 @@
 #include "train/data_service.h"
 #include "train/roles.h"
 #include "transport/curve_keys.h"
+#include "transport/ucx_transport.h"
 #include "transport/zmq_transport.h"
 
 extern char** environ;
@@ -99,6 +100,33 @@ Result<std::unique_ptr<Transport>> BoundTransport(
     NodeId id, const std::string& endpoint,
     const std::optional<CurveKeys>& curve,
     const std::string& coordinator = "") {
+  if (endpoint.rfind("ucx://", 0) == 0) {
+    // cluster.transport = "ucx" (docs/transport.md, UCX backend): no CURVE,
+    // and the endpoint names the address peers reach.
+    if (curve) {
+      return Status::InvalidArgument(
+          "node {}: cluster.security = \"curve\" secures ZeroMQ TCP; the "
+          "UCX transport ({}) has no authentication",
+          id, endpoint);
+    }
+    if (!coordinator.empty() && coordinator.rfind("ucx://", 0) != 0) {
+      return Status::InvalidArgument(
+          "node {}: bound to {} but the coordinator is at {}: every node of a "
+          "cluster speaks the same transport",
+          id, endpoint, coordinator);
+    }
+    ASSIGN_OR_RETURN(auto t, NewUcxTransport(id));
+    Status st = t->Bind(endpoint);
+    if (!st.ok())
+      return st.WithContext(fmt::format("node {} binding {}", id, endpoint));
+    return t;
+  }
+  if (!coordinator.empty() && coordinator.rfind("ucx://", 0) == 0) {
+    return Status::InvalidArgument(
+        "node {}: the coordinator is at {} (UCX) but this node binds {}: "
+        "pass --bind ucx://IP:*",
+        id, coordinator, endpoint);
+  }
   ZmqOptions options;
   options.curve = curve;
   std::string host, port, chost, cport;
@@ -269,7 +297,12 @@ Result<nlohmann::json> RunProcessesOnce(const Config& config,
                                         const std::optional<CurveKeys>& curve,
                                         const std::atomic<bool>* stop) {
   const RoleTable& roles = o.roles;
-  ASSIGN_OR_RETURN(auto coord, BoundTransport(0, "tcp://127.0.0.1:*", curve));
+  // Every node on this machine; over UCX (shared memory between the
+  // processes) with cluster.transport = "ucx", else ZeroMQ TCP.
+  const std::string local = config.GetString("cluster.transport") == "ucx"
+                                ? "ucx://127.0.0.1:*"
+                                : "tcp://127.0.0.1:*";
+  ASSIGN_OR_RETURN(auto coord, BoundTransport(0, local, curve));
   const std::string endpoint = coord->endpoint();
   const std::string config_path = run_dir.File("config.toml");
   // Several processes share the cores: one BLAS thread each.
@@ -285,7 +318,8 @@ Result<nlohmann::json> RunProcessesOnce(const Config& config,
         self_exe,        "node",    "--role",
         RoleName(role),  "--index", std::to_string(index),
         "--coordinator", endpoint,  "--run-dir",
-        run_dir.path(),  "-c",      config_path};
+        run_dir.path(),  "-c",      config_path,
+        "--bind",        local};
     // A resumed run (or a replacement): the node asks the coordinator for
     // its state.
     if (resume) {
@@ -407,12 +441,6 @@ Result<nlohmann::json> TrainProcesses(const Config& config,
                                       const std::atomic<bool>* stop) {
   ASSIGN_OR_RETURN(ClusterRunOptions o, ClusterRunOptions::FromConfig(config));
   RETURN_IF_ERROR(CheckMetricsAddress(o));
-  if (config.GetString("cluster.transport") == "ucx") {
-    return Status::Unimplemented(
-        "cluster.transport = \"ucx\" runs the cluster in one process for "
-        "now; --processes and strata node talk over ZeroMQ TCP (leave "
-        "cluster.transport unset, docs/transport.md)");
-  }
   // Checked here, before any child starts, so a bad key is reported once.
   ASSIGN_OR_RETURN(const std::optional<CurveKeys> curve,
                    CurveKeysFromConfig(config));

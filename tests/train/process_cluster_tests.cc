@@ -24,6 +24,7 @@
 #include <zmq.hpp>
 
 #include "common/fs.h"
+#include "transport/ucx_transport.h"
 #include "transport/wire.h"
 
 extern char** environ;
@@ -259,6 +260,36 @@ TEST(ProcessClusterTest, ASyncRunKilledWholeResumesToTheSameModel) {
   auto b = ReadFile(cut.run_dir + "/model.safetensors");
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_TRUE(*a == *b) << "the resumed run's model differs";
+}
+
+// cluster.transport = "ucx" with --processes: every node process talks over
+// UCX (shared memory between the processes). A sync run is deterministic,
+// so it must end with the model the same run ends with over ZeroMQ TCP,
+// byte for byte; and a worker killed mid-run is named, as over TCP.
+TEST(ProcessClusterTest, ProcessesOverUcxTrainLikeOverTcp) {
+  if (!HaveUcx()) GTEST_SKIP() << "this build has no UCX (libucx-dev)";
+  const std::vector<std::string> set = {"cluster.workers=2",
+                                        "train.iterations=60"};
+  Launched tcp = Launch("sync", set);
+  std::vector<std::string> over_ucx = set;
+  over_ucx.push_back("cluster.transport=ucx");
+  double secs = 0;
+  ASSERT_EQ(WaitExit(tcp.pid, &secs), 0);
+  Launched ucx = Launch("sync", over_ucx);
+  ASSERT_EQ(WaitExit(ucx.pid, &secs), 0);
+  auto a = ReadFile(tcp.run_dir + "/model.safetensors");
+  auto b = ReadFile(ucx.run_dir + "/model.safetensors");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(*a == *b) << "the UCX run's model differs from the TCP run's";
+  auto pids = ReadFile(ucx.run_dir + "/pids.json");
+  ASSERT_TRUE(pids.ok());
+  EXPECT_EQ(nlohmann::json::parse(*pids).size(),
+            4u);  // server, 2 workers, evaluator
+
+  Launched killed = Launch("sync", {"cluster.transport=ucx"});
+  ASSERT_GT(killed.pid, 0);
+  ASSERT_GT(KillWorkerOne(killed), 0);
+  ExpectFailedNaming(killed, "worker 1");
 }
 
 // cluster.restart: kills `victim` (as pids.json names it) of a `mode` run
