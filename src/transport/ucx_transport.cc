@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -135,6 +136,12 @@ class UcxTransport final : public Transport {
       return Status::Internal("node {}: UCX configuration: {}", id_,
                               UcsError(s));
     }
+    // Messages below 512 KiB go eagerly (copied through UCX's buffers)
+    // instead of by rendezvous, whose extra round trip of wake-ups cost
+    // more than the copies for LeNet's 177 KB pushes on 2 vCPUs
+    // (docs/transport.md). UCX_RNDV_THRESH in the environment wins.
+    if (std::getenv("UCX_RNDV_THRESH") == nullptr)
+      (void)ucp_config_modify(config, "RNDV_THRESH", "512kb");
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES;
     params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
