@@ -4,20 +4,16 @@
 // peer is reported instead of waited for. Skipped in builds without UCX.
 #include "transport/ucx_transport.h"
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/log.h"
+#include "transport/raw_garbage.h"
 #include "transport/wire.h"
 
 namespace strata {
@@ -98,23 +94,7 @@ TEST_F(UcxTransportTest, SurvivesRawTcpGarbageOnItsPort) {
   auto rx = Node(2);
   auto tx = Node(1);
   ASSERT_TRUE(tx->Connect(2, rx->endpoint()).ok());
-  const std::string ep = rx->endpoint();
-  const int port = std::stoi(ep.substr(ep.rfind(':') + 1));
-  std::mt19937 rng(5);
-  for (int round = 0; round < 3; ++round) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    ASSERT_GE(fd, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)),
-              0);
-    std::vector<uint8_t> junk(1 << 16);
-    for (uint8_t& b : junk) b = static_cast<uint8_t>(rng());
-    (void)!::send(fd, junk.data(), junk.size(), MSG_NOSIGNAL);
-    ::close(fd);
-  }
+  ASSERT_TRUE(test_garbage::SendRawTcpGarbage(rx->endpoint(), 5, 3));
   for (int i = 0; i < 3; ++i) {
     ASSERT_TRUE(tx->Send(2, Heartbeat(i)).ok());
     Result<Message> got = rx->Recv(kWait);

@@ -14,6 +14,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "transport/raw_garbage.h"
 #include "transport/wire.h"
 
 namespace strata {
@@ -149,25 +150,8 @@ TEST(ZmqTransportTest, SurvivesRawTcpGarbage) {
   auto rx = BoundNode(2);
   auto tx = BoundNode(1);
   ASSERT_TRUE(tx->Connect(2, rx->endpoint()).ok());
-  const std::string ep = rx->endpoint();
-  const int port = std::stoi(ep.substr(ep.rfind(':') + 1));
-
-  std::mt19937 rng(2);
-  for (int round = 0; round < 3; ++round) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    ASSERT_GE(fd, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)),
-              0);
-    std::vector<uint8_t> junk(1 << 16);
-    for (uint8_t& b : junk) b = static_cast<uint8_t>(rng());
-    if (round == 0) junk[0] = 0xFF;  // looks like a ZMTP greeting start
-    (void)!::send(fd, junk.data(), junk.size(), MSG_NOSIGNAL);
-    ::close(fd);
-  }
+  ASSERT_TRUE(test_garbage::SendRawTcpGarbage(rx->endpoint(), 2, 3,
+                                              /*zmtp_start=*/true));
   Message m;
   m.header.type = MessageType::kHeartbeat;
   ASSERT_TRUE(tx->Send(2, std::move(m)).ok());
