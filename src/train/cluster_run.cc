@@ -107,7 +107,7 @@ Result<RunSummary> TrainCluster(const Config& config, const DatasetSplits& data,
   LogInfo(
       "cluster: mode {}, {} servers, {} workers, in one process over {}; {} "
       "parameters "
-      "({}); per-worker batch {}, {} iterations per worker{}",
+      "({}); per-worker batch {}, {} iterations per worker{}{}",
       RunModeName(o.mode), roles.num_servers(), roles.num_workers(),
       kind == "ucx" ? "UCX (loopback)"
       : tcp ? (factory.curve() ? "tcp (loopback, CURVE)" : "tcp (loopback)")
@@ -116,7 +116,12 @@ Result<RunSummary> TrainCluster(const Config& config, const DatasetSplits& data,
       o.data_servers > 0
           ? fmt::format("; {} data servers ({} assignment)", o.data_servers,
                         AssignmentName(o.assignment))
-          : std::string());
+          : std::string(),
+      o.compression == Compression::kNone
+          ? std::string()
+          : fmt::format("; {} compression of pushes{}",
+                        CompressionName(o.compression),
+                        o.compress_pulls ? " and pulls" : ""));
 
   Result<nlohmann::json> summary = Status::Internal("coordinator did not run");
   std::vector<float> final_params;

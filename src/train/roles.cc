@@ -582,6 +582,9 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
     bytes += w.value("bytes_pushed", 0.0) + w.value("bytes_pulled", 0.0);
   }
   summary["bytes_per_worker"] = workers.empty() ? 0.0 : bytes / workers.size();
+  // What the bytes are: cluster.compression, and whether pulls are too.
+  summary["compression"] = CompressionName(o.compression);
+  summary["compress_pulls"] = o.compress_pulls;
   summary["servers_stats"] = servers;
   // Every gradient reaches every server; server 0's counts are the run's.
   summary["staleness_histogram"] =

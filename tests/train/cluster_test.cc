@@ -281,16 +281,20 @@ TEST(ClusterTest, CompressedPushesAndPullsLearnWithFewerBytes) {
   std::map<std::string, std::vector<float>> params;
   for (const std::string codec : {"none", "fp16", "int8", "int8-pushes"}) {
     std::string root = TempRoot();
-    Config c = With(
-        Base(root),
-        {"cluster.mode=sync", "train.iterations=60", "cluster.transport=tcp",
-         "cluster.compression=" + codec.substr(0, 4),
-         std::string("cluster.compress_pulls=") +
-             (codec == "int8-pushes" ? "false" : "true")});
+    Config c =
+        With(Base(root), {"cluster.mode=sync", "train.iterations=60",
+                          "cluster.transport=tcp",
+                          "cluster.compression=" + codec.substr(0, 4),
+                          std::string("cluster.compress_pulls=") +
+                              (codec == "int8-pushes" ? "false" : "true")});
     auto r = RunConfig(c);
     ASSERT_TRUE(r.ok()) << codec << ": " << r.status().ToString();
     EXPECT_GT(r->final_val_acc, 0.3) << codec;  // chance is 0.1
-    workers[codec] = Summary(root)["workers"][0];
+    const nlohmann::json summary = Summary(root);
+    workers[codec] = summary["workers"][0];
+    EXPECT_EQ(summary["compression"], codec.substr(0, 4));
+    EXPECT_EQ(summary["compress_pulls"],
+              codec != "int8-pushes" && codec != "none");
     params[codec] = r->final_params;
   }
   const auto ratio = [&](const char* codec, const char* key) {
