@@ -40,6 +40,10 @@ constexpr size_t kAlign = 64;  // each received payload starts aligned
 constexpr milliseconds kCallTimeout{10000};
 // How long later messages of a stream wait for a missing one.
 constexpr milliseconds kGapTimeout{5000};
+// A stream idle this long is forgotten (looked at every kPruneEvery); a
+// cluster's routes carry heartbeats every 0.5 s.
+constexpr milliseconds kIdleStream{60000};
+constexpr milliseconds kPruneEvery{10000};
 
 std::string UcsError(ucs_status_t s) { return ucs_status_string(s); }
 
@@ -92,6 +96,9 @@ struct Route {
   sockaddr_in addr{};
   std::mutex mu;          // one send at a time: sequence numbers in order
   ucp_ep_h ep = nullptr;  // Guarded by mu.
+  bool retired = false;   // Guarded by mu: replaced or disconnected
+  // Set by UCX's error handler, which may run on a sender's thread while it
+  // holds `mu` (a socket error inside ucp_am_send_nbx): it must not lock.
   std::atomic<bool> failed{false};
   // Every message on a route carries (stream, sequence number): UCX may
   // deliver active messages sent while a connection is still being set up
@@ -108,7 +115,8 @@ struct Prefix {
 
 // A send in flight: what must stay alive until UCX is done with it.
 struct SendContext {
-  Buffer header;  // Prefix, then the wire header
+  Buffer header;       // Prefix, then the wire header
+  uint64_t bytes = 0;  // payload bytes, counted in flight until sent
   std::vector<Buffer> payloads;
   std::vector<ucp_dt_iov_t> iov;
   class UcxTransport* transport = nullptr;
@@ -161,8 +169,12 @@ class UcxTransport final : public Transport {
     }
     ucp_worker_attr_t attr{};
     attr.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
-    if (ucp_worker_query(worker_, &attr) == UCS_OK)
-      max_am_header_ = attr.max_am_header;
+    s = ucp_worker_query(worker_, &attr);
+    if (s != UCS_OK) {
+      return Status::Internal("node {}: ucp_worker_query: {}", id_,
+                              UcsError(s));
+    }
+    max_am_header_ = attr.max_am_header;
     ucp_am_handler_param_t h{};
     h.field_mask =
         UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
@@ -208,6 +220,10 @@ class UcxTransport final : public Transport {
     const std::string host = requested.substr(
         sizeof(kScheme) - 1, requested.rfind(':') - (sizeof(kScheme) - 1));
     return CallOnProgressThread([this, addr, host, requested]() -> Status {
+      if (listener_ != nullptr) {
+        return Status::FailedPrecondition("node {}: already bound to {}", id_,
+                                          endpoint());
+      }
       sockaddr_in a = addr;
       ucp_listener_params_t lp{};
       lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR |
@@ -226,6 +242,8 @@ class UcxTransport final : public Transport {
       la.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
       s = ucp_listener_query(listener_, &la);
       if (s != UCS_OK) {
+        ucp_listener_destroy(listener_);
+        listener_ = nullptr;
         return Status::Internal("node {}: listener address: {}", id_,
                                 UcsError(s));
       }
@@ -265,7 +283,8 @@ class UcxTransport final : public Transport {
       if (it != routes_.end()) old = std::move(it->second);
       routes_[peer] = route;
     }
-    if (old) Post([this, old] { Retire(old); });
+    if (old && !Post([this, old] { Retire(old); }))
+      return Status::Cancelled("node {}: transport is closed", id_);
     return Status::Ok();
   }
 
@@ -279,7 +298,8 @@ class UcxTransport final : public Transport {
       old = std::move(it->second);
       routes_.erase(it);
     }
-    Post([this, old] { Retire(old); });
+    if (!Post([this, old] { Retire(old); }))
+      return Status::Cancelled("node {}: transport is closed", id_);
     return Status::Ok();
   }
 
@@ -326,14 +346,15 @@ class UcxTransport final : public Transport {
       });
     }
     ctx->transport = this;
-    messages_sent_.fetch_add(1, std::memory_order_relaxed);
-    bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
+    ctx->bytes = bytes;
     // Shared: Close() waits for sends inside UCX before it takes the
     // worker away.
     std::shared_lock<std::shared_mutex> alive(life_mu_);
     if (closed_.load())
       return Status::Cancelled("node {}: transport is closed", id_);
-    StartSend(route, ctx.release());
+    RETURN_IF_ERROR(StartSend(to, route, std::move(ctx)));
+    messages_sent_.fetch_add(1, std::memory_order_relaxed);
+    bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
     return Status::Ok();
   }
 
@@ -378,6 +399,11 @@ class UcxTransport final : public Transport {
 
   void Close() override {
     if (closed_.exchange(true)) return;
+    {
+      std::lock_guard<std::mutex> lock(
+          inflight_mu_);  // senders waiting for room
+      inflight_cv_.notify_all();
+    }
     // No sender is inside UCX after this (they check closed_ under it).
     { std::unique_lock<std::shared_mutex> wait_for_senders(life_mu_); }
     {
@@ -394,7 +420,10 @@ class UcxTransport final : public Transport {
     }
     // The progress thread is gone: this thread owns the worker now.
     if (worker_ != nullptr) {
-      RunPosted();  // sends queued before the close still go out
+      // No new connections or messages from here on.
+      if (listener_ != nullptr) ucp_listener_destroy(listener_);
+      listener_ = nullptr;
+      RunPosted();  // routes retired before the close
       std::vector<std::shared_ptr<Route>> routes;
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -406,15 +435,13 @@ class UcxTransport final : public Transport {
       accepted_.clear();
       // Closing requests and sends in flight, up to the linger time.
       const auto deadline = Clock::now() + options_.linger;
-      while ((!close_requests_.empty() || sends_in_flight_ > 0) &&
+      while ((!close_requests_.empty() || SendsInFlight() > 0) &&
              Clock::now() < deadline) {
         ucp_worker_progress(worker_);
         ReapCloseRequests();
       }
       for (void* r : close_requests_) ucp_request_free(r);
       close_requests_.clear();
-      if (listener_ != nullptr) ucp_listener_destroy(listener_);
-      listener_ = nullptr;
       ucp_worker_destroy(worker_);
       worker_ = nullptr;
     }
@@ -435,7 +462,7 @@ class UcxTransport final : public Transport {
         return Status::NotFound("node {}: no route to node {}", id_, to);
       route = it->second;
     }
-    auto* ctx = new SendContext;
+    auto ctx = std::make_unique<SendContext>();
     ctx->transport = this;
     ctx->header = Buffer::CopyOf(am_header.data(), am_header.size());
     if (!data.empty()) {
@@ -443,12 +470,9 @@ class UcxTransport final : public Transport {
       ctx->iov.push_back({ctx->payloads[0].data(), data.size()});
     }
     std::shared_lock<std::shared_mutex> alive(life_mu_);
-    if (closed_.load()) {
-      delete ctx;
+    if (closed_.load())
       return Status::Cancelled("node {}: transport is closed", id_);
-    }
-    StartSend(route, ctx, /*raw=*/true);
-    return Status::Ok();
+    return StartSend(to, route, std::move(ctx), /*raw=*/true);
   }
 
   TransportStats stats() const override {
@@ -462,19 +486,24 @@ class UcxTransport final : public Transport {
   }
 
  private:
-  // Runs `fn` on the progress thread, which owns the UCX worker.
-  void Post(std::function<void()> fn) {
+  // Runs `fn` on the progress thread, which owns the UCX worker. False
+  // (and `fn` dropped) once the transport is closed.
+  bool Post(std::function<void()> fn) {
+    std::shared_lock<std::shared_mutex> alive(life_mu_);
+    if (closed_.load()) return false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       posted_.push_back(std::move(fn));
     }
-    if (worker_ != nullptr) ucp_worker_signal(worker_);
+    ucp_worker_signal(worker_);
+    return true;
   }
 
   Status CallOnProgressThread(std::function<Status()> fn) {
     auto done = std::make_shared<std::promise<Status>>();
     std::future<Status> result = done->get_future();
-    Post([fn = std::move(fn), done] { done->set_value(fn()); });
+    if (!Post([fn = std::move(fn), done] { done->set_value(fn()); }))
+      return Status::Cancelled("node {}: transport is closed", id_);
     if (result.wait_for(kCallTimeout) != std::future_status::ready) {
       return Status::DeadlineExceeded(
           "node {}: the UCX progress thread did not answer within {} ms", id_,
@@ -520,25 +549,49 @@ class UcxTransport final : public Transport {
     }
   }
 
-  // `raw`: the header is sent as given (SendRawUcxForTesting), with no
-  // stream prefix written into it.
-  void StartSend(const std::shared_ptr<Route>& route, SendContext* ctx,
-                 bool raw = false) {
+  // Hands `ctx` to UCX on `route` (to node `to`). `raw`: the header is sent
+  // as given (SendRawUcxForTesting), with no stream prefix written into it.
+  // kUnavailable when the route is lost or was replaced, kDeadlineExceeded
+  // when the sends still in flight stay above UcxOptions::max_inflight_bytes
+  // for the send timeout (a stalled peer).
+  Status StartSend(NodeId to, const std::shared_ptr<Route>& route,
+                   std::unique_ptr<SendContext> ctx, bool raw = false) {
+    {
+      std::unique_lock<std::mutex> lock(inflight_mu_);
+      const bool room = inflight_cv_.wait_for(lock, options_.send_timeout, [&] {
+        return closed_.load() || inflight_bytes_ == 0 ||
+               inflight_bytes_ + ctx->bytes <= options_.max_inflight_bytes;
+      });
+      if (closed_.load())
+        return Status::Cancelled("node {}: transport is closed", id_);
+      if (!room) {
+        return Status::DeadlineExceeded(
+            "node {} -> {}: {} bytes still in flight after {} ms (peer at {} "
+            "takes nothing)",
+            id_, to, inflight_bytes_, options_.send_timeout.count(),
+            route->endpoint);
+      }
+    }
     std::lock_guard<std::mutex> lock(route->mu);
+    if (route->retired) {
+      return Status::Unavailable(
+          "node {}: the route to node {} at {} was replaced or disconnected",
+          id_, to, route->endpoint);
+    }
     if (route->failed.load() || !EnsureEp(*route)) {
-      dropped_.fetch_add(1, std::memory_order_relaxed);
-      delete ctx;
-      return;
+      return Status::Unavailable(
+          "node {}: node {} at {} is unreachable (UCX reported it lost)", id_,
+          to, route->endpoint);
     }
     if (!raw) {
-      const Prefix prefix{route->stream, route->next_seq++};
+      const Prefix prefix{route->stream, route->next_seq};
       std::memcpy(ctx->header.data(), &prefix, sizeof(prefix));
     }
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                      UCP_OP_ATTR_FIELD_DATATYPE;
     p.cb.send = &UcxTransport::OnSent;
-    p.user_data = ctx;
+    p.user_data = ctx.get();
     // One piece goes as a contiguous buffer: UCX's zero-copy rendezvous
     // takes those, while an I/O vector may be staged through copies.
     const void* buffer = nullptr;
@@ -554,27 +607,51 @@ class UcxTransport final : public Transport {
       buffer = ctx->iov.empty() ? nullptr : ctx->iov.data();
       count = ctx->iov.size();
     }
+    // Counted before the call: its completion may run before it returns.
+    const uint64_t bytes = ctx->bytes;
+    {
+      std::lock_guard<std::mutex> g(inflight_mu_);
+      inflight_bytes_ += bytes;
+      ++inflight_sends_;
+    }
     ucs_status_ptr_t r = ucp_am_send_nbx(route->ep, kAmId, ctx->header.data(),
                                          ctx->header.size(), buffer, count, &p);
-    if (r == nullptr) {
-      delete ctx;
-    } else if (UCS_PTR_IS_ERR(r)) {
-      LogWarning("node {}: send to {} failed: {}", id_, route->endpoint,
-                 UcsError(UCS_PTR_STATUS(r)));
-      dropped_.fetch_add(1, std::memory_order_relaxed);
-      delete ctx;
-    } else {
-      ++sends_in_flight_;
-      // Not done at once (a rendezvous, or queued): the progress thread
-      // must drive it.
-      ucp_worker_signal(worker_);
+    if (UCS_PTR_IS_ERR(r)) {
+      ReleaseInflight(bytes);
+      return Status::Unavailable("node {}: sending to node {} at {}: {}", id_,
+                                 to, route->endpoint,
+                                 UcsError(UCS_PTR_STATUS(r)));
     }
+    if (!raw) ++route->next_seq;  // taken only by a message that went out
+    if (r == nullptr) {
+      ReleaseInflight(bytes);
+      return Status::Ok();
+    }
+    (void)ctx.release();  // OnSent frees it
+    // Not done at once (a rendezvous, or queued): the progress thread must
+    // drive it.
+    ucp_worker_signal(worker_);
+    return Status::Ok();
+  }
+
+  void ReleaseInflight(uint64_t bytes) {
+    {
+      std::lock_guard<std::mutex> g(inflight_mu_);
+      inflight_bytes_ -= bytes;
+      --inflight_sends_;
+    }
+    inflight_cv_.notify_all();
+  }
+
+  int64_t SendsInFlight() {
+    std::lock_guard<std::mutex> g(inflight_mu_);
+    return inflight_sends_;
   }
 
   static void OnSent(void* request, ucs_status_t status, void* user) {
     auto* ctx = static_cast<SendContext*>(user);
     UcxTransport* self = ctx->transport;
-    --self->sends_in_flight_;
+    self->ReleaseInflight(ctx->bytes);
     if (status != UCS_OK) {
       LogWarning("node {}: a send ended with {}", self->id_, UcsError(status));
       self->dropped_.fetch_add(1, std::memory_order_relaxed);
@@ -629,6 +706,7 @@ class UcxTransport final : public Transport {
 
   void CloseRoute(Route& route) {
     std::lock_guard<std::mutex> lock(route.mu);
+    route.retired = true;  // a sender still holding it does not reopen it
     if (route.ep == nullptr) return;
     CloseEp(route.ep, !route.failed.load());
     route.ep = nullptr;
@@ -710,19 +788,39 @@ class UcxTransport final : public Transport {
     } else if (decoded->header.receiver != self->id_) {
       bad = Status::DataLoss("addressed to node {}", decoded->header.receiver);
     }
+    // A stream is one sender's route: (sender, stream id).
+    const uint64_t key =
+        decoded.ok() ? (static_cast<uint64_t>(decoded->header.sender) << 32) |
+                           prefix.stream
+                     : 0;
+    Stream* stream = nullptr;
+    if (bad.ok()) {
+      stream = &self->streams_[key];
+      if (prefix.seq < stream->next || stream->waiting.count(prefix.seq) > 0) {
+        bad = Status::DataLoss(
+            "message {} of a stream from node {} came again or after the "
+            "stream went on without it",
+            prefix.seq, decoded->header.sender);
+      }
+    }
     if (!bad.ok()) {
       LogWarning("node {}: dropped a UCX message: {}", self->id_,
                  bad.message());
       self->dropped_.fetch_add(1, std::memory_order_relaxed);
-      // Its place in its stream is taken, so later ones still go out
-      // (garbage naming a stream nobody opened opens none).
-      if (prefix.seq == 0 || self->streams_.count(prefix.stream) > 0) {
-        auto gap = std::make_shared<Incoming>();
-        gap->failed = true;
-        self->streams_[prefix.stream].waiting[prefix.seq] = gap;
+      // A message from a known sender keeps its place in its stream, so the
+      // later ones do not wait for it.
+      if (decoded.ok() && stream == nullptr) {
+        Stream& st = self->streams_[key];
+        if (prefix.seq >= st.next && st.waiting.count(prefix.seq) == 0) {
+          auto gap = std::make_shared<Incoming>();
+          gap->failed = true;
+          st.waiting[prefix.seq] = gap;
+        }
       }
-      return UCS_OK;  // a rendezvous not received is dropped by UCX
+      // A rendezvous refused with an error: the sender's send fails too.
+      return rndv ? UCS_ERR_INVALID_PARAM : UCS_OK;
     }
+    stream->last_used = Clock::now();
     auto in = std::make_shared<Incoming>();
     in->transport = self;
     in->msg.header = decoded->header;
@@ -746,7 +844,7 @@ class UcxTransport final : public Transport {
                                            : Buffer::Adopt(at, size, block));
       if (size > 0) iov.push_back({at, size});
     }
-    self->streams_[prefix.stream].waiting[prefix.seq] = in;
+    stream->waiting[prefix.seq] = in;
     if (!rndv) {
       const uint8_t* from = static_cast<const uint8_t*>(data);
       for (const ucp_dt_iov_t& piece : iov) {
@@ -828,6 +926,18 @@ class UcxTransport final : public Transport {
         ++st.next;
       }
     }
+    if (now - last_prune_ > kPruneEvery) {
+      // Streams of routes that went away (a peer replaced or reconnected).
+      last_prune_ = now;
+      for (auto it = streams_.begin(); it != streams_.end();) {
+        if (it->second.waiting.empty() &&
+            now - it->second.last_used > kIdleStream) {
+          it = streams_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
     if (out.empty()) return;
     std::lock_guard<std::mutex> lock(rx_mu_);
     for (Message& m : out) ready_.push_back(std::move(m));
@@ -861,12 +971,18 @@ class UcxTransport final : public Transport {
   struct Stream {
     uint32_t next = 0;  // the sequence number delivered next
     std::map<uint32_t, std::shared_ptr<Incoming>> waiting;
+    Clock::time_point last_used = Clock::now();
     // Since when later messages wait for `next` (which may never come:
     // its sender failed to send it).
     Clock::time_point blocked_since{};
   };
-  std::map<uint32_t, Stream> streams_;
-  std::atomic<int64_t> sends_in_flight_{0};
+  std::map<uint64_t, Stream> streams_;  // by (sender << 32 | stream id)
+  Clock::time_point last_prune_ = Clock::now();
+  // Payload bytes of sends UCX has not finished (back-pressure).
+  std::mutex inflight_mu_;
+  std::condition_variable inflight_cv_;
+  uint64_t inflight_bytes_ = 0;  // Guarded by inflight_mu_.
+  int64_t inflight_sends_ = 0;   // Guarded by inflight_mu_.
 
   std::mutex rx_mu_;
   std::condition_variable rx_cv_;

@@ -16,6 +16,11 @@ struct UcxOptions {
   MessageLimits limits;
   // How long Close() lets sends in flight finish.
   std::chrono::milliseconds linger{1000};
+  // Back-pressure: Send() waits while sends UCX has not finished hold more
+  // than this many payload bytes (one send is always let through), up to
+  // send_timeout, then fails with kDeadlineExceeded (a stalled peer).
+  uint64_t max_inflight_bytes = uint64_t{1} << 30;
+  std::chrono::milliseconds send_timeout{30000};
 };
 
 // Whether this build has UCX (libucx-dev found when it was configured).

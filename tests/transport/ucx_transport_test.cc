@@ -86,6 +86,23 @@ TEST_F(UcxTransportTest, MalformedMessagesAreDroppedAndCounted) {
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(got->header.clock, 42);
   EXPECT_EQ(rx->stats().messages_dropped, headers.size());
+  // A well-formed message sent twice with the same place in its stream (a
+  // replay): delivered once, the copy dropped.
+  MessageHeader ping = good;
+  ping.type = MessageType::kHeartbeat;
+  ping.clock = 7;
+  for (int copy = 0; copy < 2; ++copy) {
+    ASSERT_TRUE(
+        SendRawUcxForTesting(*tx, 2, AmHeader(80, 0, ping, {}), {}).ok());
+  }
+  got = rx->Recv(kWait);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->header.clock, 7);
+  ASSERT_TRUE(tx->Send(2, Heartbeat(43)).ok());  // after both copies
+  got = rx->Recv(kWait);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->header.clock, 43);
+  EXPECT_EQ(rx->stats().messages_dropped, headers.size() + 1);
   EXPECT_EQ(rx->Recv(milliseconds(50)).status().code(),
             Status::Code::kDeadlineExceeded);
 }
