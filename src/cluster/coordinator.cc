@@ -102,6 +102,7 @@ void Coordinator::Handle(Message msg) {
     }
     arrivals_.erase(from);  // a worker that caught up arrives again
     arrivals_.emplace(from, std::move(msg));
+    round_moved_ = Clock::now();
     MaybeRunRoundLocked();
     lock.unlock();
     Notify(pauses, kCheckpointPause, round);
@@ -405,6 +406,7 @@ void Coordinator::Monitor() {
       LogError("coordinator: {}; stopping the run", fatal_);
       cv_.notify_all();
     }
+    NudgeLockstepRoundLocked(now);
     for (NodeId id = 1; id < options_.roles.num_nodes(); ++id) {
       if (lost_.count(id) || done_.count(id)) continue;
       auto it = last_seen_.find(id);
@@ -506,6 +508,31 @@ void Coordinator::Notify(const std::vector<NodeId>& to, MessageType type,
       LogWarning("coordinator: {} to {} not sent: {}", MessageTypeName(type),
                  options_.roles.Describe(id), sent.message());
   }
+}
+
+void Coordinator::NudgeLockstepRoundLocked(Clock::time_point now) {
+  // A lockstep worker that saw the pause late may be inside the exchange of
+  // the round's step already, waiting for the peers that arrived at it:
+  // they would wait for each other. When a round has not moved for a while,
+  // the ones waiting train one step more (the late one meets them there,
+  // or arrives when it sees the pause), and the round is taken a step
+  // later. Nothing of the arithmetic changes.
+  if (!options_.checkpoint_lockstep || round_ == rounds_done_ ||
+      round_writing_ || arrivals_.empty() ||
+      now - round_moved_ < kLockstepNudge)
+    return;
+  int64_t top = 0;
+  for (const auto& [id, m] : arrivals_) {
+    if (m.header.flags & kCheckpointFinal) return;  // cannot move on
+    top = std::max(top, m.header.clock);
+  }
+  round_target_ = std::max(round_target_, top + 1);
+  round_moved_ = now;
+  LogDebug(
+      "coordinator: checkpoint round {} moves to step {} (a worker "
+      "has not arrived)",
+      round_, round_target_);
+  MaybeRunRoundLocked();
 }
 
 void Coordinator::MaybeRunRoundLocked() {

@@ -197,6 +197,8 @@ class Coordinator {
   // kCheckpointPause to (after unlocking).
   void StartRoundLocked(std::vector<NodeId>* pauses);
   void MaybeRunRoundLocked();
+  void NudgeLockstepRoundLocked(std::chrono::steady_clock::time_point now);
+  static constexpr std::chrono::milliseconds kLockstepNudge{500};
   // One-way messages (clock, optional text payload) to each of `to`; a
   // failed send is logged. Called without mu_.
   void Notify(const std::vector<NodeId>& to, MessageType type, int64_t clock,
@@ -242,6 +244,8 @@ class Coordinator {
   int64_t last_round_step_ = 0;  // GUARDED_BY(mu_)
   // Lockstep: the step every worker of the round must arrive at.
   int64_t round_target_ = 0;  // GUARDED_BY(mu_)
+  // Lockstep rounds: when the round last moved (an arrival, a catch-up).
+  std::chrono::steady_clock::time_point round_moved_{};  // GUARDED_BY(mu_)
   std::thread writer_;  // the last round's writer (joined before the next)
   // Restarts: lost servers waiting for a replacement (since when), nodes
   // that re-joined and have not finished connecting, and what happened.
