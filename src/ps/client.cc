@@ -71,18 +71,19 @@ void PsClient::SendRanges(PushHandle& handle, const float* values,
     m.header.key_end = r.end;
     m.header.clock = versions.empty() ? 0 : versions[s];
     const size_t bytes = sizeof(float) * static_cast<size_t>(r.size());
-    if (compression_ != Compression::kNone && !(flags & kPushInit)) {
+    const bool encode =
+        compression_ != Compression::kNone && !(flags & kPushInit);
+    if (encode) {
       // Encoded (a copy): the caller's buffer is free once this returns.
       const size_t n = static_cast<size_t>(r.size());
       Buffer encoded = Buffer::Allocate(CompressedBytes(compression_, n));
-      if (compression_ == Compression::kInt8) {
+      if (feedback_.empty()) {
+        Encode(compression_, values + r.begin, n, encoded.data());
+      } else {  // int8: with error feedback
         feedback_[static_cast<size_t>(s)].Encode(values + r.begin,
                                                  encoded.data());
-        m.header.flags |= kPushInt8;
-      } else {
-        Encode(compression_, values + r.begin, n, encoded.data());
-        m.header.flags |= kPushFp16;
       }
+      m.header.flags |= CodecFlag(compression_);
       handle.bytes_ += encoded.size();
       m.payloads.push_back(std::move(encoded));
     } else if (bytes >= BufferPool::kMinCapacity) {
@@ -97,7 +98,7 @@ void PsClient::SendRanges(PushHandle& handle, const float* values,
     if (step_size != nullptr) {
       m.payloads.push_back(Buffer::CopyOf(step_size, sizeof(int64_t)));
     }
-    if (m.header.flags == flags) handle.bytes_ += bytes;
+    if (!encode) handle.bytes_ += bytes;
     handle.ranges_.push_back(r);
     std::shared_ptr<PayloadPlacement> placement;
     if (handle.dest_ != nullptr && compress_pulls_) {
@@ -125,6 +126,7 @@ std::unique_ptr<PushHandle> PsClient::Push(
   auto handle = std::make_unique<PushHandle>();
   SendRanges(*handle, grads, base_versions, 0, 0, 1, nullptr, keep_alive);
   handle->client_ = this;
+  handle->leader_first_ = true;
   handle->grads_ = grads;
   handle->keep_alive_ = std::move(keep_alive);
   return handle;
@@ -137,7 +139,7 @@ std::unique_ptr<PushHandle> PsClient::PushPull(
   STRATA_CHECK(!leader_first_ && dest != nullptr && dest != grads);
   auto handle = std::make_unique<PushHandle>();
   handle->dest_ = dest;
-  handle->puller_ = this;
+  handle->client_ = this;
   SendRanges(*handle, grads, base_versions, kPushPull, 0, layout_.num_servers(),
              nullptr, keep_alive);
   return handle;
@@ -177,9 +179,7 @@ std::unique_ptr<PullHandle> PsClient::Pull(
     std::shared_ptr<PayloadPlacement> placement;
     if (compress_pulls_) {
       // A difference to decode comes back (protocol.h, kPullDelta).
-      m.header.flags = kPullDelta | (compression_ == Compression::kInt8
-                                         ? kPushInt8
-                                         : kPushFp16);
+      m.header.flags = kPullDelta | CodecFlag(compression_);
       m.payloads.push_back(Buffer::CopyOf(&mirrors_[static_cast<size_t>(s)].seq,
                                           sizeof(int64_t)));
     } else {
@@ -221,8 +221,8 @@ Result<uint64_t> PsClient::TakeParameters(size_t s, const Message& reply,
     return Status::DataLoss(
         "{} from node {} for [{}, {}) has {} payload(s) of {} bytes; "
         "expected {} payload(s), the range taking {} bytes{}",
-        MessageTypeName(reply.header.type), reply.header.sender, r.begin,
-        r.end, reply.payloads.size(), reply.payload_bytes(), payloads, want,
+        MessageTypeName(reply.header.type), reply.header.sender, r.begin, r.end,
+        reply.payloads.size(), reply.payload_bytes(), payloads, want,
         delta ? fmt::format(" (a {} difference)", CompressionName(compression_))
               : "");
   }
@@ -248,7 +248,8 @@ Result<uint64_t> PsClient::TakeParameters(size_t s, const Message& reply,
     for (size_t i = 0; i < n; ++i) m.values[i] += m.decoded[i];
   } else {
     m.values.resize(n);
-    CopyRange(reply.payloads[first], reinterpret_cast<uint8_t*>(m.values.data()));
+    CopyRange(reply.payloads[first],
+              reinterpret_cast<uint8_t*>(m.values.data()));
   }
   m.seq = seqs[1];
   std::memcpy(to, m.values.data(), bytes);
@@ -279,7 +280,7 @@ PullHandle::~PullHandle() {
 Result<PushResult> PushHandle::Wait(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   PushResult result;
-  if (client_ != nullptr) {
+  if (leader_first_) {
     // Leader-first: the leader's ack says which step (and how many
     // gradients) this gradient is in; a dropped one goes nowhere else.
     ASSIGN_OR_RETURN(Message ack, calls_[0]->Wait(timeout));
@@ -316,7 +317,7 @@ Result<PushResult> PushHandle::Wait(std::chrono::milliseconds timeout) {
     if (dest_ != nullptr) {
       // Payload 0 is the step size; the parameters follow (protocol.h).
       ASSIGN_OR_RETURN(const uint64_t got,
-                       puller_->TakeParameters(i, ack, 1, dest_));
+                       client_->TakeParameters(i, ack, 1, dest_));
       result.pulled_bytes += got;
     }
   }

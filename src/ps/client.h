@@ -42,15 +42,17 @@ class PushHandle {
   std::vector<std::shared_ptr<RpcCall>> calls_;
   std::vector<std::shared_ptr<PayloadPlacement>> placements_;
   uint64_t bytes_ = 0;
+  // The client that sent it: sends a leader-first push's second phase and
+  // takes PushPull()'s parameters (TakeParameters).
+  class PsClient* client_ = nullptr;
   // Leader-first pushes (sync k-of-n): the second phase, sent from Wait()
   // once the leader placed the gradient in a step.
-  class PsClient* client_ = nullptr;
+  bool leader_first_ = false;
   const float* grads_ = nullptr;
   std::shared_ptr<void> keep_alive_;
   // PushPull(): where each ack's parameters go (calls_[i] is ranges_[i],
-  // range i of the layout), taken by puller_.
+  // range i of the layout).
   float* dest_ = nullptr;
-  class PsClient* puller_ = nullptr;
   std::vector<KeyRange> ranges_;
 };
 
@@ -182,8 +184,8 @@ class PsClient {
   // Range `s`'s parameters from `reply` (its payloads from `first` on) into
   // `dest` (layout.total() floats); the bytes they took on the wire.
   // DataLoss naming the server when the reply does not fit the protocol.
-  Result<uint64_t> TakeParameters(size_t s, const Message& reply,
-                                  size_t first, float* dest);
+  Result<uint64_t> TakeParameters(size_t s, const Message& reply, size_t first,
+                                  float* dest);
 };
 
 }  // namespace strata

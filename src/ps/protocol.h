@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "ps/compression.h"
 #include "ps/optimizer.h"
 #include "transport/message.h"
 
@@ -50,6 +51,23 @@ inline constexpr uint32_t kPushPull = 1u << 4;
 // unchanged.
 inline constexpr uint32_t kPushFp16 = 1u << 5;
 inline constexpr uint32_t kPushInt8 = 1u << 6;
+// The flag naming codec `c` (0 for kNone), and the codec `flags` name
+// (kNone for neither flag, and for both, which no sender sets).
+inline uint32_t CodecFlag(Compression c) {
+  return c == Compression::kFp16   ? kPushFp16
+         : c == Compression::kInt8 ? kPushInt8
+                                   : 0;
+}
+inline Compression CodecOfFlags(uint32_t flags) {
+  switch (flags & (kPushFp16 | kPushInt8)) {
+    case kPushFp16:
+      return Compression::kFp16;
+    case kPushInt8:
+      return Compression::kInt8;
+    default:
+      return Compression::kNone;
+  }
+}
 // Compressed pulls (cluster.compress_pulls): parameters come back as the
 // difference to what the worker already holds. The server keeps, per
 // worker, a mirror of the worker's copy of its range and a sequence number

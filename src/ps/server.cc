@@ -274,9 +274,7 @@ void ParameterServer::HandlePush(Message msg) {
   // A compressed gradient (protocol.h) is decoded here; the rest of the
   // push is handled as float32.
   const uint32_t codec_flags = msg.header.flags & (kPushFp16 | kPushInt8);
-  const Compression codec = codec_flags == kPushFp16   ? Compression::kFp16
-                            : codec_flags == kPushInt8 ? Compression::kInt8
-                                                       : Compression::kNone;
+  const Compression codec = CodecOfFlags(msg.header.flags);
   const size_t want_bytes = CompressedBytes(
       codec, static_cast<size_t>(std::max<int64_t>(
                  0, msg.header.key_end - msg.header.key_begin)));
@@ -300,10 +298,12 @@ void ParameterServer::HandlePush(Message msg) {
     return;
   }
   if (codec != Compression::kNone) {
-    Buffer decoded = Buffer::Allocate(sizeof(float) * r.size());
-    Decode(codec, msg.payloads[0].data(), static_cast<size_t>(r.size()),
-           decoded.floats());
-    msg.payloads[0] = std::move(decoded);
+    // Into a scratch buffer reused from push to push: the push is applied
+    // (or summed into the step) before HandlePush returns.
+    decoded_.resize(static_cast<size_t>(r.size()));
+    Decode(codec, msg.payloads[0].data(), decoded_.size(), decoded_.data());
+    msg.payloads[0] = Buffer::Adopt(decoded_.data(),
+                                    sizeof(float) * decoded_.size(), nullptr);
   }
   if (!(msg.header.flags & kPushInit)) {
     std::vector<uint64_t>& recent = recent_pushes_[msg.header.sender];
@@ -412,14 +412,11 @@ void ParameterServer::ReplyPull(const Message& request) {
 void ParameterServer::AppendParameters(
     const Message& request, int64_t seq,
     std::shared_ptr<const std::vector<float>> snapshot, Message& reply) {
-  const uint32_t codec_flags = request.header.flags & (kPushFp16 | kPushInt8);
-  if (!(request.header.flags & kPullDelta) || codec_flags == 0 ||
-      codec_flags == (kPushFp16 | kPushInt8)) {
+  const Compression codec = CodecOfFlags(request.header.flags);
+  if (!(request.header.flags & kPullDelta) || codec == Compression::kNone) {
     reply.payloads.push_back(SnapshotBuffer(std::move(snapshot)));
     return;
   }
-  const Compression codec =
-      codec_flags == kPushFp16 ? Compression::kFp16 : Compression::kInt8;
   const std::vector<float>& params = *snapshot;
   const size_t n = params.size();
   Mirror& mirror = mirrors_[request.header.sender];

@@ -114,7 +114,8 @@ class ParameterServer {
   };
   std::map<NodeId, Mirror> mirrors_;
   int64_t next_mirror_seq_ = 0;
-  std::vector<float> delta_;  // scratch for a delta being encoded
+  std::vector<float> delta_;    // scratch for a delta being encoded
+  std::vector<float> decoded_;  // scratch for a compressed push, decoded
 };
 
 }  // namespace strata

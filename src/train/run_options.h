@@ -28,7 +28,7 @@ struct ClusterRunOptions {
   bool overlap = false;  // async: communication of step t overlaps step t+1
   Compression compression = Compression::kNone;  // gradient pushes
   bool compress_pulls = false;  // and the workers' pulls (as differences)
-  int64_t staleness = -1;  // ssp bound; < 0 for other modes
+  int64_t staleness = -1;       // ssp bound; < 0 for other modes
   bool shuffle = true;
   uint64_t seed = 1;
   int64_t log_every = 50;

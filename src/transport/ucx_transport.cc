@@ -122,12 +122,13 @@ struct SendContext {
   class UcxTransport* transport = nullptr;
 };
 
-// A received message waiting for its data (rendezvous) or its turn.
+// A received message waiting for its data (rendezvous) or its turn. A gap
+// holds the place of a message dropped (and counted) on arrival.
 struct Incoming {
   Message msg;
   bool done = false;
   bool failed = false;
-  class UcxTransport* transport = nullptr;
+  bool gap = false;
 };
 
 class UcxTransport final : public Transport {
@@ -306,23 +307,7 @@ class UcxTransport final : public Transport {
   Status Send(NodeId to, Message msg) override {
     if (Status s = ValidateOutgoing(msg, options_.limits); !s.ok())
       return s.WithContext(fmt::format("node {} -> {}", id_, to));
-    std::shared_ptr<Route> route;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (closed_.load())
-        return Status::Cancelled("node {}: transport is closed", id_);
-      auto it = routes_.find(to);
-      if (it == routes_.end()) {
-        return Status::NotFound(
-            "node {} has no route to node {}; Connect() first", id_, to);
-      }
-      route = it->second;
-    }
-    if (route->failed.load()) {
-      return Status::Unavailable(
-          "node {}: node {} at {} is unreachable (UCX reported it lost)", id_,
-          to, route->endpoint);
-    }
+    ASSIGN_OR_RETURN(std::shared_ptr<Route> route, RouteTo(to));
     msg.header.sender = id_;
     msg.header.receiver = to;
     auto ctx = std::make_unique<SendContext>();
@@ -400,8 +385,8 @@ class UcxTransport final : public Transport {
   void Close() override {
     if (closed_.exchange(true)) return;
     {
-      std::lock_guard<std::mutex> lock(
-          inflight_mu_);  // senders waiting for room
+      // Wakes senders waiting for room.
+      std::lock_guard<std::mutex> lock(inflight_mu_);
       inflight_cv_.notify_all();
     }
     // No sender is inside UCX after this (they check closed_ under it).
@@ -454,14 +439,7 @@ class UcxTransport final : public Transport {
 
   Status SendRaw(NodeId to, std::vector<uint8_t> am_header,
                  std::vector<uint8_t> data) {
-    std::shared_ptr<Route> route;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = routes_.find(to);
-      if (it == routes_.end())
-        return Status::NotFound("node {}: no route to node {}", id_, to);
-      route = it->second;
-    }
+    ASSIGN_OR_RETURN(std::shared_ptr<Route> route, RouteTo(to));
     auto ctx = std::make_unique<SendContext>();
     ctx->transport = this;
     ctx->header = Buffer::CopyOf(am_header.data(), am_header.size());
@@ -486,6 +464,19 @@ class UcxTransport final : public Transport {
   }
 
  private:
+  // The route to `to`: NotFound without a Connect(), Cancelled once closed.
+  Result<std::shared_ptr<Route>> RouteTo(NodeId to) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_.load())
+      return Status::Cancelled("node {}: transport is closed", id_);
+    auto it = routes_.find(to);
+    if (it == routes_.end()) {
+      return Status::NotFound(
+          "node {} has no route to node {}; Connect() first", id_, to);
+    }
+    return it->second;
+  }
+
   // Runs `fn` on the progress thread, which owns the UCX worker. False
   // (and `fn` dropped) once the transport is closed.
   bool Post(std::function<void()> fn) {
@@ -556,6 +547,12 @@ class UcxTransport final : public Transport {
   // for the send timeout (a stalled peer).
   Status StartSend(NodeId to, const std::shared_ptr<Route>& route,
                    std::unique_ptr<SendContext> ctx, bool raw = false) {
+    const auto lost = [&] {
+      return Status::Unavailable(
+          "node {}: node {} at {} is unreachable (UCX reported it lost)", id_,
+          to, route->endpoint);
+    };
+    if (route->failed.load()) return lost();
     {
       std::unique_lock<std::mutex> lock(inflight_mu_);
       const bool room = inflight_cv_.wait_for(lock, options_.send_timeout, [&] {
@@ -578,11 +575,7 @@ class UcxTransport final : public Transport {
           "node {}: the route to node {} at {} was replaced or disconnected",
           id_, to, route->endpoint);
     }
-    if (route->failed.load() || !EnsureEp(*route)) {
-      return Status::Unavailable(
-          "node {}: node {} at {} is unreachable (UCX reported it lost)", id_,
-          to, route->endpoint);
-    }
+    if (route->failed.load() || !EnsureEp(*route)) return lost();
     if (!raw) {
       const Prefix prefix{route->stream, route->next_seq};
       std::memcpy(ctx->header.data(), &prefix, sizeof(prefix));
@@ -813,7 +806,7 @@ class UcxTransport final : public Transport {
         Stream& st = self->streams_[key];
         if (prefix.seq >= st.next && st.waiting.count(prefix.seq) == 0) {
           auto gap = std::make_shared<Incoming>();
-          gap->failed = true;
+          gap->failed = gap->gap = true;
           st.waiting[prefix.seq] = gap;
         }
       }
@@ -822,7 +815,6 @@ class UcxTransport final : public Transport {
     }
     stream->last_used = Clock::now();
     auto in = std::make_shared<Incoming>();
-    in->transport = self;
     in->msg.header = decoded->header;
     // One block, each payload at an aligned offset in it.
     size_t total = 0;
@@ -854,16 +846,16 @@ class UcxTransport final : public Transport {
       in->done = true;
       return UCS_OK;
     }
-    auto* iov_keep = new std::vector<ucp_dt_iov_t>(std::move(iov));
+    // The I/O vector stays valid until the receive completes.
     struct RecvContext {
       std::shared_ptr<Incoming> in;
-      std::vector<ucp_dt_iov_t>* iov;
+      std::vector<ucp_dt_iov_t> iov;
     };
-    auto* rc = new RecvContext{in, iov_keep};
+    auto* rc = new RecvContext{in, std::move(iov)};
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                      UCP_OP_ATTR_FIELD_DATATYPE;
-    const bool one = iov_keep->size() == 1;
+    const bool one = rc->iov.size() == 1;
     p.datatype = one ? ucp_dt_make_contig(1) : ucp_dt_make_iov();
     p.user_data = rc;
     p.cb.recv_am = [](void* request, ucs_status_t status, size_t, void* user) {
@@ -875,20 +867,14 @@ class UcxTransport final : public Transport {
                    UcsError(status));
         ctx->in->failed = true;
       }
-      delete ctx->iov;
       delete ctx;
       ucp_request_free(request);
     };
     ucs_status_ptr_t r = ucp_am_recv_data_nbx(
-        self->worker_, data, one ? (*iov_keep)[0].buffer : iov_keep->data(),
-        one ? (*iov_keep)[0].length : iov_keep->size(), &p);
-    if (r == nullptr) {
-      in->done = true;
-      delete iov_keep;
-      delete rc;
-    } else if (UCS_PTR_IS_ERR(r)) {
-      in->failed = true;
-      delete iov_keep;
+        self->worker_, data, one ? rc->iov[0].buffer : rc->iov.data(),
+        one ? rc->iov[0].length : rc->iov.size(), &p);
+    if (r == nullptr || UCS_PTR_IS_ERR(r)) {
+      (r == nullptr ? in->done : in->failed) = true;
       delete rc;
     }
     return UCS_OK;
@@ -919,7 +905,7 @@ class UcxTransport final : public Transport {
           break;
         if (it->second->done) {
           out.push_back(std::move(it->second->msg));
-        } else if (it->second->transport != nullptr) {
+        } else if (!it->second->gap) {
           dropped_.fetch_add(1, std::memory_order_relaxed);  // data lost
         }
         st.waiting.erase(it);
