@@ -260,6 +260,17 @@ std::vector<ConfigKey> MakeSchema() {
           "workers pull every p iterations and compute on their local copy in "
           "between",
           1, 1e9),
+      Bool("cluster.pipeline", true,
+           "sync (k = n), async and ssp: layer-wise pipelining; each "
+           "server's keys are cut into ranges of cluster.pipeline_kb, a "
+           "worker pushes each range as the backward pass finishes it, and "
+           "the servers apply it and send its parameters back at once "
+           "(exact: no extra staleness; docs/cluster.md)"),
+      Float("cluster.pipeline_kb", 128,
+            "layer-wise pipelining: the most a range (bucket) holds, in KiB "
+            "of float32 parameters (a server's keys are cut into the fewest "
+            "equal ranges of at most this size)",
+            0.00390625, 4194304),
       Bool("cluster.overlap", false,
            "async only: the push (and pull) of iteration t travels while "
            "iteration t+1 computes, hiding communication behind compute; "

@@ -1,26 +1,39 @@
 #include "ps/client.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "ps/protocol.h"
 
 namespace strata {
+namespace {
+
+// The node of each range: servers[i] is server i's node.
+std::vector<NodeId> RangeNodes(const KeyLayout& layout,
+                               const std::vector<NodeId>& servers) {
+  STRATA_CHECK(static_cast<int>(servers.size()) == layout.num_servers());
+  std::vector<NodeId> out;
+  for (int i = 0; i < layout.num_ranges(); ++i)
+    out.push_back(servers[static_cast<size_t>(layout.owner(i))]);
+  return out;
+}
+
+}  // namespace
+
 PsClient::PsClient(RpcEndpoint& rpc, KeyLayout layout,
                    std::vector<NodeId> servers, bool leader_first)
     : rpc_(rpc),
       layout_(std::move(layout)),
-      servers_(std::move(servers)),
-      leader_first_(leader_first && servers_.size() > 1) {
-  STRATA_CHECK(static_cast<int>(servers_.size()) == layout_.num_servers());
-}
+      servers_(RangeNodes(layout_, servers)),
+      leader_first_(leader_first && servers_.size() > 1) {}
 
 void PsClient::SetCompression(Compression c, bool pulls) {
   compression_ = c;
   compress_pulls_ = pulls && c != Compression::kNone;
-  mirrors_.assign(compress_pulls_ ? layout_.num_servers() : 0, PullMirror{});
+  mirrors_.assign(compress_pulls_ ? layout_.num_ranges() : 0, PullMirror{});
   feedback_.clear();
   if (c != Compression::kInt8) return;
-  for (int s = 0; s < layout_.num_servers(); ++s)
+  for (int s = 0; s < layout_.num_ranges(); ++s)
     feedback_.emplace_back(c, static_cast<size_t>(layout_.range(s).size()));
 }
 
@@ -53,7 +66,7 @@ std::unique_ptr<PushHandle> PsClient::SendPush(
     const float* values, const std::vector<int64_t>& versions, uint32_t flags,
     const std::shared_ptr<void>& keep_alive) {
   auto handle = std::make_unique<PushHandle>();
-  SendRanges(*handle, values, versions, flags, 0, layout_.num_servers(),
+  SendRanges(*handle, values, versions, flags, 0, layout_.num_ranges(),
              nullptr, keep_alive);
   return handle;
 }
@@ -100,6 +113,7 @@ void PsClient::SendRanges(PushHandle& handle, const float* values,
     }
     if (!encode) handle.bytes_ += bytes;
     handle.ranges_.push_back(r);
+    handle.indices_.push_back(s);
     std::shared_ptr<PayloadPlacement> placement;
     if (handle.dest_ != nullptr && compress_pulls_) {
       // The parameters come back as a difference (protocol.h, kPullDelta).
@@ -120,7 +134,7 @@ void PsClient::SendRanges(PushHandle& handle, const float* values,
 std::unique_ptr<PushHandle> PsClient::Push(
     const float* grads, const std::vector<int64_t>& base_versions,
     std::shared_ptr<void> keep_alive) {
-  STRATA_CHECK(static_cast<int>(base_versions.size()) == layout_.num_servers());
+  STRATA_CHECK(static_cast<int>(base_versions.size()) == layout_.num_ranges());
   if (!leader_first_) return SendPush(grads, base_versions, 0, keep_alive);
   // Phase one: the leader alone; Wait() sends the rest, tagged.
   auto handle = std::make_unique<PushHandle>();
@@ -135,14 +149,35 @@ std::unique_ptr<PushHandle> PsClient::Push(
 std::unique_ptr<PushHandle> PsClient::PushPull(
     const float* grads, const std::vector<int64_t>& base_versions, float* dest,
     std::shared_ptr<void> keep_alive) {
-  STRATA_CHECK(static_cast<int>(base_versions.size()) == layout_.num_servers());
+  STRATA_CHECK(static_cast<int>(base_versions.size()) == layout_.num_ranges());
   STRATA_CHECK(!leader_first_ && dest != nullptr && dest != grads);
   auto handle = std::make_unique<PushHandle>();
   handle->dest_ = dest;
   handle->client_ = this;
-  SendRanges(*handle, grads, base_versions, kPushPull, 0, layout_.num_servers(),
+  SendRanges(*handle, grads, base_versions, kPushPull, 0, layout_.num_ranges(),
              nullptr, keep_alive);
   return handle;
+}
+
+std::unique_ptr<PushHandle> PsClient::BeginPush(
+    const std::vector<int64_t>& base_versions, float* dest,
+    std::shared_ptr<void> keep_alive) {
+  STRATA_CHECK(static_cast<int>(base_versions.size()) == layout_.num_ranges());
+  STRATA_CHECK(!leader_first_);
+  auto handle = std::make_unique<PushHandle>();
+  handle->dest_ = dest;
+  handle->client_ = this;
+  handle->versions_ = base_versions;
+  handle->keep_alive_ = std::move(keep_alive);
+  return handle;
+}
+
+void PsClient::PushRange(PushHandle& handle, int range, const float* grads) {
+  STRATA_CHECK(handle.client_ == this && range >= 0 &&
+               range < layout_.num_ranges());
+  SendRanges(handle, grads, handle.versions_,
+             handle.dest_ != nullptr ? kPushPull : 0, range, range + 1,
+             nullptr, handle.keep_alive_);
 }
 
 std::unique_ptr<PushHandle> PsClient::PushInitial(
@@ -152,13 +187,14 @@ std::unique_ptr<PushHandle> PsClient::PushInitial(
 
 std::unique_ptr<PushHandle> PsClient::Leave() {
   auto handle = std::make_unique<PushHandle>();
-  for (int s = 0; s < layout_.num_servers(); ++s) {
+  for (int s = 0; s < layout_.num_ranges(); ++s) {
     Message m;
     m.header.type = MessageType::kPush;
     m.header.flags = kPushDone;
     m.header.key_begin = layout_.range(s).begin;
     m.header.key_end = layout_.range(s).end;
     handle->calls_.push_back(rpc_.Request(servers_[s], std::move(m)));
+    handle->indices_.push_back(s);
   }
   return handle;
 }
@@ -168,7 +204,7 @@ std::unique_ptr<PullHandle> PsClient::Pull(
   auto handle = std::make_unique<PullHandle>();
   handle->dest_ = dest;
   handle->client_ = this;
-  for (int s = 0; s < layout_.num_servers(); ++s) {
+  for (int s = 0; s < layout_.num_ranges(); ++s) {
     const KeyRange& r = layout_.range(s);
     Message m;
     m.header.type = MessageType::kPullRequest;
@@ -284,7 +320,7 @@ Result<PushResult> PushHandle::Wait(std::chrono::milliseconds timeout) {
     // Leader-first: the leader's ack says which step (and how many
     // gradients) this gradient is in; a dropped one goes nowhere else.
     ASSIGN_OR_RETURN(Message ack, calls_[0]->Wait(timeout));
-    const int n = client_->layout_.num_servers();
+    const int n = client_->layout_.num_ranges();
     if (ack.header.flags & kAckDropped) {
       result.versions.assign(n, ack.header.clock);
       result.dropped_ranges = n;
@@ -304,23 +340,31 @@ Result<PushResult> PushHandle::Wait(std::chrono::milliseconds timeout) {
     result.versions.push_back(ack.header.clock);
     calls_.erase(calls_.begin());
     ranges_.erase(ranges_.begin());
+    indices_.erase(indices_.begin());
   }
   result.bytes = bytes_;
+  // The ranges may have been sent in any order (PushRange); the versions
+  // are reported in range order.
+  std::vector<std::pair<int, int64_t>> versions;
   for (size_t i = 0; i < calls_.size(); ++i) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     ASSIGN_OR_RETURN(Message ack, calls_[i]->Wait(std::max(
                                       left, std::chrono::milliseconds(0))));
-    result.versions.push_back(ack.header.clock);
+    versions.emplace_back(indices_[i], ack.header.clock);
     if (ack.header.flags & kAckDropped) ++result.dropped_ranges;
     NoteStaleness(ack, &result);
     if (dest_ != nullptr) {
       // Payload 0 is the step size; the parameters follow (protocol.h).
       ASSIGN_OR_RETURN(const uint64_t got,
-                       client_->TakeParameters(i, ack, 1, dest_));
+                       client_->TakeParameters(
+                           static_cast<size_t>(indices_[i]), ack, 1, dest_));
       result.pulled_bytes += got;
     }
   }
+  std::sort(versions.begin(), versions.end());
+  for (const auto& [index, version] : versions)
+    result.versions.push_back(version);
   return result;
 }
 

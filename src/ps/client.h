@@ -54,6 +54,9 @@ class PushHandle {
   // range i of the layout).
   float* dest_ = nullptr;
   std::vector<KeyRange> ranges_;
+  std::vector<int> indices_;  // the layout index of calls_[i]'s range
+  // BeginPush(): the base versions every PushRange() sends.
+  std::vector<int64_t> versions_;
 };
 
 // A pull in flight. Each range lands in the destination given to Pull():
@@ -93,7 +96,8 @@ class PullHandle {
 // as far as the RpcEndpoint is; a handle is used by one thread.
 class PsClient {
  public:
-  // `servers[i]` is the node id that owns layout.range(i).
+  // `servers[i]` is server i's node id: range r goes to
+  // servers[layout.owner(r)].
   // `leader_first`: sync k-of-n with several servers (protocol.h,
   // kPushTagged): pushes go to server 0 first, which chooses the step, then
   // to the others tagged with it.
@@ -119,6 +123,17 @@ class PsClient {
   std::unique_ptr<PushHandle> PushPull(
       const float* grads, const std::vector<int64_t>& base_versions,
       float* dest, std::shared_ptr<void> keep_alive = nullptr);
+  // Layer-wise pipelining (docs/cluster.md): a gradient pushed range by
+  // range as the backward pass finishes each. BeginPush() sends nothing;
+  // PushRange() then sends range `range` of `grads` (the whole flat
+  // gradient, same rules as Push()), each range once, in any order, from
+  // one thread at a time; Wait() waits for the ranges sent. With `dest`,
+  // each push is a push-pull whose parameters land in `dest` as for
+  // PushPull(). Not for leader-first clients.
+  std::unique_ptr<PushHandle> BeginPush(
+      const std::vector<int64_t>& base_versions, float* dest = nullptr,
+      std::shared_ptr<void> keep_alive = nullptr);
+  void PushRange(PushHandle& handle, int range, const float* grads);
   // Sends the initial parameters (worker 0, once, before training); the
   // same rules for `params` as Push() has for `grads`.
   std::unique_ptr<PushHandle> PushInitial(
@@ -166,7 +181,7 @@ class PsClient {
                   const std::shared_ptr<void>& keep_alive);
 
   const KeyLayout layout_;
-  const std::vector<NodeId> servers_;
+  const std::vector<NodeId> servers_;  // per range
   const bool leader_first_;
   Compression compression_ = Compression::kNone;
   std::vector<ErrorFeedback> feedback_;  // int8: one per range

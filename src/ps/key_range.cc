@@ -19,12 +19,49 @@ Result<KeyLayout> KeyLayout::Balanced(int64_t total, int num_servers) {
   for (int s = 0; s < num_servers; ++s) {
     int64_t size = base + (s < extra ? 1 : 0);
     layout.ranges_.push_back(KeyRange{begin, begin + size});
+    layout.owners_.push_back(s);
     begin += size;
+  }
+  layout.num_servers_ = num_servers;
+  return layout;
+}
+
+Result<KeyLayout> KeyLayout::Bucketed(int64_t total, int num_servers,
+                                      int64_t bucket_floats) {
+  ASSIGN_OR_RETURN(KeyLayout shares, Balanced(total, num_servers));
+  if (bucket_floats <= 0) return shares;
+  KeyLayout layout;
+  layout.total_ = total;
+  layout.num_servers_ = num_servers;
+  for (int s = 0; s < num_servers; ++s) {
+    const KeyRange share = shares.range(s);
+    const int64_t pieces = (share.size() + bucket_floats - 1) / bucket_floats;
+    const int64_t base = share.size() / pieces;
+    const int64_t extra = share.size() % pieces;
+    int64_t begin = share.begin;
+    for (int64_t p = 0; p < pieces; ++p) {
+      const int64_t size = base + (p < extra ? 1 : 0);
+      layout.ranges_.push_back(KeyRange{begin, begin + size});
+      layout.owners_.push_back(s);
+      begin += size;
+    }
   }
   return layout;
 }
 
-int KeyLayout::ServerOf(int64_t key) const {
+std::vector<KeyRange> KeyLayout::RangesOf(int server) const {
+  std::vector<KeyRange> out;
+  for (size_t i = 0; i < ranges_.size(); ++i)
+    if (owners_[i] == server) out.push_back(ranges_[i]);
+  return out;
+}
+
+KeyRange KeyLayout::ShareOf(int server) const {
+  const std::vector<KeyRange> r = RangesOf(server);
+  return r.empty() ? KeyRange{} : KeyRange{r.front().begin, r.back().end};
+}
+
+int KeyLayout::RangeOf(int64_t key) const {
   auto it =
       std::upper_bound(ranges_.begin(), ranges_.end(), key,
                        [](int64_t k, const KeyRange& r) { return k < r.end; });
@@ -33,9 +70,13 @@ int KeyLayout::ServerOf(int64_t key) const {
 
 std::string KeyLayout::ToString() const {
   std::string s;
-  for (size_t i = 0; i < ranges_.size(); ++i) {
-    s += fmt::format("{}server {}: [{}, {})", i ? ", " : "", i,
-                     ranges_[i].begin, ranges_[i].end);
+  for (int server = 0; server < num_servers_; ++server) {
+    const KeyRange share = ShareOf(server);
+    const size_t pieces = RangesOf(server).size();
+    s += fmt::format("{}server {}: [{}, {}){}", server ? ", " : "", server,
+                     share.begin, share.end,
+                     pieces > 1 ? fmt::format(" in {} ranges", pieces)
+                                : std::string());
   }
   return s;
 }

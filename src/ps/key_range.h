@@ -19,25 +19,42 @@ struct KeyRange {
 };
 
 // Which server owns which part of the flat parameter vector: the vector is
-// cut into `num_servers` contiguous ranges whose sizes differ by at most one
+// cut into `num_servers` contiguous shares whose sizes differ by at most one
 // key (a large tensor is split across servers, so no server gets more than
-// its share). Range i belongs to server i. Immutable; thread-safe.
+// its share); share i belongs to server i. A share may itself be cut into
+// several ranges (Bucketed: layer-wise pipelining, docs/cluster.md), each
+// pushed, applied and pulled on its own; the ranges are in key order, so a
+// server's ranges are consecutive. Immutable; thread-safe.
 class KeyLayout {
  public:
-  // InvalidArgument if total < 1, num_servers < 1 or num_servers > total.
+  // One range per server. InvalidArgument if total < 1, num_servers < 1 or
+  // num_servers > total.
   static Result<KeyLayout> Balanced(int64_t total, int num_servers);
+  // Balanced's shares, each cut into the fewest ranges of at most
+  // `bucket_floats` keys (sizes differing by at most one); bucket_floats
+  // <= 0 is Balanced.
+  static Result<KeyLayout> Bucketed(int64_t total, int num_servers,
+                                    int64_t bucket_floats);
 
   int64_t total() const { return total_; }
-  int num_servers() const { return static_cast<int>(ranges_.size()); }
-  const KeyRange& range(int server) const { return ranges_[server]; }
+  int num_ranges() const { return static_cast<int>(ranges_.size()); }
+  int num_servers() const { return num_servers_; }
+  const KeyRange& range(int i) const { return ranges_[i]; }
   const std::vector<KeyRange>& ranges() const { return ranges_; }
-  // The server whose range holds `key` (0 <= key < total()).
-  int ServerOf(int64_t key) const;
+  // The server that owns range i.
+  int owner(int i) const { return owners_[i]; }
+  // Server `server`'s ranges, in key order, and its whole share.
+  std::vector<KeyRange> RangesOf(int server) const;
+  KeyRange ShareOf(int server) const;
+  // The range that holds `key` (0 <= key < total()).
+  int RangeOf(int64_t key) const;
   std::string ToString() const;
 
  private:
   int64_t total_ = 0;
+  int num_servers_ = 0;
   std::vector<KeyRange> ranges_;
+  std::vector<int> owners_;  // owners_[i]: the server of ranges_[i]
 };
 
 }  // namespace strata

@@ -37,11 +37,11 @@ inline constexpr uint32_t kPushDone = 1u << 2;
 // step (the leader's version after it, minus one), payload 0 = gradients,
 // payload 1 = the step's size (int64).
 inline constexpr uint32_t kPushTagged = 1u << 3;
-// kPush with kPushPull (asynchronous mode): the ack also carries the range's
-// parameters just after this gradient was applied, as payload 1 (payload 0
-// is the step size as for any applied push): a push and the pull that
-// follows it in one round trip, as ps-lite's ZPushPull. The ack's clock is
-// the version of those parameters.
+// kPush with kPushPull: the ack also carries the range's parameters just
+// after this gradient was applied (sync: just after the step it joined
+// closed), as payload 1 (payload 0 is the step size as for any applied
+// push): a push and the pull that follows it in one round trip, as
+// ps-lite's ZPushPull. The ack's clock is the version of those parameters.
 inline constexpr uint32_t kPushPull = 1u << 4;
 // Compressed gradients (cluster.compression; ps/compression.h,
 // docs/compression.md): a kPush of gradients (never kPushInit) with

@@ -82,18 +82,29 @@ std::string ParameterServer::StatsJson() const {
   return j.dump();
 }
 
-Result<std::vector<Buffer>> ParameterServer::SaveState() const {
-  ShardState state;
-  {
-    std::lock_guard<std::mutex> lock(shard_mu_);
-    if (!shard_) {
-      return Status::FailedPrecondition(
-          "server {} has no parameters yet (nothing to checkpoint)",
-          rpc_->node_id());
-    }
-    state = shard_->SaveState();
+Result<ShardState> ParameterServer::SaveShardState() const {
+  std::lock_guard<std::mutex> lock(shard_mu_);
+  if (!shard_) {
+    return Status::FailedPrecondition(
+        "server {} has no parameters yet (nothing to checkpoint)",
+        rpc_->node_id());
   }
-  const KeyRange r = Range();
+  return shard_->SaveState();
+}
+
+int64_t ParameterServer::version() const {
+  std::lock_guard<std::mutex> lock(shard_mu_);
+  return shard_ ? shard_->version() : 0;
+}
+
+Result<std::vector<Buffer>> ParameterServer::SaveState() const {
+  ASSIGN_OR_RETURN(ShardState state, SaveShardState());
+  return EncodeServerState(Range(), state);
+}
+
+Result<std::vector<Buffer>> EncodeServerState(const KeyRange& r,
+                                              const ShardState& state,
+                                              const std::string& extra_json) {
   std::vector<SafeTensor> tensors = {
       SafeTensor::Floats("params", {static_cast<int64_t>(state.params.size())},
                          state.params.data())};
@@ -104,7 +115,7 @@ Result<std::vector<Buffer>> ParameterServer::SaveState() const {
   }
   ASSIGN_OR_RETURN(std::string bytes, EncodeSafetensors(tensors));
   const ShardStats& st = state.stats;
-  const std::string meta =
+  nlohmann::json meta =
       nlohmann::json{
           {"version", state.version},
           {"optimizer_steps", state.optimizer.steps},
@@ -116,20 +127,24 @@ Result<std::vector<Buffer>> ParameterServer::SaveState() const {
             {"deferred", st.deferred},
             {"tail_updates", st.tail_updates},
             {"staleness", CountsToJson(st.staleness)},
-            {"gradients_per_update", CountsToJson(st.gradients_per_update)}}}}
-          .dump();
+            {"gradients_per_update", CountsToJson(st.gradients_per_update)}}}};
+  if (!extra_json.empty()) {
+    nlohmann::json extra = nlohmann::json::parse(extra_json);
+    for (const auto& [k, v] : extra.items()) meta[k] = v;
+  }
+  const std::string text = meta.dump();
   std::vector<Buffer> out;
-  out.push_back(Buffer::CopyOf(meta.data(), meta.size()));
+  out.push_back(Buffer::CopyOf(text.data(), text.size()));
   out.push_back(Buffer::CopyOf(bytes.data(), bytes.size()));
   return out;
 }
 
-Status ParameterServer::RestoreState(const std::vector<Buffer>& state) {
+Result<DecodedServerState> DecodeServerState(const std::vector<Buffer>& state,
+                                             const std::string& what) {
   if (state.size() != 2) {
-    return Status::DataLoss("server {}: a saved state has 2 parts, got {}",
-                            rpc_->node_id(), state.size());
+    return Status::DataLoss("{}: a saved state has 2 parts, got {}", what,
+                            state.size());
   }
-  const std::string what = fmt::format("server {} state", rpc_->node_id());
   nlohmann::json meta = nlohmann::json::parse(state[0].ToString(), nullptr,
                                               /*allow_exceptions=*/false);
   if (!meta.is_object() ||
@@ -138,13 +153,15 @@ Status ParameterServer::RestoreState(const std::vector<Buffer>& state) {
   }
   ASSIGN_OR_RETURN(SafetensorsFile file,
                    DecodeSafetensors(state[1].ToString(), what));
-  const KeyRange r = Range();
   const nlohmann::json range = meta.value("range", nlohmann::json());
-  if (range != nlohmann::json{r.begin, r.end}) {
-    return Status::DataLoss("{}: saved for keys {}, this server owns [{}, {})",
-                            what, range.dump(), r.begin, r.end);
+  if (!range.is_array() || range.size() != 2 ||
+      !range[0].is_number_integer() || !range[1].is_number_integer()) {
+    return Status::DataLoss("{}: no key range in the JSON header", what);
   }
-  ShardState s;
+  DecodedServerState out;
+  out.range = KeyRange{range[0].get<int64_t>(), range[1].get<int64_t>()};
+  out.meta = meta.dump();
+  ShardState& s = out.state;
   const SafeTensor* params = file.Find("params");
   if (params == nullptr) return Status::DataLoss("{}: no \"params\"", what);
   s.params = params->ToFloats();
@@ -163,6 +180,29 @@ Status ParameterServer::RestoreState(const std::vector<Buffer>& state) {
   s.stats.staleness = CountsFromJson(st.value("staleness", nlohmann::json()));
   s.stats.gradients_per_update =
       CountsFromJson(st.value("gradients_per_update", nlohmann::json()));
+  if (static_cast<int64_t>(s.params.size()) != out.range.size()) {
+    return Status::DataLoss("{}: {} parameters for keys [{}, {})", what,
+                            s.params.size(), out.range.begin, out.range.end);
+  }
+  return out;
+}
+
+Status ParameterServer::RestoreState(const std::vector<Buffer>& state) {
+  const std::string what = fmt::format("server {} state", rpc_->node_id());
+  ASSIGN_OR_RETURN(DecodedServerState saved, DecodeServerState(state, what));
+  const KeyRange r = Range();
+  if (!(saved.range == r)) {
+    return Status::DataLoss("{}: saved for keys [{}, {}), this server owns "
+                            "[{}, {})",
+                            what, saved.range.begin, saved.range.end, r.begin,
+                            r.end);
+  }
+  return RestoreShardState(std::move(saved.state));
+}
+
+Status ParameterServer::RestoreShardState(ShardState s) {
+  const std::string what = fmt::format("server {} state", rpc_->node_id());
+  const KeyRange r = Range();
   std::lock_guard<std::mutex> lock(shard_mu_);
   auto shard = std::make_unique<ParameterShard>(
       r, std::vector<float>(static_cast<size_t>(r.size()), 0.0f),
@@ -364,8 +404,11 @@ void ParameterServer::HandlePush(Message msg) {
   const std::vector<FloatPiece> pieces = FloatPieces(msg.payloads[0]);
   auto outcome = shard_->Push(pieces.data(), pieces.size(), msg.header.clock);
   if (outcome.state == State::kPending) {
-    msg.payloads
-        .clear();  // the gradient is in the accumulator; keep the header
+    // The gradient is in the accumulator; keep the header (and a push-pull's
+    // mirror sequence number, for the parameters its ack will carry).
+    msg.payloads.clear();
+    if (msg.header.flags & kPushPull)
+      msg.payloads.push_back(Buffer::CopyOf(&pull_seq, sizeof(pull_seq)));
     waiting_acks_.push_back(std::move(msg));
     return;
   }
@@ -463,6 +506,17 @@ void ParameterServer::Flush() {
     // Its staleness: the step it joined (version - 1) minus its base.
     ack.payloads.push_back(
         AckInfo(size, std::max<int64_t>(0, version - 1 - m.header.clock)));
+    if (m.header.flags & kPushPull) {
+      // A sync push-pull: the parameters of the step it closed.
+      int64_t seq = 0;
+      if (m.payloads.size() == 1 && m.payloads[0].size() == sizeof(seq))
+        std::memcpy(&seq, m.payloads[0].data(), sizeof(seq));
+      int64_t at = -1;
+      std::shared_ptr<const std::vector<float>> snapshot =
+          shard_->SnapshotIfAtLeast(0, &at);
+      ack.header.clock = at;
+      AppendParameters(m, seq, std::move(snapshot), ack);
+    }
     rpc_->ReplyOrLog(m, std::move(ack));
   }
   // Follower: tagged pushes whose step closed.

@@ -31,6 +31,21 @@ struct ServerOptions {
 // the server (no polling).
 // Thread-safe. Start() spawns the receive thread, Stop() joins it. Several
 // servers in one process share nothing (each has its own shard and lock).
+// A range's state as a checkpoint keeps it (the two payloads of the reply
+// to kCheckpointRequest, protocol.h): `extra_json` (an object, may be
+// empty) adds keys to the JSON header. Decode: DataLoss naming `what` when
+// the parts do not fit; `meta` is the JSON header as text.
+Result<std::vector<Buffer>> EncodeServerState(
+    const KeyRange& range, const ShardState& state,
+    const std::string& extra_json = "");
+struct DecodedServerState {
+  KeyRange range;
+  ShardState state;
+  std::string meta;
+};
+Result<DecodedServerState> DecodeServerState(const std::vector<Buffer>& state,
+                                             const std::string& what);
+
 class ParameterServer {
  public:
   // `other` receives every message that is not a push, pull or stats
@@ -63,6 +78,12 @@ class ParameterServer {
   // is then not needed and is ignored). DataLoss naming what does not fit.
   Result<std::vector<Buffer>> SaveState() const;
   Status RestoreState(const std::vector<Buffer>& state);
+  // The same as a ShardState (ServerGroup merges its ranges' states).
+  Result<ShardState> SaveShardState() const;
+  Status RestoreShardState(ShardState state);
+  KeyRange range() const { return Range(); }
+  // The range's version (0 before initialisation).
+  int64_t version() const;
   // Statistics so far (zeros before initialisation).
   ShardStats stats() const;
   // The statistics as JSON text (also the payload of kStatsReply).

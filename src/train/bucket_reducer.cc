@@ -5,12 +5,27 @@
 
 namespace strata {
 
+namespace {
+
+std::vector<int64_t> EvenBounds(int64_t size, int64_t bucket_floats) {
+  const int64_t bucket = std::max<int64_t>(1, bucket_floats);
+  std::vector<int64_t> bounds;
+  for (int64_t b = 0; b < size; b += bucket) bounds.push_back(b);
+  bounds.push_back(size);
+  return bounds;
+}
+
+}  // namespace
+
 BucketReducer::BucketReducer(int64_t size, int64_t bucket_floats,
                              ReduceFn reduce)
-    : reduce_(std::move(reduce)), buffer_(static_cast<size_t>(size), 0.0f) {
-  const int64_t bucket = std::max<int64_t>(1, bucket_floats);
-  for (int64_t b = 0; b < size; b += bucket) begin_.push_back(b);
-  begin_.push_back(size);
+    : BucketReducer(EvenBounds(size, bucket_floats), std::move(reduce)) {}
+
+BucketReducer::BucketReducer(std::vector<int64_t> bounds, ReduceFn reduce)
+    : reduce_(std::move(reduce)),
+      buffer_(std::make_shared<std::vector<float>>(
+          static_cast<size_t>(bounds.back()), 0.0f)),
+      begin_(std::move(bounds)) {
   filled_.assign(begin_.size() - 1, 0);
   launched_.assign(begin_.size() - 1, false);
   thread_ = std::thread([this] { Loop(); });
@@ -26,7 +41,7 @@ BucketReducer::~BucketReducer() {
 }
 
 void BucketReducer::BeginStep() {
-  std::fill(buffer_.begin(), buffer_.end(), 0.0f);
+  std::fill(buffer_->begin(), buffer_->end(), 0.0f);
   {
     std::lock_guard<std::mutex> lock(mu_);
     std::fill(filled_.begin(), filled_.end(), 0);
@@ -61,7 +76,7 @@ void BucketReducer::Ready(int64_t offset, const float* grad, int64_t count) {
     }
     // Bucket b is not read by the reducer until it is full: no lock needed
     // for its bytes.
-    float* dst = buffer_.data() + lo;
+    float* dst = buffer_->data() + lo;
     const float* src = grad + (lo - offset);
     for (int64_t i = 0; i < hi - lo; ++i) dst[i] += src[i];
     {
@@ -98,7 +113,7 @@ void BucketReducer::Loop() {
       launched_[b] = true;
       if (!error_.ok()) continue;  // a failed group: skip the rest
       lock.unlock();
-      Status st = reduce_(buffer_.data() + begin_[b],
+      Status st = reduce_(buffer_->data() + begin_[b],
                           static_cast<size_t>(BucketSize(b)));
       lock.lock();
       if (!st.ok() && error_.ok()) {

@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -40,6 +41,9 @@ class BucketReducer final : public GradientSink {
   using ReduceFn = std::function<Status(float* data, size_t count)>;
 
   BucketReducer(int64_t size, int64_t bucket_floats, ReduceFn reduce);
+  // Buckets with given bounds: bucket b is [bounds[b], bounds[b + 1]),
+  // bounds[0] = 0 and the last bound the size (e.g. a layout's ranges).
+  BucketReducer(std::vector<int64_t> bounds, ReduceFn reduce);
   ~BucketReducer() override;
   BucketReducer(const BucketReducer&) = delete;
   BucketReducer& operator=(const BucketReducer&) = delete;
@@ -53,7 +57,9 @@ class BucketReducer final : public GradientSink {
   // error, naming the bucket.
   Status FinishStep(std::chrono::milliseconds timeout);
   // The reduced gradient (valid after FinishStep() succeeded).
-  float* data() { return buffer_.data(); }
+  float* data() { return buffer_->data(); }
+  // Owns data(): a zero-copy send of a bucket keeps it alive.
+  std::shared_ptr<void> owner() const { return buffer_; }
   int num_buckets() const { return static_cast<int>(begin_.size()) - 1; }
 
  private:
@@ -61,7 +67,7 @@ class BucketReducer final : public GradientSink {
   int64_t BucketSize(int b) const { return begin_[b + 1] - begin_[b]; }
 
   const ReduceFn reduce_;
-  std::vector<float> buffer_;
+  const std::shared_ptr<std::vector<float>> buffer_;
   std::vector<int64_t> begin_;  // bucket b is [begin_[b], begin_[b + 1])
   std::mutex mu_;
   std::condition_variable cv_;

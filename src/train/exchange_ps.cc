@@ -41,9 +41,23 @@ class PushPullExchange final : public Exchange {
                 o_.leader_first),
         sync_(o_.mode == RunMode::kSync),
         async_(o_.mode == RunMode::kAsync),
-        pulled_(static_cast<size_t>(env.layout->num_servers()), 0),
-        step_(static_cast<size_t>(env.layout->num_servers()), 0) {
+        pulled_(static_cast<size_t>(env.layout->num_ranges()), 0),
+        step_(static_cast<size_t>(env.layout->num_ranges()), 0) {
     client_.SetCompression(o_.compression, o_.compress_pulls);
+    if (o_.pipeline_floats > 0 && env.layout->num_ranges() > 1) {
+      // Layer-wise pipelining: each range is pushed from the reducer's
+      // thread as soon as the backward pass has filled it.
+      std::vector<int64_t> bounds;
+      for (const KeyRange& r : env.layout->ranges()) bounds.push_back(r.begin);
+      bounds.push_back(env.layout->total());
+      reducer_ = std::make_unique<BucketReducer>(
+          std::move(bounds), [this](float* data, size_t) {
+            const int64_t offset = data - reducer_->data();
+            client_.PushRange(*step_push_, env_.layout->RangeOf(offset),
+                              reducer_->data());
+            return Status::Ok();
+          });
+    }
     if (o_.overlap) {
       side_grads_ = std::make_shared<std::vector<float>>(
           static_cast<size_t>(env.model.size));
@@ -52,7 +66,10 @@ class PushPullExchange final : public Exchange {
   }
 
   ~PushPullExchange() override {
-    // Nothing may write into the model once the strategy is gone.
+    // Nothing may write into the model once the strategy is gone; the
+    // reducer's thread stops before the push it sends into.
+    reducer_.reset();
+    step_push_.reset();
     inflight_.reset();
   }
 
@@ -81,7 +98,8 @@ class PushPullExchange final : public Exchange {
   Status BeforeStep(int64_t it) override {
     if (o_.staleness >= 0)
       RETURN_IF_ERROR(env_.member->ClockWait(it, o_.request_timeout));
-    if (it % o_.pull_interval != 0 || pulled_with_push_) return Status::Ok();
+    if (it % o_.pull_interval != 0 || pulled_with_push_)
+      return BeginPipelinedStep(it);
     auto p =
         client_.Pull(env_.model.params, sync_ ? step_ : std::vector<int64_t>{})
             ->Wait(o_.request_timeout);
@@ -96,10 +114,13 @@ class PushPullExchange final : public Exchange {
       step_ = pulled_;
       resumed_ = false;
     }
-    return Status::Ok();
+    return BeginPipelinedStep(it);
   }
 
+  GradientSink* gradient_sink() override { return reducer_.get(); }
+
   Status AfterStep(int64_t it) override {
+    if (reducer_) return FinishPipelinedStep(it);
     // Asynchronous mode, next iteration pulls: push and pull in one round
     // trip (the parameters just after this gradient, as a pull right after
     // the push would return).
@@ -160,6 +181,41 @@ class PushPullExchange final : public Exchange {
     m_.NoteStaleness(pushed.staleness);
   }
 
+  // Layer-wise pipelining (docs/cluster.md): before step `it` computes,
+  // a push whose ranges the reducer sends as the backward pass fills them.
+  // When the next step pulls, each range is a push-pull (sync: its
+  // parameters come back when its step closes, which is the version the
+  // pull would ask for), so the parameters of the late layers are back
+  // while the backward pass is still on the early ones. A range's
+  // parameters are written (received in place) only after every gradient
+  // of that range is in, when the backward pass no longer reads them.
+  Status BeginPipelinedStep(int64_t it) {
+    if (!reducer_) return Status::Ok();
+    pulled_with_push_ = (it + 1) % o_.pull_interval == 0;
+    step_push_ = client_.BeginPush(
+        sync_ ? step_ : pulled_,
+        pulled_with_push_ ? env_.model.params : nullptr, reducer_->owner());
+    reducer_->BeginStep();
+    return Status::Ok();
+  }
+
+  Status FinishPipelinedStep(int64_t it) {
+    Status sent = reducer_->FinishStep(o_.request_timeout);
+    if (!sent.ok()) {
+      return sent.WithContext(
+          fmt::format("worker {} push at iteration {}", env_.index, it));
+    }
+    auto pushed = step_push_->Wait(o_.request_timeout);
+    step_push_.reset();
+    if (!pushed.ok()) {
+      return pushed.status().WithContext(
+          fmt::format("worker {} push at iteration {}", env_.index, it));
+    }
+    if (sync_) step_ = pushed->versions;
+    Account(*pushed, pulled_with_push_);
+    return Status::Ok();
+  }
+
   Status FinishInflight(int64_t it) {
     if (!inflight_) return Status::Ok();
     auto pushed = inflight_->Wait(o_.request_timeout);
@@ -193,6 +249,10 @@ class PushPullExchange final : public Exchange {
   bool inflight_pulls_ = false;
   std::shared_ptr<std::vector<float>> side_grads_;
   std::vector<float> side_params_;
+  // Layer-wise pipelining: the gradient's buckets (one per range) and the
+  // push of the step in progress.
+  std::unique_ptr<PushHandle> step_push_;
+  std::unique_ptr<BucketReducer> reducer_;
 };
 
 // EASGD (paper 002, Zhang et al.): each worker trains alone with its own

@@ -207,6 +207,16 @@ Result<ClusterRunOptions> ClusterRunOptions::FromConfig(const Config& c) {
   o.sum_gradients = c.GetString("cluster.sync_reduce") == "sum";
   o.leader_first = sync && k > 0 && k < n && servers > 1;
   o.gradients_per_update = sync ? o.updates_per_step : 1;
+  // Layer-wise pipelining: not with cluster.overlap (which has its own
+  // overlap), nor in sync k-of-n, where each range would choose its own k
+  // gradients (the leader-first scheme keeps one choice per step).
+  o.pipeline = c.GetBool("cluster.pipeline");
+  if (o.pipeline && FamilyOf(o.mode) == ExchangeFamily::kPushPull &&
+      !o.overlap && !(sync && o.updates_per_step < n)) {
+    o.pipeline_floats = std::max<int64_t>(
+        1, static_cast<int64_t>(c.GetFloat("cluster.pipeline_kb") * 1024 /
+                                sizeof(float)));
+  }
 
   o.average_every = c.GetInt("cluster.average_every");
   o.elastic_alpha = c.GetFloat("cluster.elastic_alpha");
@@ -616,7 +626,7 @@ Status RunEvaluator(const Config& config, const ClusterRunOptions& o,
                     Clock::time_point start) {
   ASSIGN_OR_RETURN(Model model, CreateModel(ModelOptions::FromConfig(config),
                                             InputSpecOf(data.train)));
-  const int k = client.layout().num_servers();
+  const int k = client.layout().num_ranges();
   const int n = o.roles.num_workers();
   const int64_t grads_per_update = o.gradients_per_update;
   int64_t last_version = -1;

@@ -12,6 +12,7 @@
 #include "ps/client.h"
 #include "ps/protocol.h"
 #include "ps/server.h"
+#include "ps/server_group.h"
 #include "sharding/report.h"
 #include "train/batch.h"
 #include "train/checkpoint.h"
@@ -300,9 +301,10 @@ Status ClusterPlan::SizeFor(const Config& config, const InputSpec& input) {
                    CreateModel(ModelOptions::FromConfig(config), input));
   num_params = probe.flat.size();
   // Decentralized modes have no servers: one range, which nobody serves.
-  ASSIGN_OR_RETURN(
-      layout, KeyLayout::Balanced(num_params,
-                                  std::max(1, options.roles.num_servers())));
+  ASSIGN_OR_RETURN(layout,
+                   KeyLayout::Bucketed(num_params,
+                                       std::max(1, options.roles.num_servers()),
+                                       options.pipeline_floats));
   return Status::Ok();
 }
 
@@ -585,6 +587,9 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
   // What the bytes are: cluster.compression, and whether pulls are too.
   summary["compression"] = CompressionName(o.compression);
   summary["compress_pulls"] = o.compress_pulls;
+  // Layer-wise pipelining: the most a range holds (0: off or not used).
+  summary["pipeline_kb"] =
+      static_cast<double>(o.pipeline_floats) * sizeof(float) / 1024.0;
   summary["servers_stats"] = servers;
   // Every gradient reaches every server; server 0's counts are the run's.
   summary["staleness_histogram"] =
@@ -675,7 +680,7 @@ Status RunServerRole(const Config& config, const ClusterRunOptions& o,
 
   Node node(std::move(transport), o.roles, o.heartbeat_interval,
             o.heartbeat_timeout);
-  ParameterServer server(so, node.rpc());
+  ServerGroup server(so, node.rpc());
   for (MessageType type : {MessageType::kPush, MessageType::kPullRequest,
                            kStatsRequest, kCheckpointRequest}) {
     node.On(type, [&server](Message m) { server.Handle(std::move(m)); });
@@ -694,8 +699,9 @@ Status RunServerRole(const Config& config, const ClusterRunOptions& o,
     const int64_t num_params = facts["num_params"].get<int64_t>();
     const int64_t iterations = facts["iterations"].get<int64_t>();
     ASSIGN_OR_RETURN(KeyLayout layout,
-                     KeyLayout::Balanced(num_params, o.roles.num_servers()));
-    server.Configure(layout.range(index),
+                     KeyLayout::Bucketed(num_params, o.roles.num_servers(),
+                                         o.pipeline_floats));
+    server.Configure(layout.RangesOf(index),
                      LrSchedule::FromConfig(config, iterations));
     if (o.checkpoints()) {
       // Resuming: the range comes from the checkpoint (before any push).

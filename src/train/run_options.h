@@ -78,6 +78,12 @@ struct ClusterRunOptions {
   // Sync k-of-n with several servers: server 0 chooses each step's
   // gradients and the others follow (shard.h, UpdatePolicy::follower).
   bool leader_first = false;
+  // Layer-wise pipelining (cluster.pipeline): each server's keys are cut
+  // into ranges of pipeline_floats (KeyLayout::Bucketed), pushed one by one
+  // from the backward pass. 0 where it does not apply (off, or the mode
+  // has no gradient pushes, or sync k-of-n, or cluster.overlap).
+  bool pipeline = true;
+  int64_t pipeline_floats = 0;
   // Gradients per update of the global model (the evaluator's step count).
   int64_t gradients_per_update = 1;
 

@@ -13,10 +13,10 @@ TEST(KeyLayoutTest, BalancedSplitsLargeRangesAndCoversEverything) {
   EXPECT_EQ(l->range(0), (KeyRange{0, 4}));
   EXPECT_EQ(l->range(1), (KeyRange{4, 7}));
   EXPECT_EQ(l->range(2), (KeyRange{7, 10}));
-  EXPECT_EQ(l->ServerOf(0), 0);
-  EXPECT_EQ(l->ServerOf(3), 0);
-  EXPECT_EQ(l->ServerOf(4), 1);
-  EXPECT_EQ(l->ServerOf(9), 2);
+  EXPECT_EQ(l->RangeOf(0), 0);
+  EXPECT_EQ(l->RangeOf(3), 0);
+  EXPECT_EQ(l->RangeOf(4), 1);
+  EXPECT_EQ(l->RangeOf(9), 2);
   auto big = KeyLayout::Balanced(1000003, 4);
   ASSERT_TRUE(big.ok());
   int64_t covered = 0;
@@ -29,6 +29,46 @@ TEST(KeyLayoutTest, BalancedSplitsLargeRangesAndCoversEverything) {
   EXPECT_EQ(covered, 1000003);
   EXPECT_FALSE(KeyLayout::Balanced(2, 3).ok());
   EXPECT_FALSE(KeyLayout::Balanced(5, 0).ok());
+}
+
+TEST(KeyLayoutTest, BucketedCutsEachServersShareIntoEqualRanges) {
+  // Shares [0, 4), [4, 7), [7, 10); ranges of at most 2 keys.
+  auto l = KeyLayout::Bucketed(10, 3, 2);
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->num_servers(), 3);
+  ASSERT_EQ(l->num_ranges(), 6);
+  const std::vector<KeyRange> want = {{0, 2}, {2, 4}, {4, 6},
+                                      {6, 7}, {7, 9}, {9, 10}};
+  const std::vector<int> owners = {0, 0, 1, 1, 2, 2};
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(l->range(i), want[static_cast<size_t>(i)]) << i;
+    EXPECT_EQ(l->owner(i), owners[static_cast<size_t>(i)]) << i;
+  }
+  EXPECT_EQ(l->ShareOf(1), (KeyRange{4, 7}));
+  EXPECT_EQ(l->RangesOf(2), (std::vector<KeyRange>{{7, 9}, {9, 10}}));
+  EXPECT_EQ(l->RangeOf(6), 3);
+  EXPECT_EQ(l->ToString(),
+            "server 0: [0, 4) in 2 ranges, server 1: [4, 7) in 2 ranges, "
+            "server 2: [7, 10) in 2 ranges");
+  // A range never straddles two servers, and sizes differ by at most one
+  // within a share.
+  auto big = KeyLayout::Bucketed(1000003, 2, 100000);
+  ASSERT_TRUE(big.ok());
+  EXPECT_EQ(big->num_ranges(), 12);  // 500002 and 500001 keys: 6 ranges each
+  int64_t covered = 0;
+  for (int i = 0; i < big->num_ranges(); ++i) {
+    EXPECT_EQ(big->range(i).begin, covered);
+    EXPECT_LE(big->range(i).size(), 100000);
+    EXPECT_GE(big->range(i).size(), 83333);
+    covered = big->range(i).end;
+  }
+  EXPECT_EQ(covered, 1000003);
+  EXPECT_EQ(big->ShareOf(0).end, 500002);
+  // No bucket size: one range per server, as Balanced.
+  auto plain = KeyLayout::Bucketed(10, 3, 0);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->ranges(), KeyLayout::Balanced(10, 3)->ranges());
+  EXPECT_FALSE(KeyLayout::Bucketed(2, 3, 1).ok());
 }
 
 LrSchedule Constant(double lr) {

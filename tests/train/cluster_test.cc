@@ -304,9 +304,11 @@ TEST(ClusterTest, CompressedPushesAndPullsLearnWithFewerBytes) {
   EXPECT_DOUBLE_EQ(ratio("fp16", "bytes_pushed"), 0.5);
   EXPECT_LT(ratio("int8", "bytes_pushed"), 0.26);
   EXPECT_GT(ratio("int8", "bytes_pushed"), 0.25);
-  // 60 pulls: one full, 59 differences.
-  EXPECT_NEAR(ratio("fp16", "bytes_pulled"), (1 + 59 * 0.5) / 60, 1e-9);
-  EXPECT_LT(ratio("int8", "bytes_pulled"), (1 + 59 * 0.26) / 60);
+  // 61 pulls: a full one before step 0, then a difference with each of the
+  // 60 pushes (layer-wise pipelining pulls with the push, the last one
+  // included).
+  EXPECT_NEAR(ratio("fp16", "bytes_pulled"), (1 + 60 * 0.5) / 61, 1e-9);
+  EXPECT_LT(ratio("int8", "bytes_pulled"), (1 + 60 * 0.26) / 61);
   EXPECT_EQ(workers["int8-pushes"]["bytes_pulled"],
             workers["none"]["bytes_pulled"]);
   EXPECT_LT(MaxAbsDiff(params["fp16"], params["none"]), 0.01);

@@ -1,0 +1,219 @@
+#include "ps/server_group.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "common/log.h"
+#include "ps/protocol.h"
+
+namespace strata {
+
+ServerGroup::ServerGroup(ServerOptions options, RpcEndpoint& rpc)
+    : options_(std::move(options)), rpc_(rpc) {}
+
+void ServerGroup::Configure(const std::vector<KeyRange>& ranges,
+                            LrSchedule schedule) {
+  std::vector<std::shared_ptr<ParameterServer>> servers;
+  for (const KeyRange& r : ranges) {
+    ServerOptions o = options_;
+    o.range = r;
+    o.schedule = schedule;
+    servers.push_back(std::make_shared<ParameterServer>(o, rpc_));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  servers_ = std::move(servers);
+}
+
+std::vector<std::shared_ptr<ParameterServer>> ServerGroup::Servers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return servers_;
+}
+
+int ServerGroup::num_ranges() const {
+  return static_cast<int>(Servers().size());
+}
+
+KeyRange ServerGroup::Share() const {
+  const auto servers = Servers();
+  if (servers.empty()) return KeyRange{};
+  return KeyRange{servers.front()->range().begin,
+                  servers.back()->range().end};
+}
+
+void ServerGroup::Handle(Message msg) {
+  const MessageType type = msg.header.type;
+  const auto servers = Servers();
+  if (type == kCheckpointRequest) {
+    auto state = SaveState();
+    if (!state.ok()) {
+      rpc_.ReplyErrorOrLog(msg, state.status());
+      return;
+    }
+    Message reply;
+    reply.header.type = MessageType::kAck;
+    reply.header.clock = servers.empty() ? 0 : servers.front()->version();
+    reply.payloads = std::move(*state);
+    rpc_.ReplyOrLog(msg, std::move(reply));
+    return;
+  }
+  if (type == kStatsRequest) {
+    Message reply;
+    reply.header.type = kStatsReply;
+    const std::string text = StatsJson();
+    reply.payloads.push_back(Buffer::CopyOf(text.data(), text.size()));
+    rpc_.ReplyOrLog(msg, std::move(reply));
+    return;
+  }
+  if (servers.size() == 1) {
+    // One range: the server checks the keys itself.
+    servers.front()->Handle(std::move(msg));
+    return;
+  }
+  // Ranges are consecutive: the one that starts at the message's first key.
+  auto it = std::lower_bound(
+      servers.begin(), servers.end(), msg.header.key_begin,
+      [](const std::shared_ptr<ParameterServer>& s, int64_t key) {
+        return s->range().begin < key;
+      });
+  if (it == servers.end() || (*it)->range().begin != msg.header.key_begin ||
+      (*it)->range().end != msg.header.key_end) {
+    const KeyRange share = Share();
+    Status st = Status::InvalidArgument(
+        "server node {} owns keys [{}, {}) in {} ranges of about {} keys; {} "
+        "from node {} was for [{}, {}), which is not one of them",
+        rpc_.node_id(), share.begin, share.end, servers.size(),
+        servers.empty() ? 0 : servers.front()->range().size(),
+        MessageTypeName(type), msg.header.sender, msg.header.key_begin,
+        msg.header.key_end);
+    LogWarning("{}", st.message());
+    rpc_.ReplyErrorOrLog(msg, st);
+    return;
+  }
+  (*it)->Handle(std::move(msg));
+}
+
+Result<std::vector<Buffer>> ServerGroup::SaveState() const {
+  const auto servers = Servers();
+  if (servers.empty()) {
+    return Status::FailedPrecondition(
+        "server node {} has no key ranges yet (nothing to checkpoint)",
+        rpc_.node_id());
+  }
+  if (servers.size() == 1) return servers.front()->SaveState();
+  // One state over the share: the parameters and the optimizer's buffers
+  // end to end; the version, the optimizer's step count and the counters
+  // of the first range (every gradient reaches every range), and each
+  // range's own version and step count beside them.
+  ShardState merged;
+  nlohmann::json ranges = nlohmann::json::array();
+  for (size_t i = 0; i < servers.size(); ++i) {
+    ASSIGN_OR_RETURN(ShardState s, servers[i]->SaveShardState());
+    const KeyRange r = servers[i]->range();
+    ranges.push_back({{"range", {r.begin, r.end}},
+                      {"version", s.version},
+                      {"optimizer_steps", s.optimizer.steps}});
+    merged.params.insert(merged.params.end(), s.params.begin(),
+                         s.params.end());
+    for (const auto& [name, values] : s.optimizer.buffers) {
+      std::vector<float>& to = merged.optimizer.buffers[name];
+      to.insert(to.end(), values.begin(), values.end());
+    }
+    if (i == 0) {
+      merged.version = s.version;
+      merged.optimizer.steps = s.optimizer.steps;
+      merged.stats = s.stats;
+    }
+  }
+  return EncodeServerState(Share(), merged,
+                           nlohmann::json{{"ranges", ranges}}.dump());
+}
+
+Status ServerGroup::RestoreState(const std::vector<Buffer>& state) {
+  const auto servers = Servers();
+  const std::string what = fmt::format("server node {} state", rpc_.node_id());
+  if (servers.empty()) {
+    return Status::FailedPrecondition("{}: the node has no key ranges yet",
+                                      what);
+  }
+  ASSIGN_OR_RETURN(DecodedServerState saved, DecodeServerState(state, what));
+  const KeyRange share = Share();
+  if (!(saved.range == share)) {
+    return Status::DataLoss(
+        "{}: saved for keys [{}, {}), this node owns [{}, {})", what,
+        saved.range.begin, saved.range.end, share.begin, share.end);
+  }
+  // Each range's version and step count: as saved when the ranges are cut
+  // the same way; else the share's, which every range must have had.
+  const nlohmann::json meta = nlohmann::json::parse(saved.meta);
+  const nlohmann::json ranges = meta.value("ranges", nlohmann::json::array());
+  bool same_cut = ranges.size() == servers.size();
+  bool uniform = true;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const nlohmann::json& r = ranges[i];
+    if (!r.is_object() || !r.value("version", nlohmann::json()).is_number_integer() ||
+        !r.value("optimizer_steps", nlohmann::json()).is_number_integer()) {
+      return Status::DataLoss("{}: bad entry {} in \"ranges\"", what, i);
+    }
+    uniform = uniform && r["version"].get<int64_t>() == saved.state.version &&
+              r["optimizer_steps"].get<int64_t>() == saved.state.optimizer.steps;
+    if (same_cut) {
+      const KeyRange own = servers[i]->range();
+      same_cut = r.value("range", nlohmann::json()) ==
+                 nlohmann::json{own.begin, own.end};
+    }
+  }
+  if (!same_cut && !uniform) {
+    return Status::DataLoss(
+        "{}: saved in {} ranges at different versions, which cannot be cut "
+        "into this node's {} ranges (restore with the cluster.pipeline_kb "
+        "the checkpoint was written with)",
+        what, ranges.size(), servers.size());
+  }
+  for (size_t i = 0; i < servers.size(); ++i) {
+    const KeyRange r = servers[i]->range();
+    const size_t from = static_cast<size_t>(r.begin - share.begin);
+    const size_t n = static_cast<size_t>(r.size());
+    ShardState s;
+    s.params.assign(saved.state.params.begin() + from,
+                    saved.state.params.begin() + from + n);
+    for (const auto& [name, values] : saved.state.optimizer.buffers) {
+      if (values.size() != saved.state.params.size()) {
+        return Status::DataLoss(
+            "{}: optimizer buffer \"{}\" has {} values for {} parameters", what,
+            name, values.size(), saved.state.params.size());
+      }
+      s.optimizer.buffers[name].assign(values.begin() + from,
+                                       values.begin() + from + n);
+    }
+    s.version = saved.state.version;
+    s.optimizer.steps = saved.state.optimizer.steps;
+    if (same_cut) {
+      s.version = ranges[i]["version"].get<int64_t>();
+      s.optimizer.steps = ranges[i]["optimizer_steps"].get<int64_t>();
+    }
+    s.stats = saved.state.stats;
+    RETURN_IF_ERROR(servers[i]->RestoreShardState(std::move(s)));
+  }
+  return Status::Ok();
+}
+
+std::string ServerGroup::StatsJson() const {
+  const auto servers = Servers();
+  if (servers.empty()) return "{}";
+  if (servers.size() == 1) return servers.front()->StatsJson();
+  // The first range's counters (every gradient reaches every range), over
+  // the whole share; the restart's loss is the largest of any range.
+  nlohmann::json j = nlohmann::json::parse(servers.front()->StatsJson());
+  const KeyRange share = Share();
+  j["range"] = {share.begin, share.end};
+  j["ranges"] = servers.size();
+  int64_t lost = -1;
+  for (const auto& s : servers) {
+    nlohmann::json one = nlohmann::json::parse(s->StatsJson());
+    lost = std::max(lost, one.value("lost_updates_at_least", int64_t{-1}));
+  }
+  if (lost >= 0) j["lost_updates_at_least"] = lost;
+  return j.dump();
+}
+
+}  // namespace strata
