@@ -23,6 +23,9 @@
 //                              [--ops=push,pull] [--reps=N] [--no-inproc]
 //                              [--transport=zmq|ucx]
 //                              [--context=own|shared]
+//                              [--range_kb=K]  (each server's share in
+//                              ranges of at most K KiB, as a cluster's
+//                              server node with cluster.pipeline_kb = K)
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -54,6 +57,7 @@
 #include "ps/key_range.h"
 #include "ps/optimizer.h"
 #include "ps/server.h"
+#include "ps/server_group.h"
 #include "transport/inproc_transport.h"
 #include "transport/rpc.h"
 #include "transport/transport.h"
@@ -83,10 +87,15 @@ class PsCluster {
  public:
   using Factory = TransportFactory;
 
+  // `range_floats` > 0: each server's share is cut into ranges of at most
+  // that many floats (KeyLayout::Bucketed, served by a ServerGroup as a
+  // cluster's server node does with cluster.pipeline_kb): a push or pull
+  // is then one message per range, and the server applies each range of a
+  // push as soon as it has landed, while the next is on the wire.
   PsCluster(int servers, int workers, size_t bytes, const Factory& factory,
-            const std::string& bind_endpoint) {
+            const std::string& bind_endpoint, int64_t range_floats) {
     const int64_t keys = static_cast<int64_t>(bytes / sizeof(float));
-    Result<KeyLayout> layout = KeyLayout::Balanced(keys, servers);
+    Result<KeyLayout> layout = KeyLayout::Bucketed(keys, servers, range_floats);
     Check(layout.status(), "key layout");
     TransportMesh mesh = MakeMesh(servers, workers, factory, bind_endpoint);
     std::vector<std::unique_ptr<Transport>>& server_t = mesh.servers;
@@ -94,15 +103,20 @@ class PsCluster {
     std::vector<NodeId> server_ids;
     for (int s = 0; s < servers; ++s) {
       ServerOptions so;
-      so.range = layout->range(s);
       so.optimizer.kind = OptimizerOptions::Kind::kSgd;  // no momentum
       so.schedule.lr = kLearningRate;
       so.policy.mode = UpdatePolicy::Mode::kAsync;
       so.policy.num_workers = workers;
       server_ids.push_back(s);
-      servers_.push_back(
-          std::make_unique<ParameterServer>(so, std::move(server_t[s])));
-      servers_.back()->Start();
+      auto node = std::make_unique<ServerNode>();
+      ServerNode* n = node.get();
+      node->rpc = std::make_unique<RpcEndpoint>(
+          std::move(server_t[s]),
+          [n](Message m) { n->group->Handle(std::move(m)); });
+      node->group = std::make_unique<ServerGroup>(so, *node->rpc);
+      node->group->Configure(layout->RangesOf(s), so.schedule);
+      node->rpc->Start();
+      servers_.push_back(std::move(node));
     }
     for (int w = 0; w < workers; ++w) {
       rpcs_.push_back(
@@ -119,12 +133,12 @@ class PsCluster {
     const std::vector<float> initial = Floats(static_cast<size_t>(keys), 0.5f);
     Check(clients_[0]->PushInitial(initial.data())->Wait(kTimeout).status(),
           "initial push");
-    base_versions_.assign(static_cast<size_t>(servers), 0);
+    base_versions_.assign(static_cast<size_t>(layout->num_ranges()), 0);
   }
 
   ~PsCluster() {
     for (auto& rpc : rpcs_) rpc->Stop();
-    for (auto& s : servers_) s->Stop();
+    for (auto& s : servers_) s->rpc->Stop();
   }
 
   // Seconds for `ops` operations per worker, all workers at once.
@@ -144,7 +158,11 @@ class PsCluster {
   }
 
  private:
-  std::vector<std::unique_ptr<ParameterServer>> servers_;
+  struct ServerNode {
+    std::unique_ptr<RpcEndpoint> rpc;
+    std::unique_ptr<ServerGroup> group;
+  };
+  std::vector<std::unique_ptr<ServerNode>> servers_;
   std::vector<std::unique_ptr<RpcEndpoint>> rpcs_;
   std::vector<std::unique_ptr<PsClient>> clients_;
   std::vector<std::vector<float>> grads_;
@@ -173,6 +191,7 @@ struct Flags : bench::CommonFlags {
   int reps = 7;
   bool bare_zmq = true;  // also measure plain ZeroMQ (bare_zmq.h)
   bool ucx = false;      // ours over the UCX transport instead of ZeroMQ
+  int64_t range_floats = 0;  // --range_kb: ranges per server (0: one)
 };
 
 // The common flags (bench_common.h) and --reps=N.
@@ -183,6 +202,8 @@ Flags ParseFlags(int argc, char** argv) {
     if (bench::ParseCommonFlag(arg, &f)) continue;
     if (auto v = bench::FlagValue(arg, "reps")) {
       f.reps = std::max(1, std::stoi(*v));
+    } else if (auto k = bench::FlagValue(arg, "range_kb")) {
+      f.range_floats = static_cast<int64_t>(std::stod(*k) * 1024 / 4);
     } else if (arg == "--no-bare-zmq") {
       f.bare_zmq = false;
     } else if (auto t = bench::FlagValue(arg, "transport")) {
@@ -192,7 +213,8 @@ Flags ParseFlags(int argc, char** argv) {
     } else {
       Die("unknown flag " + arg +
           " (try --sizes=4K,64M --topologies=1+1 --ops=push --reps=5 "
-          "--no-inproc --context=shared --no-bare-zmq --transport=ucx)");
+          "--no-inproc --context=shared --no-bare-zmq --transport=ucx "
+          "--range_kb=4096)");
     }
   }
   bench::CheckCommonFlags(f);
@@ -256,6 +278,12 @@ void Main(int argc, char** argv) {
       kLearningRate, flags.reps, std::thread::hardware_concurrency(),
       flags.shared_context ? "one context shared by all nodes"
                            : "one context per node");
+  if (flags.range_floats > 0) {
+    std::printf(
+        "ours: each server's share in ranges of at most %g KiB (--range_kb; "
+        "a ServerGroup\napplies each range of a push as it lands).\n",
+        static_cast<double>(flags.range_floats) * 4 / 1024);
+  }
   PrintServerWork(max_bytes);
   std::printf("%-8s %-5s %-7s %10s %10s %9s", "topology", "op", "size",
               "ours MB/s", "raw MB/s", "ours/raw");
@@ -273,7 +301,8 @@ void Main(int argc, char** argv) {
       bare = std::make_unique<BareZmqCluster>(servers, workers, max_bytes);
     }
     for (size_t bytes : flags.sizes) {
-      PsCluster ours(servers, workers, bytes, ours_factory, ours_bind);
+      PsCluster ours(servers, workers, bytes, ours_factory, ours_bind,
+                     flags.range_floats);
       for (Op op : flags.ops) {
         const int ops = OpsFor(bytes);
         const double moved = static_cast<double>(bytes) * workers * ops;
@@ -337,7 +366,8 @@ void Main(int argc, char** argv) {
   if (flags.inproc) {
     // In-process, 1 + 1, largest size, through the same PS stack.
     InProcFabric fabric;
-    PsCluster inproc(1, 1, max_bytes, InProcFactory(fabric), "inproc://*");
+    PsCluster inproc(1, 1, max_bytes, InProcFactory(fabric), "inproc://*",
+                     flags.range_floats);
     std::printf("in-process transport, 1+1, %s (same PS stack):\n",
                 SizeName(max_bytes).c_str());
     bool met = true;

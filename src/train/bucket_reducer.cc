@@ -21,10 +21,15 @@ BucketReducer::BucketReducer(int64_t size, int64_t bucket_floats,
                              ReduceFn reduce)
     : BucketReducer(EvenBounds(size, bucket_floats), std::move(reduce)) {}
 
-BucketReducer::BucketReducer(std::vector<int64_t> bounds, ReduceFn reduce)
+BucketReducer::BucketReducer(std::vector<int64_t> bounds, ReduceFn reduce,
+                             float* in_place,
+                             std::shared_ptr<void> in_place_owner)
     : reduce_(std::move(reduce)),
       buffer_(std::make_shared<std::vector<float>>(
-          static_cast<size_t>(bounds.back()), 0.0f)),
+          in_place != nullptr ? 0 : static_cast<size_t>(bounds.back()),
+          0.0f)),
+      in_place_(in_place),
+      in_place_owner_(std::move(in_place_owner)),
       begin_(std::move(bounds)) {
   filled_.assign(begin_.size() - 1, 0);
   launched_.assign(begin_.size() - 1, false);
@@ -41,7 +46,7 @@ BucketReducer::~BucketReducer() {
 }
 
 void BucketReducer::BeginStep() {
-  std::fill(buffer_->begin(), buffer_->end(), 0.0f);
+  std::fill(buffer_->begin(), buffer_->end(), 0.0f);  // empty in place
   {
     std::lock_guard<std::mutex> lock(mu_);
     std::fill(filled_.begin(), filled_.end(), 0);
@@ -75,10 +80,12 @@ void BucketReducer::Ready(int64_t offset, const float* grad, int64_t count) {
       }
     }
     // Bucket b is not read by the reducer until it is full: no lock needed
-    // for its bytes.
-    float* dst = buffer_->data() + lo;
-    const float* src = grad + (lo - offset);
-    for (int64_t i = 0; i < hi - lo; ++i) dst[i] += src[i];
+    // for its bytes. In place, autograd has put them there already.
+    if (in_place_ == nullptr) {
+      float* dst = buffer_->data() + lo;
+      const float* src = grad + (lo - offset);
+      for (int64_t i = 0; i < hi - lo; ++i) dst[i] += src[i];
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       filled_[b] += hi - lo;
@@ -113,7 +120,7 @@ void BucketReducer::Loop() {
       launched_[b] = true;
       if (!error_.ok()) continue;  // a failed group: skip the rest
       lock.unlock();
-      Status st = reduce_(buffer_->data() + begin_[b],
+      Status st = reduce_(data() + begin_[b],
                           static_cast<size_t>(BucketSize(b)));
       lock.lock();
       if (!st.ok() && error_.ok()) {

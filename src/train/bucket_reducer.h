@@ -21,7 +21,11 @@ class GradientSink {
   // The gradient of the `count` floats at `offset` of the flat parameter
   // vector; called on the backward pass's thread, usually late layers
   // first. A parameter used twice in the graph reports twice; both add up.
+  // For a sink that works in place (in_place()), `grad` is null: the
+  // gradient is already accumulated in the model's flat gradient buffer
+  // (the caller hooks autograd after the accumulation, not before).
   virtual void Ready(int64_t offset, const float* grad, int64_t count) = 0;
+  virtual bool in_place() const { return false; }
 };
 
 // Overlaps the reduction of gradient buckets with the backward pass, as
@@ -43,7 +47,15 @@ class BucketReducer final : public GradientSink {
   BucketReducer(int64_t size, int64_t bucket_floats, ReduceFn reduce);
   // Buckets with given bounds: bucket b is [bounds[b], bounds[b + 1]),
   // bounds[0] = 0 and the last bound the size (e.g. a layout's ranges).
-  BucketReducer(std::vector<int64_t> bounds, ReduceFn reduce);
+  // With `in_place` (the model's flat gradient, of bounds.back() floats,
+  // and what owns it), the reducer works in place: the gradients are in
+  // that buffer already when Ready() is called (in_place() is true),
+  // Ready() only counts them, and data() is that buffer; the worker zeroes
+  // it before each step.
+  BucketReducer(std::vector<int64_t> bounds, ReduceFn reduce,
+                float* in_place = nullptr,
+                std::shared_ptr<void> in_place_owner = nullptr);
+  bool in_place() const override { return in_place_ != nullptr; }
   ~BucketReducer() override;
   BucketReducer(const BucketReducer&) = delete;
   BucketReducer& operator=(const BucketReducer&) = delete;
@@ -57,9 +69,11 @@ class BucketReducer final : public GradientSink {
   // error, naming the bucket.
   Status FinishStep(std::chrono::milliseconds timeout);
   // The reduced gradient (valid after FinishStep() succeeded).
-  float* data() { return buffer_->data(); }
+  float* data() { return in_place_ != nullptr ? in_place_ : buffer_->data(); }
   // Owns data(): a zero-copy send of a bucket keeps it alive.
-  std::shared_ptr<void> owner() const { return buffer_; }
+  std::shared_ptr<void> owner() const {
+    return in_place_ != nullptr ? in_place_owner_ : buffer_;
+  }
   int num_buckets() const { return static_cast<int>(begin_.size()) - 1; }
 
  private:
@@ -67,7 +81,9 @@ class BucketReducer final : public GradientSink {
   int64_t BucketSize(int b) const { return begin_[b + 1] - begin_[b]; }
 
   const ReduceFn reduce_;
-  const std::shared_ptr<std::vector<float>> buffer_;
+  const std::shared_ptr<std::vector<float>> buffer_;  // empty in place
+  float* const in_place_;
+  const std::shared_ptr<void> in_place_owner_;
   std::vector<int64_t> begin_;  // bucket b is [begin_[b], begin_[b + 1])
   std::mutex mu_;
   std::condition_variable cv_;

@@ -51,12 +51,16 @@ class PushPullExchange final : public Exchange {
       for (const KeyRange& r : env.layout->ranges()) bounds.push_back(r.begin);
       bounds.push_back(env.layout->total());
       reducer_ = std::make_unique<BucketReducer>(
-          std::move(bounds), [this](float* data, size_t) {
+          std::move(bounds),
+          [this](float* data, size_t) {
             const int64_t offset = data - reducer_->data();
             client_.PushRange(*step_push_, env_.layout->RangeOf(offset),
                               reducer_->data());
             return Status::Ok();
-          });
+          },
+          // In place: the ranges go straight from the model's gradient
+          // buffer, which autograd has accumulated them into.
+          env.model.grads, env.model.owner);
     }
     if (o_.overlap) {
       side_grads_ = std::make_shared<std::vector<float>>(

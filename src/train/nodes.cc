@@ -1,5 +1,6 @@
 #include "train/nodes.h"
 
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -331,9 +332,14 @@ Result<WorkerMetrics> RunWorker(const Config& config,
   }
   RETURN_IF_ERROR(exchange->Start());
   // Strategies that overlap communication with the backward pass get each
-  // parameter's gradient from a hook as autograd produces it (a hook sees
-  // the gradient before it is accumulated into .grad).
+  // parameter's gradient from a hook as autograd produces it: a tensor hook
+  // sees the gradient before it is accumulated into .grad; a sink that
+  // works in place is told after the accumulation instead (a post hook on
+  // the parameter's gradient accumulator, as PyTorch DDP's reducer does),
+  // so the gradient is read where it lies, in the flat buffer.
   std::vector<std::pair<torch::Tensor, unsigned>> hooks;
+  std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>>
+      post_hooks;
   if (GradientSink* sink = exchange->gradient_sink()) {
     std::map<std::string, const FlatParameters::Slot*> slots;
     for (const auto& slot : model.flat.slots()) slots[slot.name] = &slot;
@@ -346,6 +352,27 @@ Result<WorkerMetrics> RunWorker(const Config& config,
       const int64_t offset = it->second->offset;
       const int64_t numel = it->second->numel;
       torch::Tensor p = named.value();
+      if (sink->in_place()) {
+        // The accumulator is kept alive here: autograd holds it weakly and
+        // would otherwise make a new one (without the hook) each step.
+        std::shared_ptr<torch::autograd::Node> acc =
+            torch::autograd::impl::grad_accumulator(p);
+        if (acc == nullptr) {
+          return Status::Internal("parameter {} has no gradient accumulator",
+                                  named.key());
+        }
+        const uintptr_t key =
+            acc->add_post_hook(std::make_unique<
+                               torch::autograd::utils::LambdaPostHook>(
+                [sink, offset, numel](
+                    const torch::autograd::variable_list& outputs,
+                    const torch::autograd::variable_list&) {
+                  sink->Ready(offset, nullptr, numel);
+                  return outputs;
+                }));
+        post_hooks.emplace_back(std::move(acc), key);
+        continue;
+      }
       const unsigned id =
           p.register_hook([sink, offset, numel](const torch::Tensor& g) {
             torch::Tensor c = g.contiguous();
@@ -356,10 +383,13 @@ Result<WorkerMetrics> RunWorker(const Config& config,
   }
   struct RemoveHooksAtExit {
     std::vector<std::pair<torch::Tensor, unsigned>>* hooks;
+    std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>>*
+        post_hooks;
     ~RemoveHooksAtExit() {
       for (auto& [p, id] : *hooks) p.remove_hook(id);
+      for (auto& [acc, key] : *post_hooks) acc->del_post_hook(key);
     }
-  } remove_hooks_at_exit{&hooks};
+  } remove_hooks_at_exit{&hooks, &post_hooks};
   RETURN_IF_ERROR(member.Barrier(0, o.request_timeout));
 
   // Batches come from the worker's own sampler over its shard, or from the

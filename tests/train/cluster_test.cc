@@ -16,6 +16,7 @@
 #include "train/cluster_test_util.h"
 #include "train/data_config.h"
 #include "train/local_trainer.h"
+#include "transport/ucx_transport.h"
 
 namespace strata {
 namespace {
@@ -97,6 +98,67 @@ TEST(ClusterTest, AsyncWithFourWorkersDiffersFromSync) {
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_GT(MaxAbsDiff(a->final_params, b->final_params), 1e-3);
 }
+
+nlohmann::json Summary(const std::string& root);
+
+class PipelineTest : public ::testing::TestWithParam<std::string> {};
+
+// Layer-wise pipelining (cluster.pipeline) is exact: each range of the
+// gradient is pushed as the backward pass finishes it, applied by its own
+// server-side shard and its parameters brought back with the ack, and the
+// run ends with the parameters of the unpipelined run, bit for bit. Every
+// operation is element-wise and sees the same values in the same order:
+// sync with 2 workers sums the two gradients of a step (a + b == b + a in
+// IEEE arithmetic; with 3 or more the arrival order could change the
+// rounding, as it can without pipelining), async with 1 worker applies one
+// gradient at a time.
+TEST_P(PipelineTest, PipelinedRunsEndWithTheUnpipelinedParameters) {
+  const std::string transport = GetParam();
+  if (transport == "ucx" && !HaveUcx())
+    GTEST_SKIP() << "this build has no UCX (libucx-dev not found)";
+  for (const auto& [mode, workers] :
+       std::vector<std::pair<std::string, int>>{{"sync", 2}, {"async", 1}}) {
+    SCOPED_TRACE(mode);
+    std::map<std::string, RunSummary> runs;
+    std::map<std::string, nlohmann::json> summaries;
+    // 442 parameters over 2 servers: 0.1 KiB (25 floats) cuts each share
+    // of 221 into 9 ranges.
+    for (const std::string pipeline : {"cluster.pipeline_kb=0.1",
+                                       "cluster.pipeline=false"}) {
+      std::string root = TempRoot();
+      auto r = RunConfig(With(
+          Base(root),
+          {"cluster.mode=" + mode, "cluster.workers=" + std::to_string(workers),
+           "cluster.transport=" + transport, pipeline}));
+      ASSERT_TRUE(r.ok()) << pipeline << ": " << r.status().ToString();
+      runs[pipeline] = *r;
+      summaries[pipeline] = Summary(root);
+    }
+    const RunSummary& piped = runs["cluster.pipeline_kb=0.1"];
+    const RunSummary& plain = runs["cluster.pipeline=false"];
+    const nlohmann::json& ps = summaries["cluster.pipeline_kb=0.1"];
+    EXPECT_DOUBLE_EQ(ps["pipeline_kb"].get<double>(), 25 * 4 / 1024.0);
+    ASSERT_EQ(ps["servers_stats"].size(), 2u);
+    EXPECT_EQ(ps["servers_stats"][0]["ranges"], 9);
+    EXPECT_EQ(ps["servers_stats"][1]["ranges"], 9);
+    EXPECT_EQ(ps["servers_stats"][0]["applied_gradients"], 20 * workers);
+    EXPECT_EQ(summaries["cluster.pipeline=false"]["pipeline_kb"], 0.0);
+    EXPECT_FALSE(
+        summaries["cluster.pipeline=false"]["servers_stats"][0].contains(
+            "ranges"));
+    ASSERT_EQ(piped.final_params.size(), 442u);
+    EXPECT_GT(MaxAbsDiff(piped.final_params,
+                         std::vector<float>(piped.final_params.size(), 0.0f)),
+              0.0);
+    EXPECT_EQ(piped.final_params, plain.final_params);
+    EXPECT_EQ(piped.final_train_loss, plain.final_train_loss);
+    EXPECT_EQ(piped.samples, plain.samples);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, PipelineTest,
+                         ::testing::Values("inproc", "tcp", "ucx"),
+                         [](const auto& info) { return info.param; });
 
 nlohmann::json Summary(const std::string& root) {
   // The newest run directory under root.
