@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 namespace strata {
@@ -81,6 +83,58 @@ TEST(BucketReducerTest, AFailedReductionIsReturnedNamingTheBucket) {
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("peer lost"), std::string::npos);
   EXPECT_NE(st.message().find("bucket 1 of 2"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+// In place (the parameter-server pipeline): buckets with given bounds over
+// the caller's gradient buffer. Ready() only counts (the gradient is in the
+// buffer already); a bucket is handed to the reduction, as a pointer into
+// that buffer, once every float of it has been reported, last bucket first;
+// nothing is cleared between steps (the worker zeroes its gradients).
+TEST(BucketReducerTest, InPlaceBucketsAreTheCallersBufferCountedNotCopied) {
+  std::vector<float> grads = {1, 2, 3, 4, 5, 6, 7};
+  auto owner = std::make_shared<int>(0);
+  std::mutex mu;
+  std::vector<std::pair<const float*, size_t>> seen;
+  BucketReducer r(
+      {0, 2, 5, 7},
+      [&](float* data, size_t n) {
+        std::lock_guard<std::mutex> lock(mu);
+        seen.emplace_back(data, n);
+        return Status::Ok();
+      },
+      grads.data(), owner);
+  EXPECT_TRUE(r.in_place());
+  EXPECT_EQ(r.data(), grads.data());
+  EXPECT_EQ(r.owner(), owner);
+  r.BeginStep();
+  r.Ready(5, nullptr, 2);
+  r.Ready(2, nullptr, 2);  // bucket 1 still misses float 4
+  r.Ready(0, nullptr, 2);
+  {
+    // Bucket 2 went; bucket 1 waits for its last float (and holds up
+    // bucket 0, which goes after it).
+    std::this_thread::sleep_for(milliseconds(50));
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_EQ(seen.size(), 1u);
+    EXPECT_EQ(seen[0].first, grads.data() + 5);
+  }
+  r.Ready(4, nullptr, 1);
+  ASSERT_TRUE(r.FinishStep(milliseconds(2000)).ok());
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[1].first, grads.data() + 2);
+  EXPECT_EQ(seen[1].second, 3u);
+  EXPECT_EQ(seen[2].first, grads.data());
+  EXPECT_EQ(seen[2].second, 2u);
+  EXPECT_EQ(grads, (std::vector<float>{1, 2, 3, 4, 5, 6, 7}));
+  r.BeginStep();
+  EXPECT_EQ(grads, (std::vector<float>{1, 2, 3, 4, 5, 6, 7}));
+  ASSERT_TRUE(r.FinishStep(milliseconds(2000)).ok());
 }
 
 }  // namespace
