@@ -68,8 +68,11 @@ void Set(Config& c, const std::string& kv) {
 }
 
 // Samples per second of the training loop, from the first to the last line
-// of metrics.jsonl (worker 0's lines for a cluster).
-double LoopSamplesPerSecond(const std::string& metrics_file) {
+// of metrics.jsonl (worker 0's lines for a cluster); with `comm_ms`, the
+// milliseconds per step worker 0 spent waiting for communication (its
+// comm_s over its steps: the exposed, not hidden, part; 0 for local).
+double LoopSamplesPerSecond(const std::string& metrics_file,
+                            double* comm_ms = nullptr) {
   std::ifstream in(metrics_file);
   if (!in) Die("cannot read " + metrics_file);
   double first_wall = -1, last_wall = -1;
@@ -87,6 +90,11 @@ double LoopSamplesPerSecond(const std::string& metrics_file) {
     }
     last_wall = wall;
     last_samples = samples;
+    if (comm_ms != nullptr) {
+      *comm_ms = j.contains("comm_s")
+                     ? 1e3 * j["comm_s"].get<double>() / j["step"].get<double>()
+                     : 0.0;
+    }
   }
   if (last_wall <= first_wall) Die("too few metrics lines in " + metrics_file);
   return static_cast<double>(last_samples - first_samples) /
@@ -95,6 +103,7 @@ double LoopSamplesPerSecond(const std::string& metrics_file) {
 
 struct Measured {
   double loop = 0;     // samples/s over the training loop (the comparison)
+  double comm_ms = 0;  // exposed communication per step (worker 0)
   double summary = 0;  // RunSummary::samples_per_s as the trainer defines it
   double call = 0;     // samples / wall time of the whole call
   double call_s = 0;   // wall time of the whole call
@@ -117,7 +126,7 @@ Measured RunOnce(const Variant& v, const DatasetSplits& data) {
       std::chrono::duration<double>(Clock::now() - t0).count();
   if (!s.ok()) Die(v.name + ": " + s.status().ToString());
   Measured m;
-  m.loop = LoopSamplesPerSecond(dir->File("metrics.jsonl"));
+  m.loop = LoopSamplesPerSecond(dir->File("metrics.jsonl"), &m.comm_ms);
   m.summary = s->samples_per_s;
   m.call_s = call_s;
   m.call = static_cast<double>(s->samples) / call_s;
@@ -195,21 +204,22 @@ double RunTable(const Config& base, const DatasetSplits& data, int threads,
       ratios[i].push_back(loop[i] / loop[0]);
     }
   }
-  std::printf("%-11s %11s %9s %14s %8s %11s\n", "variant", "loop smp/s",
-              "vs local", "summary smp/s", "call s", "call smp/s");
+  std::printf("%-11s %11s %9s %8s %14s %8s %11s\n", "variant", "loop smp/s",
+              "vs local", "comm ms", "summary smp/s", "call s", "call smp/s");
   for (size_t i = 0; i < variants.size(); ++i) {
-    std::vector<double> loop, summary, call, call_s;
+    std::vector<double> loop, summary, call, call_s, comm;
     for (const Measured& m : variants[i].runs) {
       loop.push_back(m.loop);
       summary.push_back(m.summary);
       call.push_back(m.call);
       call_s.push_back(m.call_s);
+      comm.push_back(m.comm_ms);
     }
     char vs[32] = "-";
     if (i > 0) std::snprintf(vs, sizeof(vs), "%.3f", Median(ratios[i]));
-    std::printf("%-11s %11.0f %9s %14.0f %8.2f %11.0f\n",
-                variants[i].name.c_str(), Median(loop), vs, Median(summary),
-                Median(call_s), Median(call));
+    std::printf("%-11s %11.0f %9s %8.3f %14.0f %8.2f %11.0f\n",
+                variants[i].name.c_str(), Median(loop), vs, Median(comm),
+                Median(summary), Median(call_s), Median(call));
   }
   for (size_t i = 1; i < variants.size(); ++i) {
     // Issue 13's targets, for the pipelined variants (the default): in
@@ -309,7 +319,9 @@ int main(int argc, char** argv) {
       "(inproc) and ZeroMQ on loopback TCP (tcp); pipelined (the default)\n"
       "or not (-pipe: cluster.pipeline = false).\nloop smp/s: samples/s "
       "between the first and last metrics.jsonl line (every 50\nsteps), "
-      "defined alike for both: the comparison. summary smp/s: "
+      "defined alike for both: the comparison. comm ms: worker 0's time "
+      "per step\nwaiting for communication (what pipelining did not hide). "
+      "summary smp/s: "
       "RunSummary::samples_per_s\n(local: time in training steps only; "
       "cluster: wall time from the call's start to the\nend of the final "
       "evaluation). call s: wall time of the whole call (set-up and "

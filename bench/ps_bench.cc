@@ -189,8 +189,8 @@ struct Row {
 
 struct Flags : bench::CommonFlags {
   int reps = 7;
-  bool bare_zmq = true;  // also measure plain ZeroMQ (bare_zmq.h)
-  bool ucx = false;      // ours over the UCX transport instead of ZeroMQ
+  bool bare_zmq = true;      // also measure plain ZeroMQ (bare_zmq.h)
+  bool ucx = false;          // ours over the UCX transport instead of ZeroMQ
   int64_t range_floats = 0;  // --range_kb: ranges per server (0: one)
 };
 

@@ -66,8 +66,8 @@ std::unique_ptr<PushHandle> PsClient::SendPush(
     const float* values, const std::vector<int64_t>& versions, uint32_t flags,
     const std::shared_ptr<void>& keep_alive) {
   auto handle = std::make_unique<PushHandle>();
-  SendRanges(*handle, values, versions, flags, 0, layout_.num_ranges(),
-             nullptr, keep_alive);
+  SendRanges(*handle, values, versions, flags, 0, layout_.num_ranges(), nullptr,
+             keep_alive);
   return handle;
 }
 
@@ -176,8 +176,8 @@ void PsClient::PushRange(PushHandle& handle, int range, const float* grads) {
   STRATA_CHECK(handle.client_ == this && range >= 0 &&
                range < layout_.num_ranges());
   SendRanges(handle, grads, handle.versions_,
-             handle.dest_ != nullptr ? kPushPull : 0, range, range + 1,
-             nullptr, handle.keep_alive_);
+             handle.dest_ != nullptr ? kPushPull : 0, range, range + 1, nullptr,
+             handle.keep_alive_);
 }
 
 std::unique_ptr<PushHandle> PsClient::PushInitial(
@@ -357,8 +357,8 @@ Result<PushResult> PushHandle::Wait(std::chrono::milliseconds timeout) {
     if (dest_ != nullptr) {
       // Payload 0 is the step size; the parameters follow (protocol.h).
       ASSIGN_OR_RETURN(const uint64_t got,
-                       client_->TakeParameters(
-                           static_cast<size_t>(indices_[i]), ack, 1, dest_));
+                       client_->TakeParameters(static_cast<size_t>(indices_[i]),
+                                               ack, 1, dest_));
       result.pulled_bytes += got;
     }
   }

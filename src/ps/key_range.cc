@@ -49,6 +49,50 @@ Result<KeyLayout> KeyLayout::Bucketed(int64_t total, int num_servers,
   return layout;
 }
 
+Result<KeyLayout> KeyLayout::Aligned(int64_t total, int num_servers,
+                                     int64_t bucket_floats,
+                                     const std::vector<int64_t>& tensor_ends) {
+  if (tensor_ends.empty() || bucket_floats <= 0)
+    return Bucketed(total, num_servers, bucket_floats);
+  for (size_t i = 0; i < tensor_ends.size(); ++i) {
+    if (tensor_ends[i] <= (i == 0 ? 0 : tensor_ends[i - 1])) {
+      return Status::InvalidArgument("tensor end {} ({}) does not increase", i,
+                                     tensor_ends[i]);
+    }
+  }
+  if (tensor_ends.back() != total) {
+    return Status::InvalidArgument(
+        "the tensors end at {}, the parameter vector at {}", tensor_ends.back(),
+        total);
+  }
+  ASSIGN_OR_RETURN(KeyLayout shares, Balanced(total, num_servers));
+  KeyLayout layout;
+  layout.total_ = total;
+  layout.num_servers_ = num_servers;
+  for (int s = 0; s < num_servers; ++s) {
+    const KeyRange share = shares.range(s);
+    // The tensors' pieces inside the share, end to end.
+    int64_t begin = share.begin;  // of the range being filled
+    int64_t at = share.begin;     // of the next piece
+    auto end_of_piece =
+        std::upper_bound(tensor_ends.begin(), tensor_ends.end(), share.begin);
+    while (at < share.end) {
+      const int64_t piece_end = std::min(share.end, *end_of_piece);
+      if (at > begin && piece_end - begin > bucket_floats) {
+        // The piece does not fit: the range so far is done.
+        layout.ranges_.push_back(KeyRange{begin, at});
+        layout.owners_.push_back(s);
+        begin = at;
+      }
+      at = piece_end;
+      ++end_of_piece;
+    }
+    layout.ranges_.push_back(KeyRange{begin, share.end});
+    layout.owners_.push_back(s);
+  }
+  return layout;
+}
+
 std::vector<KeyRange> KeyLayout::RangesOf(int server) const {
   std::vector<KeyRange> out;
   for (size_t i = 0; i < ranges_.size(); ++i)
@@ -73,10 +117,10 @@ std::string KeyLayout::ToString() const {
   for (int server = 0; server < num_servers_; ++server) {
     const KeyRange share = ShareOf(server);
     const size_t pieces = RangesOf(server).size();
-    s += fmt::format("{}server {}: [{}, {}){}", server ? ", " : "", server,
-                     share.begin, share.end,
-                     pieces > 1 ? fmt::format(" in {} ranges", pieces)
-                                : std::string());
+    s += fmt::format(
+        "{}server {}: [{}, {}){}", server ? ", " : "", server, share.begin,
+        share.end,
+        pieces > 1 ? fmt::format(" in {} ranges", pieces) : std::string());
   }
   return s;
 }

@@ -35,6 +35,18 @@ class KeyLayout {
   // <= 0 is Balanced.
   static Result<KeyLayout> Bucketed(int64_t total, int num_servers,
                                     int64_t bucket_floats);
+  // Balanced's shares cut at the model's tensor boundaries, as PyTorch DDP
+  // buckets gradients: consecutive tensors (`tensor_ends`: the end offset
+  // of each tensor in the flat vector, increasing, the last = total) go
+  // into one range while it holds at most `bucket_floats` keys; a tensor
+  // larger than that is a range of its own (cut only where a share ends).
+  // So a layer's gradient is pushed as soon as the backward pass has it,
+  // and a large tensor is one message. Empty `tensor_ends` is Bucketed;
+  // bucket_floats <= 0 is Balanced. InvalidArgument for ends that are not
+  // increasing or do not end at `total`.
+  static Result<KeyLayout> Aligned(int64_t total, int num_servers,
+                                   int64_t bucket_floats,
+                                   const std::vector<int64_t>& tensor_ends);
 
   int64_t total() const { return total_; }
   int num_ranges() const { return static_cast<int>(ranges_.size()); }

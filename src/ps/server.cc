@@ -115,19 +115,18 @@ Result<std::vector<Buffer>> EncodeServerState(const KeyRange& r,
   }
   ASSIGN_OR_RETURN(std::string bytes, EncodeSafetensors(tensors));
   const ShardStats& st = state.stats;
-  nlohmann::json meta =
-      nlohmann::json{
-          {"version", state.version},
-          {"optimizer_steps", state.optimizer.steps},
-          {"range", {r.begin, r.end}},
-          {"stats",
-           {{"applied_gradients", st.applied_gradients},
-            {"updates", st.updates},
-            {"dropped", st.dropped},
-            {"deferred", st.deferred},
-            {"tail_updates", st.tail_updates},
-            {"staleness", CountsToJson(st.staleness)},
-            {"gradients_per_update", CountsToJson(st.gradients_per_update)}}}};
+  nlohmann::json meta = nlohmann::json{
+      {"version", state.version},
+      {"optimizer_steps", state.optimizer.steps},
+      {"range", {r.begin, r.end}},
+      {"stats",
+       {{"applied_gradients", st.applied_gradients},
+        {"updates", st.updates},
+        {"dropped", st.dropped},
+        {"deferred", st.deferred},
+        {"tail_updates", st.tail_updates},
+        {"staleness", CountsToJson(st.staleness)},
+        {"gradients_per_update", CountsToJson(st.gradients_per_update)}}}};
   if (!extra_json.empty()) {
     nlohmann::json extra = nlohmann::json::parse(extra_json);
     for (const auto& [k, v] : extra.items()) meta[k] = v;
@@ -154,8 +153,8 @@ Result<DecodedServerState> DecodeServerState(const std::vector<Buffer>& state,
   ASSIGN_OR_RETURN(SafetensorsFile file,
                    DecodeSafetensors(state[1].ToString(), what));
   const nlohmann::json range = meta.value("range", nlohmann::json());
-  if (!range.is_array() || range.size() != 2 ||
-      !range[0].is_number_integer() || !range[1].is_number_integer()) {
+  if (!range.is_array() || range.size() != 2 || !range[0].is_number_integer() ||
+      !range[1].is_number_integer()) {
     return Status::DataLoss("{}: no key range in the JSON header", what);
   }
   DecodedServerState out;
@@ -192,10 +191,10 @@ Status ParameterServer::RestoreState(const std::vector<Buffer>& state) {
   ASSIGN_OR_RETURN(DecodedServerState saved, DecodeServerState(state, what));
   const KeyRange r = Range();
   if (!(saved.range == r)) {
-    return Status::DataLoss("{}: saved for keys [{}, {}), this server owns "
-                            "[{}, {})",
-                            what, saved.range.begin, saved.range.end, r.begin,
-                            r.end);
+    return Status::DataLoss(
+        "{}: saved for keys [{}, {}), this server owns "
+        "[{}, {})",
+        what, saved.range.begin, saved.range.end, r.begin, r.end);
   }
   return RestoreShardState(std::move(saved.state));
 }

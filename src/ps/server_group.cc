@@ -36,8 +36,7 @@ int ServerGroup::num_ranges() const {
 KeyRange ServerGroup::Share() const {
   const auto servers = Servers();
   if (servers.empty()) return KeyRange{};
-  return KeyRange{servers.front()->range().begin,
-                  servers.back()->range().end};
+  return KeyRange{servers.front()->range().begin, servers.back()->range().end};
 }
 
 void ServerGroup::Handle(Message msg) {
@@ -70,11 +69,10 @@ void ServerGroup::Handle(Message msg) {
     return;
   }
   // Ranges are consecutive: the one that starts at the message's first key.
-  auto it = std::lower_bound(
-      servers.begin(), servers.end(), msg.header.key_begin,
-      [](const std::shared_ptr<ParameterServer>& s, int64_t key) {
-        return s->range().begin < key;
-      });
+  auto it =
+      std::lower_bound(servers.begin(), servers.end(), msg.header.key_begin,
+                       [](const std::shared_ptr<ParameterServer>& s,
+                          int64_t key) { return s->range().begin < key; });
   if (it == servers.end() || (*it)->range().begin != msg.header.key_begin ||
       (*it)->range().end != msg.header.key_end) {
     const KeyRange share = Share();
@@ -112,8 +110,7 @@ Result<std::vector<Buffer>> ServerGroup::SaveState() const {
     ranges.push_back({{"range", {r.begin, r.end}},
                       {"version", s.version},
                       {"optimizer_steps", s.optimizer.steps}});
-    merged.params.insert(merged.params.end(), s.params.begin(),
-                         s.params.end());
+    merged.params.insert(merged.params.end(), s.params.begin(), s.params.end());
     for (const auto& [name, values] : s.optimizer.buffers) {
       std::vector<float>& to = merged.optimizer.buffers[name];
       to.insert(to.end(), values.begin(), values.end());
@@ -150,12 +147,14 @@ Status ServerGroup::RestoreState(const std::vector<Buffer>& state) {
   bool uniform = true;
   for (size_t i = 0; i < ranges.size(); ++i) {
     const nlohmann::json& r = ranges[i];
-    if (!r.is_object() || !r.value("version", nlohmann::json()).is_number_integer() ||
+    if (!r.is_object() ||
+        !r.value("version", nlohmann::json()).is_number_integer() ||
         !r.value("optimizer_steps", nlohmann::json()).is_number_integer()) {
       return Status::DataLoss("{}: bad entry {} in \"ranges\"", what, i);
     }
-    uniform = uniform && r["version"].get<int64_t>() == saved.state.version &&
-              r["optimizer_steps"].get<int64_t>() == saved.state.optimizer.steps;
+    uniform =
+        uniform && r["version"].get<int64_t>() == saved.state.version &&
+        r["optimizer_steps"].get<int64_t>() == saved.state.optimizer.steps;
     if (same_cut) {
       const KeyRange own = servers[i]->range();
       same_cut = r.value("range", nlohmann::json()) ==

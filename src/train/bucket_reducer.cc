@@ -26,8 +26,7 @@ BucketReducer::BucketReducer(std::vector<int64_t> bounds, ReduceFn reduce,
                              std::shared_ptr<void> in_place_owner)
     : reduce_(std::move(reduce)),
       buffer_(std::make_shared<std::vector<float>>(
-          in_place != nullptr ? 0 : static_cast<size_t>(bounds.back()),
-          0.0f)),
+          in_place != nullptr ? 0 : static_cast<size_t>(bounds.back()), 0.0f)),
       in_place_(in_place),
       in_place_owner_(std::move(in_place_owner)),
       begin_(std::move(bounds)) {
@@ -120,8 +119,8 @@ void BucketReducer::Loop() {
       launched_[b] = true;
       if (!error_.ok()) continue;  // a failed group: skip the rest
       lock.unlock();
-      Status st = reduce_(data() + begin_[b],
-                          static_cast<size_t>(BucketSize(b)));
+      Status st =
+          reduce_(data() + begin_[b], static_cast<size_t>(BucketSize(b)));
       lock.lock();
       if (!st.ok() && error_.ok()) {
         error_ =

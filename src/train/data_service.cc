@@ -397,10 +397,9 @@ Status RunDataRole(const Config& config, const ClusterPlan& plan, int index,
   facts.width = train.width;
   facts.classes = train.num_classes;
   facts.train_size = train.size();
-  const std::string run_facts = nlohmann::json{
-      {"num_params", plan.num_params},
-      {"iterations", o.iterations},
-      {"data", facts.ToJson()}}.dump();
+  nlohmann::json run_facts_json = RunFactsJson(plan);
+  run_facts_json["data"] = facts.ToJson();
+  const std::string run_facts = run_facts_json.dump();
   LogInfo(
       "data server {}: {} assignment, sampler {}, serving workers {} mod {} "
       "from {} training examples",

@@ -151,14 +151,7 @@ class PushPullExchange final : public Exchange {
         pulled_with_push_
             ? client_.PushPull(model.grads, pulled_, model.params, model.owner)
             : client_.Push(model.grads, sync_ ? step_ : pulled_, model.owner);
-    auto pushed = handle->Wait(o_.request_timeout);
-    if (!pushed.ok()) {
-      return pushed.status().WithContext(
-          fmt::format("worker {} push at iteration {}", env_.index, it));
-    }
-    if (sync_) step_ = pushed->versions;
-    Account(*pushed, pulled_with_push_);
-    return Status::Ok();
+    return CompletePush(*handle, it);
   }
 
   Status Finish(int64_t steps) override {
@@ -209,8 +202,14 @@ class PushPullExchange final : public Exchange {
       return sent.WithContext(
           fmt::format("worker {} push at iteration {}", env_.index, it));
     }
-    auto pushed = step_push_->Wait(o_.request_timeout);
+    Status done = CompletePush(*step_push_, it);
     step_push_.reset();
+    return done;
+  }
+
+  // Waits for step `it`'s push (and the pull that came with it) and books it.
+  Status CompletePush(PushHandle& handle, int64_t it) {
+    auto pushed = handle.Wait(o_.request_timeout);
     if (!pushed.ok()) {
       return pushed.status().WithContext(
           fmt::format("worker {} push at iteration {}", env_.index, it));

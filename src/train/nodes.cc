@@ -361,9 +361,8 @@ Result<WorkerMetrics> RunWorker(const Config& config,
           return Status::Internal("parameter {} has no gradient accumulator",
                                   named.key());
         }
-        const uintptr_t key =
-            acc->add_post_hook(std::make_unique<
-                               torch::autograd::utils::LambdaPostHook>(
+        const uintptr_t key = acc->add_post_hook(
+            std::make_unique<torch::autograd::utils::LambdaPostHook>(
                 [sink, offset, numel](
                     const torch::autograd::variable_list& outputs,
                     const torch::autograd::variable_list&) {

@@ -300,11 +300,17 @@ Status ClusterPlan::SizeFor(const Config& config, const InputSpec& input) {
   ASSIGN_OR_RETURN(Model probe,
                    CreateModel(ModelOptions::FromConfig(config), input));
   num_params = probe.flat.size();
+  tensor_ends.clear();
+  for (const auto& slot : probe.flat.slots())
+    tensor_ends.push_back(slot.offset + slot.numel);
+  std::sort(tensor_ends.begin(), tensor_ends.end());
+  if (tensor_ends.empty() || tensor_ends.back() != num_params)
+    tensor_ends.push_back(num_params);
   // Decentralized modes have no servers: one range, which nobody serves.
-  ASSIGN_OR_RETURN(layout,
-                   KeyLayout::Bucketed(num_params,
-                                       std::max(1, options.roles.num_servers()),
-                                       options.pipeline_floats));
+  ASSIGN_OR_RETURN(
+      layout,
+      KeyLayout::Aligned(num_params, std::max(1, options.roles.num_servers()),
+                         options.pipeline_floats, tensor_ends));
   return Status::Ok();
 }
 
@@ -650,10 +656,14 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
   return summary;
 }
 
-std::string RunFacts(const ClusterPlan& plan) {
+nlohmann::json RunFactsJson(const ClusterPlan& plan) {
   return nlohmann::json{{"num_params", plan.num_params},
-                        {"iterations", plan.options.iterations}}
-      .dump();
+                        {"tensor_ends", plan.tensor_ends},
+                        {"iterations", plan.options.iterations}};
+}
+
+std::string RunFacts(const ClusterPlan& plan) {
+  return RunFactsJson(plan).dump();
 }
 
 Status RunServerRole(const Config& config, const ClusterRunOptions& o,
@@ -698,9 +708,26 @@ Status RunServerRole(const Config& config, const ClusterRunOptions& o,
     }
     const int64_t num_params = facts["num_params"].get<int64_t>();
     const int64_t iterations = facts["iterations"].get<int64_t>();
-    ASSIGN_OR_RETURN(KeyLayout layout,
-                     KeyLayout::Bucketed(num_params, o.roles.num_servers(),
-                                         o.pipeline_floats));
+    // The ranges are cut where the workers' model's tensors end.
+    std::vector<int64_t> tensor_ends;
+    const nlohmann::json ends = facts.value("tensor_ends", nlohmann::json());
+    if (ends.is_array()) {
+      for (const nlohmann::json& e : ends) {
+        if (!e.is_number_integer()) {
+          return Status::DataLoss(
+              "server {}: bad tensor ends in the run facts: {}", index,
+              ends.dump());
+        }
+        tensor_ends.push_back(e.get<int64_t>());
+      }
+    }
+    Result<KeyLayout> cut = KeyLayout::Aligned(
+        num_params, o.roles.num_servers(), o.pipeline_floats, tensor_ends);
+    if (!cut.ok()) {
+      return cut.status().WithContext(
+          fmt::format("server {}: the key layout", index));
+    }
+    const KeyLayout& layout = *cut;
     server.Configure(layout.RangesOf(index),
                      LrSchedule::FromConfig(config, iterations));
     if (o.checkpoints()) {

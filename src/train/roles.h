@@ -27,6 +27,10 @@ struct ClusterPlan {
   ClusterRunOptions options;
   KeyLayout layout;
   int64_t num_params = 0;
+  // Where each of the model's tensors ends in the flat vector (increasing):
+  // the layout's ranges are cut there (KeyLayout::Aligned). Servers learn
+  // them from the run facts (RunFacts).
+  std::vector<int64_t> tensor_ends;
   // Which examples each worker trains on (data.shard_plan or
   // data.sharding.*; sharding/resolve.h). Null when Make() was asked not to
   // resolve them (servers, evaluator and coordinator do not need them).
@@ -46,6 +50,11 @@ struct ClusterPlan {
   // options.iterations from the epochs when train.iterations is 0.
   void SetIterations(int64_t train_size);
 };
+
+// The run facts a worker (or a data server) announces when it joins, which
+// the coordinator hands to the servers: the parameter count, the tensor
+// ends, the iterations per worker.
+nlohmann::json RunFactsJson(const ClusterPlan& plan);
 
 // A node's state from the checkpoint the run resumes from (no payloads: a
 // fresh start), asked of the coordinator once the node joined

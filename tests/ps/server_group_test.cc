@@ -48,9 +48,8 @@ class GroupFixture {
       EXPECT_TRUE(wt.ok());
       EXPECT_TRUE((*wt)->Bind("inproc://*").ok());
       EXPECT_TRUE((*wt)->Connect(0, server_rpc_->transport().endpoint()).ok());
-      EXPECT_TRUE(server_rpc_->transport()
-                      .Connect(100 + w, (*wt)->endpoint())
-                      .ok());
+      EXPECT_TRUE(
+          server_rpc_->transport().Connect(100 + w, (*wt)->endpoint()).ok());
       rpcs_.push_back(
           std::make_unique<RpcEndpoint>(std::move(*wt), [](Message) {}));
       clients_.push_back(std::make_unique<PsClient>(*rpcs_.back(), layout_,
@@ -66,8 +65,8 @@ class GroupFixture {
 
   std::vector<float> Pull(int w = 0) {
     std::vector<float> out(kKeys, -1.0f);
-    auto p = clients_[static_cast<size_t>(w)]->Pull(out.data(), {})->Wait(
-        kTimeout);
+    auto p =
+        clients_[static_cast<size_t>(w)]->Pull(out.data(), {})->Wait(kTimeout);
     EXPECT_TRUE(p.ok()) << p.status().ToString();
     return out;
   }
@@ -104,8 +103,7 @@ TEST(ServerGroupTest, RangesPushedOutOfOrderApplyLikeOneWholePush) {
   EXPECT_EQ(pushed->pulled_bytes, sizeof(float) * kKeys);
   // Exactly what the optimizer does to the whole vector in one push.
   std::vector<float> want(kKeys);
-  for (size_t i = 0; i < want.size(); ++i)
-    want[i] = init[i] - 0.5f * grad[i];
+  for (size_t i = 0; i < want.size(); ++i) want[i] = init[i] - 0.5f * grad[i];
   EXPECT_EQ(dest, want);
   EXPECT_EQ(f.Pull(), want);
   // The node's statistics are its share's.
@@ -169,8 +167,9 @@ TEST(ServerGroupTest, ACheckpointOfTheShareRestoresCutDifferently) {
     PsClient& c = *f.clients_[0];
     ASSERT_TRUE(c.PushInitial(init.data())->Wait(kTimeout).ok());
     for (int step = 0; step < 3; ++step) {
-      ASSERT_TRUE(
-          c.Push(grad.data(), std::vector<int64_t>(4, step))->Wait(kTimeout).ok());
+      ASSERT_TRUE(c.Push(grad.data(), std::vector<int64_t>(4, step))
+                      ->Wait(kTimeout)
+                      .ok());
     }
     params = f.Pull();
     auto s = f.group_->SaveState();

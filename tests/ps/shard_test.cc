@@ -71,6 +71,36 @@ TEST(KeyLayoutTest, BucketedCutsEachServersShareIntoEqualRanges) {
   EXPECT_FALSE(KeyLayout::Bucketed(2, 3, 1).ok());
 }
 
+TEST(KeyLayoutTest, AlignedCutsAtTensorEndsAndKeepsLargeTensorsWhole) {
+  // Tensors of 3, 2, 10, 1, 1, 3 keys (ends 3, 5, 15, 16, 17, 20); one
+  // server; ranges of at most 5 keys: [0, 5) holds two tensors, the
+  // 10-key tensor is a range of its own, the last three fit in one.
+  const std::vector<int64_t> ends = {3, 5, 15, 16, 17, 20};
+  auto one = KeyLayout::Aligned(20, 1, 5, ends);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_EQ(one->ranges(), (std::vector<KeyRange>{{0, 5}, {5, 15}, {15, 20}}));
+  // Two servers (shares [0, 10) and [10, 20)): the share boundary cuts the
+  // large tensor, and each share is cut on its own.
+  auto two = KeyLayout::Aligned(20, 2, 5, ends);
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(two->ranges(),
+            (std::vector<KeyRange>{{0, 5}, {5, 10}, {10, 15}, {15, 20}}));
+  EXPECT_EQ(two->owner(1), 0);
+  EXPECT_EQ(two->owner(2), 1);
+  // A cap below every tensor: one range per tensor piece.
+  auto fine = KeyLayout::Aligned(20, 1, 1, ends);
+  ASSERT_TRUE(fine.ok());
+  EXPECT_EQ(fine->num_ranges(), 6);
+  // No tensors: Bucketed; no cap: Balanced.
+  EXPECT_EQ(KeyLayout::Aligned(20, 1, 5, {})->num_ranges(), 4);
+  EXPECT_EQ(KeyLayout::Aligned(20, 2, 0, ends)->num_ranges(), 2);
+  EXPECT_FALSE(KeyLayout::Aligned(20, 1, 5, {3, 3, 20}).ok());
+  auto short_ends = KeyLayout::Aligned(20, 1, 5, {3, 19});
+  ASSERT_FALSE(short_ends.ok());
+  EXPECT_NE(short_ends.status().message().find("end at 19"), std::string::npos)
+      << short_ends.status().message();
+}
+
 LrSchedule Constant(double lr) {
   LrSchedule s;
   s.lr = lr;
