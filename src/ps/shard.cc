@@ -93,10 +93,31 @@ ParameterShard::PushOutcome ParameterShard::Push(const FloatPiece* pieces,
     }
     ++stats_.deferred;
   }
-  for (size_t k = 0; k < num_pieces; ++k) {
-    float* a = accum_.data() + pieces[k].offset;
-    const float* g = pieces[k].data;
-    for (int64_t i = 0; i < pieces[k].size; ++i) a[i] += g[i];
+  int64_t covered = 0;
+  for (size_t k = 0; k < num_pieces; ++k) covered += pieces[k].size;
+  const bool whole = covered == range_.size();
+  if (accum_count_ == 0 && whole && StepSizeLocked() <= 1) {
+    // A step of one gradient: its mean is the gradient itself (x * 1.0f is
+    // x), applied from the message as it is, as in asynchronous mode,
+    // instead of summed into the accumulator and read back from there.
+    ++stats_.staleness[staleness];
+    CloseStepLocked(pieces, num_pieces, staleness, 1);
+    return {PushOutcome::State::kApplied, version_, staleness, last_step_size_};
+  }
+  if (accum_count_ == 0 && whole) {
+    // The first gradient of a step is copied, not added to zeros: the
+    // accumulator is not cleared after a step.
+    for (size_t k = 0; k < num_pieces; ++k) {
+      std::memcpy(accum_.data() + pieces[k].offset, pieces[k].data,
+                  sizeof(float) * static_cast<size_t>(pieces[k].size));
+    }
+  } else {
+    if (accum_count_ == 0) std::fill(accum_.begin(), accum_.end(), 0.0f);
+    for (size_t k = 0; k < num_pieces; ++k) {
+      float* a = accum_.data() + pieces[k].offset;
+      const float* g = pieces[k].data;
+      for (int64_t i = 0; i < pieces[k].size; ++i) a[i] += g[i];
+    }
   }
   ++accum_count_;
   ++stats_.staleness[staleness];
@@ -157,24 +178,38 @@ int64_t ParameterShard::last_step_size() const {
   return last_step_size_;
 }
 
-bool ParameterShard::MaybeCloseLocked() {
-  const int64_t needed =
-      std::min<int64_t>(policy_.updates_per_step, std::max(1, active_workers_));
-  if (accum_count_ == 0 || accum_count_ < needed) return false;
-  const int64_t n = range_.size();
-  const float inv =
-      policy_.sum_gradients ? 1.0f : 1.0f / static_cast<float>(accum_count_);
-  for (int64_t i = 0; i < n; ++i) scratch_[i] = accum_[i] * inv;
-  const FloatPiece mean{0, scratch_.data(), n};
-  ApplyLocked(&mean, 1, accum_max_staleness_, accum_count_);
-  stats_.applied_gradients += accum_count_;
-  last_step_size_ = accum_count_;
+int64_t ParameterShard::StepSizeLocked() const {
+  return std::min<int64_t>(policy_.updates_per_step,
+                           std::max(1, active_workers_));
+}
+
+void ParameterShard::CloseStepLocked(const FloatPiece* pieces,
+                                     size_t num_pieces, int64_t staleness,
+                                     int64_t count) {
+  ApplyLocked(pieces, num_pieces, staleness, count);
+  stats_.applied_gradients += count;
+  last_step_size_ = count;
   if (active_workers_ >= policy_.updates_per_step) {
-    ++stats_.gradients_per_update[accum_count_];
+    ++stats_.gradients_per_update[count];
   } else {
     ++stats_.tail_updates;
   }
-  std::fill(accum_.begin(), accum_.end(), 0.0f);
+}
+
+bool ParameterShard::MaybeCloseLocked() {
+  if (accum_count_ == 0 || accum_count_ < StepSizeLocked()) return false;
+  const int64_t n = range_.size();
+  const float inv =
+      policy_.sum_gradients ? 1.0f : 1.0f / static_cast<float>(accum_count_);
+  const float* mean_data = accum_.data();
+  if (inv != 1.0f) {
+    for (int64_t i = 0; i < n; ++i) scratch_[i] = accum_[i] * inv;
+    mean_data = scratch_.data();
+  }
+  const FloatPiece mean{0, mean_data, n};
+  CloseStepLocked(&mean, 1, accum_max_staleness_, accum_count_);
+  // The accumulator is left as it is: the next step's first gradient
+  // overwrites it.
   accum_count_ = 0;
   accum_max_staleness_ = 0;
   return true;

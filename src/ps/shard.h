@@ -162,6 +162,11 @@ class ParameterShard {
                    int64_t staleness, int64_t num_grads);
   // Sync: closes the step if enough gradients are in. Returns true if it did.
   bool MaybeCloseLocked();
+  // Sync: how many gradients close a step now.
+  int64_t StepSizeLocked() const;
+  // Sync: applies a step's mean gradient (of `count` gradients) and counts it.
+  void CloseStepLocked(const FloatPiece* pieces, size_t num_pieces,
+                       int64_t staleness, int64_t count);
 
   const KeyRange range_;
   const LrSchedule schedule_;
@@ -172,7 +177,8 @@ class ParameterShard {
   std::shared_ptr<std::vector<float>> params_;  // GUARDED_BY(mu_)
   std::unique_ptr<Optimizer> optimizer_;        // GUARDED_BY(mu_)
   std::vector<float>
-      accum_;  // GUARDED_BY(mu_) sync: sum of this step's gradients
+      accum_;  // GUARDED_BY(mu_) sync: sum of this step's gradients (the
+               // first accum_count_ > 0 of them; stale when it is 0)
   std::vector<float> scratch_;       // GUARDED_BY(mu_) sync: the mean
   int64_t accum_count_ = 0;          // GUARDED_BY(mu_)
   int64_t accum_max_staleness_ = 0;  // GUARDED_BY(mu_)

@@ -269,5 +269,47 @@ TEST(ParameterShardTest, SyncSumsInsteadOfAveragingWhenAsked) {
   EXPECT_FLOAT_EQ(out, 1.0f - 0.1f * 4.0f);  // the mean would give 1 - 0.2
 }
 
+// A step's sum starts from nothing whatever came before: steps of two
+// gradients, then (a worker gone) steps of one, which are applied straight
+// from the message, and a push covering part of the range, which is summed
+// into zeros.
+TEST(ParameterShardTest, SyncStepsStartFromAnEmptySumWhateverTheStepSize) {
+  UpdatePolicy p;
+  p.mode = UpdatePolicy::Mode::kSync;
+  p.num_workers = 2;
+  p.updates_per_step = 2;
+  ParameterShard shard({0, 2}, {0.0f, 0.0f}, OptimizerOptions{}, Constant(1.0),
+                       p);
+  const float a[2] = {1, 2}, b[2] = {3, 4}, c[2] = {10, 20}, d[2] = {30, 40};
+  EXPECT_EQ(shard.Push(a, 0).state, State::kPending);
+  EXPECT_EQ(shard.Push(b, 0).state, State::kApplied);  // mean {2, 3}
+  EXPECT_EQ(shard.Push(c, 1).state, State::kPending);
+  EXPECT_EQ(shard.Push(d, 1).state, State::kApplied);  // mean {20, 30}
+  float out[2];
+  ASSERT_EQ(shard.ReadIfAtLeast(2, out), 2);
+  EXPECT_FLOAT_EQ(out[0], -22.0f);
+  EXPECT_FLOAT_EQ(out[1], -33.0f);
+  EXPECT_FALSE(shard.WorkerLeft());  // nothing pending: no step to close
+  const float e[2] = {5, 6};
+  auto o = shard.Push(e, 2);
+  EXPECT_EQ(o.state, State::kApplied);
+  EXPECT_EQ(o.version, 3);
+  EXPECT_EQ(o.step_size, 1);
+  ASSERT_EQ(shard.ReadIfAtLeast(3, out), 3);
+  EXPECT_FLOAT_EQ(out[0], -27.0f);
+  EXPECT_FLOAT_EQ(out[1], -39.0f);
+  const float f = 7;
+  const FloatPiece part{1, &f, 1};
+  EXPECT_EQ(shard.Push(&part, 1, 3).state, State::kApplied);
+  ASSERT_EQ(shard.ReadIfAtLeast(4, out), 4);
+  EXPECT_FLOAT_EQ(out[0], -27.0f);  // not in the push: a zero gradient
+  EXPECT_FLOAT_EQ(out[1], -46.0f);
+  const ShardStats st = shard.stats();
+  EXPECT_EQ(st.applied_gradients, 6);
+  EXPECT_EQ(st.updates, 4);
+  EXPECT_EQ(st.gradients_per_update.at(2), 2);
+  EXPECT_EQ(st.tail_updates, 2);
+}
+
 }  // namespace
 }  // namespace strata

@@ -106,7 +106,9 @@ int64_t KeepCheckpointsBelow(const std::string& run, int64_t below) {
   }
   for (int64_t step = below; step <= 100000; ++step) {
     const std::string dir = run + "/checkpoints/step-" + std::to_string(step);
-    if (FileExists(dir)) EXPECT_EQ(std::system(("rm -rf " + dir).c_str()), 0);
+    if (FileExists(dir)) {
+      EXPECT_EQ(std::system(("rm -rf " + dir).c_str()), 0);
+    }
   }
   return newest;
 }
