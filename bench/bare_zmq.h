@@ -14,6 +14,13 @@
 // by an 8-byte ack; a pull is a request frame answered by the payload frames,
 // which the worker receives and drops (raw likewise receives into a buffer
 // and does nothing with it).
+//
+// With `work` (the "zmq+work" column), bare ZeroMQ also does the work on the
+// bytes that ours does, so that ours / zmq+work is the cost of our layers
+// alone: a server keeps float parameters and, once a push's frames are all
+// in, applies plain SGD (p -= lr * g) frame by frame, as ParameterServer
+// does in asynchronous mode; a worker copies each pulled frame into a
+// destination as it arrives, as ours receives a pull in place.
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -28,11 +35,13 @@ namespace strata::bench {
 
 class BareZmqCluster {
  public:
-  BareZmqCluster(int servers, int workers, size_t max_bytes)
-      : servers_(servers), workers_(workers) {
-    block_ = MakeBlock(max_bytes / static_cast<size_t>(servers));
+  BareZmqCluster(int servers, int workers, size_t max_bytes, bool work = false)
+      : servers_(servers), workers_(workers), work_(work) {
+    const size_t share = max_bytes / static_cast<size_t>(servers);
+    block_ = MakeBlock(share);
     for (int s = 0; s < servers; ++s) {
       auto node = std::make_unique<Server>();
+      if (work) node->params.assign(share / sizeof(float) + 1, 0.5f);
       node->context = std::make_unique<zmq::context_t>(1);
       node->router = std::make_unique<zmq::socket_t>(*node->context,
                                                      zmq::socket_type::router);
@@ -44,6 +53,7 @@ class BareZmqCluster {
     }
     for (int w = 0; w < workers; ++w) {
       auto node = std::make_unique<Worker>();
+      if (work) node->dest.assign(max_bytes + kMiB, 0);
       node->context = std::make_unique<zmq::context_t>(1);
       for (int s = 0; s < servers; ++s) {
         node->dealers.emplace_back(*node->context, zmq::socket_type::dealer);
@@ -79,7 +89,13 @@ class BareZmqCluster {
           if (op == Op::kPush) SendFrames(d, share);
         }
         for (int s = 0; s < servers_; ++s) {
-          if (DrainMessage(node.dealers[s]) == 0) Die("bare zmq: no reply");
+          uint8_t* dest =
+              work_ && op == Op::kPull
+                  ? node.dest.data() + static_cast<size_t>(s) * share
+                  : nullptr;
+          if (DrainMessage(node.dealers[s], dest) == 0) {
+            Die("bare zmq: no reply");
+          }
         }
       }
     });
@@ -91,10 +107,12 @@ class BareZmqCluster {
     std::unique_ptr<zmq::socket_t> router;
     std::string endpoint;
     std::thread thread;
+    std::vector<float> params;  // with work: the server's range
   };
   struct Worker {
     std::unique_ptr<zmq::context_t> context;
     std::vector<zmq::socket_t> dealers;
+    std::vector<uint8_t> dest;  // with work: where pulls are copied
   };
 
   static void NoFree(void*, void*) {}
@@ -110,15 +128,40 @@ class BareZmqCluster {
     }
   }
 
-  // Receives one whole message; returns its frame count (0 on timeout).
-  static int DrainMessage(zmq::socket_t& socket) {
+  // Receives one whole message, copying each frame after the previous one
+  // into `dest` if it is not null; returns its frame count (0 on timeout).
+  static int DrainMessage(zmq::socket_t& socket, uint8_t* dest = nullptr) {
     int frames = 0;
     zmq::message_t part;
     do {
       if (!socket.recv(part, zmq::recv_flags::none)) return frames;
+      if (dest != nullptr) {
+        std::memcpy(dest, part.data(), part.size());
+        dest += part.size();
+      }
       ++frames;
     } while (part.more());
     return frames;
+  }
+
+  // Receives a push's payload frames, then applies them to `params` as one
+  // SGD step.
+  static void ApplyPush(zmq::socket_t& socket, std::vector<float>& params) {
+    std::vector<zmq::message_t> frames;
+    do {
+      frames.emplace_back();
+      if (!socket.recv(frames.back(), zmq::recv_flags::none)) {
+        Die("bare zmq: recv");
+      }
+    } while (frames.back().more());
+    constexpr float kLr = 1e-3f;
+    float* p = params.data();
+    for (const zmq::message_t& f : frames) {
+      const float* g = static_cast<const float*>(f.data());
+      const size_t n = f.size() / sizeof(float);
+      for (size_t i = 0; i < n; ++i) p[i] -= kLr * g[i];
+      p += n;
+    }
   }
 
   void Serve(Server& node) {
@@ -131,7 +174,13 @@ class BareZmqCluster {
       if (!router.recv(request, zmq::recv_flags::none)) Die("bare zmq: recv");
       uint64_t req[2] = {0, 0};
       std::memcpy(req, request.data(), std::min(sizeof(req), request.size()));
-      if (request.more()) DrainMessage(router);  // the pushed payload
+      if (request.more()) {  // the pushed payload
+        if (work_) {
+          ApplyPush(router, node.params);
+        } else {
+          DrainMessage(router);
+        }
+      }
       router.send(id, zmq::send_flags::sndmore);
       if (req[0] == 0) {
         const uint64_t ack = 1;
@@ -144,6 +193,7 @@ class BareZmqCluster {
 
   const int servers_;
   const int workers_;
+  const bool work_;
   std::shared_ptr<uint8_t> block_;
   std::atomic<bool> stop_{false};
   std::vector<std::unique_ptr<Server>> servers_v_;

@@ -18,6 +18,10 @@
 // push = a 16-byte request + N / S bytes, answered by an 8-byte ack; pull =
 // a 16-byte request answered by N / S bytes received into a preallocated
 // buffer. It does no work on the bytes (no SGD pass, no copy into a model).
+// Two more baselines (bare_zmq.h, off with --no-bare-zmq): plain ZeroMQ
+// moving the same bytes in the same pattern ("zmq"), and the same doing our
+// work on the bytes (SGD pass on a push, copy of a pull into a destination:
+// "zmq+work"), so that ours / zmq+work is what our layers alone cost.
 //
 //   build-bench/bench/ps_bench [--sizes=4K,1M,16M,64M] [--topologies=1+1,2+2]
 //                              [--ops=push,pull] [--reps=N] [--no-inproc]
@@ -185,6 +189,7 @@ struct Row {
   size_t bytes;
   double ours, raw, ratio;  // MB/s medians; ratio = median of paired ratios
   double zmq, zmq_ratio;    // bare ZeroMQ MB/s and zmq/raw (0: not run)
+  double zmq_work;          // bare ZeroMQ doing our work on the bytes, MB/s
 };
 
 struct Flags : bench::CommonFlags {
@@ -288,7 +293,8 @@ void Main(int argc, char** argv) {
   std::printf("%-8s %-5s %-7s %10s %10s %9s", "topology", "op", "size",
               "ours MB/s", "raw MB/s", "ours/raw");
   if (flags.bare_zmq) {
-    std::printf(" %10s %9s %9s", "zmq MB/s", "zmq/raw", "ours/zmq");
+    std::printf(" %10s %9s %9s %10s %9s", "zmq MB/s", "zmq/raw", "ours/zmq",
+                "zmq+work", "ours/z+w");
   }
   std::printf("\n");
   std::fflush(stdout);
@@ -296,9 +302,11 @@ void Main(int argc, char** argv) {
   std::vector<Row> rows;
   for (auto [servers, workers] : flags.topologies) {
     RawCluster raw(servers, workers, max_bytes, RawCluster::Threads::kPerNode);
-    std::unique_ptr<BareZmqCluster> bare;
+    std::unique_ptr<BareZmqCluster> bare, bare_work;
     if (flags.bare_zmq) {
       bare = std::make_unique<BareZmqCluster>(servers, workers, max_bytes);
+      bare_work = std::make_unique<BareZmqCluster>(servers, workers, max_bytes,
+                                                   /*work=*/true);
     }
     for (size_t bytes : flags.sizes) {
       PsCluster ours(servers, workers, bytes, ours_factory, ours_bind,
@@ -310,7 +318,10 @@ void Main(int argc, char** argv) {
         std::vector<std::function<double(int)>> run = {
             [&](int n) { return ours.Run(op, n); },
             [&](int n) { return raw.Run(op, bytes, n); }};
-        if (bare) run.push_back([&](int n) { return bare->Run(op, bytes, n); });
+        if (bare) {
+          run.push_back([&](int n) { return bare->Run(op, bytes, n); });
+          run.push_back([&](int n) { return bare_work->Run(op, bytes, n); });
+        }
         // Warm up (pools, caches, TCP windows).
         for (auto& r : run) r(std::max(1, ops / 4));
         std::vector<std::vector<double>> mbps(run.size());
@@ -333,14 +344,16 @@ void Main(int argc, char** argv) {
                 Median(mbps[1]),
                 Median(ratio),
                 bare ? Median(mbps[2]) : 0.0,
-                bare ? Median(zmq_ratio) : 0.0};
+                bare ? Median(zmq_ratio) : 0.0,
+                bare ? Median(mbps[3]) : 0.0};
         rows.push_back(row);
         std::printf("%d+%-6d %-5s %-7s %10.0f %10.0f %9.2f", servers, workers,
                     OpName(op), SizeName(bytes).c_str(), row.ours, row.raw,
                     row.ratio);
         if (bare) {
-          std::printf(" %10.0f %9.2f %9.2f", row.zmq, row.zmq_ratio,
-                      row.ours / row.zmq);
+          std::printf(" %10.0f %9.2f %9.2f %10.0f %9.2f", row.zmq,
+                      row.zmq_ratio, row.ours / row.zmq, row.zmq_work,
+                      row.ours / row.zmq_work);
         }
         std::printf("\n");
         std::fflush(stdout);
@@ -362,6 +375,28 @@ void Main(int argc, char** argv) {
     std::printf(
         "\ntarget ours/raw >= 0.80 from 1 to 64 MiB: %s (lowest %.2f, %s)\n",
         min_ratio >= 0.8 ? "met" : "NOT met", min_ratio, worst.c_str());
+  }
+  if (flags.bare_zmq) {
+    // Issue 13 part 5: ours against bare ZeroMQ; and the same against bare
+    // ZeroMQ doing our work on the bytes (what the RPC path alone costs).
+    for (bool work : {false, true}) {
+      double lowest = 1e9;
+      std::string where;
+      for (const Row& row : rows) {
+        if (row.bytes < kMiB) continue;
+        const double r = row.ours / (work ? row.zmq_work : row.zmq);
+        if (r < lowest) {
+          lowest = r;
+          where = std::to_string(row.servers) + "+" +
+                  std::to_string(row.workers) + " " + OpName(row.op) + " " +
+                  SizeName(row.bytes);
+        }
+      }
+      if (where.empty()) continue;
+      std::printf("%s ours/%s >= 0.90 from 1 to 64 MiB: %s (lowest %.2f, %s)\n",
+                  work ? "same work:" : "target", work ? "zmq+work" : "zmq",
+                  lowest >= 0.9 ? "met" : "NOT met", lowest, where.c_str());
+    }
   }
   if (flags.inproc) {
     // In-process, 1 + 1, largest size, through the same PS stack.
