@@ -76,12 +76,17 @@ void ServerGroup::Handle(Message msg) {
   if (it == servers.end() || (*it)->range().begin != msg.header.key_begin ||
       (*it)->range().end != msg.header.key_end) {
     const KeyRange share = Share();
+    int64_t smallest = 0, largest = 0;
+    for (const auto& s : servers) {
+      const int64_t n = s->range().size();
+      smallest = smallest == 0 ? n : std::min(smallest, n);
+      largest = std::max(largest, n);
+    }
     Status st = Status::InvalidArgument(
-        "server node {} owns keys [{}, {}) in {} ranges of about {} keys; {} "
+        "server node {} owns keys [{}, {}) in {} ranges of {} to {} keys; {} "
         "from node {} was for [{}, {}), which is not one of them",
-        rpc_.node_id(), share.begin, share.end, servers.size(),
-        servers.empty() ? 0 : servers.front()->range().size(),
-        MessageTypeName(type), msg.header.sender, msg.header.key_begin,
+        rpc_.node_id(), share.begin, share.end, servers.size(), smallest,
+        largest, MessageTypeName(type), msg.header.sender, msg.header.key_begin,
         msg.header.key_end);
     LogWarning("{}", st.message());
     rpc_.ReplyErrorOrLog(msg, st);
@@ -141,8 +146,24 @@ Status ServerGroup::RestoreState(const std::vector<Buffer>& state) {
   }
   // Each range's version and step count: as saved when the ranges are cut
   // the same way; else the share's, which every range must have had.
-  const nlohmann::json meta = nlohmann::json::parse(saved.meta);
+  const nlohmann::json meta =
+      nlohmann::json::parse(saved.meta, nullptr, /*allow_exceptions=*/false);
+  if (!meta.is_object()) {
+    return Status::DataLoss("{}: its description is not a JSON object", what);
+  }
   const nlohmann::json ranges = meta.value("ranges", nlohmann::json::array());
+  if (!ranges.is_array()) {
+    return Status::DataLoss("{}: \"ranges\" is not a list", what);
+  }
+  // Everything is checked before any range is restored: a bad state leaves
+  // the node as it was.
+  for (const auto& [name, values] : saved.state.optimizer.buffers) {
+    if (values.size() != saved.state.params.size()) {
+      return Status::DataLoss(
+          "{}: optimizer buffer \"{}\" has {} values for {} parameters", what,
+          name, values.size(), saved.state.params.size());
+    }
+  }
   bool same_cut = ranges.size() == servers.size();
   bool uniform = true;
   for (size_t i = 0; i < ranges.size(); ++i) {
@@ -176,11 +197,6 @@ Status ServerGroup::RestoreState(const std::vector<Buffer>& state) {
     s.params.assign(saved.state.params.begin() + from,
                     saved.state.params.begin() + from + n);
     for (const auto& [name, values] : saved.state.optimizer.buffers) {
-      if (values.size() != saved.state.params.size()) {
-        return Status::DataLoss(
-            "{}: optimizer buffer \"{}\" has {} values for {} parameters", what,
-            name, values.size(), saved.state.params.size());
-      }
       s.optimizer.buffers[name].assign(values.begin() + from,
                                        values.begin() + from + n);
     }

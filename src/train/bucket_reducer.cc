@@ -71,9 +71,8 @@ void BucketReducer::Ready(int64_t offset, const float* grad, int64_t count) {
         if (error_.ok()) {
           error_ = Status::FailedPrecondition(
               "a gradient for [{}, {}) arrived after its bucket {} was sent "
-              "(a parameter used twice in the graph?); set "
-              "cluster.bucket_overlap = false",
-              lo, hi, b);
+              "(a parameter used twice in the graph?); set {}",
+              lo, hi, b, off_switch_);
         }
         continue;
       }

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -56,6 +57,9 @@ class BucketReducer final : public GradientSink {
                 float* in_place = nullptr,
                 std::shared_ptr<void> in_place_owner = nullptr);
   bool in_place() const override { return in_place_ != nullptr; }
+  // The setting that turns this reducer off, named in the error for a
+  // gradient that arrives after its bucket was sent.
+  void set_off_switch(std::string setting) { off_switch_ = std::move(setting); }
   ~BucketReducer() override;
   BucketReducer(const BucketReducer&) = delete;
   BucketReducer& operator=(const BucketReducer&) = delete;
@@ -83,6 +87,7 @@ class BucketReducer final : public GradientSink {
   const ReduceFn reduce_;
   const std::shared_ptr<std::vector<float>> buffer_;  // empty in place
   float* const in_place_;
+  std::string off_switch_ = "cluster.bucket_overlap = false";
   const std::shared_ptr<void> in_place_owner_;
   std::vector<int64_t> begin_;  // bucket b is [begin_[b], begin_[b + 1])
   std::mutex mu_;

@@ -61,6 +61,7 @@ class PushPullExchange final : public Exchange {
           // In place: the ranges go straight from the model's gradient
           // buffer, which autograd has accumulated them into.
           env.model.grads, env.model.owner);
+      reducer_->set_off_switch("cluster.pipeline = false");
     }
     if (o_.overlap) {
       side_grads_ = std::make_shared<std::vector<float>>(
@@ -188,7 +189,9 @@ class PushPullExchange final : public Exchange {
   // of that range is in, when the backward pass no longer reads them.
   Status BeginPipelinedStep(int64_t it) {
     if (!reducer_) return Status::Ok();
-    pulled_with_push_ = (it + 1) % o_.pull_interval == 0;
+    // Not in ssp: its pull comes after the clock wait, so that it brings
+    // the updates of the workers it waited for.
+    pulled_with_push_ = (sync_ || async_) && (it + 1) % o_.pull_interval == 0;
     step_push_ = client_.BeginPush(
         sync_ ? step_ : pulled_,
         pulled_with_push_ ? env_.model.params : nullptr, reducer_->owner());

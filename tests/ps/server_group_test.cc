@@ -12,10 +12,13 @@
 #include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "ps/client.h"
 #include "ps/protocol.h"
+#include "ps/server.h"
 #include "transport/inproc_transport.h"
 
 namespace strata {
@@ -197,6 +200,32 @@ TEST(ServerGroupTest, ACheckpointOfTheShareRestoresCutDifferently) {
     EXPECT_EQ(g.Pull(), params) << bucket;
     nlohmann::json stats = nlohmann::json::parse(g.group_->StatsJson());
     EXPECT_EQ(stats["updates"], 3) << bucket;
+  }
+}
+
+// A damaged "ranges" entry in a saved state is refused, naming it, and
+// leaves the node as it was.
+TEST(ServerGroupTest, ADamagedStateIsRefusedAndChangesNothing) {
+  GroupFixture f(/*bucket=*/300, /*workers=*/1, UpdatePolicy::Mode::kAsync);
+  const std::vector<float> init = Ramp(0.01f, 0.0f);
+  ASSERT_TRUE(f.clients_[0]->PushInitial(init.data())->Wait(kTimeout).ok());
+  auto saved = f.group_->SaveState();
+  ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+  auto decoded = DecodeServerState(*saved, "test");
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  ShardState changed = decoded->state;
+  for (float& v : changed.params) v += 1.0f;
+  const std::pair<std::string, std::string> cases[] = {
+      {R"({"ranges": 7})", "\"ranges\" is not a list"},
+      {R"({"ranges": [1, 2, 3]})", "bad entry 0"}};
+  for (const auto& [extra, expected] : cases) {
+    auto bad = EncodeServerState(decoded->range, changed, extra);
+    ASSERT_TRUE(bad.ok());
+    Status refused = f.group_->RestoreState(*bad);
+    EXPECT_EQ(refused.code(), Status::Code::kDataLoss) << extra;
+    EXPECT_NE(refused.message().find(expected), std::string::npos)
+        << refused.message();
+    EXPECT_EQ(f.Pull(), init) << extra;
   }
 }
 
