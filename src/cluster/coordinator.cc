@@ -379,8 +379,19 @@ void Coordinator::ReleaseBarriersLocked() {
 }
 
 void Coordinator::MaybeFinishLocked() {
-  for (NodeId id : LiveWorkersLocked()) {
+  const std::vector<NodeId> live = LiveWorkersLocked();
+  for (NodeId id : live) {
     if (!done_.count(id)) return;
+  }
+  if (live.empty() && options_.roles.num_workers() > 0) {
+    // Every worker was lost before any finished: the run did not finish.
+    // The Monitor stops it after a grace period in which the loss of
+    // another role (usually what stopped the workers, e.g. a server they
+    // pushed to) is noticed and named, or a replacement re-joins.
+    if (every_worker_lost_ == Clock::time_point{}) {
+      every_worker_lost_ = Clock::now();
+    }
+    return;
   }
   finished_ = true;
   cv_.notify_all();
@@ -471,6 +482,25 @@ void Coordinator::Monitor() {
       // A round waiting for the lost worker goes on without it (the writer
       // then refuses to write a checkpoint that lacks a worker).
       if (role == Role::kWorker) MaybeRunRoundLocked();
+    }
+    if (every_worker_lost_ != Clock::time_point{} && fatal_.empty() &&
+        !finished_) {
+      const auto grace =
+          options_.worker_restart && options_.server_restart_timeout.count() > 0
+              ? std::max(options_.heartbeat_timeout,
+                         options_.server_restart_timeout)
+              : options_.heartbeat_timeout;
+      if (!LiveWorkersLocked().empty()) {
+        every_worker_lost_ = Clock::time_point{};  // a replacement re-joined
+      } else if (now - every_worker_lost_ > grace) {
+        fatal_ = fmt::format(
+            "lost every worker ({}) before any finished, and no other node was "
+            "found lost within {:.1f} s",
+            options_.roles.num_workers(),
+            std::chrono::duration<double>(grace).count());
+        LogError("coordinator: {}; stopping the run", fatal_);
+        cv_.notify_all();
+      }
     }
   }
 }

@@ -231,7 +231,10 @@ class Coordinator {
   NodeId run_facts_from_ = kInvalidNodeId;                  // GUARDED_BY(mu_)
   std::string fatal_;                                       // GUARDED_BY(mu_)
   bool finished_ = false;                                   // GUARDED_BY(mu_)
-  bool stopping_ = false;                                   // GUARDED_BY(mu_)
+  // When the last live worker was lost without any having finished (the
+  // epoch of Clock when none is).
+  std::chrono::steady_clock::time_point every_worker_lost_;  // GUARDED_BY(mu_)
+  bool stopping_ = false;                                    // GUARDED_BY(mu_)
   // The checkpoint round in progress (round_ > rounds_done_): the workers'
   // arrivals, whether the writer runs, whether to stop after it.
   int64_t round_ = 0;                   // GUARDED_BY(mu_)

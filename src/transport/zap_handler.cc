@@ -113,17 +113,20 @@ std::vector<std::string> ZapHandler::Answer(
     return {"400", "unknown ZAP domain"};
   }
   Domain& d = it->second;
+  // Each refusal is logged before it is counted, so whoever sees the count
+  // (stats().connections_refused) finds the log line written. Counts change
+  // only here, under mu_.
   if (mechanism != "CURVE" || request.size() != 7) {
-    d.refused->fetch_add(1, std::memory_order_relaxed);
     if (d.logged.insert("mechanism " + mechanism).second) {
       LogWarning("{}: refused a peer from {}: mechanism {} (want CURVE)", d.who,
                  address, mechanism);
     }
+    d.refused->fetch_add(1, std::memory_order_release);
     return {"400", "CURVE only"};
   }
   const std::string& key = request[6];
   if (d.allowed.count(key) != 0) return {"200", "OK"};
-  const uint64_t n = d.refused->fetch_add(1, std::memory_order_relaxed) + 1;
+  const uint64_t n = d.refused->load(std::memory_order_relaxed) + 1;
   if (d.logged.size() < kMaxLoggedKeys && d.logged.insert(key).second) {
     LogWarning(
         "{}: refused a CURVE client from {}: its public key {} is not this "
@@ -131,6 +134,7 @@ std::vector<std::string> ZapHandler::Answer(
         "logged once",
         d.who, address, Z85(key), n);
   }
+  d.refused->fetch_add(1, std::memory_order_release);
   return {"400", "key not allowed"};
 }
 

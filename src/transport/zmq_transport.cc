@@ -456,8 +456,8 @@ class ZmqTransport final : public Transport {
     s.payload_bytes_sent = bytes_sent_.load(std::memory_order_relaxed);
     s.payload_bytes_received = bytes_received_.load(std::memory_order_relaxed);
     s.messages_dropped = dropped_.load(std::memory_order_relaxed);
-    s.connections_refused = zap_refused_->load(std::memory_order_relaxed) +
-                            handshakes_failed_.load(std::memory_order_relaxed);
+    s.connections_refused = zap_refused_->load(std::memory_order_acquire) +
+                            handshakes_failed_.load(std::memory_order_acquire);
     return s;
   }
 
@@ -661,14 +661,16 @@ class ZmqTransport final : public Transport {
             "gave up on them",
             zmq_strerror(static_cast<int>(value)));
       }
-      const uint64_t n =
-          handshakes_failed_.fetch_add(1, std::memory_order_relaxed) + 1;
+      // Counted after it is logged (only this monitor thread counts), so
+      // whoever sees the count finds the log line written.
+      const uint64_t n = handshakes_failed_.load(std::memory_order_relaxed) + 1;
       // The first few and then every power of two: a peer retrying every
       // 100 ms must not flood the log.
       if (n <= 3 || (n & (n - 1)) == 0) {
         LogWarning("node {}: refused a connection at {}: {} ({} so far)", id_,
                    endpoint(), why, n);
       }
+      handshakes_failed_.fetch_add(1, std::memory_order_release);
     }
   }
 

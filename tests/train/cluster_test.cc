@@ -492,5 +492,27 @@ TEST(ClusterFailureTest, AsyncAndSspFinishWithTheOthers) {
   }
 }
 
+// Losing every worker before any finished is not a finished run, even in
+// the modes that go on without a lost worker: it stops, saying so (after a
+// heartbeat timeout in which another lost node, usually the cause, would be
+// named instead).
+TEST(ClusterFailureTest, LosingEveryWorkerStopsTheRun) {
+  std::string root = TempRoot();
+  Config c = FailureConfig(root, "async");
+  ASSERT_TRUE(c.ApplyOverride("cluster.workers=1").ok());
+  ASSERT_TRUE(c.ApplyOverride("cluster.fail_worker=0").ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = RunConfig(c);
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("lost every worker (1) before any "
+                                      "finished"),
+            std::string::npos)
+      << r.status().message();
+  EXPECT_LT(secs, 30.0);
+}
+
 }  // namespace
 }  // namespace strata
