@@ -41,7 +41,7 @@ class BareZmqCluster {
     block_ = MakeBlock(share);
     for (int s = 0; s < servers; ++s) {
       auto node = std::make_unique<Server>();
-      if (work) node->params.assign(share / sizeof(float) + 1, 0.5f);
+      if (work) node->params.assign(share / sizeof(float), 0.5f);
       node->context = std::make_unique<zmq::context_t>(1);
       node->router = std::make_unique<zmq::socket_t>(*node->context,
                                                      zmq::socket_type::router);
@@ -53,7 +53,7 @@ class BareZmqCluster {
     }
     for (int w = 0; w < workers; ++w) {
       auto node = std::make_unique<Worker>();
-      if (work) node->dest.assign(max_bytes + kMiB, 0);
+      if (work) node->dest.assign(max_bytes, 0);
       node->context = std::make_unique<zmq::context_t>(1);
       for (int s = 0; s < servers; ++s) {
         node->dealers.emplace_back(*node->context, zmq::socket_type::dealer);

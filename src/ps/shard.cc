@@ -96,15 +96,16 @@ ParameterShard::PushOutcome ParameterShard::Push(const FloatPiece* pieces,
   int64_t covered = 0;
   for (size_t k = 0; k < num_pieces; ++k) covered += pieces[k].size;
   const bool whole = covered == range_.size();
-  if (accum_count_ == 0 && whole && StepSizeLocked() <= 1) {
-    // A step of one gradient: its mean is the gradient itself (x * 1.0f is
-    // x), applied from the message as it is, as in asynchronous mode,
-    // instead of summed into the accumulator and read back from there.
-    ++stats_.staleness[staleness];
-    CloseStepLocked(pieces, num_pieces, staleness, 1);
-    return {PushOutcome::State::kApplied, version_, staleness, last_step_size_};
-  }
   if (accum_count_ == 0 && whole) {
+    if (StepSizeLocked() <= 1) {
+      // A step of one gradient: its mean is the gradient itself (x * 1.0f
+      // is x), applied from the message as it is, as in asynchronous mode,
+      // instead of summed into the accumulator and read back from there.
+      ++stats_.staleness[staleness];
+      CloseStepLocked(pieces, num_pieces, staleness, 1);
+      return {PushOutcome::State::kApplied, version_, staleness,
+              last_step_size_};
+    }
     // The first gradient of a step is copied, not added to zeros: the
     // accumulator is not cleared after a step.
     for (size_t k = 0; k < num_pieces; ++k) {
