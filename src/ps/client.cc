@@ -21,11 +21,15 @@ std::vector<NodeId> RangeNodes(const KeyLayout& layout,
 }  // namespace
 
 PsClient::PsClient(RpcEndpoint& rpc, KeyLayout layout,
-                   std::vector<NodeId> servers, bool leader_first)
+                   std::vector<NodeId> servers, bool leader_first,
+                   int lead_range)
     : rpc_(rpc),
       layout_(std::move(layout)),
       servers_(RangeNodes(layout_, servers)),
-      leader_first_(leader_first && servers_.size() > 1) {}
+      leader_first_(leader_first && servers_.size() > 1),
+      lead_(lead_range) {
+  STRATA_CHECK(lead_ >= 0 && lead_ < layout_.num_ranges());
+}
 
 void PsClient::SetCompression(Compression c, bool pulls) {
   compression_ = c;
@@ -138,7 +142,8 @@ std::unique_ptr<PushHandle> PsClient::Push(
   if (!leader_first_) return SendPush(grads, base_versions, 0, keep_alive);
   // Phase one: the leader alone; Wait() sends the rest, tagged.
   auto handle = std::make_unique<PushHandle>();
-  SendRanges(*handle, grads, base_versions, 0, 0, 1, nullptr, keep_alive);
+  SendRanges(*handle, grads, base_versions, 0, lead_, lead_ + 1, nullptr,
+             keep_alive);
   handle->client_ = this;
   handle->leader_first_ = true;
   handle->grads_ = grads;
@@ -163,7 +168,6 @@ std::unique_ptr<PushHandle> PsClient::BeginPush(
     const std::vector<int64_t>& base_versions, float* dest,
     std::shared_ptr<void> keep_alive) {
   STRATA_CHECK(static_cast<int>(base_versions.size()) == layout_.num_ranges());
-  STRATA_CHECK(!leader_first_);
   auto handle = std::make_unique<PushHandle>();
   handle->dest_ = dest;
   handle->client_ = this;
@@ -172,12 +176,61 @@ std::unique_ptr<PushHandle> PsClient::BeginPush(
   return handle;
 }
 
-void PsClient::PushRange(PushHandle& handle, int range, const float* grads) {
+Status PsClient::PushRange(PushHandle& handle, int range, const float* grads,
+                           std::chrono::milliseconds timeout) {
   STRATA_CHECK(handle.client_ == this && range >= 0 &&
                range < layout_.num_ranges());
-  SendRanges(handle, grads, handle.versions_,
-             handle.dest_ != nullptr ? kPushPull : 0, range, range + 1, nullptr,
+  const uint32_t pull = handle.dest_ != nullptr ? kPushPull : 0;
+  if (!leader_first_) {
+    SendRanges(handle, grads, handle.versions_, pull, range, range + 1, nullptr,
+               handle.keep_alive_);
+    return Status::Ok();
+  }
+  auto send_tagged = [&](int r) {
+    if (handle.lead_ack_->header.flags & kAckDropped) return;  // nowhere
+    // Tagged with the lead's step: its version after the step, minus one.
+    const std::vector<int64_t> step(static_cast<size_t>(layout_.num_ranges()),
+                                    handle.lead_ack_->header.clock - 1);
+    SendRanges(handle, grads, step, kPushTagged | pull, r, r + 1,
+               &handle.lead_step_size_, handle.keep_alive_);
+  };
+  if (range != lead_) {
+    if (handle.lead_ack_ == nullptr) {
+      handle.before_lead_.push_back(range);
+    } else {
+      send_tagged(range);
+    }
+    return Status::Ok();
+  }
+  STRATA_CHECK(handle.lead_ack_ == nullptr);
+  SendRanges(handle, grads, handle.versions_, pull, lead_, lead_ + 1, nullptr,
              handle.keep_alive_);
+  // The lead's ack comes when the step its gradient joined closes (or at
+  // once, dropped); its call leaves the handle, Wait() reads the ack kept.
+  std::shared_ptr<RpcCall> call = handle.calls_.back();
+  handle.calls_.pop_back();
+  handle.ranges_.pop_back();
+  handle.indices_.pop_back();
+  Result<Message> ack = call->Wait(timeout);
+  if (!ack.ok()) {
+    return ack.status().WithContext(fmt::format(
+        "the lead range [{}, {}) of a sync k-of-n push (which step the "
+        "gradient joins)",
+        layout_.range(lead_).begin, layout_.range(lead_).end));
+  }
+  if (!(ack->header.flags & kAckDropped)) {
+    if (ack->payloads.empty() ||
+        ack->payloads[0].size() < sizeof(handle.lead_step_size_)) {
+      return Status::DataLoss("leader ack from node {} carries no step size",
+                              ack->header.sender);
+    }
+    std::memcpy(&handle.lead_step_size_, ack->payloads[0].data(),
+                sizeof(handle.lead_step_size_));
+  }
+  handle.lead_ack_ = std::make_unique<Message>(std::move(*ack));
+  for (int r : handle.before_lead_) send_tagged(r);
+  handle.before_lead_.clear();
+  return Status::Ok();
 }
 
 std::unique_ptr<PushHandle> PsClient::PushInitial(
@@ -316,36 +369,58 @@ PullHandle::~PullHandle() {
 Result<PushResult> PushHandle::Wait(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   PushResult result;
-  if (leader_first_) {
-    // Leader-first: the leader's ack says which step (and how many
-    // gradients) this gradient is in; a dropped one goes nowhere else.
-    ASSIGN_OR_RETURN(Message ack, calls_[0]->Wait(timeout));
-    const int n = client_->layout_.num_ranges();
-    if (ack.header.flags & kAckDropped) {
-      result.versions.assign(n, ack.header.clock);
-      result.dropped_ranges = n;
-      result.bytes = bytes_;
-      return result;
-    }
-    int64_t size = 0;
-    if (ack.payloads.size() != 1 || ack.payloads[0].size() < sizeof(size)) {
-      return Status::DataLoss("leader ack from node {} carries no step size",
-                              ack.header.sender);
-    }
-    std::memcpy(&size, ack.payloads[0].data(), sizeof(size));
-    NoteStaleness(ack, &result);
-    std::vector<int64_t> step(n, ack.header.clock - 1);
-    client_->SendRanges(*this, grads_, step, kPushTagged, 1, n, &size,
-                        keep_alive_);
-    result.versions.push_back(ack.header.clock);
-    calls_.erase(calls_.begin());
-    ranges_.erase(ranges_.begin());
-    indices_.erase(indices_.begin());
-  }
-  result.bytes = bytes_;
   // The ranges may have been sent in any order (PushRange); the versions
   // are reported in range order.
   std::vector<std::pair<int, int64_t>> versions;
+  if (leader_first_) {
+    // Leader-first: the leader's ack says which step (and how many
+    // gradients) this gradient is in; Wait() sends it to the other ranges.
+    const int lead = client_->lead_;
+    ASSIGN_OR_RETURN(Message ack, calls_[0]->Wait(timeout));
+    calls_.erase(calls_.begin());
+    ranges_.erase(ranges_.begin());
+    indices_.erase(indices_.begin());
+    if (!(ack.header.flags & kAckDropped)) {
+      if (ack.payloads.empty() || ack.payloads[0].size() < sizeof(int64_t)) {
+        return Status::DataLoss("leader ack from node {} carries no step size",
+                                ack.header.sender);
+      }
+      std::memcpy(&lead_step_size_, ack.payloads[0].data(), sizeof(int64_t));
+      const int n = client_->layout_.num_ranges();
+      const std::vector<int64_t> step(static_cast<size_t>(n),
+                                      ack.header.clock - 1);
+      client_->SendRanges(*this, grads_, step, kPushTagged, 0, lead,
+                          &lead_step_size_, keep_alive_);
+      client_->SendRanges(*this, grads_, step, kPushTagged, lead + 1, n,
+                          &lead_step_size_, keep_alive_);
+    }
+    lead_ack_ = std::make_unique<Message>(std::move(ack));
+  } else if (!before_lead_.empty()) {
+    return Status::FailedPrecondition(
+        "{} range(s) of a sync k-of-n push wait for the lead range {}, which "
+        "was never pushed",
+        before_lead_.size(), client_->lead_);
+  }
+  if (lead_ack_ != nullptr) {
+    const Message& ack = *lead_ack_;
+    if (ack.header.flags & kAckDropped) {
+      // Late: dropped by the lead, sent nowhere else, no parameters.
+      result.versions.assign(static_cast<size_t>(client_->layout_.num_ranges()),
+                             ack.header.clock);
+      result.dropped_ranges = client_->layout_.num_ranges();
+      result.bytes = bytes_;
+      return result;
+    }
+    versions.emplace_back(client_->lead_, ack.header.clock);
+    NoteStaleness(ack, &result);
+    if (dest_ != nullptr) {
+      ASSIGN_OR_RETURN(const uint64_t got,
+                       client_->TakeParameters(
+                           static_cast<size_t>(client_->lead_), ack, 1, dest_));
+      result.pulled_bytes += got;
+    }
+  }
+  result.bytes = bytes_;
   for (size_t i = 0; i < calls_.size(); ++i) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());

@@ -49,6 +49,12 @@ class PushHandle {
   // once the leader placed the gradient in a step.
   bool leader_first_ = false;
   const float* grads_ = nullptr;
+  // Leader-first pushes sent range by range (BeginPush): the lead range's
+  // ack, taken by PushRange() (which then sends the other ranges tagged
+  // with its step), and the ranges that came before it.
+  std::unique_ptr<Message> lead_ack_;
+  int64_t lead_step_size_ = 0;
+  std::vector<int> before_lead_;
   std::shared_ptr<void> keep_alive_;
   // PushPull(): where each ack's parameters go (calls_[i] is ranges_[i],
   // range i of the layout).
@@ -98,11 +104,14 @@ class PsClient {
  public:
   // `servers[i]` is server i's node id: range r goes to
   // servers[layout.owner(r)].
-  // `leader_first`: sync k-of-n with several servers (protocol.h,
-  // kPushTagged): pushes go to server 0 first, which chooses the step, then
-  // to the others tagged with it.
+  // `leader_first`: sync k-of-n with several ranges (protocol.h,
+  // kPushTagged): pushes go to range `lead_range` first, whose server
+  // chooses the step, then to the other ranges tagged with it. The lead is
+  // range 0 for whole pushes, and the range the backward pass fills first
+  // (the last) for pushes range by range (BeginPush), so that the choice
+  // travels while the backward pass goes on.
   PsClient(RpcEndpoint& rpc, KeyLayout layout, std::vector<NodeId> servers,
-           bool leader_first = false);
+           bool leader_first = false, int lead_range = 0);
 
   // Sends the gradients (layout.total() floats) computed on parameters of
   // `base_versions` (one per range). Zero copy: large ranges go to the
@@ -129,11 +138,18 @@ class PsClient {
   // gradient, same rules as Push()), each range once, in any order, from
   // one thread at a time; Wait() waits for the ranges sent. With `dest`,
   // each push is a push-pull whose parameters land in `dest` as for
-  // PushPull(). Not for leader-first clients.
+  // PushPull().
+  // Leader-first: the lead range is sent first (ranges given before it wait
+  // for it), and PushRange() of the lead waits (up to `timeout`) for its
+  // ack, which says which step the gradient joined; the other ranges then
+  // go tagged with that step. A gradient the lead dropped as late goes
+  // nowhere else and brings no parameters (PushResult::dropped_ranges).
+  // The error is the lead's (a timeout, a refusal).
   std::unique_ptr<PushHandle> BeginPush(
       const std::vector<int64_t>& base_versions, float* dest = nullptr,
       std::shared_ptr<void> keep_alive = nullptr);
-  void PushRange(PushHandle& handle, int range, const float* grads);
+  Status PushRange(PushHandle& handle, int range, const float* grads,
+                   std::chrono::milliseconds timeout);
   // Sends the initial parameters (worker 0, once, before training); the
   // same rules for `params` as Push() has for `grads`.
   std::unique_ptr<PushHandle> PushInitial(
@@ -183,6 +199,7 @@ class PsClient {
   const KeyLayout layout_;
   const std::vector<NodeId> servers_;  // per range
   const bool leader_first_;
+  const int lead_;  // the lead range (leader-first)
   Compression compression_ = Compression::kNone;
   std::vector<ErrorFeedback> feedback_;  // int8: one per range
   // Compressed pulls: per range, this client's copy of the parameters as

@@ -30,12 +30,15 @@ inline constexpr uint32_t kAckDropped = 1u << 1;
 // kPush with kPushDone and no payload: the sending worker has finished (or
 // is leaving); sync steps stop waiting for its gradients.
 inline constexpr uint32_t kPushDone = 1u << 2;
-// Sync k-of-n with several servers (shard.h, UpdatePolicy::follower): a
-// worker pushes to server 0 (the leader) first; the leader's ack carries, in
+// Sync k-of-n with several ranges (shard.h, UpdatePolicy::follower): a
+// worker pushes to the lead range first; the leader's ack carries, in
 // payload 0, the number of gradients (int64) in the step that used it. The
-// worker then pushes to every other server with kPushTagged: clock = that
+// worker then pushes to every other range with kPushTagged: clock = that
 // step (the leader's version after it, minus one), payload 0 = gradients,
-// payload 1 = the step's size (int64).
+// payload 1 = the step's size (int64), then a compressed pull's mirror
+// sequence number (kPullDelta). A tagged kPushPull's ack, sent once the
+// step closed, carries the step size (staleness 0: the leader's ack has the
+// gradient's) and the parameters, as any push-pull's.
 inline constexpr uint32_t kPushTagged = 1u << 3;
 // kPush with kPushPull: the ack also carries the range's parameters just
 // after this gradient was applied (sync: just after the step it joined

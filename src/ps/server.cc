@@ -79,6 +79,9 @@ std::string ParameterServer::StatsJson() const {
                    {"deferred", s.deferred},
                    {"staleness", staleness}};
   if (restored_) j["lost_updates_at_least"] = lost_updates_.load();
+  // A follower (sync k-of-n) counts no dropped or deferred gradients and no
+  // staleness: its leader's counters are the run's.
+  if (options_.policy.follower) j["follower"] = true;
   return j.dump();
 }
 
@@ -282,32 +285,38 @@ void ParameterServer::HandlePush(Message msg) {
     if (closed) Flush();
     return;
   }
-  int64_t tagged_size = 0;
-  if (msg.header.flags & kPushTagged) {
-    // Payload 1 is the step's size; the rest is checked like any push.
-    if (msg.payloads.size() != 2 || msg.payloads[1].size() != sizeof(int64_t)) {
+  // After the gradients: a tagged push's step size, then a compressed
+  // push-pull's mirror sequence number (protocol.h).
+  const bool tagged = msg.header.flags & kPushTagged;
+  const bool delta_pull =
+      (msg.header.flags & kPushPull) && (msg.header.flags & kPullDelta);
+  const size_t want_payloads = size_t{1} + tagged + delta_pull;
+  if (tagged || delta_pull) {
+    bool fits = msg.payloads.size() == want_payloads;
+    for (size_t i = 1; fits && i < want_payloads; ++i)
+      fits = msg.payloads[i].size() == sizeof(int64_t);
+    if (!fits) {
       rpc_->ReplyErrorOrLog(
           msg,
-          Status::InvalidArgument("tagged push from node {} needs 2 payloads "
-                                  "(gradients, int64 step size)",
-                                  msg.header.sender));
+          Status::InvalidArgument(
+              "{}push{} from node {} needs {} payloads (gradients{}{}); "
+              "it has {}",
+              tagged ? "tagged " : "",
+              delta_pull ? "-pull with compressed pull" : "", msg.header.sender,
+              want_payloads, tagged ? ", int64 step size" : "",
+              delta_pull ? ", int64 mirror sequence number" : "",
+              msg.payloads.size()));
       return;
     }
-    std::memcpy(&tagged_size, msg.payloads[1].data(), sizeof(int64_t));
-    msg.payloads.pop_back();
   }
   int64_t pull_seq = 0;
-  if ((msg.header.flags & kPushPull) && (msg.header.flags & kPullDelta)) {
-    // The last payload is the mirror's sequence number (protocol.h).
-    if (msg.payloads.size() != 2 || msg.payloads[1].size() != sizeof(int64_t)) {
-      rpc_->ReplyErrorOrLog(
-          msg, Status::InvalidArgument(
-                   "push-pull with compressed pull from node {} needs 2 "
-                   "payloads (gradients, int64 mirror sequence number)",
-                   msg.header.sender));
-      return;
-    }
-    std::memcpy(&pull_seq, msg.payloads[1].data(), sizeof(int64_t));
+  if (delta_pull) {
+    std::memcpy(&pull_seq, msg.payloads.back().data(), sizeof(int64_t));
+    msg.payloads.pop_back();
+  }
+  int64_t tagged_size = 0;
+  if (tagged) {
+    std::memcpy(&tagged_size, msg.payloads.back().data(), sizeof(int64_t));
     msg.payloads.pop_back();
   }
   // A compressed gradient (protocol.h) is decoded here; the rest of the
@@ -396,6 +405,13 @@ void ParameterServer::HandlePush(Message msg) {
     auto outcome =
         shard_->PushTagged(pieces.data(), pieces.size(), step, tagged_size);
     msg.payloads.clear();
+    if (msg.header.flags & kPushPull) {
+      // A tagged push-pull (pushed range by range): its ack carries the
+      // parameters once its step closed; keep the mirror's sequence number
+      // and the step's size for it.
+      const int64_t keep[2] = {pull_seq, tagged_size};
+      msg.payloads.push_back(Buffer::CopyOf(keep, sizeof(keep)));
+    }
     waiting_tagged_.emplace(step, std::move(msg));
     if (outcome.state == State::kApplied) Flush();
     return;
@@ -520,10 +536,23 @@ void ParameterServer::Flush() {
   }
   // Follower: tagged pushes whose step closed.
   while (!waiting_tagged_.empty() && waiting_tagged_.begin()->first < version) {
+    Message& m = waiting_tagged_.begin()->second;
     Message ack;
     ack.header.type = MessageType::kAck;
     ack.header.clock = version;
-    rpc_->ReplyOrLog(waiting_tagged_.begin()->second, std::move(ack));
+    int64_t keep[2] = {0, 0};  // mirror sequence number, step size
+    if ((m.header.flags & kPushPull) && m.payloads.size() == 1 &&
+        m.payloads[0].size() == sizeof(keep)) {
+      std::memcpy(keep, m.payloads[0].data(), sizeof(keep));
+      // The step size, and the staleness as the leader reported it: here 0.
+      ack.payloads.push_back(AckInfo(keep[1], 0));
+      int64_t at = -1;
+      std::shared_ptr<const std::vector<float>> snapshot =
+          shard_->SnapshotIfAtLeast(0, &at);
+      ack.header.clock = at;
+      AppendParameters(m, keep[0], std::move(snapshot), ack);
+    }
+    rpc_->ReplyOrLog(m, std::move(ack));
     waiting_tagged_.erase(waiting_tagged_.begin());
   }
   std::vector<Message> still_waiting;

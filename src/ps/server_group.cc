@@ -12,12 +12,13 @@ ServerGroup::ServerGroup(ServerOptions options, RpcEndpoint& rpc)
     : options_(std::move(options)), rpc_(rpc) {}
 
 void ServerGroup::Configure(const std::vector<KeyRange>& ranges,
-                            LrSchedule schedule) {
+                            LrSchedule schedule, int64_t lead_key) {
   std::vector<std::shared_ptr<ParameterServer>> servers;
   for (const KeyRange& r : ranges) {
     ServerOptions o = options_;
     o.range = r;
     o.schedule = schedule;
+    if (lead_key >= 0) o.policy.follower = r.begin != lead_key;
     servers.push_back(std::make_shared<ParameterServer>(o, rpc_));
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -216,9 +217,18 @@ std::string ServerGroup::StatsJson() const {
   const auto servers = Servers();
   if (servers.empty()) return "{}";
   if (servers.size() == 1) return servers.front()->StatsJson();
-  // The first range's counters (every gradient reaches every range), over
-  // the whole share; the restart's loss is the largest of any range.
+  // One range's counters (every gradient reaches every range): the lead
+  // range's if this node has it (sync k-of-n: only the lead counts dropped
+  // and deferred gradients), else the first; over the whole share. The
+  // restart's loss is the largest of any range.
   nlohmann::json j = nlohmann::json::parse(servers.front()->StatsJson());
+  for (const auto& s : servers) {
+    nlohmann::json one = nlohmann::json::parse(s->StatsJson());
+    if (!one.value("follower", false)) {
+      j = std::move(one);
+      break;
+    }
+  }
   const KeyRange share = Share();
   j["range"] = {share.begin, share.end};
   j["ranges"] = servers.size();

@@ -27,8 +27,11 @@ class ServerGroup {
   ServerGroup& operator=(const ServerGroup&) = delete;
 
   // The ranges (consecutive, in key order) and the schedule, before the
-  // first push.
-  void Configure(const std::vector<KeyRange>& ranges, LrSchedule schedule);
+  // first push. `lead_key` >= 0 (sync k-of-n, leader-first): the range
+  // that begins at that key leads and every other range follows
+  // (UpdatePolicy::follower), whatever the options say.
+  void Configure(const std::vector<KeyRange>& ranges, LrSchedule schedule,
+                 int64_t lead_key = -1);
   // A push, pull, statistics or checkpoint request (on the endpoint's
   // thread): pushes and pulls go to the range whose keys they name
   // exactly; anything else is refused, naming the ranges this node owns.

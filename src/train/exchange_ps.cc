@@ -1,5 +1,6 @@
 // Parameter-server push/pull (sync, async, ssp, k-of-n, pull interval,
 // cluster.overlap) and elastic averaging with the servers (easgd).
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -38,7 +39,7 @@ class PushPullExchange final : public Exchange {
         o_(*env.options),
         m_(*env.metrics),
         client_(*env.rpc, *env.layout, o_.roles.Ids(Role::kServer),
-                o_.leader_first),
+                o_.leader_first, std::max(0, LeadRange(o_, *env.layout))),
         sync_(o_.mode == RunMode::kSync),
         async_(o_.mode == RunMode::kAsync),
         pulled_(static_cast<size_t>(env.layout->num_ranges()), 0),
@@ -54,9 +55,8 @@ class PushPullExchange final : public Exchange {
           std::move(bounds),
           [this](float* data, size_t) {
             const int64_t offset = data - reducer_->data();
-            client_.PushRange(*step_push_, env_.layout->RangeOf(offset),
-                              reducer_->data());
-            return Status::Ok();
+            return client_.PushRange(*step_push_, env_.layout->RangeOf(offset),
+                                     reducer_->data(), o_.request_timeout);
           },
           // In place: the ranges go straight from the model's gradient
           // buffer, which autograd has accumulated them into.
@@ -218,6 +218,9 @@ class PushPullExchange final : public Exchange {
           fmt::format("worker {} push at iteration {}", env_.index, it));
     }
     if (sync_) step_ = pushed->versions;
+    // Sync k-of-n, range by range: a gradient the lead range dropped as late
+    // went nowhere and brought no parameters; the next step pulls them.
+    if (pushed->dropped_ranges > 0) pulled_with_push_ = false;
     Account(*pushed, pulled_with_push_);
     return Status::Ok();
   }

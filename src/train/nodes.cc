@@ -206,14 +206,16 @@ Result<ClusterRunOptions> ClusterRunOptions::FromConfig(const Config& c) {
   o.inverse_staleness = c.GetString("cluster.lr_staleness") == "inverse";
   o.server_rate_scale = (!sync && adapt) ? 1.0 / n : 1.0;
   o.sum_gradients = c.GetString("cluster.sync_reduce") == "sum";
-  o.leader_first = sync && k > 0 && k < n && servers > 1;
+  // Every range must close the same steps with the same gradients: with
+  // several ranges (several servers, or pipelining's ranges on one), one
+  // leads and the others follow (LeadRange).
+  o.leader_first = sync && k > 0 && k < n;
   o.gradients_per_update = sync ? o.updates_per_step : 1;
   // Layer-wise pipelining: not with cluster.overlap (which has its own
-  // overlap), nor in sync k-of-n, where each range would choose its own k
-  // gradients (the leader-first scheme keeps one choice per step).
+  // overlap).
   o.pipeline = c.GetBool("cluster.pipeline");
   if (o.pipeline && FamilyOf(o.mode) == ExchangeFamily::kPushPull &&
-      !o.overlap && !(sync && o.updates_per_step < n)) {
+      !o.overlap) {
     o.pipeline_floats = std::max<int64_t>(
         1, static_cast<int64_t>(c.GetFloat("cluster.pipeline_kb") * 1024 /
                                 sizeof(float)));
@@ -823,6 +825,13 @@ Status RunPeerEvaluator(const Config& config, const ClusterRunOptions& o,
         gathered->consensus_distance);
   }
   return Status::Ok();
+}
+
+int LeadRange(const ClusterRunOptions& options, const KeyLayout& layout) {
+  if (!options.leader_first) return -1;
+  return options.pipeline_floats > 0 && layout.num_ranges() > 1
+             ? layout.num_ranges() - 1
+             : 0;
 }
 
 }  // namespace strata

@@ -85,6 +85,12 @@ Result<WorkerMetrics> RunWorker(const Config& config,
                                 BatchStream* stream = nullptr,
                                 WorkerCheckpoints* checkpoints = nullptr);
 
+// Sync k-of-n (options.leader_first): the range whose server chooses each
+// step's gradients (shard.h, UpdatePolicy::follower). Pushed whole, range 0;
+// pushed range by range (layer-wise pipelining), the last range, which the
+// backward pass fills first. -1 without leader-first.
+int LeadRange(const ClusterRunOptions& options, const KeyLayout& layout);
+
 // The evaluator: pulls the global model every eval.every_updates updates (or
 // eval.every_s seconds), evaluates it on the validation split and appends to
 // eval.jsonl the step (updates of the global model per worker), the version

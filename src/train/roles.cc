@@ -564,7 +564,15 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
     steps = std::max(steps, r.value("iterations", int64_t{0}));
     workers.push_back(r);
   }
+  // The run's gradient counters: server 0's, or in sync k-of-n the
+  // leader's (a follower counts no dropped or deferred gradients).
   nlohmann::json s0 = servers.empty() ? nlohmann::json::object() : servers[0];
+  for (const nlohmann::json& s : servers) {
+    if (s.is_object() && !s.value("follower", false)) {
+      s0 = s;
+      break;
+    }
+  }
   nlohmann::json summary = final_eval;
   summary["wall_s"] =
       std::chrono::duration<double>(Clock::now() - start).count();
@@ -597,7 +605,7 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
   summary["pipeline_kb"] =
       static_cast<double>(o.pipeline_floats) * sizeof(float) / 1024.0;
   summary["servers_stats"] = servers;
-  // Every gradient reaches every server; server 0's counts are the run's.
+  // Every gradient reaches every server; s0's counts are the run's.
   summary["staleness_histogram"] =
       s0.value("staleness", nlohmann::json::object());
   summary["dropped_gradients"] = s0.value("dropped", int64_t{0});
@@ -686,7 +694,6 @@ Status RunServerRole(const Config& config, const ClusterRunOptions& o,
   so.policy.defer_late = o.defer_late;
   so.policy.inverse_staleness = o.inverse_staleness;
   so.policy.rate_scale = o.server_rate_scale;
-  so.policy.follower = o.leader_first && index > 0;
 
   Node node(std::move(transport), o.roles, o.heartbeat_interval,
             o.heartbeat_timeout);
@@ -728,8 +735,12 @@ Status RunServerRole(const Config& config, const ClusterRunOptions& o,
           fmt::format("server {}: the key layout", index));
     }
     const KeyLayout& layout = *cut;
+    // Sync k-of-n: the lead range chooses each step's gradients, the
+    // others (on this node or another) follow.
+    const int lead = LeadRange(o, layout);
     server.Configure(layout.RangesOf(index),
-                     LrSchedule::FromConfig(config, iterations));
+                     LrSchedule::FromConfig(config, iterations),
+                     lead < 0 ? -1 : layout.range(lead).begin);
     if (o.checkpoints()) {
       // Resuming: the range comes from the checkpoint (before any push).
       ASSIGN_OR_RETURN(Message state,

@@ -75,13 +75,13 @@ struct ClusterRunOptions {
   bool inverse_staleness = false;  // cluster.lr_staleness = "inverse"
   double server_rate_scale = 1.0;  // 1/n for async and ssp with adaptation
   bool sum_gradients = false;      // cluster.sync_reduce = "sum"
-  // Sync k-of-n with several servers: server 0 chooses each step's
+  // Sync k-of-n: one range (LeadRange in nodes.h) chooses each step's
   // gradients and the others follow (shard.h, UpdatePolicy::follower).
   bool leader_first = false;
   // Layer-wise pipelining (cluster.pipeline): each server's keys are cut
-  // into ranges of pipeline_floats (KeyLayout::Bucketed), pushed one by one
-  // from the backward pass. 0 where it does not apply (off, or the mode
-  // has no gradient pushes, or sync k-of-n, or cluster.overlap).
+  // at tensor ends into ranges of up to pipeline_floats (KeyLayout::
+  // Aligned), pushed one by one from the backward pass. 0 where it does not
+  // apply (off, or the mode has no gradient pushes, or cluster.overlap).
   bool pipeline = true;
   int64_t pipeline_floats = 0;
   // Gradients per update of the global model (the evaluator's step count).

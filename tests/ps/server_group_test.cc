@@ -10,9 +10,11 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <future>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -32,7 +34,10 @@ constexpr int64_t kKeys = 1000;
 // and `workers` clients (ids 100..) with the same layout.
 class GroupFixture {
  public:
-  GroupFixture(int64_t bucket, int workers, UpdatePolicy::Mode mode) {
+  // `k` > 0 (sync): k-of-n steps, leader-first as a pipelined cluster runs
+  // them: the last range leads.
+  GroupFixture(int64_t bucket, int workers, UpdatePolicy::Mode mode, int k = 0,
+               bool defer_late = false) {
     layout_ = *KeyLayout::Bucketed(kKeys, 1, bucket);
     auto st = fabric_.NewTransport(0);
     EXPECT_TRUE(st.ok());
@@ -43,9 +48,12 @@ class GroupFixture {
     so.schedule.lr = 0.5;
     so.policy.mode = mode;
     so.policy.num_workers = workers;
-    so.policy.updates_per_step = workers;
+    so.policy.updates_per_step = k > 0 ? k : workers;
+    so.policy.defer_late = defer_late;
+    const int lead = layout_.num_ranges() - 1;
     group_ = std::make_unique<ServerGroup>(so, *server_rpc_);
-    group_->Configure(layout_.RangesOf(0), so.schedule);
+    group_->Configure(layout_.RangesOf(0), so.schedule,
+                      k > 0 ? layout_.range(lead).begin : -1);
     for (int w = 0; w < workers; ++w) {
       auto wt = fabric_.NewTransport(100 + w);
       EXPECT_TRUE(wt.ok());
@@ -55,8 +63,8 @@ class GroupFixture {
           server_rpc_->transport().Connect(100 + w, (*wt)->endpoint()).ok());
       rpcs_.push_back(
           std::make_unique<RpcEndpoint>(std::move(*wt), [](Message) {}));
-      clients_.push_back(std::make_unique<PsClient>(*rpcs_.back(), layout_,
-                                                    std::vector<NodeId>{0}));
+      clients_.push_back(std::make_unique<PsClient>(
+          *rpcs_.back(), layout_, std::vector<NodeId>{0}, k > 0, lead));
     }
     server_rpc_->Start();
     for (auto& r : rpcs_) r->Start();
@@ -99,7 +107,8 @@ TEST(ServerGroupTest, RangesPushedOutOfOrderApplyLikeOneWholePush) {
   // Last range first, as a backward pass produces them; each a push-pull.
   std::vector<float> dest(kKeys, -7.0f);
   auto h = c.BeginPush(std::vector<int64_t>(4, 0), dest.data());
-  for (int r = 3; r >= 0; --r) c.PushRange(*h, r, grad.data());
+  for (int r = 3; r >= 0; --r)
+    EXPECT_TRUE(c.PushRange(*h, r, grad.data(), kTimeout).ok());
   auto pushed = h->Wait(kTimeout);
   ASSERT_TRUE(pushed.ok()) << pushed.status().ToString();
   EXPECT_EQ(pushed->versions, (std::vector<int64_t>{1, 1, 1, 1}));
@@ -125,14 +134,14 @@ TEST(ServerGroupTest, SyncPushPullOfARangeAnswersWhenItsStepCloses) {
   std::vector<float> d0(kKeys), d1(kKeys);
   auto h0 = f.clients_[0]->BeginPush({0, 0}, d0.data());
   auto h1 = f.clients_[1]->BeginPush({0, 0}, d1.data());
-  f.clients_[0]->PushRange(*h0, 1, g0.data());
-  f.clients_[0]->PushRange(*h0, 0, g0.data());
+  EXPECT_TRUE(f.clients_[0]->PushRange(*h0, 1, g0.data(), kTimeout).ok());
+  EXPECT_TRUE(f.clients_[0]->PushRange(*h0, 0, g0.data(), kTimeout).ok());
   // Worker 0's range 1 waits for worker 1's gradient of that range.
-  f.clients_[1]->PushRange(*h1, 1, g1.data());
+  EXPECT_TRUE(f.clients_[1]->PushRange(*h1, 1, g1.data(), kTimeout).ok());
   auto early = h0->Wait(milliseconds(200));
   EXPECT_EQ(early.status().code(), Status::Code::kDeadlineExceeded)
       << early.status().ToString();
-  f.clients_[1]->PushRange(*h1, 0, g1.data());
+  EXPECT_TRUE(f.clients_[1]->PushRange(*h1, 0, g1.data(), kTimeout).ok());
   auto a = h1->Wait(kTimeout);
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   EXPECT_EQ(a->versions, (std::vector<int64_t>{1, 1}));
@@ -142,6 +151,137 @@ TEST(ServerGroupTest, SyncPushPullOfARangeAnswersWhenItsStepCloses) {
   EXPECT_EQ(d1, want);
   EXPECT_EQ(f.Pull(0), want);
 }
+
+// Sync k-of-n pushed range by range: the last range leads (it is pushed
+// first and chooses the step), the others are pushed tagged with its choice
+// and bring their parameters back when that step closes; a gradient the
+// lead drops as late goes nowhere else.
+TEST(ServerGroupTest, KOfNRangeByRangeFollowsTheLeadRangesChoice) {
+  GroupFixture f(/*bucket=*/500, /*workers=*/3, UpdatePolicy::Mode::kSync,
+                 /*k=*/2);
+  ASSERT_EQ(f.layout_.num_ranges(), 2);
+  const std::vector<float> init = Ramp(0.01f, 0.1f);
+  const std::vector<float> g0 = Ramp(0.003f, -0.2f);
+  const std::vector<float> g1 = Ramp(-0.001f, 0.4f);
+  const std::vector<float> g2 = Ramp(0.002f, 0.9f);
+  ASSERT_TRUE(f.clients_[0]->PushInitial(init.data())->Wait(kTimeout).ok());
+  std::vector<float> d0(kKeys, -5.0f), d1(kKeys, -5.0f), d2(kKeys, -5.0f);
+  auto h0 = f.clients_[0]->BeginPush({0, 0}, d0.data());
+  auto h1 = f.clients_[1]->BeginPush({0, 0}, d1.data());
+  auto h2 = f.clients_[2]->BeginPush({0, 0}, d2.data());
+  // Worker 0's lead push waits for a second gradient to close the step.
+  auto lead0 = std::async(std::launch::async, [&] {
+    return f.clients_[0]->PushRange(*h0, 1, g0.data(), kTimeout);
+  });
+  EXPECT_EQ(lead0.wait_for(milliseconds(200)), std::future_status::timeout);
+  // Worker 1 gives range 0 first: it waits for the lead's choice.
+  EXPECT_TRUE(f.clients_[1]->PushRange(*h1, 0, g1.data(), kTimeout).ok());
+  EXPECT_TRUE(f.clients_[1]->PushRange(*h1, 1, g1.data(), kTimeout).ok());
+  Status first = lead0.get();
+  ASSERT_TRUE(first.ok()) << first.ToString();
+  // Worker 2 is late: the lead drops it, range 0 never sees it.
+  EXPECT_TRUE(f.clients_[2]->PushRange(*h2, 1, g2.data(), kTimeout).ok());
+  EXPECT_TRUE(f.clients_[2]->PushRange(*h2, 0, g2.data(), kTimeout).ok());
+  auto late = h2->Wait(kTimeout);
+  ASSERT_TRUE(late.ok()) << late.status().ToString();
+  EXPECT_EQ(late->dropped_ranges, 2);
+  EXPECT_EQ(late->versions, (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(late->pulled_bytes, 0u);
+  EXPECT_EQ(d2, std::vector<float>(kKeys, -5.0f));
+  // Range 0's step closes with worker 0's tagged gradient.
+  auto b = h1->Wait(milliseconds(200));
+  EXPECT_EQ(b.status().code(), Status::Code::kDeadlineExceeded)
+      << b.status().ToString();
+  EXPECT_TRUE(f.clients_[0]->PushRange(*h0, 0, g0.data(), kTimeout).ok());
+  std::vector<float> want(kKeys);
+  for (size_t i = 0; i < want.size(); ++i)
+    want[i] = init[i] - 0.5f * ((g0[i] + g1[i]) / 2.0f);
+  for (auto* h : {h0.get(), h1.get()}) {
+    auto done = h->Wait(kTimeout);
+    ASSERT_TRUE(done.ok()) << done.status().ToString();
+    EXPECT_EQ(done->versions, (std::vector<int64_t>{1, 1}));
+    EXPECT_EQ(done->dropped_ranges, 0);
+    EXPECT_EQ(done->pulled_bytes, sizeof(float) * kKeys);
+  }
+  EXPECT_EQ(d0, want);
+  EXPECT_EQ(d1, want);
+  EXPECT_EQ(f.Pull(2), want);
+  nlohmann::json stats = nlohmann::json::parse(f.group_->StatsJson());
+  EXPECT_EQ(stats["dropped"], 1) << stats.dump();
+}
+
+// Three workers pushing range by range at once, k = 2, late gradients
+// dropped or deferred: whatever order the gradients arrive in, every range
+// takes the same two gradients at every step (each worker's gradient is one
+// value on every key, so the ranges end equal only if they chose alike; the
+// step sizes say 2 each time).
+class KOfNRangesTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(KOfNRangesTest, ChooseTheSameGradientsWhateverTheOrder) {
+  constexpr int kWorkers = 3, kSteps = 30;
+  GroupFixture f(/*bucket=*/300, kWorkers, UpdatePolicy::Mode::kSync,
+                 /*k=*/2, /*defer_late=*/GetParam());
+  const int ranges = f.layout_.num_ranges();
+  ASSERT_EQ(ranges, 4);
+  ASSERT_TRUE(f.clients_[0]
+                  ->PushInitial(std::vector<float>(kKeys, 0.0f).data())
+                  ->Wait(kTimeout)
+                  .ok());
+  std::vector<Status> errors(kWorkers);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kWorkers; ++w) {
+    threads.emplace_back([&, w] {
+      PsClient& c = *f.clients_[static_cast<size_t>(w)];
+      // Worker w's gradient: w + 1 (1, 2 or 4 would also tell the pairs
+      // apart; the means 1.5, 2 and 2.5 do).
+      const std::vector<float> grad(kKeys, static_cast<float>(w + 1));
+      std::vector<float> dest(kKeys);
+      std::vector<int64_t> step(static_cast<size_t>(ranges), 0);
+      for (int s = 0; s < kSteps && errors[w].ok(); ++s) {
+        auto h = c.BeginPush(step, dest.data());
+        // Backward order, except that worker 1 starts before the lead.
+        for (int r = ranges - 1; r >= 0; --r) {
+          const int range = w == 1 && r >= ranges - 2 ? 2 * ranges - 3 - r : r;
+          Status st = c.PushRange(*h, range, grad.data(), kTimeout);
+          if (!st.ok()) errors[w] = st;
+        }
+        auto done = h->Wait(kTimeout);
+        if (!done.ok()) {
+          errors[w] = done.status();
+          break;
+        }
+        step = done->versions;
+        if (done->dropped_ranges > 0) {
+          auto p = c.Pull(dest.data(), step)->Wait(kTimeout);
+          if (!p.ok()) errors[w] = p.status();
+        }
+      }
+      auto left = c.Leave()->Wait(kTimeout);
+      if (!left.ok() && errors[w].ok()) errors[w] = left.status();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int w = 0; w < kWorkers; ++w)
+    ASSERT_TRUE(errors[w].ok())
+        << "worker " << w << ": " << errors[w].ToString();
+  const std::vector<float> final_params = f.Pull();
+  for (int64_t i = 1; i < kKeys; ++i)
+    ASSERT_EQ(final_params[i], final_params[0]) << "key " << i;
+  // The node's counters are the lead range's: every step while 2 or more
+  // workers ran used exactly 2 gradients.
+  nlohmann::json stats = nlohmann::json::parse(f.group_->StatsJson());
+  EXPECT_FALSE(stats.value("follower", false)) << stats.dump();
+  const int64_t updates = stats["updates"];
+  for (const auto& [size, count] : stats["gradients_per_update"].items())
+    EXPECT_EQ(size, "2") << stats.dump();
+  EXPECT_GE(updates, kSteps / 2);
+  EXPECT_EQ(stats.value(GetParam() ? "dropped" : "deferred", -1), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(ServerGroupTest, KOfNRangesTest,
+                         ::testing::Values(false, true), [](const auto& info) {
+                           return info.param ? "Defer" : "Drop";
+                         });
 
 TEST(ServerGroupTest, KeysThatAreNotOneOfItsRangesAreRefused) {
   GroupFixture f(/*bucket=*/400, /*workers=*/1, UpdatePolicy::Mode::kAsync);
@@ -180,7 +320,7 @@ TEST(ServerGroupTest, ACheckpointOfTheShareRestoresCutDifferently) {
     saved = std::move(*s);
     // One more push to range 2 alone: the ranges' versions now differ.
     auto h = c.BeginPush(std::vector<int64_t>(4, 3));
-    c.PushRange(*h, 2, grad.data());
+    EXPECT_TRUE(c.PushRange(*h, 2, grad.data(), kTimeout).ok());
     ASSERT_TRUE(h->Wait(kTimeout).ok());
     auto uneven = f.group_->SaveState();
     ASSERT_TRUE(uneven.ok());

@@ -288,6 +288,13 @@ TEST(ClusterTest, KOfNUsesExactlyKGradientsAndCountsDropped) {
   EXPECT_GT(dropped, 0);
   EXPECT_EQ(j["workers"][0]["dropped_gradients"].is_number(), true);
   EXPECT_EQ(j["deferred_gradients"].get<int64_t>(), 0);
+  // Pipelined (the default): server 1's range, pushed first, leads; server
+  // 0 follows, and the run's counts are the leader's.
+  EXPECT_GT(j["pipeline_kb"].get<double>(), 0.0);
+  ASSERT_EQ(j["servers_stats"].size(), 2u);
+  EXPECT_TRUE(j["servers_stats"][0].value("follower", false));
+  EXPECT_FALSE(j["servers_stats"][1].value("follower", false));
+  EXPECT_EQ(j["servers_stats"][1]["dropped"].get<int64_t>(), dropped);
 }
 
 TEST(ClusterTest, KOfNDeferCarriesLateGradientsOver) {
