@@ -80,6 +80,7 @@ Result<RunSummary> TrainCluster(const Config& config, const DatasetSplits& data,
   torch::set_num_threads(static_cast<int>(threads));
 
   RETURN_IF_ERROR(CheckMetricsAddress(o));
+  RETURN_IF_ERROR(CheckResumable(config, o, run_dir));
   const std::string kind = config.GetString("cluster.transport");
   const bool tcp = kind == "tcp";
   ASSIGN_OR_RETURN(std::optional<CurveKeys> curve, CurveKeysFromConfig(config));

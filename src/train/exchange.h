@@ -124,6 +124,17 @@ class Exchange {
   // After the last step (`steps` were done): flush what is in flight and
   // leave.
   virtual Status Finish(int64_t steps) = 0;
+  // After the last step, before the run's final checkpoint round (where
+  // this worker waits for every other one to arrive): stop being waited
+  // for. Parameter-server strategies leave the servers here (Finish() then
+  // does not leave again), so that a sync k-of-n step that a slower worker
+  // waits on closes without this worker's gradients, as it would without
+  // checkpoints; before, that worker never arrived. The default does
+  // nothing: peers that exchange in lockstep finish together.
+  virtual Status Depart(int64_t steps) {
+    static_cast<void>(steps);
+    return Status::Ok();
+  }
   // Checkpoints (docs/checkpoints.md). Quiesce: complete what is in flight
   // (a push sent while computing) so that the servers hold every step done
   // so far; called at a step boundary, `steps` done. SaveState: the

@@ -155,13 +155,17 @@ class PushPullExchange final : public Exchange {
     return CompletePush(*handle, it);
   }
 
-  Status Finish(int64_t steps) override {
+  Status Finish(int64_t steps) override { return Depart(steps); }
+
+  Status Depart(int64_t steps) override {
     RETURN_IF_ERROR(FinishInflight(steps));
+    if (left_) return Status::Ok();
     auto left = client_.Leave()->Wait(o_.request_timeout);
     if (!left.ok()) {
       return left.status().WithContext(
           fmt::format("worker {} leaving", env_.index));
     }
+    left_ = true;
     return Status::Ok();
   }
 
@@ -249,6 +253,7 @@ class PushPullExchange final : public Exchange {
   const bool sync_;
   const bool async_;
   bool resumed_ = false;  // RestoreState: no initial push; sync step from pull
+  bool left_ = false;     // Depart() told the servers
   bool pulled_with_push_ = false;  // the last push brought the parameters
   std::vector<int64_t> pulled_;    // versions of the local copy
   std::vector<int64_t> step_;      // sync: the step this worker is in

@@ -441,6 +441,7 @@ Result<nlohmann::json> TrainProcesses(const Config& config,
                                       const std::atomic<bool>* stop) {
   ASSIGN_OR_RETURN(ClusterRunOptions o, ClusterRunOptions::FromConfig(config));
   RETURN_IF_ERROR(CheckMetricsAddress(o));
+  RETURN_IF_ERROR(CheckResumable(config, o, run_dir));
   // Checked here, before any child starts, so a bad key is reported once.
   ASSIGN_OR_RETURN(const std::optional<CurveKeys> curve,
                    CurveKeysFromConfig(config));

@@ -638,7 +638,9 @@ Result<WorkerMetrics> RunWorker(const Config& config,
   }
   if (checkpoints != nullptr && !checkpoint_stop &&
       (m.iterations == total || data_ended) && m.iterations > first_step) {
-    // The end of the run is checkpointed too.
+    // The end of the run is checkpointed too. Nobody waits for this
+    // worker's gradients from here on (Exchange::Depart).
+    RETURN_IF_ERROR(exchange->Depart(m.iterations));
     RETURN_IF_ERROR(arrive(m.iterations, /*final=*/true, /*paused=*/false));
   }
   if (stream != nullptr) {

@@ -63,8 +63,9 @@ class ClusterCheckpoints {
       : config_(config), o_(o), run_dir_(run_dir) {}
 
   // Loads the newest checkpoint to resume from (checkpoint.resume) and
-  // checks that it is a checkpoint of this cluster.
-  Status Load() {
+  // checks that it is a checkpoint of this cluster; says so with
+  // `announce`.
+  Status Load(bool announce = true) {
     ASSIGN_OR_RETURN(Checkpoint c, LoadNewestCheckpoint(run_dir_.path()));
     ASSIGN_OR_RETURN(const std::string* saved, c.File("config.toml"));
     RETURN_IF_ERROR(CheckResumeConfig(*saved, config_));
@@ -78,7 +79,8 @@ class ClusterCheckpoints {
       return Status::DataLoss("{}/coordinator.json: bad JSON", c.dir);
     }
     resume_ = std::make_unique<Checkpoint>(std::move(c));
-    LogInfo("resuming from {} (step {})", resume_->dir, resume_->step);
+    if (announce)
+      LogInfo("resuming from {} (step {})", resume_->dir, resume_->step);
     return Status::Ok();
   }
   bool resuming() const { return resume_ != nullptr; }
@@ -342,6 +344,12 @@ Status CheckMetricsAddress(const ClusterRunOptions& o) {
       o.metrics_address, [](const HttpRequest&) { return HttpResponse{}; });
   if (!probe.ok()) return probe.status().WithContext("cluster.metrics_address");
   return Status::Ok();
+}
+
+Status CheckResumable(const Config& config, const ClusterRunOptions& o,
+                      const RunDirectory& run_dir) {
+  if (!o.resume) return Status::Ok();
+  return ClusterCheckpoints(config, o, run_dir).Load(/*announce=*/false);
 }
 
 Result<nlohmann::json> RunCoordinatorRole(const Config& config,

@@ -86,6 +86,12 @@ Status ServeUntilTheEnd(Node& node, const ClusterRunOptions& o, Role role,
 // any node starts, so a busy port fails the run at once instead of after
 // every node waited for a coordinator that stopped.
 Status CheckMetricsAddress(const ClusterRunOptions& options);
+// With checkpoint.resume: the run directory's newest checkpoint is one of
+// this cluster with this config (the coordinator's own check, made before
+// any node starts, so that a changed setting fails the run at once instead
+// of after every node waited for a coordinator that stopped).
+Status CheckResumable(const Config& config, const ClusterRunOptions& options,
+                      const RunDirectory& run_dir);
 
 Result<nlohmann::json> RunCoordinatorRole(const Config& config,
                                           const ClusterRunOptions& options,

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -309,6 +310,80 @@ INSTANTIATE_TEST_SUITE_P(
                            "data.assignment=dynamic", "train.log_every=10"},
                           false}),
     [](const auto& info) { return info.param.name; });
+
+// Sync k-of-n (3 workers, k = 2, late gradients deferred) with
+// checkpoints: a worker whose last gradient waits for a second one to close
+// its step must get it although the others have finished and wait in the
+// final round (they leave the servers first, Exchange::Depart); before,
+// the run hung there until the request timeout. It then resumes from a
+// round in the middle and trains as far.
+TEST(ClusterCheckpointTest, KOfNRunsFinishTheirRoundsAndResume) {
+  const std::string root = TempRoot();
+  Config c =
+      With(Base(root),
+           {"train.iterations=40", "data.shuffle=true", "cluster.mode=sync",
+            "cluster.workers=3", "cluster.updates_per_step=2",
+            "cluster.late_gradients=defer", "cluster.worker_delay_ms=2",
+            "checkpoint.keep=10", "cluster.request_timeout_ms=20000",
+            "checkpoint.every_updates=10"});
+  auto whole = RunConfig(With(c, {"run.name=whole"}));
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  EXPECT_EQ(whole->steps, 40);
+  EXPECT_TRUE(FileExists(root + "/whole/checkpoints/step-40/manifest.json"));
+  auto summary = ReadFile(root + "/whole/summary.json");
+  ASSERT_TRUE(summary.ok());
+  auto j = nlohmann::json::parse(*summary);
+  EXPECT_EQ(j["gradients_per_update"].size(), 1u) << j.dump();
+  EXPECT_TRUE(j["gradients_per_update"].contains("2")) << j.dump();
+  EXPECT_GT(j["deferred_gradients"].get<int64_t>(), 0);
+
+  const int64_t at = KeepCheckpointsBelow(root + "/whole", 30);
+  ASSERT_GT(at, 0);
+  auto data = LoadDatasetFromConfig(c);
+  ASSERT_TRUE(data.ok());
+  auto dir = RunDirectory::Open(root + "/whole");
+  ASSERT_TRUE(dir.ok());
+  auto resumed =
+      TrainCluster(With(c, {"run.name=whole", "checkpoint.resume=true"}), *data,
+                   *dir, nullptr);
+  ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+  EXPECT_EQ(resumed->samples, whole->samples);
+  summary = ReadFile(root + "/whole/summary.json");
+  ASSERT_TRUE(summary.ok());
+  EXPECT_NE(summary->find("\"resumed_at_step\": " + std::to_string(at)),
+            std::string::npos)
+      << *summary;
+}
+
+// A cluster resumed with a setting changed is refused before any node
+// starts, naming the setting; before, every node first waited the request
+// timeout for a coordinator that had already stopped.
+TEST(ClusterCheckpointTest, AResumeWithAnotherConfigIsRefusedAtOnce) {
+  const std::string root = TempRoot();
+  Config c = With(Base(root), {"cluster.mode=async", "run.name=r",
+                               "cluster.request_timeout_ms=60000",
+                               "checkpoint.every_updates=10"});
+  ASSERT_TRUE(RunConfig(c).ok());
+  auto data = LoadDatasetFromConfig(c);
+  ASSERT_TRUE(data.ok());
+  auto dir = RunDirectory::Open(root + "/r");
+  ASSERT_TRUE(dir.ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  auto resumed =
+      TrainCluster(With(c, {"checkpoint.resume=true", "train.iterations=30"}),
+                   *data, *dir, nullptr);
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
+  ASSERT_FALSE(resumed.ok());
+  EXPECT_EQ(resumed.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(resumed.status().message().find(
+                "train.iterations: 20 in the checkpoint, 30 now"),
+            std::string::npos)
+      << resumed.status().message();
+  // Not the 60 s request timeout (a generous bound: no node starts).
+  EXPECT_LT(waited, 20.0);
+}
 
 // Rounds asked for by the coordinator at any moment (checkpoint.every_s,
 // Ctrl-C) find workers in lockstep at one step too: resuming from any of
