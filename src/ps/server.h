@@ -82,6 +82,9 @@ class ParameterServer {
   Result<ShardState> SaveShardState() const;
   Status RestoreShardState(ShardState state);
   KeyRange range() const { return Range(); }
+  // Sync k-of-n: this range follows a lead range's steps (and so counts no
+  // dropped or deferred gradients of its own).
+  bool follower() const { return options_.policy.follower; }
   // The range's version (0 before initialisation).
   int64_t version() const;
   // Statistics so far (zeros before initialisation).

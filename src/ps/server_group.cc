@@ -105,10 +105,13 @@ Result<std::vector<Buffer>> ServerGroup::SaveState() const {
   }
   if (servers.size() == 1) return servers.front()->SaveState();
   // One state over the share: the parameters and the optimizer's buffers
-  // end to end; the version, the optimizer's step count and the counters
-  // of the first range (every gradient reaches every range), and each
-  // range's own version and step count beside them.
+  // end to end; the version and the optimizer's step count of the first
+  // range, the counters of the lead range if this node has it (sync
+  // k-of-n: a follower counts no dropped or deferred gradients) or else of
+  // the first (every gradient reaches every range); and each range's own
+  // version and step count beside them.
   ShardState merged;
+  bool lead_counted = false;
   nlohmann::json ranges = nlohmann::json::array();
   for (size_t i = 0; i < servers.size(); ++i) {
     ASSIGN_OR_RETURN(ShardState s, servers[i]->SaveShardState());
@@ -125,6 +128,10 @@ Result<std::vector<Buffer>> ServerGroup::SaveState() const {
       merged.version = s.version;
       merged.optimizer.steps = s.optimizer.steps;
       merged.stats = s.stats;
+    }
+    if (!lead_counted && !servers[i]->follower()) {
+      merged.stats = s.stats;
+      lead_counted = true;
     }
   }
   return EncodeServerState(Share(), merged,
@@ -221,14 +228,14 @@ std::string ServerGroup::StatsJson() const {
   // range's if this node has it (sync k-of-n: only the lead counts dropped
   // and deferred gradients), else the first; over the whole share. The
   // restart's loss is the largest of any range.
-  nlohmann::json j = nlohmann::json::parse(servers.front()->StatsJson());
+  std::shared_ptr<ParameterServer> counted = servers.front();
   for (const auto& s : servers) {
-    nlohmann::json one = nlohmann::json::parse(s->StatsJson());
-    if (!one.value("follower", false)) {
-      j = std::move(one);
+    if (!s->follower()) {
+      counted = s;
       break;
     }
   }
+  nlohmann::json j = nlohmann::json::parse(counted->StatsJson());
   const KeyRange share = Share();
   j["range"] = {share.begin, share.end};
   j["ranges"] = servers.size();

@@ -34,11 +34,12 @@ struct UpdatePolicy {
       false;                // divide a gradient's rate by max(1, staleness)
   double rate_scale = 1.0;  // multiplies the scheduled rate (async: 1/n under
                             // hyper-parameter adaptation)
-  // sync k-of-n with several servers: a follower does not choose which
-  // gradients make a step (arrival order differs between servers, and
+  // sync k-of-n with several ranges: a follower does not choose which
+  // gradients make a step (arrival order differs between ranges, and
   // independent choices can leave workers waiting on each other across
-  // servers). Server 0 leads: it chooses, and every gradient reaches the
-  // followers tagged with its step and that step's size (PushTagged).
+  // ranges). One range leads (LeadRange in train/nodes.h): it chooses, and
+  // every gradient it did not drop reaches the followers tagged with its
+  // step and that step's size (PushTagged).
   bool follower = false;
 };
 

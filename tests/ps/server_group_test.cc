@@ -208,6 +208,14 @@ TEST(ServerGroupTest, KOfNRangeByRangeFollowsTheLeadRangesChoice) {
   EXPECT_EQ(f.Pull(2), want);
   nlohmann::json stats = nlohmann::json::parse(f.group_->StatsJson());
   EXPECT_EQ(stats["dropped"], 1) << stats.dump();
+  // A checkpoint keeps the lead's counters (range 0, a follower, has none).
+  auto saved = f.group_->SaveState();
+  ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+  GroupFixture resumed(500, 3, UpdatePolicy::Mode::kSync, /*k=*/2);
+  ASSERT_TRUE(resumed.group_->RestoreState(*saved).ok());
+  stats = nlohmann::json::parse(resumed.group_->StatsJson());
+  EXPECT_EQ(stats["dropped"], 1) << stats.dump();
+  EXPECT_EQ(resumed.Pull(), want);
 }
 
 // Three workers pushing range by range at once, k = 2, late gradients
