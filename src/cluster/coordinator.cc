@@ -468,7 +468,17 @@ void Coordinator::Monitor() {
                    what);
         continue;
       }
-      if (fatal) {
+      if (fatal && role == Role::kWorker) {
+        // A server that vanished fails its workers' pushes at once, and
+        // their heartbeats can stop a little before its own last one is
+        // overdue: wait one heartbeat period (and a look) for such a loss
+        // to name the cause before this one stops the run (below).
+        LogError("coordinator: {}; stopping the run", what);
+        if (worker_fatal_.empty()) {
+          worker_fatal_ = what;
+          worker_fatal_at_ = now;
+        }
+      } else if (fatal) {
         LogError("coordinator: {}; stopping the run", what);
         if (fatal_.empty()) fatal_ = what;
         cv_.notify_all();
@@ -482,6 +492,11 @@ void Coordinator::Monitor() {
       // A round waiting for the lost worker goes on without it (the writer
       // then refuses to write a checkpoint that lacks a worker).
       if (role == Role::kWorker) MaybeRunRoundLocked();
+    }
+    if (!worker_fatal_.empty() && fatal_.empty() &&
+        now - worker_fatal_at_ > options_.heartbeat_interval + period) {
+      fatal_ = worker_fatal_;
+      cv_.notify_all();
     }
     if (every_worker_lost_ != Clock::time_point{} && fatal_.empty() &&
         !finished_) {

@@ -97,6 +97,10 @@ struct NodeRestart {
 struct CoordinatorOptions {
   RoleTable roles;
   std::chrono::milliseconds heartbeat_timeout{5000};
+  // The nodes' heartbeat period: nodes that went silent together are seen
+  // lost up to about this far apart (a lost worker waits this long, plus
+  // one look, for the server whose loss stopped it to be named instead).
+  std::chrono::milliseconds heartbeat_interval{500};
   // How long a node may take to register (process start, data loading)
   // before it is declared lost; heartbeats are watched from registration on.
   std::chrono::milliseconds join_timeout{120000};
@@ -230,7 +234,11 @@ class Coordinator {
   std::string run_facts_;                                   // GUARDED_BY(mu_)
   NodeId run_facts_from_ = kInvalidNodeId;                  // GUARDED_BY(mu_)
   std::string fatal_;                                       // GUARDED_BY(mu_)
-  bool finished_ = false;                                   // GUARDED_BY(mu_)
+  // A fatal worker loss, held back a moment in case it was caused by a
+  // server (or data server) lost at the same time, which is then named.
+  std::string worker_fatal_;                               // GUARDED_BY(mu_)
+  std::chrono::steady_clock::time_point worker_fatal_at_;  // GUARDED_BY(mu_)
+  bool finished_ = false;                                  // GUARDED_BY(mu_)
   // When the last live worker was lost without any having finished (the
   // epoch of Clock when none is).
   std::chrono::steady_clock::time_point every_worker_lost_;  // GUARDED_BY(mu_)

@@ -361,6 +361,7 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
   CoordinatorOptions co;
   co.roles = o.roles;
   co.heartbeat_timeout = o.heartbeat_timeout;
+  co.heartbeat_interval = o.heartbeat_interval;
   co.join_timeout = o.request_timeout;
   co.staleness = o.staleness;
   co.worker_loss_fatal = WorkerLossFatal(o.mode);
