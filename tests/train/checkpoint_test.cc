@@ -207,6 +207,14 @@ TEST(CheckpointTest, ModesWithoutClusterCheckpointsAreRefused) {
 // A cluster run stopped at a checkpoint and resumed (threads): the later
 // checkpoints are removed, as if every process had died just after the
 // checkpoint at step 20 was written.
+// Resumes the cluster run in `run_dir` with `c` (checkpoint.resume is set
+// here).
+Result<RunSummary> ResumeCluster(const Config& c, const std::string& run_dir) {
+  ASSIGN_OR_RETURN(DatasetSplits data, LoadDatasetFromConfig(c));
+  ASSIGN_OR_RETURN(RunDirectory dir, RunDirectory::Open(run_dir));
+  return TrainCluster(With(c, {"checkpoint.resume=true"}), data, dir, nullptr);
+}
+
 struct ClusterResumeCase {
   std::string name;
   std::vector<std::string> set;
@@ -241,13 +249,7 @@ TEST_P(ClusterResumeTest, ResumedRunEqualsTheUninterruptedOne) {
                         "coordinator.json", "config.toml"}) {
     EXPECT_TRUE(FileExists(at20 + f)) << f;
   }
-  auto data = LoadDatasetFromConfig(c);
-  ASSERT_TRUE(data.ok());
-  auto dir = RunDirectory::Open(root + "/cut");
-  ASSERT_TRUE(dir.ok());
-  auto resumed =
-      TrainCluster(With(c, {"run.name=cut", "checkpoint.resume=true"}), *data,
-                   *dir, nullptr);
+  auto resumed = ResumeCluster(With(c, {"run.name=cut"}), root + "/cut");
   ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
   if (GetParam().bit_for_bit) {
     EXPECT_EQ(resumed->final_params, whole->final_params);
@@ -339,13 +341,7 @@ TEST(ClusterCheckpointTest, KOfNRunsFinishTheirRoundsAndResume) {
 
   const int64_t at = KeepCheckpointsBelow(root + "/whole", 30);
   ASSERT_GT(at, 0);
-  auto data = LoadDatasetFromConfig(c);
-  ASSERT_TRUE(data.ok());
-  auto dir = RunDirectory::Open(root + "/whole");
-  ASSERT_TRUE(dir.ok());
-  auto resumed =
-      TrainCluster(With(c, {"run.name=whole", "checkpoint.resume=true"}), *data,
-                   *dir, nullptr);
+  auto resumed = ResumeCluster(With(c, {"run.name=whole"}), root + "/whole");
   ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
   EXPECT_EQ(resumed->samples, whole->samples);
   summary = ReadFile(root + "/whole/summary.json");
@@ -364,14 +360,8 @@ TEST(ClusterCheckpointTest, AResumeWithAnotherConfigIsRefusedAtOnce) {
                                "cluster.request_timeout_ms=60000",
                                "checkpoint.every_updates=10"});
   ASSERT_TRUE(RunConfig(c).ok());
-  auto data = LoadDatasetFromConfig(c);
-  ASSERT_TRUE(data.ok());
-  auto dir = RunDirectory::Open(root + "/r");
-  ASSERT_TRUE(dir.ok());
   const auto t0 = std::chrono::steady_clock::now();
-  auto resumed =
-      TrainCluster(With(c, {"checkpoint.resume=true", "train.iterations=30"}),
-                   *data, *dir, nullptr);
+  auto resumed = ResumeCluster(With(c, {"train.iterations=30"}), root + "/r");
   const double waited =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
           .count();
@@ -407,14 +397,8 @@ TEST_P(PausedRoundTest, TimedCheckpointsResumeBitForBit) {
   EXPECT_EQ(timed->final_params, whole->final_params);
   const int64_t step = KeepCheckpointsBelow(root + "/timed", 1000);
   ASSERT_GT(step, 0) << "no timed checkpoint before the end";
-  auto data = LoadDatasetFromConfig(c);
-  ASSERT_TRUE(data.ok());
-  auto dir = RunDirectory::Open(root + "/timed");
-  ASSERT_TRUE(dir.ok());
-  auto resumed =
-      TrainCluster(With(c, {"run.name=timed", "checkpoint.every_s=0.02",
-                            "checkpoint.resume=true"}),
-                   *data, *dir, nullptr);
+  auto resumed = ResumeCluster(
+      With(c, {"run.name=timed", "checkpoint.every_s=0.02"}), root + "/timed");
   ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
   EXPECT_EQ(resumed->final_params, whole->final_params)
       << "resumed from step " << step;
