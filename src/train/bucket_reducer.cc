@@ -104,6 +104,11 @@ Status BucketReducer::FinishStep(std::chrono::milliseconds timeout) {
   return error_;
 }
 
+bool BucketReducer::idle() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_ == step_;
+}
+
 void BucketReducer::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {

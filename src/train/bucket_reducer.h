@@ -72,6 +72,9 @@ class BucketReducer final : public GradientSink {
   // after its bucket was sent: a parameter shared across layers) is the
   // error, naming the bucket.
   Status FinishStep(std::chrono::milliseconds timeout);
+  // The reducer's thread is done with every step begun (after FinishStep()
+  // returned anything but its own timeout): what it sent into may go.
+  bool idle();
   // The reduced gradient (valid after FinishStep() succeeded).
   float* data() { return in_place_ != nullptr ? in_place_ : buffer_->data(); }
   // Owns data(): a zero-copy send of a bucket keeps it alive.

@@ -206,6 +206,10 @@ class PushPullExchange final : public Exchange {
   Status FinishPipelinedStep(int64_t it) {
     Status sent = reducer_->FinishStep(o_.request_timeout);
     if (!sent.ok()) {
+      // Nothing may land in the model after a failed step (a run stopping
+      // cleanly goes on to its final checkpoint): the push goes, revoking
+      // its receives in place, once the reducer's thread let go of it.
+      if (reducer_->idle()) step_push_.reset();
       return sent.WithContext(
           fmt::format("worker {} push at iteration {}", env_.index, it));
     }

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <future>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -83,6 +84,28 @@ TEST(BucketReducerTest, AFailedReductionIsReturnedNamingTheBucket) {
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("peer lost"), std::string::npos);
   EXPECT_NE(st.message().find("bucket 1 of 2"), std::string::npos);
+  // The thread is done with the step: what it sent into may go.
+  EXPECT_TRUE(r.idle());
+}
+
+// A reduction still running when FinishStep() gives up: the reducer is not
+// idle, so the caller keeps what the reduction uses.
+TEST(BucketReducerTest, NotIdleWhileAReductionRuns) {
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  BucketReducer r(2, 2, [released](float*, size_t) {
+    released.wait();
+    return Status::Ok();
+  });
+  r.BeginStep();
+  const std::vector<float> g = {1, 1};
+  r.Ready(0, g.data(), 2);
+  Status st = r.FinishStep(milliseconds(50));
+  EXPECT_EQ(st.code(), Status::Code::kDeadlineExceeded) << st.ToString();
+  EXPECT_FALSE(r.idle());
+  release.set_value();
+  EXPECT_TRUE(r.FinishStep(milliseconds(5000)).ok());
+  EXPECT_TRUE(r.idle());
 }
 
 }  // namespace
