@@ -186,19 +186,11 @@ Status PsClient::PushRange(PushHandle& handle, int range, const float* grads,
                handle.keep_alive_);
     return Status::Ok();
   }
-  auto send_tagged = [&](int r) {
-    if (handle.lead_ack_->header.flags & kAckDropped) return;  // nowhere
-    // Tagged with the lead's step: its version after the step, minus one.
-    const std::vector<int64_t> step(static_cast<size_t>(layout_.num_ranges()),
-                                    handle.lead_ack_->header.clock - 1);
-    SendRanges(handle, grads, step, kPushTagged | pull, r, r + 1,
-               &handle.lead_step_size_, handle.keep_alive_);
-  };
   if (range != lead_) {
     if (handle.lead_ack_ == nullptr) {
       handle.before_lead_.push_back(range);
     } else {
-      send_tagged(range);
+      SendTagged(handle, grads, pull, range, range + 1);
     }
     return Status::Ok();
   }
@@ -218,19 +210,34 @@ Status PsClient::PushRange(PushHandle& handle, int range, const float* grads,
         "gradient joins)",
         layout_.range(lead_).begin, layout_.range(lead_).end));
   }
-  if (!(ack->header.flags & kAckDropped)) {
-    if (ack->payloads.empty() ||
-        ack->payloads[0].size() < sizeof(handle.lead_step_size_)) {
-      return Status::DataLoss("leader ack from node {} carries no step size",
-                              ack->header.sender);
-    }
-    std::memcpy(&handle.lead_step_size_, ack->payloads[0].data(),
-                sizeof(handle.lead_step_size_));
-  }
-  handle.lead_ack_ = std::make_unique<Message>(std::move(*ack));
-  for (int r : handle.before_lead_) send_tagged(r);
+  RETURN_IF_ERROR(TakeLeadAck(handle, std::move(*ack)));
+  for (int r : handle.before_lead_) SendTagged(handle, grads, pull, r, r + 1);
   handle.before_lead_.clear();
   return Status::Ok();
+}
+
+Status PsClient::TakeLeadAck(PushHandle& handle, Message ack) {
+  if (!(ack.header.flags & kAckDropped)) {
+    if (ack.payloads.empty() ||
+        ack.payloads[0].size() < sizeof(handle.lead_step_size_)) {
+      return Status::DataLoss("leader ack from node {} carries no step size",
+                              ack.header.sender);
+    }
+    std::memcpy(&handle.lead_step_size_, ack.payloads[0].data(),
+                sizeof(handle.lead_step_size_));
+  }
+  handle.lead_ack_ = std::make_unique<Message>(std::move(ack));
+  return Status::Ok();
+}
+
+void PsClient::SendTagged(PushHandle& handle, const float* grads,
+                          uint32_t flags, int first, int last) {
+  if (handle.lead_ack_->header.flags & kAckDropped) return;  // nowhere
+  // Tagged with the lead's step: its version after the step, minus one.
+  const std::vector<int64_t> step(static_cast<size_t>(layout_.num_ranges()),
+                                  handle.lead_ack_->header.clock - 1);
+  SendRanges(handle, grads, step, kPushTagged | flags, first, last,
+             &handle.lead_step_size_, handle.keep_alive_);
 }
 
 std::unique_ptr<PushHandle> PsClient::PushInitial(
@@ -380,21 +387,10 @@ Result<PushResult> PushHandle::Wait(std::chrono::milliseconds timeout) {
     calls_.erase(calls_.begin());
     ranges_.erase(ranges_.begin());
     indices_.erase(indices_.begin());
-    if (!(ack.header.flags & kAckDropped)) {
-      if (ack.payloads.empty() || ack.payloads[0].size() < sizeof(int64_t)) {
-        return Status::DataLoss("leader ack from node {} carries no step size",
-                                ack.header.sender);
-      }
-      std::memcpy(&lead_step_size_, ack.payloads[0].data(), sizeof(int64_t));
-      const int n = client_->layout_.num_ranges();
-      const std::vector<int64_t> step(static_cast<size_t>(n),
-                                      ack.header.clock - 1);
-      client_->SendRanges(*this, grads_, step, kPushTagged, 0, lead,
-                          &lead_step_size_, keep_alive_);
-      client_->SendRanges(*this, grads_, step, kPushTagged, lead + 1, n,
-                          &lead_step_size_, keep_alive_);
-    }
-    lead_ack_ = std::make_unique<Message>(std::move(ack));
+    RETURN_IF_ERROR(client_->TakeLeadAck(*this, std::move(ack)));
+    client_->SendTagged(*this, grads_, 0, 0, lead);
+    client_->SendTagged(*this, grads_, 0, lead + 1,
+                        client_->layout_.num_ranges());
   } else if (!before_lead_.empty()) {
     return Status::FailedPrecondition(
         "{} range(s) of a sync k-of-n push wait for the lead range {}, which "

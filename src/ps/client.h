@@ -196,6 +196,13 @@ class PsClient {
                   int first, int last, const int64_t* step_size,
                   const std::shared_ptr<void>& keep_alive);
 
+  // Leader-first: keeps the lead range's ack in `handle` (DataLoss when it
+  // lacks the step size), and sends ranges [first, last) tagged with its
+  // step (nothing when the lead dropped the gradient).
+  Status TakeLeadAck(PushHandle& handle, Message ack);
+  void SendTagged(PushHandle& handle, const float* grads, uint32_t flags,
+                  int first, int last);
+
   const KeyLayout layout_;
   const std::vector<NodeId> servers_;  // per range
   const bool leader_first_;

@@ -7,6 +7,18 @@
 #include "ps/protocol.h"
 
 namespace strata {
+namespace {
+
+// The range whose counters are the node's (every gradient reaches every
+// range): the lead range if this node has it (sync k-of-n: a follower
+// counts no dropped or deferred gradients), else the first.
+size_t CountedRange(const std::vector<std::shared_ptr<ParameterServer>>& s) {
+  for (size_t i = 0; i < s.size(); ++i)
+    if (!s[i]->follower()) return i;
+  return 0;
+}
+
+}  // namespace
 
 ServerGroup::ServerGroup(ServerOptions options, RpcEndpoint& rpc)
     : options_(std::move(options)), rpc_(rpc) {}
@@ -106,12 +118,10 @@ Result<std::vector<Buffer>> ServerGroup::SaveState() const {
   if (servers.size() == 1) return servers.front()->SaveState();
   // One state over the share: the parameters and the optimizer's buffers
   // end to end; the version and the optimizer's step count of the first
-  // range, the counters of the lead range if this node has it (sync
-  // k-of-n: a follower counts no dropped or deferred gradients) or else of
-  // the first (every gradient reaches every range); and each range's own
-  // version and step count beside them.
+  // range, the counters of CountedRange(); and each range's own version
+  // and step count beside them.
   ShardState merged;
-  bool lead_counted = false;
+  const size_t counted = CountedRange(servers);
   nlohmann::json ranges = nlohmann::json::array();
   for (size_t i = 0; i < servers.size(); ++i) {
     ASSIGN_OR_RETURN(ShardState s, servers[i]->SaveShardState());
@@ -127,12 +137,8 @@ Result<std::vector<Buffer>> ServerGroup::SaveState() const {
     if (i == 0) {
       merged.version = s.version;
       merged.optimizer.steps = s.optimizer.steps;
-      merged.stats = s.stats;
     }
-    if (!lead_counted && !servers[i]->follower()) {
-      merged.stats = s.stats;
-      lead_counted = true;
-    }
+    if (i == counted) merged.stats = s.stats;
   }
   return EncodeServerState(Share(), merged,
                            nlohmann::json{{"ranges", ranges}}.dump());
@@ -224,18 +230,10 @@ std::string ServerGroup::StatsJson() const {
   const auto servers = Servers();
   if (servers.empty()) return "{}";
   if (servers.size() == 1) return servers.front()->StatsJson();
-  // One range's counters (every gradient reaches every range): the lead
-  // range's if this node has it (sync k-of-n: only the lead counts dropped
-  // and deferred gradients), else the first; over the whole share. The
-  // restart's loss is the largest of any range.
-  std::shared_ptr<ParameterServer> counted = servers.front();
-  for (const auto& s : servers) {
-    if (!s->follower()) {
-      counted = s;
-      break;
-    }
-  }
-  nlohmann::json j = nlohmann::json::parse(counted->StatsJson());
+  // CountedRange()'s counters, over the whole share; the restart's loss is
+  // the largest of any range.
+  nlohmann::json j =
+      nlohmann::json::parse(servers[CountedRange(servers)]->StatsJson());
   const KeyRange share = Share();
   j["range"] = {share.begin, share.end};
   j["ranges"] = servers.size();
