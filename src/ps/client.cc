@@ -246,11 +246,19 @@ std::unique_ptr<PushHandle> PsClient::PushInitial(
 }
 
 std::unique_ptr<PushHandle> PsClient::Leave() {
+  return SendToEveryRange(kPushDone);
+}
+
+std::unique_ptr<PushHandle> PsClient::Rejoin() {
+  return SendToEveryRange(kPushRejoin);
+}
+
+std::unique_ptr<PushHandle> PsClient::SendToEveryRange(uint32_t flags) {
   auto handle = std::make_unique<PushHandle>();
   for (int s = 0; s < layout_.num_ranges(); ++s) {
     Message m;
     m.header.type = MessageType::kPush;
-    m.header.flags = kPushDone;
+    m.header.flags = flags;
     m.header.key_begin = layout_.range(s).begin;
     m.header.key_end = layout_.range(s).end;
     handle->calls_.push_back(rpc_.Request(servers_[s], std::move(m)));

@@ -156,6 +156,8 @@ class PsClient {
       const float* params, std::shared_ptr<void> keep_alive = nullptr);
   // Tells every server this worker will push no more gradients.
   std::unique_ptr<PushHandle> Leave();
+  // Tells every server this worker, having left, pushes again (kPushRejoin).
+  std::unique_ptr<PushHandle> Rejoin();
   // Asks every range for parameters of at least `min_versions` (empty: any);
   // `dest` (layout.total() floats) stays valid and untouched by the caller
   // until Wait() succeeds or the handle is destroyed (PullHandle).
@@ -186,6 +188,8 @@ class PsClient {
                                        const std::vector<int64_t>& versions,
                                        uint32_t flags,
                                        const std::shared_ptr<void>& keep_alive);
+  // A message with `flags` and no payload to every range (Leave, Rejoin).
+  std::unique_ptr<PushHandle> SendToEveryRange(uint32_t flags);
 
   RpcEndpoint& rpc_;
   friend class PushHandle;

@@ -30,6 +30,12 @@ inline constexpr uint32_t kAckDropped = 1u << 1;
 // kPush with kPushDone and no payload: the sending worker has finished (or
 // is leaving); sync steps stop waiting for its gradients.
 inline constexpr uint32_t kPushDone = 1u << 2;
+// kPush with kPushRejoin and no payload: a worker that left (kPushDone) to
+// wait in a checkpoint round pushes again; sync steps count it again. Sync
+// k-of-n workers do this around every round in the middle of a run
+// (docs/checkpoints.md), so that the steps of those still training close
+// without them.
+inline constexpr uint32_t kPushRejoin = 1u << 8;
 // Sync k-of-n with several ranges (shard.h, UpdatePolicy::follower): a
 // worker pushes to the lead range first; the leader's ack carries, in
 // payload 0, the number of gradients (int64) in the step that used it. The

@@ -285,6 +285,15 @@ void ParameterServer::HandlePush(Message msg) {
     if (closed) Flush();
     return;
   }
+  if (msg.header.flags & kPushRejoin) {
+    if (shard_ && left_workers_.erase(msg.header.sender) > 0)
+      shard_->WorkerRejoined();
+    Message ack;
+    ack.header.type = MessageType::kAck;
+    ack.header.clock = shard_ ? shard_->version() : 0;
+    rpc_->ReplyOrLog(msg, std::move(ack));
+    return;
+  }
   // After the gradients: a tagged push's step size, then a compressed
   // push-pull's mirror sequence number (protocol.h).
   const bool tagged = msg.header.flags & kPushTagged;

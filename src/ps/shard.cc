@@ -224,6 +224,11 @@ bool ParameterShard::WorkerLeft() {
   return MaybeCloseLocked();
 }
 
+void ParameterShard::WorkerRejoined() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (active_workers_ < policy_.num_workers) ++active_workers_;
+}
+
 int64_t ParameterShard::ReadIfAtLeast(int64_t min_version, float* out) const {
   std::lock_guard<std::mutex> lock(mu_);
   if (version_ < min_version) return -1;

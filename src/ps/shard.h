@@ -143,6 +143,9 @@ class ParameterShard {
   // never wait for gradients that will not come. Returns true if this closed
   // the step in progress.
   bool WorkerLeft();
+  // A worker that left pushes again (a checkpoint round is over): sync
+  // steps count it again, up to the n workers of the policy.
+  void WorkerRejoined();
 
   // The state a checkpoint keeps.
   ShardState SaveState() const;

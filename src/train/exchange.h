@@ -135,6 +135,17 @@ class Exchange {
     static_cast<void>(steps);
     return Status::Ok();
   }
+  // Around a checkpoint round in the middle of the run (docs/checkpoints.md):
+  // PauseForRound before this worker arrives (`steps` done), ResumeAfterRound
+  // once the round let it go. Sync k-of-n leaves the servers for the round,
+  // as Depart does, so that the steps of workers still training towards
+  // it close without this one's gradients; it then rejoins and pulls the
+  // newest parameters. The default does nothing.
+  virtual Status PauseForRound(int64_t steps) {
+    static_cast<void>(steps);
+    return Status::Ok();
+  }
+  virtual Status ResumeAfterRound() { return Status::Ok(); }
   // Checkpoints (docs/checkpoints.md). Quiesce: complete what is in flight
   // (a push sent while computing) so that the servers hold every step done
   // so far; called at a step boundary, `steps` done. SaveState: the

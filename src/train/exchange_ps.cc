@@ -169,6 +169,29 @@ class PushPullExchange final : public Exchange {
     return Status::Ok();
   }
 
+  Status PauseForRound(int64_t steps) override {
+    if (!o_.leader_first || left_) return Status::Ok();
+    RETURN_IF_ERROR(Depart(steps));
+    paused_ = true;
+    return Status::Ok();
+  }
+
+  Status ResumeAfterRound() override {
+    if (!paused_) return Status::Ok();
+    auto back = client_.Rejoin()->Wait(o_.request_timeout);
+    if (!back.ok()) {
+      return back.status().WithContext(fmt::format(
+          "worker {} rejoining after a checkpoint round", env_.index));
+    }
+    paused_ = false;
+    left_ = false;
+    // Steps went on without this worker: its next step computes on the
+    // newest parameters and joins the step after them, as after a resume.
+    pulled_with_push_ = false;
+    resumed_ = true;
+    return Status::Ok();
+  }
+
   int64_t version() const override { return pulled_.empty() ? 0 : pulled_[0]; }
 
  private:
@@ -258,6 +281,7 @@ class PushPullExchange final : public Exchange {
   const bool async_;
   bool resumed_ = false;  // RestoreState: no initial push; sync step from pull
   bool left_ = false;     // Depart() told the servers
+  bool paused_ = false;   // left for a checkpoint round (PauseForRound)
   bool pulled_with_push_ = false;  // the last push brought the parameters
   std::vector<int64_t> pulled_;    // versions of the local copy
   std::vector<int64_t> step_;      // sync: the step this worker is in

@@ -451,6 +451,7 @@ Result<WorkerMetrics> RunWorker(const Config& config,
     // The data server's cursor must know every batch trained so far.
     if (stream != nullptr) RETURN_IF_ERROR(stream->SendAcks());
     RETURN_IF_ERROR(exchange->Quiesce(done));
+    if (!final) RETURN_IF_ERROR(exchange->PauseForRound(done));
     ASSIGN_OR_RETURN(ExchangeState es, exchange->SaveState());
     std::ostringstream delay_state;
     delay_state << delay_rng;
@@ -485,12 +486,15 @@ Result<WorkerMetrics> RunWorker(const Config& config,
     }
     if (reply->header.flags & kCheckpointCatchUp) {
       catch_up_to = reply->header.clock;
-      return Status::Ok();
+      return exchange->ResumeAfterRound();
     }
     catch_up_to = -1;
     rounds_done = reply->header.clock;
-    if (reply->header.flags & kCheckpointStop) checkpoint_stop = true;
-    return Status::Ok();
+    if (reply->header.flags & kCheckpointStop) {
+      checkpoint_stop = true;  // the run ends here: no need to rejoin
+      return Status::Ok();
+    }
+    return final ? Status::Ok() : exchange->ResumeAfterRound();
   };
   std::vector<int64_t> indices;
   double window_loss = 0, window_acc = 0;

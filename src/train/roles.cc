@@ -377,7 +377,9 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
     co.worker_restart = true;
   }
   if (o.checkpoints()) {
-    co.checkpoint_lockstep = Lockstep(o.mode);
+    // Sync k-of-n workers are not at one step: they meet as free ones do,
+    // each leaving the servers while it waits (Exchange::PauseForRound).
+    co.checkpoint_lockstep = Lockstep(o.mode) && !o.leader_first;
     co.on_restore = [&checkpoints](NodeId id) {
       return checkpoints.Restore(id);
     };

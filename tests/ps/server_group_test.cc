@@ -218,6 +218,77 @@ TEST(ServerGroupTest, KOfNRangeByRangeFollowsTheLeadRangesChoice) {
   EXPECT_EQ(resumed.Pull(), want);
 }
 
+// Sync k-of-n around a checkpoint round (docs/checkpoints.md): workers
+// waiting in the round leave the servers (kPushDone), so the steps of the
+// ones still training close without them; once the round is over they
+// rejoin (kPushRejoin) and are counted again. A rejoin from a worker that
+// had not left, or a second one, counts nothing.
+TEST(ServerGroupTest, KOfNWorkersPausedForARoundAreNotWaitedForTillTheyRejoin) {
+  GroupFixture f(/*bucket=*/500, /*workers=*/4, UpdatePolicy::Mode::kSync,
+                 /*k=*/3);
+  ASSERT_EQ(f.layout_.num_ranges(), 2);
+  const std::vector<float> init(kKeys, 1.0f);
+  ASSERT_TRUE(f.clients_[0]->PushInitial(init.data())->Wait(kTimeout).ok());
+  std::vector<std::vector<float>> dest(4, std::vector<float>(kKeys));
+  // Worker w pushes the constant gradient w + 1 on parameters of `version`,
+  // range by range (the lead, range 1, first), and waits for its step.
+  auto push = [&](int w, int64_t version) {
+    return std::async(std::launch::async, [&f, &dest, w, version] {
+      PsClient& c = *f.clients_[static_cast<size_t>(w)];
+      const std::vector<float> grad(kKeys, static_cast<float>(w + 1));
+      auto h =
+          c.BeginPush({version, version}, dest[static_cast<size_t>(w)].data());
+      for (int r : {1, 0}) {
+        Status st = c.PushRange(*h, r, grad.data(), kTimeout);
+        if (!st.ok()) return Result<PushResult>(st);
+      }
+      return h->Wait(kTimeout);
+    });
+  };
+  auto call = [](std::unique_ptr<PushHandle> h) {
+    auto r = h->Wait(kTimeout);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+  };
+  // Workers 1-3 wait in a round: worker 0's step closes with its gradient.
+  for (int w : {1, 2, 3}) call(f.clients_[static_cast<size_t>(w)]->Leave());
+  auto alone = push(0, 0).get();
+  ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+  EXPECT_EQ(alone->versions, (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(dest[0], std::vector<float>(kKeys, 1.0f - 0.5f * 1.0f));
+  // Worker 3 rejoins (twice), worker 0 "rejoins" without having left: two
+  // workers are counted, so a step takes min(k, 2) = 2 gradients.
+  call(f.clients_[3]->Rejoin());
+  call(f.clients_[3]->Rejoin());
+  call(f.clients_[0]->Rejoin());
+  auto a = push(0, 1);
+  EXPECT_EQ(a.wait_for(milliseconds(200)), std::future_status::timeout);
+  auto b = push(3, 1).get();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  ASSERT_TRUE(a.get().ok());
+  EXPECT_EQ(b->versions, (std::vector<int64_t>{2, 2}));
+  const float after_two = 0.5f - 0.5f * ((1.0f + 4.0f) / 2.0f);
+  EXPECT_EQ(dest[3], std::vector<float>(kKeys, after_two));
+  // Workers 1 and 2 are back: steps take k = 3 gradients again.
+  call(f.clients_[1]->Rejoin());
+  call(f.clients_[2]->Rejoin());
+  auto c0 = push(0, 2);
+  auto c3 = push(3, 2);
+  EXPECT_EQ(c3.wait_for(milliseconds(200)), std::future_status::timeout);
+  auto c1 = push(1, 2).get();
+  ASSERT_TRUE(c1.ok()) << c1.status().ToString();
+  ASSERT_TRUE(c0.get().ok());
+  ASSERT_TRUE(c3.get().ok());
+  EXPECT_EQ(c1->versions, (std::vector<int64_t>{3, 3}));
+  // The mean of (1 + 4 + 2) / 3 (to float tolerance: the server multiplies
+  // the sum by 1/3).
+  for (float v : f.Pull(2)) ASSERT_NEAR(v, after_two - 0.5f * 7.0f / 3, 1e-6);
+  // Steps closed while fewer than k workers were counted are tail updates.
+  nlohmann::json stats = nlohmann::json::parse(f.group_->StatsJson());
+  EXPECT_EQ(stats["tail_updates"], 2) << stats.dump();
+  EXPECT_EQ(stats["gradients_per_update"], (nlohmann::json{{"3", 1}}))
+      << stats.dump();
+}
+
 // Three workers pushing range by range at once, k = 2, late gradients
 // dropped or deferred: whatever order the gradients arrive in, every range
 // takes the same two gradients at every step (each worker's gradient is one
