@@ -47,6 +47,14 @@ constexpr milliseconds kPruneEvery{10000};
 
 std::string UcsError(ucs_status_t s) { return ucs_status_string(s); }
 
+// Errors that say the peer cannot be reached any more (it closed, died or
+// stopped answering), as opposed to a fault on this side.
+bool PeerGone(ucs_status_t s) {
+  return s == UCS_ERR_ENDPOINT_TIMEOUT || s == UCS_ERR_CONNECTION_RESET ||
+         s == UCS_ERR_UNREACHABLE || s == UCS_ERR_NOT_CONNECTED ||
+         s == UCS_ERR_REJECTED || s == UCS_ERR_CANCELED;
+}
+
 // "ucx://HOST:PORT" -> an IPv4 address; PORT may be * or 0 when `bind`.
 Result<sockaddr_in> ParseEndpoint(NodeId id, const std::string& endpoint,
                                   bool bind) {
@@ -611,9 +619,17 @@ class UcxTransport final : public Transport {
                                          ctx->header.size(), buffer, count, &p);
     if (UCS_PTR_IS_ERR(r)) {
       ReleaseInflight(bytes);
+      const ucs_status_t why = UCS_PTR_STATUS(r);
+      if (PeerGone(why)) {
+        // The send found the peer lost before UCX's error callback did
+        // (seen under load): the same error as after the callback.
+        route->failed = true;
+        return Status::Unavailable(
+            "node {}: node {} at {} is unreachable (UCX: {})", id_, to,
+            route->endpoint, UcsError(why));
+      }
       return Status::Unavailable("node {}: sending to node {} at {}: {}", id_,
-                                 to, route->endpoint,
-                                 UcsError(UCS_PTR_STATUS(r)));
+                                 to, route->endpoint, UcsError(why));
     }
     if (!raw) ++route->next_seq;  // taken only by a message that went out
     if (r == nullptr) {

@@ -137,7 +137,7 @@ TEST_F(UcxTransportTest, ALostPeerIsReportedAndItsReplacementReached) {
     std::this_thread::sleep_for(milliseconds(50));
   }
   EXPECT_EQ(s.code(), Status::Code::kUnavailable) << s.ToString();
-  EXPECT_NE(s.message().find("unreachable"), std::string::npos);
+  EXPECT_NE(s.message().find("unreachable"), std::string::npos) << s.ToString();
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(20));
   auto c = Node(2);
   ASSERT_TRUE(a->Connect(2, c->endpoint()).ok());
