@@ -80,7 +80,8 @@ Result<RunSummary> TrainCluster(const Config& config, const DatasetSplits& data,
   torch::set_num_threads(static_cast<int>(threads));
 
   RETURN_IF_ERROR(CheckMetricsAddress(o));
-  RETURN_IF_ERROR(CheckResumable(config, o, run_dir));
+  ASSIGN_OR_RETURN(std::shared_ptr<const Checkpoint> resume_from,
+                   CheckResumable(config, o, run_dir));
   const std::string kind = config.GetString("cluster.transport");
   const bool tcp = kind == "tcp";
   ASSIGN_OR_RETURN(std::optional<CurveKeys> curve, CurveKeysFromConfig(config));
@@ -130,7 +131,7 @@ Result<RunSummary> TrainCluster(const Config& config, const DatasetSplits& data,
   threads_list.emplace_back([&] {
     Guarded("coordinator", [&] {
       summary = RunCoordinatorRole(config, o, std::move(transports[0]), run_dir,
-                                   stop);
+                                   stop, std::move(resume_from));
     });
   });
   for (int s = 0; s < roles.num_servers(); ++s) {

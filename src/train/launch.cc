@@ -290,12 +290,11 @@ namespace {
 // One life of a --processes cluster: the coordinator here, every other
 // node a child process; returns the coordinator's summary (or its error)
 // once every child ended.
-Result<nlohmann::json> RunProcessesOnce(const Config& config,
-                                        const ClusterRunOptions& o,
-                                        const RunDirectory& run_dir,
-                                        const std::string& self_exe,
-                                        const std::optional<CurveKeys>& curve,
-                                        const std::atomic<bool>* stop) {
+Result<nlohmann::json> RunProcessesOnce(
+    const Config& config, const ClusterRunOptions& o,
+    const RunDirectory& run_dir, const std::string& self_exe,
+    const std::optional<CurveKeys>& curve, const std::atomic<bool>* stop,
+    std::shared_ptr<const Checkpoint> resume_from) {
   const RoleTable& roles = o.roles;
   // Every node on this machine; over UCX (shared memory between the
   // processes) with cluster.transport = "ucx", else ZeroMQ TCP.
@@ -391,7 +390,8 @@ Result<nlohmann::json> RunProcessesOnce(const Config& config,
     });
   }
 
-  auto summary = RunCoordinatorRole(config, o, std::move(coord), run_dir, stop);
+  auto summary = RunCoordinatorRole(config, o, std::move(coord), run_dir, stop,
+                                    std::move(resume_from));
   ended = true;
   if (watcher.joinable()) watcher.join();
 
@@ -441,7 +441,10 @@ Result<nlohmann::json> TrainProcesses(const Config& config,
                                       const std::atomic<bool>* stop) {
   ASSIGN_OR_RETURN(ClusterRunOptions o, ClusterRunOptions::FromConfig(config));
   RETURN_IF_ERROR(CheckMetricsAddress(o));
-  RETURN_IF_ERROR(CheckResumable(config, o, run_dir));
+  // The first life resumes from the checkpoint checked here; a restarted
+  // one reads the newest again.
+  ASSIGN_OR_RETURN(std::shared_ptr<const Checkpoint> resume_from,
+                   CheckResumable(config, o, run_dir));
   // Checked here, before any child starts, so a bad key is reported once.
   ASSIGN_OR_RETURN(const std::optional<CurveKeys> curve,
                    CurveKeysFromConfig(config));
@@ -450,8 +453,8 @@ Result<nlohmann::json> TrainProcesses(const Config& config,
   while (true) {
     ASSIGN_OR_RETURN(ClusterRunOptions ao,
                      ClusterRunOptions::FromConfig(attempt_config));
-    auto summary =
-        RunProcessesOnce(attempt_config, ao, run_dir, self_exe, curve, stop);
+    auto summary = RunProcessesOnce(attempt_config, ao, run_dir, self_exe,
+                                    curve, stop, std::move(resume_from));
     const bool lost =
         !summary.ok() && summary.status().code() == Status::Code::kUnavailable;
     if (!o.restart || !lost || (stop != nullptr && stop->load()) ||

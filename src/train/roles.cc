@@ -65,8 +65,15 @@ class ClusterCheckpoints {
   // Loads the newest checkpoint to resume from (checkpoint.resume) and
   // checks that it is a checkpoint of this cluster; says so with
   // `announce`.
-  Status Load(bool announce = true) {
-    ASSIGN_OR_RETURN(Checkpoint c, LoadNewestCheckpoint(run_dir_.path()));
+  // `loaded`: that checkpoint, already read (CheckResumable); it is
+  // checked again here, not read again.
+  Status Load(bool announce = true,
+              std::shared_ptr<const Checkpoint> loaded = nullptr) {
+    if (loaded == nullptr) {
+      ASSIGN_OR_RETURN(Checkpoint c, LoadNewestCheckpoint(run_dir_.path()));
+      loaded = std::make_shared<const Checkpoint>(std::move(c));
+    }
+    const Checkpoint& c = *loaded;
     ASSIGN_OR_RETURN(const std::string* saved, c.File("config.toml"));
     RETURN_IF_ERROR(CheckResumeConfig(*saved, config_));
     auto coord = c.File("coordinator.json");
@@ -78,12 +85,13 @@ class ClusterCheckpoints {
     if (!meta_.is_object()) {
       return Status::DataLoss("{}/coordinator.json: bad JSON", c.dir);
     }
-    resume_ = std::make_unique<Checkpoint>(std::move(c));
+    resume_ = std::move(loaded);
     if (announce)
       LogInfo("resuming from {} (step {})", resume_->dir, resume_->step);
     return Status::Ok();
   }
   bool resuming() const { return resume_ != nullptr; }
+  const std::shared_ptr<const Checkpoint>& loaded() const { return resume_; }
   const std::string& dir() const { return resume_->dir; }
   int64_t step() const { return resume_ ? resume_->step : 0; }
   // Training seconds before the resumed checkpoint.
@@ -230,7 +238,7 @@ class ClusterCheckpoints {
   const Config& config_;
   const ClusterRunOptions& o_;
   const RunDirectory& run_dir_;
-  std::unique_ptr<Checkpoint> resume_;
+  std::shared_ptr<const Checkpoint> resume_;
   nlohmann::json meta_;
   // The newest state of every worker (a finished one keeps its last).
   std::map<int, std::pair<std::string, std::string>> workers_;
@@ -346,17 +354,20 @@ Status CheckMetricsAddress(const ClusterRunOptions& o) {
   return Status::Ok();
 }
 
-Status CheckResumable(const Config& config, const ClusterRunOptions& o,
-                      const RunDirectory& run_dir) {
-  if (!o.resume) return Status::Ok();
-  return ClusterCheckpoints(config, o, run_dir).Load(/*announce=*/false);
+Result<std::shared_ptr<const Checkpoint>> CheckResumable(
+    const Config& config, const ClusterRunOptions& o,
+    const RunDirectory& run_dir) {
+  if (!o.resume) return std::shared_ptr<const Checkpoint>();
+  ClusterCheckpoints checked(config, o, run_dir);
+  RETURN_IF_ERROR(checked.Load(/*announce=*/false));
+  return checked.loaded();
 }
 
-Result<nlohmann::json> RunCoordinatorRole(const Config& config,
-                                          const ClusterRunOptions& o,
-                                          std::unique_ptr<Transport> transport,
-                                          const RunDirectory& run_dir,
-                                          const std::atomic<bool>* stop) {
+Result<nlohmann::json> RunCoordinatorRole(
+    const Config& config, const ClusterRunOptions& o,
+    std::unique_ptr<Transport> transport, const RunDirectory& run_dir,
+    const std::atomic<bool>* stop,
+    std::shared_ptr<const Checkpoint> resume_from) {
   const auto start = Clock::now();
   CoordinatorOptions co;
   co.roles = o.roles;
@@ -367,7 +378,9 @@ Result<nlohmann::json> RunCoordinatorRole(const Config& config,
   co.worker_loss_fatal = WorkerLossFatal(o.mode);
   // Checkpoints (docs/checkpoints.md).
   ClusterCheckpoints checkpoints(config, o, run_dir);
-  if (o.resume) RETURN_IF_ERROR(checkpoints.Load());
+  if (o.resume)
+    RETURN_IF_ERROR(
+        checkpoints.Load(/*announce=*/true, std::move(resume_from)));
   Coordinator* coordinator_ptr = nullptr;  // set once it exists
   std::atomic<int64_t> last_checkpoint_ns{0};
   if (o.restart && !Lockstep(o.mode)) {

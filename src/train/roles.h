@@ -10,6 +10,7 @@
 #include "data/dataset.h"
 #include "ps/key_range.h"
 #include "sharding/resolve.h"
+#include "train/checkpoint.h"
 #include "train/nodes.h"
 #include "train/run_dir.h"
 #include "transport/transport.h"
@@ -90,14 +91,19 @@ Status CheckMetricsAddress(const ClusterRunOptions& options);
 // this cluster with this config (the coordinator's own check, made before
 // any node starts, so that a changed setting fails the run at once instead
 // of after every node waited for a coordinator that stopped).
-Status CheckResumable(const Config& config, const ClusterRunOptions& options,
-                      const RunDirectory& run_dir);
+// Returns the checkpoint it read and checked (null when not resuming), for
+// the coordinator of this process to resume from without reading it again.
+Result<std::shared_ptr<const Checkpoint>> CheckResumable(
+    const Config& config, const ClusterRunOptions& options,
+    const RunDirectory& run_dir);
 
-Result<nlohmann::json> RunCoordinatorRole(const Config& config,
-                                          const ClusterRunOptions& options,
-                                          std::unique_ptr<Transport> transport,
-                                          const RunDirectory& run_dir,
-                                          const std::atomic<bool>* stop);
+// `resume_from`: the checkpoint CheckResumable returned, or null to read
+// the newest one (with checkpoint.resume).
+Result<nlohmann::json> RunCoordinatorRole(
+    const Config& config, const ClusterRunOptions& options,
+    std::unique_ptr<Transport> transport, const RunDirectory& run_dir,
+    const std::atomic<bool>* stop,
+    std::shared_ptr<const Checkpoint> resume_from = nullptr);
 
 // A server: joins, learns the parameter count and the iteration budget from
 // the coordinator (the workers announce them), serves its key range until
