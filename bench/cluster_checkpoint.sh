@@ -1,9 +1,12 @@
 #!/bin/bash
 # What cluster checkpoints cost: a sync PS cluster (mlp on MNIST, or
-# MODEL=resnet56 on synthetic CIFAR-shaped data; 1 server, 2 workers, in one
-# process) trained with a checkpoint round every EVERY steps (default 100)
-# against none, alternating side by side.
-# bench/cluster_checkpoint.sh [BUILD_DIR] [REPS]; needs STRATA_DATA_DIR for mlp.
+# MODEL=resnet56 on synthetic CIFAR-shaped data; MODEL=lenet on MNIST; 1 server,
+# WORKERS workers (default 2), in one process) trained with a checkpoint round
+# every EVERY steps (default 100) against none, alternating side by side. K=k
+# (0 < k < WORKERS) makes it sync k-of-n (late gradients deferred); STRATA=PATH
+# runs another strata binary (e.g. an older build) for the runs with rounds.
+# bench/cluster_checkpoint.sh [BUILD_DIR] [REPS]; needs STRATA_DATA_DIR for
+# mlp and lenet.
 # Prints every run, the median per-round time (the coordinator's log: state
 # gathered, written, fsynced), the median ratio of training time (on / off)
 # and the slowdown that one round per 60 s of training means.
@@ -15,12 +18,14 @@ model="${MODEL:-mlp}"
 tmp="$(mktemp -d /tmp/strata_cluster_checkpoint_XXXXXX)"
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"; export OPENBLAS_NUM_THREADS=1
-common=(--set cluster.mode=sync --set cluster.servers=1 --set cluster.workers=2
+strata="${STRATA:-$build/src/cli/strata}"
+common=(--set cluster.mode=sync --set cluster.servers=1 --set "cluster.workers=${WORKERS:-2}"
+        --set "cluster.updates_per_step=${K:-0}" --set cluster.late_gradients=defer
         --set cluster.threads_per_worker=1 --set train.log_every=50 --set eval.every_s=1000
         --set cluster.evaluator=false --set run.log_level=info --set checkpoint.keep=2)
-if [ "$model" = mlp ]; then
+if [ "$model" = mlp ] || [ "$model" = lenet ]; then
   data="$(cd "${STRATA_DATA_DIR:?set STRATA_DATA_DIR}" && pwd)"
-  common+=(--set data.dataset=mnist --set "data.dir=$data/mnist" --set model.name=mlp
+  common+=(--set data.dataset=mnist --set "data.dir=$data/mnist" --set "model.name=$model"
            --set "train.iterations=${ITERATIONS:-2000}")
 else
   common+=(--set data.dataset=synthetic --set data.synthetic.shape=3x32x32
@@ -30,9 +35,9 @@ fi
 ratios=(); rounds=()
 for i in $(seq 1 "$reps"); do
   for on in true false; do
-    extra=(--set checkpoint.every_updates=0)
-    [ $on = true ] && extra=(--set "checkpoint.every_updates=$every")
-    "$build/src/cli/strata" train "${common[@]}" "${extra[@]}" --set run.name=c$on$i > log$on$i 2>&1
+    extra=(--set checkpoint.every_updates=0); bin="$build/src/cli/strata"
+    [ $on = true ] && extra=(--set "checkpoint.every_updates=$every") && bin="$strata"
+    "$bin" train "${common[@]}" "${extra[@]}" --set run.name=c$on$i > log$on$i 2>&1
     t=$(/usr/bin/python3 -c "import json; print(json.load(open('runs/c$on$i/summary.json'))['train_s'])")
     n=$(grep -c "checkpoint at step" log$on$i || true)
     echo "rep $i checkpoints=$on train_s $t rounds $n"
