@@ -13,7 +13,8 @@ using Clock = std::chrono::steady_clock;
 Coordinator::Coordinator(CoordinatorOptions options,
                          std::unique_ptr<Transport> transport)
     : options_(options),
-      rpc_(std::move(transport), [this](Message m) { Handle(std::move(m)); }) {}
+      rpc_(std::move(transport), [this](Message m) { Handle(std::move(m)); }),
+      last_round_step_(options_.checkpoint_resumed_step) {}
 
 Coordinator::~Coordinator() { Stop(); }
 

@@ -128,6 +128,10 @@ struct CoordinatorOptions {
   // Lockstep modes (sync, the collectives): workers must be at one step in
   // a checkpoint; those behind are told to catch up to the one ahead.
   bool checkpoint_lockstep = false;
+  // The step of the checkpoint the run resumed from (0: none). Free-running
+  // workers resume at different steps; an arrival at a checkpoint step up
+  // to this one is let go at once, as one already covered by a round.
+  int64_t checkpoint_resumed_step = 0;
   // The reply to a node's kRestoreRequest (payloads and clock; the type is
   // set here), on the receive thread: must be quick. Null: no payloads.
   std::function<Message(NodeId)> on_restore;

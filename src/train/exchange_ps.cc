@@ -103,22 +103,28 @@ class PushPullExchange final : public Exchange {
   Status BeforeStep(int64_t it) override {
     if (o_.staleness >= 0)
       RETURN_IF_ERROR(env_.member->ClockWait(it, o_.request_timeout));
-    if (it % o_.pull_interval != 0 || pulled_with_push_)
+    // The first step after a resume or a checkpoint round pulls, whatever
+    // cluster.pull_interval says: the model here is not the servers'.
+    if (!resumed_ && (it % o_.pull_interval != 0 || pulled_with_push_)) {
+      computed_on_ = pulled_[0];
       return BeginPipelinedStep(it);
-    auto p =
-        client_.Pull(env_.model.params, sync_ ? step_ : std::vector<int64_t>{})
-            ->Wait(o_.request_timeout);
-    if (!p.ok()) {
-      return p.status().WithContext(
-          fmt::format("worker {} pull at iteration {}", env_.index, it));
     }
-    pulled_ = p->versions;
-    m_.bytes_pulled += p->bytes;
+    RETURN_IF_ERROR(PullAtLeast(sync_ ? step_ : std::vector<int64_t>{}, it));
     if (resumed_ && sync_) {
-      // The first step after a resume is the step of the restored version.
+      // The step is the one the servers are at. Ranges may be a version
+      // apart (other workers' pushes to the followers still on the way):
+      // pull again at the newest, so the gradient is of one version.
+      const int64_t newest = *std::max_element(pulled_.begin(), pulled_.end());
+      if (*std::min_element(pulled_.begin(), pulled_.end()) < newest) {
+        LogDebug("worker {}: ranges a version apart after a pause; pulling {}",
+                 env_.index, newest);
+        RETURN_IF_ERROR(
+            PullAtLeast(std::vector<int64_t>(pulled_.size(), newest), it));
+      }
       step_ = pulled_;
-      resumed_ = false;
     }
+    resumed_ = false;
+    computed_on_ = pulled_[0];
     return BeginPipelinedStep(it);
   }
 
@@ -192,9 +198,23 @@ class PushPullExchange final : public Exchange {
     return Status::Ok();
   }
 
-  int64_t version() const override { return pulled_.empty() ? 0 : pulled_[0]; }
+  int64_t version() const override { return computed_on_; }
 
  private:
+  // Pulls every range at `min_versions` or newer (empty: any) into the
+  // model.
+  Status PullAtLeast(const std::vector<int64_t>& min_versions, int64_t it) {
+    auto p =
+        client_.Pull(env_.model.params, min_versions)->Wait(o_.request_timeout);
+    if (!p.ok()) {
+      return p.status().WithContext(
+          fmt::format("worker {} pull at iteration {}", env_.index, it));
+    }
+    pulled_ = p->versions;
+    m_.bytes_pulled += p->bytes;
+    return Status::Ok();
+  }
+
   // Books a finished push (and the pull that came with it).
   void Account(const PushResult& pushed, bool pulls) {
     if (pulls) {
@@ -279,9 +299,12 @@ class PushPullExchange final : public Exchange {
   PsClient client_;
   const bool sync_;
   const bool async_;
-  bool resumed_ = false;  // RestoreState: no initial push; sync step from pull
-  bool left_ = false;     // Depart() told the servers
-  bool paused_ = false;   // left for a checkpoint round (PauseForRound)
+  // RestoreState (no initial push) or ResumeAfterRound: the next step
+  // pulls, and in sync takes its step from the pull.
+  bool resumed_ = false;
+  bool left_ = false;        // Depart() told the servers
+  bool paused_ = false;      // left for a checkpoint round (PauseForRound)
+  int64_t computed_on_ = 0;  // the version (range 0) this step computes on
   bool pulled_with_push_ = false;  // the last push brought the parameters
   std::vector<int64_t> pulled_;    // versions of the local copy
   std::vector<int64_t> step_;      // sync: the step this worker is in

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/fs.h"
@@ -453,8 +454,9 @@ Result<nlohmann::json> TrainProcesses(const Config& config,
   while (true) {
     ASSIGN_OR_RETURN(ClusterRunOptions ao,
                      ClusterRunOptions::FromConfig(attempt_config));
-    auto summary = RunProcessesOnce(attempt_config, ao, run_dir, self_exe,
-                                    curve, stop, std::move(resume_from));
+    auto summary =
+        RunProcessesOnce(attempt_config, ao, run_dir, self_exe, curve, stop,
+                         std::exchange(resume_from, nullptr));
     const bool lost =
         !summary.ok() && summary.status().code() == Status::Code::kUnavailable;
     if (!o.restart || !lost || (stop != nullptr && stop->load()) ||

@@ -393,6 +393,7 @@ Result<nlohmann::json> RunCoordinatorRole(
     // Sync k-of-n workers are not at one step: they meet as free ones do,
     // each leaving the servers while it waits (Exchange::PauseForRound).
     co.checkpoint_lockstep = Lockstep(o.mode) && !o.leader_first;
+    co.checkpoint_resumed_step = checkpoints.step();
     co.on_restore = [&checkpoints](NodeId id) {
       return checkpoints.Restore(id);
     };

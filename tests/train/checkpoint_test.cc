@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -349,6 +350,48 @@ TEST(ClusterCheckpointTest, KOfNRunsFinishTheirRoundsAndResume) {
   EXPECT_NE(summary->find("\"resumed_at_step\": " + std::to_string(at)),
             std::string::npos)
       << *summary;
+  // Workers resume at different steps; one behind the checkpoint's step
+  // reaching it is let go at once (a checkpoint that far exists), so every
+  // later round is one a worker started at a multiple of 10. Before, it
+  // started a round there, named by the furthest worker (215 after a
+  // resume at 200 in a LeNet run).
+  for (int64_t step = at + 1; step <= 40; ++step) {
+    if (FileExists(root + "/whole/checkpoints/step-" + std::to_string(step)))
+      EXPECT_EQ(step % 10, 0) << "a round at step " << step;
+  }
+}
+
+// A parameter-server worker keeps no model in a checkpoint: its first step
+// after a resume pulls the servers' (restored) parameters even where
+// cluster.pull_interval would not pull (here step 5 of pull_interval 2).
+// Before, that step computed on the worker's freshly built model (version 0
+// in metrics.jsonl). Sync k-of-n workers do the same after every round.
+TEST(ClusterCheckpointTest,
+     TheFirstStepAfterAResumePullsWhateverThePullInterval) {
+  const std::string root = TempRoot();
+  Config c = With(Base(root), {"train.iterations=12", "cluster.mode=async",
+                               "cluster.workers=1", "cluster.pull_interval=2",
+                               "train.log_every=1", "checkpoint.keep=10",
+                               "cluster.request_timeout_ms=20000",
+                               "checkpoint.every_updates=5", "run.name=r"});
+  ASSERT_TRUE(RunConfig(c).ok());
+  ASSERT_EQ(KeepCheckpointsBelow(root + "/r", 6), 5);
+  auto resumed = ResumeCluster(c, root + "/r");
+  ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+  auto metrics = ReadFile(root + "/r/metrics.jsonl");
+  ASSERT_TRUE(metrics.ok());
+  // Step 6's lines: the uninterrupted run's, computed on the pull of step
+  // 4 (version 4), then the resumed run's, on the restored version 5.
+  std::vector<int64_t> versions;
+  std::istringstream lines(*metrics);
+  for (std::string line; std::getline(lines, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.value("step", -1) == 6 && j.contains("version"))
+      versions.push_back(j["version"].get<int64_t>());
+  }
+  ASSERT_EQ(versions.size(), 2u) << *metrics;
+  EXPECT_EQ(versions[0], 4);
+  EXPECT_EQ(versions[1], 5);
 }
 
 // A cluster resumed with a setting changed is refused before any node
