@@ -356,8 +356,9 @@ TEST(ClusterCheckpointTest, KOfNRunsFinishTheirRoundsAndResume) {
   // started a round there, named by the furthest worker (215 after a
   // resume at 200 in a LeNet run).
   for (int64_t step = at + 1; step <= 40; ++step) {
-    if (FileExists(root + "/whole/checkpoints/step-" + std::to_string(step)))
+    if (FileExists(root + "/whole/checkpoints/step-" + std::to_string(step))) {
       EXPECT_EQ(step % 10, 0) << "a round at step " << step;
+    }
   }
 }
 
