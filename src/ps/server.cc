@@ -274,24 +274,20 @@ KeyRange ParameterServer::Range() const {
 
 void ParameterServer::HandlePush(Message msg) {
   const KeyRange r = Range();
-  if (msg.header.flags & kPushDone) {
+  if (msg.header.flags & (kPushDone | kPushRejoin)) {
+    // A worker leaving (or back from a checkpoint round); counted once.
     bool closed = false;
-    if (shard_ && left_workers_.insert(msg.header.sender).second)
-      closed = shard_->WorkerLeft();
+    if (msg.header.flags & kPushDone) {
+      if (shard_ && left_workers_.insert(msg.header.sender).second)
+        closed = shard_->WorkerLeft();
+    } else if (shard_ && left_workers_.erase(msg.header.sender) > 0) {
+      shard_->WorkerRejoined();
+    }
     Message ack;
     ack.header.type = MessageType::kAck;
     ack.header.clock = shard_ ? shard_->version() : 0;
     rpc_->ReplyOrLog(msg, std::move(ack));
     if (closed) Flush();
-    return;
-  }
-  if (msg.header.flags & kPushRejoin) {
-    if (shard_ && left_workers_.erase(msg.header.sender) > 0)
-      shard_->WorkerRejoined();
-    Message ack;
-    ack.header.type = MessageType::kAck;
-    ack.header.clock = shard_ ? shard_->version() : 0;
-    rpc_->ReplyOrLog(msg, std::move(ack));
     return;
   }
   // After the gradients: a tagged push's step size, then a compressed

@@ -105,25 +105,8 @@ class PushPullExchange final : public Exchange {
       RETURN_IF_ERROR(env_.member->ClockWait(it, o_.request_timeout));
     // The first step after a resume or a checkpoint round pulls, whatever
     // cluster.pull_interval says: the model here is not the servers'.
-    if (!resumed_ && (it % o_.pull_interval != 0 || pulled_with_push_)) {
-      computed_on_ = pulled_[0];
-      return BeginPipelinedStep(it);
-    }
-    RETURN_IF_ERROR(PullAtLeast(sync_ ? step_ : std::vector<int64_t>{}, it));
-    if (resumed_ && sync_) {
-      // The step is the one the servers are at. Ranges may be a version
-      // apart (other workers' pushes to the followers still on the way):
-      // pull again at the newest, so the gradient is of one version.
-      const int64_t newest = *std::max_element(pulled_.begin(), pulled_.end());
-      if (*std::min_element(pulled_.begin(), pulled_.end()) < newest) {
-        LogDebug("worker {}: ranges a version apart after a pause; pulling {}",
-                 env_.index, newest);
-        RETURN_IF_ERROR(
-            PullAtLeast(std::vector<int64_t>(pulled_.size(), newest), it));
-      }
-      step_ = pulled_;
-    }
-    resumed_ = false;
+    if (resumed_ || (it % o_.pull_interval == 0 && !pulled_with_push_))
+      RETURN_IF_ERROR(Pull(it));
     computed_on_ = pulled_[0];
     return BeginPipelinedStep(it);
   }
@@ -201,6 +184,26 @@ class PushPullExchange final : public Exchange {
   int64_t version() const override { return computed_on_; }
 
  private:
+  // The pull before step `it` (sync: at least the step this worker is in).
+  Status Pull(int64_t it) {
+    RETURN_IF_ERROR(PullAtLeast(sync_ ? step_ : std::vector<int64_t>{}, it));
+    if (resumed_ && sync_) {
+      // The step is the one the servers are at. Ranges may be a version
+      // apart (other workers' pushes to the followers still on the way):
+      // pull again at the newest, so the gradient is of one version.
+      const int64_t newest = *std::max_element(pulled_.begin(), pulled_.end());
+      if (*std::min_element(pulled_.begin(), pulled_.end()) < newest) {
+        LogDebug("worker {}: ranges a version apart after a pause; pulling {}",
+                 env_.index, newest);
+        RETURN_IF_ERROR(
+            PullAtLeast(std::vector<int64_t>(pulled_.size(), newest), it));
+      }
+      step_ = pulled_;
+    }
+    resumed_ = false;
+    return Status::Ok();
+  }
+
   // Pulls every range at `min_versions` or newer (empty: any) into the
   // model.
   Status PullAtLeast(const std::vector<int64_t>& min_versions, int64_t it) {

@@ -494,7 +494,7 @@ Result<WorkerMetrics> RunWorker(const Config& config,
       checkpoint_stop = true;  // the run ends here: no need to rejoin
       return Status::Ok();
     }
-    return final ? Status::Ok() : exchange->ResumeAfterRound();
+    return exchange->ResumeAfterRound();  // nothing unless it paused
   };
   std::vector<int64_t> indices;
   double window_loss = 0, window_acc = 0;

@@ -555,12 +555,12 @@ class UcxTransport final : public Transport {
   // for the send timeout (a stalled peer).
   Status StartSend(NodeId to, const std::shared_ptr<Route>& route,
                    std::unique_ptr<SendContext> ctx, bool raw = false) {
-    const auto lost = [&] {
+    const auto lost = [&](const std::string& why) {
       return Status::Unavailable(
-          "node {}: node {} at {} is unreachable (UCX reported it lost)", id_,
-          to, route->endpoint);
+          "node {}: node {} at {} is unreachable (UCX: {})", id_, to,
+          route->endpoint, why);
     };
-    if (route->failed.load()) return lost();
+    if (route->failed.load()) return lost("reported it lost");
     {
       std::unique_lock<std::mutex> lock(inflight_mu_);
       const bool room = inflight_cv_.wait_for(lock, options_.send_timeout, [&] {
@@ -583,7 +583,8 @@ class UcxTransport final : public Transport {
           "node {}: the route to node {} at {} was replaced or disconnected",
           id_, to, route->endpoint);
     }
-    if (route->failed.load() || !EnsureEp(*route)) return lost();
+    if (route->failed.load() || !EnsureEp(*route))
+      return lost("reported it lost");
     if (!raw) {
       const Prefix prefix{route->stream, route->next_seq};
       std::memcpy(ctx->header.data(), &prefix, sizeof(prefix));
@@ -624,9 +625,7 @@ class UcxTransport final : public Transport {
         // The send found the peer lost before UCX's error callback did
         // (seen under load): the same error as after the callback.
         route->failed = true;
-        return Status::Unavailable(
-            "node {}: node {} at {} is unreachable (UCX: {})", id_, to,
-            route->endpoint, UcsError(why));
+        return lost(UcsError(why));
       }
       return Status::Unavailable("node {}: sending to node {} at {}: {}", id_,
                                  to, route->endpoint, UcsError(why));
