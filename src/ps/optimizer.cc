@@ -40,20 +40,17 @@ class Sgd final : public Optimizer {
         continue;
       }
       float* b = buf_.data() + pieces[k].offset;
-      if (first_) {
-        // LibTorch starts the momentum buffer at the first gradient.
-        for (int64_t i = 0; i < n; ++i) b[i] = g[i] + wd * p[i];
-      } else {
-        for (int64_t i = 0; i < n; ++i) b[i] = mu * b[i] + (g[i] + wd * p[i]);
-      }
+      // One pass over p, g and b (the arithmetic of LibTorch's SGD, element
+      // by element: d = g + wd * p with p before this step; b = d on the
+      // first step, else mu * b + d; p -= lr * b, or lr * (d + mu * b) with
+      // Nesterov). One pass instead of two: the server's update of a large
+      // range is memory-bound.
       if (o_.nesterov) {
-        for (int64_t i = 0; i < n; ++i) {
-          // Note: the gradient term uses the parameter before this step,
-          // like LibTorch (d_p = g + wd * p computed before the update).
-          p[i] -= a * ((g[i] + wd * p[i]) + mu * b[i]);
-        }
+        first_ ? MomentumPass<true, true>(p, g, b, n, a, mu, wd)
+               : MomentumPass<true, false>(p, g, b, n, a, mu, wd);
       } else {
-        for (int64_t i = 0; i < n; ++i) p[i] -= a * b[i];
+        first_ ? MomentumPass<false, true>(p, g, b, n, a, mu, wd)
+               : MomentumPass<false, false>(p, g, b, n, a, mu, wd);
       }
     }
     if (mu != 0.0f) first_ = false;
@@ -74,6 +71,19 @@ class Sgd final : public Optimizer {
   }
 
  private:
+  // kFirst: LibTorch starts the momentum buffer at the first gradient.
+  template <bool kNesterov, bool kFirst>
+  static void MomentumPass(float* __restrict p, const float* __restrict g,
+                           float* __restrict b, int64_t n, float a, float mu,
+                           float wd) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float d = g[i] + wd * p[i];
+      const float v = kFirst ? d : mu * b[i] + d;
+      b[i] = v;
+      p[i] -= kNesterov ? a * (d + mu * v) : a * v;
+    }
+  }
+
   const OptimizerOptions o_;
   const int64_t size_;
   std::vector<float> buf_;
