@@ -6,10 +6,12 @@
 //
 //   build/bench/cluster_bench [--reps 3] [--iterations 1500]
 //       [--threads 2,1] [--model mlp] [--modes async,sync] [--overlap 0|1]
-//       [--pipeline_kb KB]
+//       [--pipeline_kb KB] [--spin_us US] [--nospin 0|1]
 // One table per mode and thread count (train.threads for local,
 // cluster.threads_per_worker for the cluster; see docs/benchmarks.md).
-// --overlap 1 adds the cluster.overlap variants (async only).
+// --overlap 1 adds the cluster.overlap variants (async only); --nospin 1
+// adds "-spin" variants (pipelined, cluster.spin_us = 0: threads sleep at
+// once instead of polling first).
 // Uses real MNIST when STRATA_DATA_DIR is set (STRATA_DATA_DIR/mnist), else
 // synthetic 1x28x28 data.
 //
@@ -151,7 +153,8 @@ std::vector<int> ParseInts(const std::string& s) {
 // One table: local, inproc and tcp with `threads` LibTorch threads each.
 // Returns the local trainer's median loop samples/s.
 double RunTable(const Config& base, const DatasetSplits& data, int threads,
-                int reps, const std::string& mode, bool with_overlap) {
+                int reps, const std::string& mode, bool with_overlap,
+                bool with_nospin) {
   std::vector<Variant> variants;
   // Cluster variants: the transport, then "-pipe" for cluster.pipeline =
   // false (the default is layer-wise pipelining), or "+ovl" for
@@ -159,6 +162,10 @@ double RunTable(const Config& base, const DatasetSplits& data, int threads,
   // while step t+1 computes; gradients one update staler).
   std::vector<std::string> names = {"local", "inproc", "tcp", "inproc-pipe",
                                     "tcp-pipe"};
+  if (with_nospin) {
+    names.push_back("inproc-spin");
+    names.push_back("tcp-spin");
+  }
   if (with_overlap && mode == "async") {
     names.push_back("inproc+ovl");
     names.push_back("tcp+ovl");
@@ -172,6 +179,9 @@ double RunTable(const Config& base, const DatasetSplits& data, int threads,
     } else {
       const bool overlap = var.name.find("+ovl") != std::string::npos;
       const bool unpiped = var.name.find("-pipe") != std::string::npos;
+      if (var.name.find("-spin") != std::string::npos) {
+        Set(var.config, "cluster.spin_us=0");
+      }
       Set(var.config, "cluster.mode=" + mode);
       Set(var.config, "cluster.transport=" +
                           var.name.substr(0, var.name.find_first_of("+-")));
@@ -248,6 +258,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> modes = {"async", "sync"};
   bool with_overlap = false;
   std::string pipeline_kb;
+  std::string spin_us;
+  bool with_nospin = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--modes") {
@@ -261,6 +273,10 @@ int main(int argc, char** argv) {
       }
     } else if (a == "--overlap") {
       with_overlap = std::string(argv[i + 1]) == "1";
+    } else if (a == "--spin_us") {
+      spin_us = argv[i + 1];
+    } else if (a == "--nospin") {
+      with_nospin = std::string(argv[i + 1]) == "1";
     } else if (a == "--pipeline_kb") {
       pipeline_kb = argv[i + 1];
     } else if (a == "--reps") {
@@ -274,7 +290,8 @@ int main(int argc, char** argv) {
     } else {
       Die("unknown flag " + a +
           " (--reps N, --iterations N, --threads N[,N...], --model NAME, "
-          "--modes async,sync, --overlap 0|1, --pipeline_kb KB)");
+          "--modes async,sync, --overlap 0|1, --pipeline_kb KB, --spin_us US, "
+          "--nospin 0|1)");
     }
   }
   if (threads.empty()) Die("--threads wants a list such as 2,1");
@@ -298,6 +315,7 @@ int main(int argc, char** argv) {
   Set(base, "cluster.servers=1");
   Set(base, "cluster.workers=1");
   if (!pipeline_kb.empty()) Set(base, "cluster.pipeline_kb=" + pipeline_kb);
+  if (!spin_us.empty()) Set(base, "cluster.spin_us=" + spin_us);
   const char* dd = std::getenv("STRATA_DATA_DIR");
   if (dd != nullptr) {
     Set(base, "data.dataset=mnist");
@@ -338,7 +356,8 @@ int main(int argc, char** argv) {
   std::vector<std::pair<int, double>> local;
   for (const std::string& mode : modes) {
     for (int t : threads) {
-      local.push_back({t, RunTable(base, *data, t, reps, mode, with_overlap)});
+      local.push_back(
+          {t, RunTable(base, *data, t, reps, mode, with_overlap, with_nospin)});
     }
   }
   // A single-process trainer that gets slower with more threads makes any

@@ -30,6 +30,9 @@
 //                              [--range_kb=K]  (each server's share in
 //                              ranges of at most K KiB, as a cluster's
 //                              server node with cluster.pipeline_kb = K)
+//                              [--spin_us=US]  (in-process line: how long
+//                              our threads poll before sleeping,
+//                              cluster.spin_us; default 250 as there)
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -64,6 +67,7 @@
 #include "ps/server_group.h"
 #include "transport/inproc_transport.h"
 #include "transport/rpc.h"
+#include "transport/spin_wait.h"
 #include "transport/transport.h"
 #include "transport/ucx_transport.h"
 #include "transport/zmq_transport.h"
@@ -197,6 +201,7 @@ struct Flags : bench::CommonFlags {
   bool bare_zmq = true;      // also measure plain ZeroMQ (bare_zmq.h)
   bool ucx = false;          // ours over the UCX transport instead of ZeroMQ
   int64_t range_floats = 0;  // --range_kb: ranges per server (0: one)
+  int spin_us = 250;         // --spin_us: cluster.spin_us's default
 };
 
 // The common flags (bench_common.h) and --reps=N.
@@ -209,6 +214,8 @@ Flags ParseFlags(int argc, char** argv) {
       f.reps = std::max(1, std::stoi(*v));
     } else if (auto k = bench::FlagValue(arg, "range_kb")) {
       f.range_floats = static_cast<int64_t>(std::stod(*k) * 1024 / 4);
+    } else if (auto u = bench::FlagValue(arg, "spin_us")) {
+      f.spin_us = std::max(0, std::stoi(*u));
     } else if (arg == "--no-bare-zmq") {
       f.bare_zmq = false;
     } else if (auto t = bench::FlagValue(arg, "transport")) {
@@ -219,7 +226,7 @@ Flags ParseFlags(int argc, char** argv) {
       Die("unknown flag " + arg +
           " (try --sizes=4K,64M --topologies=1+1 --ops=push --reps=5 "
           "--no-inproc --context=shared --no-bare-zmq --transport=ucx "
-          "--range_kb=4096)");
+          "--range_kb=4096 --spin_us=0)");
     }
   }
   bench::CheckCommonFlags(f);
@@ -254,6 +261,7 @@ void PrintServerWork(size_t bytes) {
 void Main(int argc, char** argv) {
   SetLogLevel(LogLevel::kWarning);
   const Flags flags = ParseFlags(argc, argv);
+  SetSpinWait(std::chrono::microseconds(flags.spin_us));
   const size_t max_bytes =
       *std::max_element(flags.sizes.begin(), flags.sizes.end());
   const auto bench_start = Clock::now();
@@ -289,6 +297,10 @@ void Main(int argc, char** argv) {
         "a ServerGroup\napplies each range of a push as it lands).\n",
         static_cast<double>(flags.range_floats) * 4 / 1024);
   }
+  std::printf(
+      "in-process line: threads poll %d us for a message or reply before "
+      "sleeping (--spin_us, cluster.spin_us).\n",
+      flags.spin_us);
   PrintServerWork(max_bytes);
   std::printf("%-8s %-5s %-7s %10s %10s %9s", "topology", "op", "size",
               "ours MB/s", "raw MB/s", "ours/raw");

@@ -309,6 +309,13 @@ std::vector<ConfigKey> MakeSchema() {
           "with cluster.security = \"curve\": the directory `strata keys "
           "generate DIR` wrote (cluster.key, cluster.pub); the same key on "
           "every machine"),
+      Int("cluster.spin_us", 250,
+          "in-process clusters (cluster.transport = \"inproc\"): a node "
+          "thread that waits for a message or a reply polls this many "
+          "microseconds before it sleeps, so that an answer coming within "
+          "the window needs no wake-up (slow on virtual machines); 0 = "
+          "sleep at once (docs/transport.md)",
+          0, 100000),
       Int("cluster.threads_per_worker", 1,
           "LibTorch threads per worker in a cluster (0 = cores / workers)", 0,
           1024),

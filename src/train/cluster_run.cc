@@ -10,6 +10,7 @@
 #include "train/roles.h"
 #include "transport/curve_keys.h"
 #include "transport/inproc_transport.h"
+#include "transport/spin_wait.h"
 #include "transport/ucx_transport.h"
 #include "transport/zmq_transport.h"
 
@@ -78,6 +79,7 @@ Result<RunSummary> TrainCluster(const Config& config, const DatasetSplits& data,
         1, std::thread::hardware_concurrency() / roles.num_workers());
   }
   torch::set_num_threads(static_cast<int>(threads));
+  SetSpinWait(std::chrono::microseconds(config.GetInt("cluster.spin_us")));
 
   RETURN_IF_ERROR(CheckMetricsAddress(o));
   ASSIGN_OR_RETURN(std::shared_ptr<const Checkpoint> resume_from,

@@ -4,6 +4,7 @@
 #include <deque>
 
 #include "common/log.h"
+#include "transport/spin_wait.h"
 
 namespace strata {
 namespace {
@@ -121,6 +122,7 @@ struct EndpointState {
         }
         queue.push_back(std::move(msg));
         ++queued;
+        queue_size.store(queue.size(), std::memory_order_release);
         loop_cv.notify_one();
         return true;
       }
@@ -207,8 +209,9 @@ struct EndpointState {
   Clock::time_point last_wait_end;     // GUARDED_BY(lf_mu)
   // Messages for the endpoint's thread in arrival order; `queued` also
   // counts the one it is working on.
-  std::deque<Message> queue;  // GUARDED_BY(lf_mu)
-  int queued = 0;             // GUARDED_BY(lf_mu)
+  std::deque<Message> queue;          // GUARDED_BY(lf_mu)
+  int queued = 0;                     // GUARDED_BY(lf_mu)
+  std::atomic<size_t> queue_size{0};  // queue.size(), for a spinning loop
 };
 
 }  // namespace rpc_internal
@@ -218,6 +221,14 @@ using rpc_internal::EndpointState;
 Result<Message> RpcCall::Wait(milliseconds timeout) {
   const Clock::time_point end =
       Clock::now() + std::max(timeout, milliseconds(0));
+  // In process the reply is completed on the replier's thread: poll for it
+  // a while before sleeping (spin_wait.h). Callers that receive replies
+  // themselves spin in the transport's Recv() instead.
+  if (endpoint_.expired()) {
+    (void)SpinUntil(
+        [this] { return done_seen_.load(std::memory_order_acquire); },
+        std::min<std::chrono::microseconds>(SpinWaitBudget(), timeout));
+  }
   std::unique_lock<std::mutex> lock(mu_);
   bool waited = false;
   if (!done_) {
@@ -246,6 +257,7 @@ void RpcCall::Complete(Result<Message> result) {
     if (done_) return;
     result_ = std::make_unique<Result<Message>>(std::move(result));
     done_ = true;
+    done_seen_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
 }
@@ -359,6 +371,7 @@ void RpcEndpoint::Loop() {
     if (!s.queue.empty()) {
       Message msg = std::move(s.queue.front());
       s.queue.pop_front();
+      s.queue_size.store(s.queue.size(), std::memory_order_release);
       lock.unlock();
       dispatch(std::move(msg));
       lock.lock();
@@ -368,6 +381,17 @@ void RpcEndpoint::Loop() {
       continue;
     }
     if (direct) {
+      // Senders queue on their own threads: poll for the next message a
+      // while before sleeping (spin_wait.h).
+      lock.unlock();
+      const bool more = SpinUntil([this, &s] {
+        return s.queue_size.load(std::memory_order_acquire) > 0 ||
+               !running_.load(std::memory_order_acquire);
+      });
+      lock.lock();
+      // Also looked at under the lock: a message queued just after the
+      // spin gave up notified nobody.
+      if (more || !s.queue.empty()) continue;
       drain =
           s.loop_cv.wait_for(lock, kReceiveSlice) == std::cv_status::timeout;
       continue;

@@ -47,6 +47,7 @@ class RpcCall {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;                        // GUARDED_BY(mu_)
+  std::atomic<bool> done_seen_{false};       // done_, for spinning waiters
   std::unique_ptr<Result<Message>> result_;  // GUARDED_BY(mu_)
 };
 

@@ -18,6 +18,7 @@
 #include "ps/protocol.h"
 #include "ps/server.h"
 #include "transport/inproc_transport.h"
+#include "transport/spin_wait.h"
 #include "transport/ucx_transport.h"
 #include "transport/zmq_transport.h"
 
@@ -27,12 +28,14 @@ namespace {
 using std::chrono::milliseconds;
 constexpr milliseconds kTimeout{20000};
 
-enum class Backend { kInProc, kTcp, kUcx };
+// kInProcSpin: in-process with spin-then-block waiting on (cluster.spin_us).
+enum class Backend { kInProc, kInProcSpin, kTcp, kUcx };
 
 std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
-  return info.param == Backend::kInProc ? "inproc"
-         : info.param == Backend::kTcp  ? "tcp"
-                                        : "ucx";
+  return info.param == Backend::kInProc       ? "inproc"
+         : info.param == Backend::kInProcSpin ? "inproc_spin"
+         : info.param == Backend::kTcp        ? "tcp"
+                                              : "ucx";
 }
 
 // S servers (node ids 0..S-1) and W workers (100..) wired directly.
@@ -41,6 +44,11 @@ class PsOverTransportTest : public ::testing::TestWithParam<Backend> {
   void SetUp() override {
     if (GetParam() == Backend::kUcx && !HaveUcx())
       GTEST_SKIP() << "this build has no UCX (libucx-dev not found)";
+    // 2 ms: longer than most round trips here, so that they are received
+    // by spinning.
+    if (GetParam() == Backend::kInProcSpin) {
+      SetSpinWait(std::chrono::microseconds(2000));
+    }
   }
 
   std::unique_ptr<Transport> NewTransport(NodeId id) {
@@ -50,7 +58,8 @@ class PsOverTransportTest : public ::testing::TestWithParam<Backend> {
       EXPECT_TRUE(r.ok()) << r.status().ToString();
       t = std::move(r).value();
       EXPECT_TRUE(t->Bind("ucx://127.0.0.1:*").ok());
-    } else if (GetParam() == Backend::kInProc) {
+    } else if (GetParam() == Backend::kInProc ||
+               GetParam() == Backend::kInProcSpin) {
       auto r = fabric_.NewTransport(id);
       EXPECT_TRUE(r.ok()) << r.status().ToString();
       t = std::move(r).value();
@@ -101,6 +110,7 @@ class PsOverTransportTest : public ::testing::TestWithParam<Backend> {
   void TearDown() override {
     for (auto& r : rpcs_) r->Stop();
     for (auto& s : servers_) s->Stop();
+    SetSpinWait(std::chrono::microseconds(0));
   }
 
   std::vector<float> Pull(int worker) {
@@ -497,7 +507,8 @@ TEST_P(PsOverTransportTest, ResidualsOfTheWrongShapeAreRefused) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, PsOverTransportTest,
-                         ::testing::Values(Backend::kInProc, Backend::kTcp,
+                         ::testing::Values(Backend::kInProc,
+                                           Backend::kInProcSpin, Backend::kTcp,
                                            Backend::kUcx),
                          BackendName);
 

@@ -9,18 +9,27 @@
 #include <string>
 
 #include "transport/inproc_transport.h"
+#include "transport/spin_wait.h"
 #include "transport/transport.h"
 #include "transport/ucx_transport.h"
 #include "transport/zmq_transport.h"
 
 namespace strata::test_backends {
 
-enum class Backend { kInProc, kTcp, kIpc, kUcx };
+// kInProcSpin: the in-process transport with spin-then-block waiting on
+// (cluster.spin_us; the fixture holds a SpinWaitFor()).
+enum class Backend { kInProc, kInProcSpin, kTcp, kIpc, kUcx };
+
+inline bool IsInProc(Backend backend) {
+  return backend == Backend::kInProc || backend == Backend::kInProcSpin;
+}
 
 inline const char* BackendString(Backend backend) {
   switch (backend) {
     case Backend::kInProc:
       return "inproc";
+    case Backend::kInProcSpin:
+      return "inproc_spin";
     case Backend::kTcp:
       return "tcp";
     case Backend::kIpc:
@@ -54,9 +63,9 @@ inline bool Available(Backend backend) {
 inline std::unique_ptr<Transport> NewNode(Backend backend, NodeId id,
                                           InProcFabric& fabric) {
   Result<std::unique_ptr<Transport>> r =
-      backend == Backend::kInProc ? fabric.NewTransport(id)
-      : backend == Backend::kUcx  ? NewUcxTransport(id)
-                                  : NewZmqTransport(id);
+      IsInProc(backend)          ? fabric.NewTransport(id)
+      : backend == Backend::kUcx ? NewUcxTransport(id)
+                                 : NewZmqTransport(id);
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   if (!r.ok()) return nullptr;
   return std::move(r).value();
@@ -68,13 +77,27 @@ inline std::unique_ptr<Transport> NewBoundNode(Backend backend, NodeId id,
                                                InProcFabric& fabric) {
   std::unique_ptr<Transport> t = NewNode(backend, id, fabric);
   if (t == nullptr) return nullptr;
-  const char* endpoint = backend == Backend::kInProc ? "inproc://*"
-                         : backend == Backend::kTcp  ? "tcp://127.0.0.1:*"
-                         : backend == Backend::kIpc  ? "ipc://*"
-                                                     : "ucx://127.0.0.1:*";
+  const char* endpoint = IsInProc(backend)          ? "inproc://*"
+                         : backend == Backend::kTcp ? "tcp://127.0.0.1:*"
+                         : backend == Backend::kIpc ? "ipc://*"
+                                                    : "ucx://127.0.0.1:*";
   Status s = t->Bind(endpoint);
   EXPECT_TRUE(s.ok()) << s.ToString();
   return t;
 }
+
+// Sets the process-wide spin budget for `backend` while it lives (2 ms for
+// kInProcSpin, longer than most of the tests' round trips, so that they
+// are received by spinning; zero otherwise) and zero again after.
+class SpinWaitFor {
+ public:
+  explicit SpinWaitFor(Backend backend) {
+    SetSpinWait(
+        std::chrono::microseconds(backend == Backend::kInProcSpin ? 2000 : 0));
+  }
+  ~SpinWaitFor() { SetSpinWait(std::chrono::microseconds(0)); }
+  SpinWaitFor(const SpinWaitFor&) = delete;
+  SpinWaitFor& operator=(const SpinWaitFor&) = delete;
+};
 
 }  // namespace strata::test_backends

@@ -18,6 +18,7 @@
 
 #include "transport/backends.h"
 #include "transport/inproc_transport.h"
+#include "transport/spin_wait.h"
 #include "transport/zmq_transport.h"
 
 namespace strata {
@@ -46,6 +47,9 @@ using test_backends::BackendName;
 
 class RpcTest : public ::testing::TestWithParam<Backend> {
  protected:
+  // First member: spinning stays on until the endpoints are gone.
+  test_backends::SpinWaitFor spin_{GetParam()};
+
   void SetUp() override {
     STRATA_SKIP_IF_BACKEND_MISSING(GetParam());
     std::unique_ptr<Transport> st = NewNode(kServer);
@@ -158,7 +162,7 @@ TEST_P(RpcTest, AResentRequestIsAnsweredToItsCaller) {
 }
 
 TEST_P(RpcTest, CallersReceiveTheirOwnRepliesOnlyWithoutDirectDelivery) {
-  EXPECT_EQ(client_->callers_receive(), GetParam() != Backend::kInProc);
+  EXPECT_EQ(client_->callers_receive(), !test_backends::IsInProc(GetParam()));
 }
 
 TEST_P(RpcTest, AnErrorReplyKeepsItsCodeAndText) {
@@ -316,9 +320,53 @@ TEST_P(RpcTest, ARevokedPlacementIsNeverWritten) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, RpcTest,
-                         ::testing::Values(Backend::kInProc, Backend::kTcp,
+                         ::testing::Values(Backend::kInProc,
+                                           Backend::kInProcSpin, Backend::kTcp,
                                            Backend::kUcx),
                          BackendName);
+
+TEST(SpinWaitTest, SeesWhatAnotherThreadSetsWithinTheBudget) {
+  std::atomic<bool> flag{false};
+  std::thread setter([&] {
+    std::this_thread::sleep_for(milliseconds(2));
+    flag.store(true);
+  });
+  // A budget far longer than the setter needs: the spin must end on the
+  // flag, not on the budget.
+  EXPECT_TRUE(SpinUntil([&] { return flag.load(); }, std::chrono::seconds(30)));
+  setter.join();
+}
+
+TEST(SpinWaitTest, GivesUpWhenTheBudgetIsSpent) {
+  int polls = 0;
+  const Clock::time_point start = Clock::now();
+  EXPECT_FALSE(SpinUntil(
+      [&] {
+        ++polls;
+        return false;
+      },
+      milliseconds(20)));
+  EXPECT_GE(Clock::now() - start, milliseconds(20));
+  EXPECT_GT(polls, 0);
+}
+
+TEST(SpinWaitTest, AZeroBudgetDoesNotPoll) {
+  int polls = 0;
+  EXPECT_FALSE(SpinUntil(
+      [&] {
+        ++polls;
+        return true;
+      },
+      std::chrono::microseconds(0)));
+  EXPECT_EQ(polls, 0);
+}
+
+TEST(SpinWaitTest, TheProcessWideBudgetIsWhatWasSet) {
+  SetSpinWait(std::chrono::microseconds(300));
+  EXPECT_EQ(SpinWaitBudget(), std::chrono::microseconds(300));
+  SetSpinWait(std::chrono::microseconds(-5));
+  EXPECT_EQ(SpinWaitBudget(), std::chrono::microseconds(0));
+}
 
 }  // namespace
 }  // namespace strata
