@@ -79,7 +79,10 @@ Result<RunSummary> TrainCluster(const Config& config, const DatasetSplits& data,
         1, std::thread::hardware_concurrency() / roles.num_workers());
   }
   torch::set_num_threads(static_cast<int>(threads));
-  SetSpinWait(std::chrono::microseconds(config.GetInt("cluster.spin_us")));
+  // Only in-process waits spin (spin_wait.h); the previous budget again
+  // after this run.
+  const ScopedSpinWait spin(
+      std::chrono::microseconds(config.GetInt("cluster.spin_us")));
 
   RETURN_IF_ERROR(CheckMetricsAddress(o));
   ASSIGN_OR_RETURN(std::shared_ptr<const Checkpoint> resume_from,

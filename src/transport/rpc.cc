@@ -221,10 +221,11 @@ using rpc_internal::EndpointState;
 Result<Message> RpcCall::Wait(milliseconds timeout) {
   const Clock::time_point end =
       Clock::now() + std::max(timeout, milliseconds(0));
-  // In process the reply is completed on the replier's thread: poll for it
-  // a while before sleeping (spin_wait.h). Callers that receive replies
-  // themselves spin in the transport's Recv() instead.
-  if (endpoint_.expired()) {
+  // In process the reply is completed on another thread of this process
+  // (the replier's, or the endpoint's when messages were queued before it):
+  // poll for it a while before sleeping (spin_wait.h). Callers that receive
+  // replies themselves sleep in the transport's Recv() instead.
+  if (in_process_) {
     (void)SpinUntil(
         [this] { return done_seen_.load(std::memory_order_acquire); },
         std::min<std::chrono::microseconds>(SpinWaitBudget(), timeout));
@@ -423,7 +424,11 @@ std::shared_ptr<RpcCall> RpcEndpoint::Request(
   call->placement_ = std::move(placement);
   call->what_ =
       fmt::format("{} to node {}", MessageTypeName(msg.header.type), to);
-  if (state_->callers_receive.load()) call->endpoint_ = state_;
+  if (state_->callers_receive.load()) {
+    call->endpoint_ = state_;
+  } else {
+    call->in_process_ = running_.load();
+  }
   const uint64_t id = next_id_.fetch_add(1);
   msg.header.request_id = id;
   msg.header.flags &= ~kReplyFlag;

@@ -44,6 +44,9 @@ class RpcCall {
   std::shared_ptr<PayloadPlacement> placement_;
   // Set when waiting callers receive their replies themselves (RpcEndpoint).
   std::weak_ptr<rpc_internal::EndpointState> endpoint_;
+  // Set when the reply is delivered on another thread of this process
+  // (direct delivery): Wait() polls before sleeping (spin_wait.h).
+  bool in_process_ = false;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;                        // GUARDED_BY(mu_)

@@ -13,10 +13,26 @@ namespace strata {
 // thread is slow where the idle CPU it sleeps on must itself be woken, as
 // on a virtual machine. Used where the thread waited on is one of ours in
 // the same process: the in-process transport's RPC waits (RpcCall::Wait and
-// the endpoint's thread, rpc.cc). Process-wide, set at start-up from the
-// run config (TrainCluster); zero (the default until set) sleeps at once.
+// the endpoint's thread, rpc.cc). Process-wide, set from the run config for
+// the length of a run (TrainCluster); zero (the default) sleeps at once.
 void SetSpinWait(std::chrono::microseconds budget);
 std::chrono::microseconds SpinWaitBudget();
+
+// Sets the process-wide budget while it lives, and the previous one again
+// when it goes (TrainCluster for one run; tests).
+class ScopedSpinWait {
+ public:
+  explicit ScopedSpinWait(std::chrono::microseconds budget)
+      : previous_(SpinWaitBudget()) {
+    SetSpinWait(budget);
+  }
+  ~ScopedSpinWait() { SetSpinWait(previous_); }
+  ScopedSpinWait(const ScopedSpinWait&) = delete;
+  ScopedSpinWait& operator=(const ScopedSpinWait&) = delete;
+
+ private:
+  const std::chrono::microseconds previous_;
+};
 
 namespace spin_internal {
 inline void CpuRelax() {

@@ -41,14 +41,15 @@ std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
 // S servers (node ids 0..S-1) and W workers (100..) wired directly.
 class PsOverTransportTest : public ::testing::TestWithParam<Backend> {
  protected:
+  // First member, so that it outlives the endpoints: 2 ms for kInProcSpin
+  // (longer than most round trips here, so that they are received by
+  // spinning), else none.
+  ScopedSpinWait spin_{
+      std::chrono::microseconds(GetParam() == Backend::kInProcSpin ? 2000 : 0)};
+
   void SetUp() override {
     if (GetParam() == Backend::kUcx && !HaveUcx())
       GTEST_SKIP() << "this build has no UCX (libucx-dev not found)";
-    // 2 ms: longer than most round trips here, so that they are received
-    // by spinning.
-    if (GetParam() == Backend::kInProcSpin) {
-      SetSpinWait(std::chrono::microseconds(2000));
-    }
   }
 
   std::unique_ptr<Transport> NewTransport(NodeId id) {
@@ -110,7 +111,6 @@ class PsOverTransportTest : public ::testing::TestWithParam<Backend> {
   void TearDown() override {
     for (auto& r : rpcs_) r->Stop();
     for (auto& s : servers_) s->Stop();
-    SetSpinWait(std::chrono::microseconds(0));
   }
 
   std::vector<float> Pull(int worker) {

@@ -16,6 +16,7 @@
 #include "train/cluster_test_util.h"
 #include "train/data_config.h"
 #include "train/local_trainer.h"
+#include "transport/spin_wait.h"
 #include "transport/ucx_transport.h"
 
 namespace strata {
@@ -84,6 +85,27 @@ TEST(ClusterTest, AsyncWithOneWorkerEqualsSingleProcessSgd) {
   auto got = RunConfig(async);
   ASSERT_TRUE(expected.ok() && got.ok()) << got.status().ToString();
   EXPECT_LT(MaxAbsDiff(expected->final_params, got->final_params), 1e-4);
+}
+
+// Spin-then-block waiting (cluster.spin_us) changes when a waiting thread
+// sees a reply, never what it computes: a one-worker async run (whose
+// order is fixed) ends with the same parameters bit for bit whether its
+// threads sleep at once or poll first, and the process-wide budget is the
+// caller's again once the run is over.
+TEST(ClusterTest, SpinningChangesNoResultAndEndsWithTheRun) {
+  std::string root = TempRoot();
+  Config c = Base(root);
+  ASSERT_TRUE(c.ApplyOverride("cluster.mode=async").ok());
+  ASSERT_TRUE(c.ApplyOverride("cluster.workers=1").ok());
+  const ScopedSpinWait caller(std::chrono::microseconds(7));
+  auto asleep = RunConfig(With(c, {"cluster.spin_us=0"}));
+  EXPECT_EQ(SpinWaitBudget(), std::chrono::microseconds(7));
+  auto spinning = RunConfig(With(c, {"cluster.spin_us=2000"}));
+  EXPECT_EQ(SpinWaitBudget(), std::chrono::microseconds(7));
+  ASSERT_TRUE(asleep.ok()) << asleep.status().ToString();
+  ASSERT_TRUE(spinning.ok()) << spinning.status().ToString();
+  ASSERT_FALSE(asleep->final_params.empty());
+  EXPECT_EQ(asleep->final_params, spinning->final_params);
 }
 
 TEST(ClusterTest, AsyncWithFourWorkersDiffersFromSync) {

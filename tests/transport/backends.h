@@ -88,16 +88,12 @@ inline std::unique_ptr<Transport> NewBoundNode(Backend backend, NodeId id,
 
 // Sets the process-wide spin budget for `backend` while it lives (2 ms for
 // kInProcSpin, longer than most of the tests' round trips, so that they
-// are received by spinning; zero otherwise) and zero again after.
-class SpinWaitFor {
+// are received by spinning; zero otherwise) and the previous one after.
+class SpinWaitFor : public ScopedSpinWait {
  public:
-  explicit SpinWaitFor(Backend backend) {
-    SetSpinWait(
-        std::chrono::microseconds(backend == Backend::kInProcSpin ? 2000 : 0));
-  }
-  ~SpinWaitFor() { SetSpinWait(std::chrono::microseconds(0)); }
-  SpinWaitFor(const SpinWaitFor&) = delete;
-  SpinWaitFor& operator=(const SpinWaitFor&) = delete;
+  explicit SpinWaitFor(Backend backend)
+      : ScopedSpinWait(std::chrono::microseconds(
+            backend == Backend::kInProcSpin ? 2000 : 0)) {}
 };
 
 }  // namespace strata::test_backends

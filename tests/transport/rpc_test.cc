@@ -361,11 +361,14 @@ TEST(SpinWaitTest, AZeroBudgetDoesNotPoll) {
   EXPECT_EQ(polls, 0);
 }
 
-TEST(SpinWaitTest, TheProcessWideBudgetIsWhatWasSet) {
-  SetSpinWait(std::chrono::microseconds(300));
+TEST(SpinWaitTest, TheProcessWideBudgetIsWhatWasSetAndScopesRestoreIt) {
+  const ScopedSpinWait outer(std::chrono::microseconds(300));
   EXPECT_EQ(SpinWaitBudget(), std::chrono::microseconds(300));
-  SetSpinWait(std::chrono::microseconds(-5));
-  EXPECT_EQ(SpinWaitBudget(), std::chrono::microseconds(0));
+  {
+    const ScopedSpinWait inner(std::chrono::microseconds(-5));
+    EXPECT_EQ(SpinWaitBudget(), std::chrono::microseconds(0));
+  }
+  EXPECT_EQ(SpinWaitBudget(), std::chrono::microseconds(300));
 }
 
 }  // namespace
