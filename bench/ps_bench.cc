@@ -32,7 +32,7 @@
 //                              server node with cluster.pipeline_kb = K)
 //                              [--spin_us=US]  (in-process line: how long
 //                              our threads poll before sleeping,
-//                              cluster.spin_us; default 250 as there)
+//                              cluster.spin_us; its default unless given)
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -58,6 +58,7 @@
 
 #include "bare_zmq.h"
 #include "bench_common.h"
+#include "common/config.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "ps/client.h"
@@ -201,7 +202,8 @@ struct Flags : bench::CommonFlags {
   bool bare_zmq = true;      // also measure plain ZeroMQ (bare_zmq.h)
   bool ucx = false;          // ours over the UCX transport instead of ZeroMQ
   int64_t range_floats = 0;  // --range_kb: ranges per server (0: one)
-  int spin_us = 250;         // --spin_us: cluster.spin_us's default
+  // --spin_us: cluster.spin_us's default unless given.
+  int spin_us = static_cast<int>(Config().GetInt("cluster.spin_us"));
 };
 
 // The common flags (bench_common.h) and --reps=N.

@@ -122,7 +122,6 @@ struct EndpointState {
         }
         queue.push_back(std::move(msg));
         ++queued;
-        queue_size.store(queue.size(), std::memory_order_release);
         loop_cv.notify_one();
         return true;
       }
@@ -208,10 +207,10 @@ struct EndpointState {
   int waiters = 0;                     // GUARDED_BY(lf_mu)
   Clock::time_point last_wait_end;     // GUARDED_BY(lf_mu)
   // Messages for the endpoint's thread in arrival order; `queued` also
-  // counts the one it is working on.
-  std::deque<Message> queue;          // GUARDED_BY(lf_mu)
-  int queued = 0;                     // GUARDED_BY(lf_mu)
-  std::atomic<size_t> queue_size{0};  // queue.size(), for a spinning loop
+  // counts the one it is working on. Changed under lf_mu; atomic so that
+  // the idle loop can poll it without the lock.
+  std::deque<Message> queue;  // GUARDED_BY(lf_mu)
+  std::atomic<int> queued{0};
 };
 
 }  // namespace rpc_internal
@@ -227,7 +226,7 @@ Result<Message> RpcCall::Wait(milliseconds timeout) {
   // replies themselves sleep in the transport's Recv() instead.
   if (in_process_) {
     (void)SpinUntil(
-        [this] { return done_seen_.load(std::memory_order_acquire); },
+        [this] { return done_.load(std::memory_order_acquire); },
         std::min<std::chrono::microseconds>(SpinWaitBudget(), timeout));
   }
   std::unique_lock<std::mutex> lock(mu_);
@@ -239,7 +238,7 @@ Result<Message> RpcCall::Wait(milliseconds timeout) {
       lock.lock();
     }
   }
-  if (!waited) cv_.wait_until(lock, end, [&] { return done_; });
+  if (!waited) cv_.wait_until(lock, end, [&] { return done_.load(); });
   if (!done_) {
     return Status::DeadlineExceeded("no reply to {} within {} ms", what_,
                                     timeout.count());
@@ -249,7 +248,7 @@ Result<Message> RpcCall::Wait(milliseconds timeout) {
 
 bool RpcCall::Ready() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return done_;
+  return done_.load();
 }
 
 void RpcCall::Complete(Result<Message> result) {
@@ -258,7 +257,6 @@ void RpcCall::Complete(Result<Message> result) {
     if (done_) return;
     result_ = std::make_unique<Result<Message>>(std::move(result));
     done_ = true;
-    done_seen_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
 }
@@ -372,7 +370,6 @@ void RpcEndpoint::Loop() {
     if (!s.queue.empty()) {
       Message msg = std::move(s.queue.front());
       s.queue.pop_front();
-      s.queue_size.store(s.queue.size(), std::memory_order_release);
       lock.unlock();
       dispatch(std::move(msg));
       lock.lock();
@@ -383,10 +380,11 @@ void RpcEndpoint::Loop() {
     }
     if (direct) {
       // Senders queue on their own threads: poll for the next message a
-      // while before sleeping (spin_wait.h).
+      // while before sleeping (spin_wait.h). Nothing is being dispatched
+      // here, so `queued` counts what waits in the queue.
       lock.unlock();
       const bool more = SpinUntil([this, &s] {
-        return s.queue_size.load(std::memory_order_acquire) > 0 ||
+        return s.queued.load(std::memory_order_acquire) > 0 ||
                !running_.load(std::memory_order_acquire);
       });
       lock.lock();

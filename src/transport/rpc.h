@@ -49,8 +49,8 @@ class RpcCall {
   bool in_process_ = false;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool done_ = false;                        // GUARDED_BY(mu_)
-  std::atomic<bool> done_seen_{false};       // done_, for spinning waiters
+  // Set under mu_; atomic so that a spinning Wait() can poll it without.
+  std::atomic<bool> done_{false};
   std::unique_ptr<Result<Message>> result_;  // GUARDED_BY(mu_)
 };
 
