@@ -6,12 +6,14 @@
 //
 //   build/bench/cluster_bench [--reps 3] [--iterations 1500]
 //       [--threads 2,1] [--model mlp] [--modes async,sync] [--overlap 0|1]
-//       [--pipeline_kb KB] [--spin_us US] [--nospin 0|1]
+//       [--pipeline_kb KB] [--spin_us US] [--nospin 0|1] [--noinline 0|1]
 // One table per mode and thread count (train.threads for local,
 // cluster.threads_per_worker for the cluster; see docs/benchmarks.md).
 // --overlap 1 adds the cluster.overlap variants (async only); --nospin 1
 // adds "-spin" variants (pipelined, cluster.spin_us = 0: threads sleep at
-// once instead of polling first).
+// once instead of polling first); --noinline 1 adds "inproc-inl" (pipelined,
+// cluster.inline_server = false: the server's own thread handles every push
+// and pull).
 // Uses real MNIST when STRATA_DATA_DIR is set (STRATA_DATA_DIR/mnist), else
 // synthetic 1x28x28 data.
 //
@@ -154,7 +156,7 @@ std::vector<int> ParseInts(const std::string& s) {
 // Returns the local trainer's median loop samples/s.
 double RunTable(const Config& base, const DatasetSplits& data, int threads,
                 int reps, const std::string& mode, bool with_overlap,
-                bool with_nospin) {
+                bool with_nospin, bool with_noinline) {
   std::vector<Variant> variants;
   // Cluster variants: the transport, then "-pipe" for cluster.pipeline =
   // false (the default is layer-wise pipelining), or "+ovl" for
@@ -166,6 +168,7 @@ double RunTable(const Config& base, const DatasetSplits& data, int threads,
     names.push_back("inproc-spin");
     names.push_back("tcp-spin");
   }
+  if (with_noinline) names.push_back("inproc-inl");
   if (with_overlap && mode == "async") {
     names.push_back("inproc+ovl");
     names.push_back("tcp+ovl");
@@ -181,6 +184,9 @@ double RunTable(const Config& base, const DatasetSplits& data, int threads,
       const bool unpiped = var.name.find("-pipe") != std::string::npos;
       if (var.name.find("-spin") != std::string::npos) {
         Set(var.config, "cluster.spin_us=0");
+      }
+      if (var.name.find("-inl") != std::string::npos) {
+        Set(var.config, "cluster.inline_server=false");
       }
       Set(var.config, "cluster.mode=" + mode);
       Set(var.config, "cluster.transport=" +
@@ -260,6 +266,7 @@ int main(int argc, char** argv) {
   std::string pipeline_kb;
   std::string spin_us;
   bool with_nospin = false;
+  bool with_noinline = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--modes") {
@@ -277,6 +284,8 @@ int main(int argc, char** argv) {
       spin_us = argv[i + 1];
     } else if (a == "--nospin") {
       with_nospin = std::string(argv[i + 1]) == "1";
+    } else if (a == "--noinline") {
+      with_noinline = std::string(argv[i + 1]) == "1";
     } else if (a == "--pipeline_kb") {
       pipeline_kb = argv[i + 1];
     } else if (a == "--reps") {
@@ -291,7 +300,7 @@ int main(int argc, char** argv) {
       Die("unknown flag " + a +
           " (--reps N, --iterations N, --threads N[,N...], --model NAME, "
           "--modes async,sync, --overlap 0|1, --pipeline_kb KB, --spin_us US, "
-          "--nospin 0|1)");
+          "--nospin 0|1, --noinline 0|1)");
     }
   }
   if (threads.empty()) Die("--threads wants a list such as 2,1");
@@ -356,8 +365,8 @@ int main(int argc, char** argv) {
   std::vector<std::pair<int, double>> local;
   for (const std::string& mode : modes) {
     for (int t : threads) {
-      local.push_back(
-          {t, RunTable(base, *data, t, reps, mode, with_overlap, with_nospin)});
+      local.push_back({t, RunTable(base, *data, t, reps, mode, with_overlap,
+                                   with_nospin, with_noinline)});
     }
   }
   // A single-process trainer that gets slower with more threads makes any

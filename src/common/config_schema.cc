@@ -316,6 +316,11 @@ std::vector<ConfigKey> MakeSchema() {
           "the window needs no wake-up (slow on virtual machines); 0 = "
           "sleep at once (docs/transport.md)",
           0, 100000),
+      Bool("cluster.inline_server", true,
+           "in-process clusters: a server with nothing queued handles a "
+           "push or a pull on the sending worker's thread instead of waking "
+           "its own, so the update runs where the gradient was just made "
+           "(docs/transport.md)"),
       Int("cluster.threads_per_worker", 1,
           "LibTorch threads per worker in a cluster (0 = cores / workers)", 0,
           1024),

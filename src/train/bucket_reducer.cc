@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "transport/spin_wait.h"
+
 namespace strata {
 
 namespace {
@@ -53,7 +55,8 @@ void BucketReducer::BeginStep() {
     finishing_ = false;
     ++step_;
   }
-  cv_.notify_all();
+  // No wake-up here: the reducer's thread starts on the step when its first
+  // bucket is full (Ready()) or when it finishes (FinishStep()).
 }
 
 void BucketReducer::Ready(int64_t offset, const float* grad, int64_t count) {
@@ -84,11 +87,15 @@ void BucketReducer::Ready(int64_t offset, const float* grad, int64_t count) {
       const float* src = grad + (lo - offset);
       for (int64_t i = 0; i < hi - lo; ++i) dst[i] += src[i];
     }
+    bool full = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       filled_[b] += hi - lo;
+      full = filled_[b] >= BucketSize(b);
     }
-    cv_.notify_all();
+    // Only a full bucket gives the reducer's thread something to do: no
+    // wake-up (a system call on this, the backward pass's, thread) before.
+    if (full) cv_.notify_all();
   }
 }
 
@@ -96,32 +103,27 @@ Status BucketReducer::FinishStep(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   finishing_ = true;  // what was not reported is a zero gradient
   cv_.notify_all();
-  if (!cv_.wait_for(lock, timeout, [&] { return done_ == step_; })) {
+  if (caller_finishes_ && reducing_.load()) {
+    // The reducer's thread is sending a bucket (usually briefly): poll
+    // before sleeping (spin_wait.h).
+    lock.unlock();
+    (void)SpinUntil([this] { return !reducing_.load(); });
+    lock.lock();
+  }
+  auto finished = [&] {
+    // The caller finishes: once the reducer's thread is out of reduce_, it
+    // begins no other bucket of this step.
+    return caller_finishes_ ? !reducing_ : done_ == step_;
+  };
+  if (!cv_.wait_for(lock, timeout, finished)) {
     return Status::DeadlineExceeded(
         "the reduction of the gradient buckets did not finish within {} ms",
         timeout.count());
   }
-  return error_;
-}
-
-bool BucketReducer::idle() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return done_ == step_;
-}
-
-void BucketReducer::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (true) {
-    cv_.wait(lock, [&] { return stop_ || done_ < step_; });
-    if (stop_) return;
-    // Last bucket first: the backward pass produces late layers first.
-    for (int b = num_buckets() - 1; b >= 0; --b) {
-      cv_.wait(lock, [&] {
-        return stop_ || finishing_ || filled_[b] >= BucketSize(b);
-      });
-      if (stop_) return;
+  if (caller_finishes_) {
+    for (int b = num_buckets() - 1; b >= 0 && error_.ok(); --b) {
+      if (launched_[b]) continue;
       launched_[b] = true;
-      if (!error_.ok()) continue;  // a failed group: skip the rest
       lock.unlock();
       Status st =
           reduce_(data() + begin_[b], static_cast<size_t>(BucketSize(b)));
@@ -132,6 +134,55 @@ void BucketReducer::Loop() {
       }
     }
     done_ = step_;
+  }
+  return error_;
+}
+
+bool BucketReducer::idle() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_ == step_ && !reducing_;
+}
+
+bool BucketReducer::BackwardGoesOn(int b) const {
+  // The caller finishes: once every bucket from b down is full, the
+  // backward pass is about to end and its thread sends them itself.
+  for (int j = 0; j < b; ++j) {
+    if (filled_[j] < BucketSize(j)) return true;
+  }
+  return false;
+}
+
+void BucketReducer::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] { return stop_ || serving_ < step_; });
+    if (stop_) return;
+    serving_ = step_;
+    // Last bucket first: the backward pass produces late layers first.
+    for (int b = num_buckets() - 1; b >= 0; --b) {
+      cv_.wait(lock, [&] {
+        return stop_ || finishing_ || step_ != serving_ ||
+               (filled_[b] >= BucketSize(b) &&
+                (!caller_finishes_ || BackwardGoesOn(b)));
+      });
+      if (stop_) return;
+      // The caller finishes (set_caller_finishes): it takes what is left.
+      if (caller_finishes_ && (finishing_ || step_ != serving_)) break;
+      launched_[b] = true;
+      if (!error_.ok()) continue;  // a failed group: skip the rest
+      reducing_ = true;
+      lock.unlock();
+      Status st =
+          reduce_(data() + begin_[b], static_cast<size_t>(BucketSize(b)));
+      lock.lock();
+      reducing_ = false;
+      if (!st.ok() && error_.ok()) {
+        error_ =
+            st.WithContext(fmt::format("bucket {} of {}", b, num_buckets()));
+      }
+      if (caller_finishes_) cv_.notify_all();  // FinishStep() may wait
+    }
+    if (!caller_finishes_) done_ = step_;
     cv_.notify_all();
   }
 }

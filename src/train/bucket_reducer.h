@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -60,6 +61,16 @@ class BucketReducer final : public GradientSink {
   // The setting that turns this reducer off, named in the error for a
   // gradient that arrives after its bucket was sent.
   void set_off_switch(std::string setting) { off_switch_ = std::move(setting); }
+  // The caller finishes: the reducer's thread takes a full bucket only
+  // while an earlier one is still waiting for gradients (the backward pass
+  // goes on), and once FinishStep() is called the buckets it has not begun
+  // are reduced on the calling thread (still last bucket first). The
+  // backward pass's last buckets are then read on the core that wrote
+  // them, with no hand-off between threads when the backward pass ends. Only
+  // for a `reduce` that may run on either thread (parameter-server pushes; not
+  // collectives whose members must call in one fixed order: that order is
+  // kept, but the calls come from two threads). Before the first step.
+  void set_caller_finishes(bool on) { caller_finishes_ = on; }
   ~BucketReducer() override;
   BucketReducer(const BucketReducer&) = delete;
   BucketReducer& operator=(const BucketReducer&) = delete;
@@ -85,12 +96,15 @@ class BucketReducer final : public GradientSink {
 
  private:
   void Loop();
+  // Whether a bucket below `b` is still waiting for gradients. Under mu_.
+  bool BackwardGoesOn(int b) const;
   int64_t BucketSize(int b) const { return begin_[b + 1] - begin_[b]; }
 
   const ReduceFn reduce_;
   const std::shared_ptr<std::vector<float>> buffer_;  // empty in place
   float* const in_place_;
   std::string off_switch_ = "cluster.bucket_overlap = false";
+  bool caller_finishes_ = false;
   const std::shared_ptr<void> in_place_owner_;
   std::vector<int64_t> begin_;  // bucket b is [begin_[b], begin_[b + 1])
   std::mutex mu_;
@@ -100,8 +114,12 @@ class BucketReducer final : public GradientSink {
   bool finishing_ = false;       // GUARDED_BY(mu_) FinishStep() was called
   int64_t step_ = 0;             // GUARDED_BY(mu_) steps begun
   int64_t done_ = 0;             // GUARDED_BY(mu_) steps fully reduced
-  Status error_;                 // GUARDED_BY(mu_)
-  bool stop_ = false;            // GUARDED_BY(mu_)
+  // The thread is in reduce_; written under mu_, atomic so that
+  // FinishStep() can poll it before sleeping (spin_wait.h).
+  std::atomic<bool> reducing_{false};
+  int64_t serving_ = 0;  // GUARDED_BY(mu_) the step the thread is on
+  Status error_;         // GUARDED_BY(mu_)
+  bool stop_ = false;    // GUARDED_BY(mu_)
   std::thread thread_;
 };
 

@@ -9,6 +9,7 @@
 #include "ps/client.h"
 #include "train/exchange.h"
 #include "train/nodes.h"
+#include "transport/rpc.h"
 
 namespace strata {
 namespace {
@@ -54,6 +55,10 @@ class PushPullExchange final : public Exchange {
       reducer_ = std::make_unique<BucketReducer>(
           std::move(bounds),
           [this](float* data, size_t) {
+            // An idle in-process server applies the range on this thread:
+            // no wake-up of its own, and this thread is free until the
+            // backward pass fills the next range anyway.
+            const InlineSendScope inline_sends;
             const int64_t offset = data - reducer_->data();
             return client_.PushRange(*step_push_, env_.layout->RangeOf(offset),
                                      reducer_->data(), o_.request_timeout);
@@ -62,6 +67,8 @@ class PushPullExchange final : public Exchange {
           // buffer, which autograd has accumulated them into.
           env.model.grads, env.model.owner);
       reducer_->set_off_switch("cluster.pipeline = false");
+      // The ranges left when the backward pass ends go from this thread.
+      reducer_->set_caller_finishes(true);
     }
     if (o_.overlap) {
       side_grads_ = std::make_shared<std::vector<float>>(
@@ -101,6 +108,9 @@ class PushPullExchange final : public Exchange {
   }
 
   Status BeforeStep(int64_t it) override {
+    // This thread only waits for what it sends here: an idle in-process
+    // server may handle it right on this thread (cluster.inline_server).
+    const InlineSendScope inline_sends;
     if (o_.staleness >= 0)
       RETURN_IF_ERROR(env_.member->ClockWait(it, o_.request_timeout));
     // The first step after a resume or a checkpoint round pulls, whatever
@@ -114,6 +124,9 @@ class PushPullExchange final : public Exchange {
   GradientSink* gradient_sink() override { return reducer_.get(); }
 
   Status AfterStep(int64_t it) override {
+    // As in BeforeStep(), but not cluster.overlap's push, which travels
+    // while the next step computes.
+    const InlineSendScope inline_sends(!o_.overlap);
     if (reducer_) return FinishPipelinedStep(it);
     // Asynchronous mode, next iteration pulls: push and pull in one round
     // trip (the parameters just after this gradient, as a pull right after

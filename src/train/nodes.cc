@@ -214,6 +214,7 @@ Result<ClusterRunOptions> ClusterRunOptions::FromConfig(const Config& c) {
   // Layer-wise pipelining: not with cluster.overlap (which has its own
   // overlap).
   o.pipeline = c.GetBool("cluster.pipeline");
+  o.inline_server = c.GetBool("cluster.inline_server");
   if (o.pipeline && FamilyOf(o.mode) == ExchangeFamily::kPushPull &&
       !o.overlap) {
     o.pipeline_floats = std::max<int64_t>(

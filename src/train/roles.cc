@@ -727,6 +727,14 @@ Status RunServerRole(const Config& config, const ClusterRunOptions& o,
                            kStatsRequest, kCheckpointRequest}) {
     node.On(type, [&server](Message m) { server.Handle(std::move(m)); });
   }
+  // Pushes and pulls only: their handling never waits (statistics and
+  // checkpoint requests may go through the server's locks at length).
+  if (o.inline_server) {
+    node.rpc().SetInlineHandling([](const MessageHeader& h) {
+      return h.type == MessageType::kPush ||
+             h.type == MessageType::kPullRequest;
+    });
+  }
   // /metrics: the server's counters ride on its heartbeats.
   if (!o.metrics_address.empty())
     node.SetStatusSource([&server] { return server.StatsJson(); });

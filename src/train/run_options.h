@@ -84,6 +84,9 @@ struct ClusterRunOptions {
   // apply (off, or the mode has no gradient pushes, or cluster.overlap).
   bool pipeline = true;
   int64_t pipeline_floats = 0;
+  // In process, servers handle pushes and pulls on the sender's thread
+  // when idle (cluster.inline_server; RpcEndpoint::SetInlineHandling).
+  bool inline_server = true;
   // Gradients per update of the global model (the evaluator's step count).
   int64_t gradients_per_update = 1;
 

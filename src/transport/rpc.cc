@@ -27,6 +27,8 @@ constexpr milliseconds kStopWait{10000};
 bool IsReply(const MessageHeader& h) { return (h.flags & kReplyFlag) != 0; }
 bool IsReply(const Message& m) { return IsReply(m.header); }
 
+thread_local bool t_inline_sends = false;  // InlineSendScope
+
 }  // namespace
 
 namespace rpc_internal {
@@ -110,6 +112,21 @@ struct EndpointState {
   bool Offer(Message& msg) {
     {
       std::unique_lock<std::mutex> lock(lf_mu);
+      if (queued == 0 && !stopping && inline_handler && t_inline_sends &&
+          !IsReply(msg) && may_inline(msg.header)) {
+        // Idle: handled here, on the sender's thread (SetInlineHandling).
+        // Counted in `queued` while it runs, so that what comes meanwhile
+        // queues behind it and nobody else handles a message.
+        inline_busy = true;
+        ++queued;
+        lock.unlock();
+        inline_handler(std::move(msg));
+        lock.lock();
+        --queued;
+        inline_busy = false;
+        if (!queue.empty()) loop_cv.notify_one();
+        return true;
+      }
       if (queued > 0 || !IsReply(msg)) {
         // Back-pressure, as a transport's own queue would apply: a full
         // queue holds the offering thread (a sender, in-process) until the
@@ -211,6 +228,13 @@ struct EndpointState {
   // the idle loop can poll it without the lock.
   std::deque<Message> queue;  // GUARDED_BY(lf_mu)
   std::atomic<int> queued{0};
+  // Inline handling (RpcEndpoint::SetInlineHandling): set before the
+  // endpoint starts, then read-only; `inline_busy` while a sender's thread
+  // handles a message (the endpoint's thread then handles nothing).
+  std::function<bool(const MessageHeader&)> may_inline;
+  std::function<void(Message)> inline_handler;
+  // Changed under lf_mu; atomic so that the idle loop can poll it.
+  std::atomic<bool> inline_busy{false};
 };
 
 }  // namespace rpc_internal
@@ -261,6 +285,14 @@ void RpcCall::Complete(Result<Message> result) {
   cv_.notify_all();
 }
 
+InlineSendScope::InlineSendScope(bool on) : previous_(t_inline_sends) {
+  if (on) t_inline_sends = true;
+}
+
+InlineSendScope::~InlineSendScope() { t_inline_sends = previous_; }
+
+bool InlineSendScope::active() { return t_inline_sends; }
+
 std::string ErrorText(const Message& msg) {
   if (msg.payloads.empty()) return "(no message)";
   const Buffer& b = msg.payloads[0];
@@ -291,6 +323,11 @@ void RpcEndpoint::Start() {
   const bool direct = state->transport->SetDirectDelivery(
       [state](Message& m) { return state->Offer(m); });
   state_->callers_receive = !direct;
+  // Inline handling needs the sender's thread: in process only.
+  if (direct && may_inline_) {
+    state->may_inline = may_inline_;
+    state->inline_handler = handler_;
+  }
   // Replies to calls that carry a placement are received in place.
   state->transport->SetPlacement(
       [state](const MessageHeader& h) -> std::shared_ptr<PayloadPlacement> {
@@ -358,16 +395,18 @@ void RpcEndpoint::Loop() {
   // is received at the start and whenever the loop was idle for a slice.
   bool drain = direct;
   while (running_.load()) {
-    if (drain) {
+    if (drain && !s.inline_busy) {
       drain = false;
+      ++s.queued;  // handling: no sender handles a message inline meanwhile
       lock.unlock();
       for (Result<Message> msg = s.transport->Recv(milliseconds(0)); msg.ok();
            msg = s.transport->Recv(milliseconds(0))) {
         dispatch(std::move(msg).value());
       }
       lock.lock();
+      --s.queued;
     }
-    if (!s.queue.empty()) {
+    if (!s.queue.empty() && !s.inline_busy) {
       Message msg = std::move(s.queue.front());
       s.queue.pop_front();
       lock.unlock();
@@ -381,16 +420,21 @@ void RpcEndpoint::Loop() {
     if (direct) {
       // Senders queue on their own threads: poll for the next message a
       // while before sleeping (spin_wait.h). Nothing is being dispatched
-      // here, so `queued` counts what waits in the queue.
+      // here, so `queued` counts what waits in the queue, and a message a
+      // sender handles inline (which leaves nothing to do here).
       lock.unlock();
       const bool more = SpinUntil([this, &s] {
-        return s.queued.load(std::memory_order_acquire) > 0 ||
+        const int inline_now = s.inline_busy.load(std::memory_order_acquire);
+        return s.queued.load(std::memory_order_acquire) > inline_now ||
                !running_.load(std::memory_order_acquire);
       });
       lock.lock();
-      // Also looked at under the lock: a message queued just after the
-      // spin gave up notified nobody.
-      if (more || !s.queue.empty()) continue;
+      // Looked at again under the lock: a message queued just after the
+      // spin gave up notified nobody, and an inline handler may have ended.
+      if (!running_.load() || (!s.queue.empty() && !s.inline_busy)) continue;
+      // Spinning again after an inline handler came and went; while one
+      // runs, its end wakes this thread if it left something queued.
+      if (more && !s.inline_busy) continue;
       drain =
           s.loop_cv.wait_for(lock, kReceiveSlice) == std::cv_status::timeout;
       continue;
@@ -493,6 +537,11 @@ void RpcEndpoint::ReplyErrorOrLog(const Message& request,
 
 void RpcEndpoint::CancelPending(const Status& status) {
   state_->CancelAll(&status);
+}
+
+void RpcEndpoint::SetInlineHandling(
+    std::function<bool(const MessageHeader&)> may_inline) {
+  may_inline_ = std::move(may_inline);
 }
 
 void RpcEndpoint::KeepRequestsForResend(bool keep) {

@@ -112,6 +112,17 @@ class RpcEndpoint {
   void CancelPending(const Status& status);
   // One-way send (no reply expected).
   Status Send(NodeId to, Message msg);
+  // Inline handling (in process only: a transport with direct delivery):
+  // a request for which `may_inline(header)` is true, sent from a thread
+  // inside an InlineSendScope, is handled on that thread when this endpoint
+  // is idle (nothing queued for its thread, nothing being handled), instead
+  // of being queued for the endpoint's thread. That saves a thread
+  // hand-off, and the work is done on the core (and in the cache) of the
+  // thread that made the data. Order is kept and one message is handled at
+  // a time, as without it. Handlers of such messages must not wait for
+  // anything the sending thread would do (it is busy running them). Before
+  // Start(); null turns it off.
+  void SetInlineHandling(std::function<bool(const MessageHeader&)> may_inline);
   // Restart of a lost peer (cluster.restart): with `keep` on, each request
   // keeps a view of its message (sharing the payload bytes, no copy) until
   // its reply arrives, and Resend(to) sends every request to `to` still
@@ -133,9 +144,29 @@ class RpcEndpoint {
   // Wait() uses.
   std::shared_ptr<rpc_internal::EndpointState> state_;
   Handler handler_;
+  std::function<bool(const MessageHeader&)> may_inline_;
   std::atomic<bool> running_{false};
   std::thread thread_;
   std::atomic<uint64_t> next_id_{1};
+};
+
+// Marks the current thread, while it lives, as one whose sends may be
+// handled on it (RpcEndpoint::SetInlineHandling): a thread that would only
+// wait for the answer anyway (a worker at the end of its step), not a
+// helper whose sends should leave the work to the receiver's thread and go
+// on (a pipelining reducer, overlapping with the backward pass). Nests.
+class InlineSendScope {
+ public:
+  // `on` false: no change (for callers that decide at run time).
+  explicit InlineSendScope(bool on = true);
+  ~InlineSendScope();
+  InlineSendScope(const InlineSendScope&) = delete;
+  InlineSendScope& operator=(const InlineSendScope&) = delete;
+  // Whether the current thread is inside one.
+  static bool active();
+
+ private:
+  const bool previous_;
 };
 
 // The text of a kError message's first payload.

@@ -160,5 +160,98 @@ TEST(BucketReducerTest, InPlaceBucketsAreTheCallersBufferCountedNotCopied) {
   ASSERT_TRUE(r.FinishStep(milliseconds(2000)).ok());
 }
 
+// set_caller_finishes (the parameter-server pipeline): the reducer's thread
+// takes a full bucket while an earlier one still waits for gradients; what
+// it has not begun when FinishStep() is called is reduced on the calling
+// thread, still last bucket first and each bucket once; the next step
+// starts over with the reducer's thread.
+TEST(BucketReducerTest, TheCallerReducesWhatIsLeftWhenItFinishes) {
+  std::vector<float> grads(7, 1.0f);
+  std::mutex mu;
+  std::vector<std::pair<int64_t, std::thread::id>> seen;  // offset, thread
+  BucketReducer r(
+      {0, 2, 5, 7},
+      [&](float* data, size_t) {
+        std::lock_guard<std::mutex> lock(mu);
+        seen.emplace_back(data - grads.data(), std::this_thread::get_id());
+        return Status::Ok();
+      },
+      grads.data(), std::make_shared<int>(0));
+  r.set_caller_finishes(true);
+  const std::thread::id me = std::this_thread::get_id();
+  auto seen_now = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return seen.size();
+  };
+  for (int step = 0; step < 3; ++step) {
+    SCOPED_TRACE(step);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      seen.clear();
+    }
+    r.BeginStep();
+    // Bucket 2 fills while the backward pass goes on: the reducer's thread
+    // sends it. Buckets 1 and 0 (part of 0 never reported) are left.
+    r.Ready(5, nullptr, 2);
+    const auto end = std::chrono::steady_clock::now() + milliseconds(5000);
+    while (seen_now() < 1 && std::chrono::steady_clock::now() < end)
+      std::this_thread::sleep_for(milliseconds(1));
+    r.Ready(2, nullptr, 3);
+    if (step == 2) r.Ready(0, nullptr, 1);
+    ASSERT_TRUE(r.FinishStep(milliseconds(5000)).ok());
+    EXPECT_TRUE(r.idle());
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_EQ(seen.size(), 3u);
+    EXPECT_EQ(seen[0].first, 5);
+    EXPECT_NE(seen[0].second, me);
+    // Bucket 1 may have gone from either thread (it was full before
+    // FinishStep()); bucket 0 is never full: the caller sends it.
+    EXPECT_EQ(seen[1].first, 2);
+    EXPECT_EQ(seen[2].first, 0);
+    EXPECT_EQ(seen[2].second, me);
+  }
+  // Buckets 1 and 0 full at once (the backward pass's last layers): the
+  // reducer's thread leaves both to the caller, who is about to finish.
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    seen.clear();
+  }
+  r.BeginStep();
+  r.Ready(5, nullptr, 2);
+  const auto end = std::chrono::steady_clock::now() + milliseconds(5000);
+  while (seen_now() < 1 && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(milliseconds(1));
+  r.Ready(0, nullptr, 2);
+  r.Ready(2, nullptr, 3);
+  std::this_thread::sleep_for(milliseconds(20));
+  EXPECT_EQ(seen_now(), 1u);
+  ASSERT_TRUE(r.FinishStep(milliseconds(5000)).ok());
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_NE(seen[0].second, me);
+  EXPECT_EQ(seen[1].first, 2);
+  EXPECT_EQ(seen[1].second, me);
+  EXPECT_EQ(seen[2].first, 0);
+  EXPECT_EQ(seen[2].second, me);
+}
+
+TEST(BucketReducerTest, AFailureOnTheCallersThreadIsReturnedNamingTheBucket) {
+  std::vector<float> grads(4, 1.0f);
+  BucketReducer r(
+      {0, 2, 4},
+      [&](float* data, size_t) {
+        return data == grads.data() ? Status::Unavailable("server lost")
+                                    : Status::Ok();
+      },
+      grads.data(), std::make_shared<int>(0));
+  r.set_caller_finishes(true);
+  r.BeginStep();
+  Status st = r.FinishStep(milliseconds(5000));
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("server lost"), std::string::npos);
+  EXPECT_NE(st.message().find("bucket 0 of 2"), std::string::npos);
+  EXPECT_TRUE(r.idle());
+}
+
 }  // namespace
 }  // namespace strata

@@ -108,6 +108,22 @@ TEST(ClusterTest, SpinningChangesNoResultAndEndsWithTheRun) {
   EXPECT_EQ(asleep->final_params, spinning->final_params);
 }
 
+// cluster.inline_server: where a push or pull is handled (the sending
+// worker's thread or the server's) changes nothing in what is computed.
+// Two workers (a sum of two is the same in either order) and small
+// pipelined ranges, so that many pushes meet a busy or an idle server.
+TEST(ClusterTest, HandlingOnTheSendersThreadChangesNoResult) {
+  std::string root = TempRoot();
+  Config c = With(Base(root), {"cluster.mode=sync", "cluster.workers=2",
+                               "cluster.pipeline_kb=0.25"});
+  auto queued = RunConfig(With(c, {"cluster.inline_server=false"}));
+  auto on_sender = RunConfig(With(c, {"cluster.inline_server=true"}));
+  ASSERT_TRUE(queued.ok()) << queued.status().ToString();
+  ASSERT_TRUE(on_sender.ok()) << on_sender.status().ToString();
+  ASSERT_FALSE(queued->final_params.empty());
+  EXPECT_EQ(queued->final_params, on_sender->final_params);
+}
+
 TEST(ClusterTest, AsyncWithFourWorkersDiffersFromSync) {
   // A control for the equivalence tests: scheduling does change the result.
   std::string root = TempRoot();
