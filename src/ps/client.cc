@@ -130,6 +130,7 @@ void PsClient::SendRanges(PushHandle& handle, const float* values,
           1, reinterpret_cast<uint8_t*>(handle.dest_ + r.begin), bytes);
       handle.placements_.push_back(placement);
     }
+    const InlineSendScope fan_out(InlineOnlyAtLastNode(s, last));
     handle.calls_.push_back(
         rpc_.Request(servers_[s], std::move(m), std::move(placement)));
   }
@@ -292,6 +293,8 @@ std::unique_ptr<PullHandle> PsClient::Pull(
           sizeof(float) * static_cast<uint64_t>(r.size()));
       handle->placements_.push_back(placement);
     }
+    const InlineSendScope fan_out(
+        InlineOnlyAtLastNode(s, layout_.num_ranges()));
     handle->calls_.push_back(
         rpc_.Request(servers_[s], std::move(m), std::move(placement)));
   }

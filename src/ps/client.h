@@ -188,6 +188,15 @@ class PsClient {
                                        const std::vector<int64_t>& versions,
                                        uint32_t flags,
                                        const std::shared_ptr<void>& keep_alive);
+  // Whether range `s`'s message, in a fan-out over ranges up to `last`, may
+  // be handled on this thread (InlineSendScope): only if this thread may,
+  // and only at the node of the last range, so that the other nodes'
+  // threads apply theirs meanwhile, in parallel.
+  bool InlineOnlyAtLastNode(int s, int last) const {
+    return InlineSendScope::active() &&
+           servers_[static_cast<size_t>(s)] ==
+               servers_[static_cast<size_t>(last - 1)];
+  }
   // A message with `flags` and no payload to every range (Leave, Rejoin).
   std::unique_ptr<PushHandle> SendToEveryRange(uint32_t flags);
 

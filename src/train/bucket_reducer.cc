@@ -102,7 +102,9 @@ void BucketReducer::Ready(int64_t offset, const float* grad, int64_t count) {
 Status BucketReducer::FinishStep(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   finishing_ = true;  // what was not reported is a zero gradient
-  cv_.notify_all();
+  // The caller finishes: no wake-up either, the reducer's thread has
+  // nothing more to do in this step and sees `finishing_` whenever it wakes.
+  if (!caller_finishes_) cv_.notify_all();
   if (caller_finishes_ && reducing_.load()) {
     // The reducer's thread is sending a bucket (usually briefly): poll
     // before sleeping (spin_wait.h).
@@ -161,9 +163,12 @@ void BucketReducer::Loop() {
     // Last bucket first: the backward pass produces late layers first.
     for (int b = num_buckets() - 1; b >= 0; --b) {
       cv_.wait(lock, [&] {
-        return stop_ || finishing_ || step_ != serving_ ||
-               (filled_[b] >= BucketSize(b) &&
-                (!caller_finishes_ || BackwardGoesOn(b)));
+        if (stop_ || finishing_) return true;
+        if (!caller_finishes_) return filled_[b] >= BucketSize(b);
+        // The caller finishes: this thread may wake late, after the caller
+        // finished the step and began the next one.
+        return step_ != serving_ ||
+               (filled_[b] >= BucketSize(b) && BackwardGoesOn(b));
       });
       if (stop_) return;
       // The caller finishes (set_caller_finishes): it takes what is left.

@@ -69,7 +69,9 @@ class BucketReducer final : public GradientSink {
   // them, with no hand-off between threads when the backward pass ends. Only
   // for a `reduce` that may run on either thread (parameter-server pushes; not
   // collectives whose members must call in one fixed order: that order is
-  // kept, but the calls come from two threads). Before the first step.
+  // kept, but the calls come from two threads). FinishStep()'s timeout then
+  // bounds its wait for the reducer's thread; its own `reduce` calls take
+  // what they take (a push bounds its own waits). Before the first step.
   void set_caller_finishes(bool on) { caller_finishes_ = on; }
   ~BucketReducer() override;
   BucketReducer(const BucketReducer&) = delete;

@@ -55,9 +55,10 @@ class PushPullExchange final : public Exchange {
       reducer_ = std::make_unique<BucketReducer>(
           std::move(bounds),
           [this](float* data, size_t) {
-            // An idle in-process server applies the range on this thread:
-            // no wake-up of its own, and this thread is free until the
-            // backward pass fills the next range anyway.
+            // An idle in-process server applies the range on this thread,
+            // on the other core, as the server's own thread would have
+            // (without waking it). The next range waits for it, as it
+            // would have waited in the server's queue.
             const InlineSendScope inline_sends;
             const int64_t offset = data - reducer_->data();
             return client_.PushRange(*step_push_, env_.layout->RangeOf(offset),

@@ -27,7 +27,8 @@ constexpr milliseconds kStopWait{10000};
 bool IsReply(const MessageHeader& h) { return (h.flags & kReplyFlag) != 0; }
 bool IsReply(const Message& m) { return IsReply(m.header); }
 
-thread_local bool t_inline_sends = false;  // InlineSendScope
+thread_local bool t_inline_sends = false;   // InlineSendScope
+std::atomic<uint64_t> g_handled_inline{0};  // RpcEndpoint::HandledInline()
 
 }  // namespace
 
@@ -120,7 +121,12 @@ struct EndpointState {
         inline_busy = true;
         ++queued;
         lock.unlock();
-        inline_handler(std::move(msg));
+        g_handled_inline.fetch_add(1, std::memory_order_relaxed);
+        {
+          // What the handler itself sends is not handled inline in turn.
+          const InlineSendScope not_nested(false);
+          inline_handler(std::move(msg));
+        }
         lock.lock();
         --queued;
         inline_busy = false;
@@ -286,7 +292,7 @@ void RpcCall::Complete(Result<Message> result) {
 }
 
 InlineSendScope::InlineSendScope(bool on) : previous_(t_inline_sends) {
-  if (on) t_inline_sends = true;
+  t_inline_sends = on;
 }
 
 InlineSendScope::~InlineSendScope() { t_inline_sends = previous_; }
@@ -320,13 +326,27 @@ void RpcEndpoint::Start() {
   // callers receive (see rpc.h). Either way, one thread hand-off fewer per
   // request.
   EndpointState* state = state_.get();
+  {
+    // Before any sender can reach Offer(): inline handling (in process
+    // only; undone below otherwise), and the first drain of what reached
+    // the transport's own queue before, counted as being handled so that
+    // nothing is handled inline ahead of it (Loop()).
+    std::lock_guard<std::mutex> lock(state->lf_mu);
+    if (may_inline_) {
+      state->may_inline = may_inline_;
+      state->inline_handler = handler_;
+    }
+    ++state->queued;
+  }
   const bool direct = state->transport->SetDirectDelivery(
       [state](Message& m) { return state->Offer(m); });
   state_->callers_receive = !direct;
-  // Inline handling needs the sender's thread: in process only.
-  if (direct && may_inline_) {
-    state->may_inline = may_inline_;
-    state->inline_handler = handler_;
+  if (!direct) {
+    // Callers receive (no drain); inline handling needs the sender's thread.
+    std::lock_guard<std::mutex> lock(state->lf_mu);
+    state->may_inline = nullptr;
+    state->inline_handler = nullptr;
+    --state->queued;
   }
   // Replies to calls that carry a placement are received in place.
   state->transport->SetPlacement(
@@ -394,10 +414,13 @@ void RpcEndpoint::Loop() {
   // In-process: what reached the transport's queue before the sink was set
   // is received at the start and whenever the loop was idle for a slice.
   bool drain = direct;
+  bool counted = direct;  // the first drain is counted already (Start())
   while (running_.load()) {
     if (drain && !s.inline_busy) {
       drain = false;
-      ++s.queued;  // handling: no sender handles a message inline meanwhile
+      // Being handled: no sender handles a message inline meanwhile.
+      if (!counted) ++s.queued;
+      counted = false;
       lock.unlock();
       for (Result<Message> msg = s.transport->Recv(milliseconds(0)); msg.ok();
            msg = s.transport->Recv(milliseconds(0))) {
@@ -435,8 +458,10 @@ void RpcEndpoint::Loop() {
       // Spinning again after an inline handler came and went; while one
       // runs, its end wakes this thread if it left something queued.
       if (more && !s.inline_busy) continue;
+      // A drain put off (an inline handler was running) stays due.
       drain =
-          s.loop_cv.wait_for(lock, kReceiveSlice) == std::cv_status::timeout;
+          s.loop_cv.wait_for(lock, kReceiveSlice) == std::cv_status::timeout ||
+          drain;
       continue;
     }
     const Clock::time_point now = Clock::now();
@@ -537,6 +562,10 @@ void RpcEndpoint::ReplyErrorOrLog(const Message& request,
 
 void RpcEndpoint::CancelPending(const Status& status) {
   state_->CancelAll(&status);
+}
+
+uint64_t RpcEndpoint::HandledInline() {
+  return g_handled_inline.load(std::memory_order_relaxed);
 }
 
 void RpcEndpoint::SetInlineHandling(

@@ -123,6 +123,9 @@ class RpcEndpoint {
   // anything the sending thread would do (it is busy running them). Before
   // Start(); null turns it off.
   void SetInlineHandling(std::function<bool(const MessageHeader&)> may_inline);
+  // Messages handled inline so far, by every endpoint of this process (a
+  // diagnostic: tests check that the path is taken).
+  static uint64_t HandledInline();
   // Restart of a lost peer (cluster.restart): with `keep` on, each request
   // keeps a view of its message (sharing the payload bytes, no copy) until
   // its reply arrives, and Resend(to) sends every request to `to` still
@@ -151,13 +154,16 @@ class RpcEndpoint {
 };
 
 // Marks the current thread, while it lives, as one whose sends may be
-// handled on it (RpcEndpoint::SetInlineHandling): a thread that would only
-// wait for the answer anyway (a worker at the end of its step), not a
-// helper whose sends should leave the work to the receiver's thread and go
-// on (a pipelining reducer, overlapping with the backward pass). Nests.
+// handled on it (RpcEndpoint::SetInlineHandling), or (`on` false) as one
+// whose sends may not. In: a thread that has nothing else to do until the
+// answer or its next piece of work (a worker at the end of its step, a
+// pipelining reducer between ranges). Out: sends that should leave the
+// work to the receiver's thread (a push that travels while the next step
+// computes; all but the last node of a fan-out, whose threads then work in
+// parallel; what an inline handler itself sends). Nests: the previous
+// state comes back when it goes.
 class InlineSendScope {
  public:
-  // `on` false: no change (for callers that decide at run time).
   explicit InlineSendScope(bool on = true);
   ~InlineSendScope();
   InlineSendScope(const InlineSendScope&) = delete;

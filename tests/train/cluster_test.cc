@@ -16,6 +16,7 @@
 #include "train/cluster_test_util.h"
 #include "train/data_config.h"
 #include "train/local_trainer.h"
+#include "transport/rpc.h"
 #include "transport/spin_wait.h"
 #include "transport/ucx_transport.h"
 
@@ -116,10 +117,15 @@ TEST(ClusterTest, HandlingOnTheSendersThreadChangesNoResult) {
   std::string root = TempRoot();
   Config c = With(Base(root), {"cluster.mode=sync", "cluster.workers=2",
                                "cluster.pipeline_kb=0.25"});
+  const uint64_t before = RpcEndpoint::HandledInline();
   auto queued = RunConfig(With(c, {"cluster.inline_server=false"}));
+  const uint64_t between = RpcEndpoint::HandledInline();
   auto on_sender = RunConfig(With(c, {"cluster.inline_server=true"}));
   ASSERT_TRUE(queued.ok()) << queued.status().ToString();
   ASSERT_TRUE(on_sender.ok()) << on_sender.status().ToString();
+  // The path was taken with the setting, and never without.
+  EXPECT_EQ(between, before);
+  EXPECT_GT(RpcEndpoint::HandledInline(), between);
   ASSERT_FALSE(queued->final_params.empty());
   EXPECT_EQ(queued->final_params, on_sender->final_params);
 }

@@ -398,7 +398,9 @@ TEST_F(RpcInlineTest, AnIdleEndpointHandlesAllowedTypesOnTheSendersThread) {
     }
     return false;
   };
+  const uint64_t before = RpcEndpoint::HandledInline();
   EXPECT_FALSE(handled_here(MessageType::kPush));  // outside a scope
+  EXPECT_EQ(RpcEndpoint::HandledInline(), before);
   {
     const InlineSendScope scope;
     EXPECT_TRUE(InlineSendScope::active());
@@ -407,7 +409,13 @@ TEST_F(RpcInlineTest, AnIdleEndpointHandlesAllowedTypesOnTheSendersThread) {
     std::this_thread::sleep_for(milliseconds(20));
     EXPECT_FALSE(handled_here(MessageType::kPullRequest));
     EXPECT_TRUE(eventually_here(MessageType::kPush));
-    const InlineSendScope off(false);  // changes nothing
+    EXPECT_GE(RpcEndpoint::HandledInline(), before + 2);
+    {
+      const InlineSendScope off(false);  // nests
+      EXPECT_FALSE(InlineSendScope::active());
+      std::this_thread::sleep_for(milliseconds(20));
+      EXPECT_FALSE(handled_here(MessageType::kPush));
+    }
     EXPECT_TRUE(InlineSendScope::active());
   }
   EXPECT_FALSE(InlineSendScope::active());
