@@ -183,19 +183,23 @@ TEST(BucketReducerTest, TheCallerReducesWhatIsLeftWhenItFinishes) {
     std::lock_guard<std::mutex> lock(mu);
     return seen.size();
   };
-  for (int step = 0; step < 3; ++step) {
-    SCOPED_TRACE(step);
+  // A new step whose bucket 2 fills while the backward pass goes on: the
+  // reducer's thread sends it.
+  auto begin_and_send_bucket_2 = [&] {
     {
       std::lock_guard<std::mutex> lock(mu);
       seen.clear();
     }
     r.BeginStep();
-    // Bucket 2 fills while the backward pass goes on: the reducer's thread
-    // sends it. Buckets 1 and 0 (part of 0 never reported) are left.
     r.Ready(5, nullptr, 2);
     const auto end = std::chrono::steady_clock::now() + milliseconds(5000);
     while (seen_now() < 1 && std::chrono::steady_clock::now() < end)
       std::this_thread::sleep_for(milliseconds(1));
+  };
+  for (int step = 0; step < 3; ++step) {
+    SCOPED_TRACE(step);
+    // Buckets 1 and 0 (part of 0 never reported) are left.
+    begin_and_send_bucket_2();
     r.Ready(2, nullptr, 3);
     if (step == 2) r.Ready(0, nullptr, 1);
     ASSERT_TRUE(r.FinishStep(milliseconds(5000)).ok());
@@ -212,15 +216,7 @@ TEST(BucketReducerTest, TheCallerReducesWhatIsLeftWhenItFinishes) {
   }
   // Buckets 1 and 0 full at once (the backward pass's last layers): the
   // reducer's thread leaves both to the caller, who is about to finish.
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    seen.clear();
-  }
-  r.BeginStep();
-  r.Ready(5, nullptr, 2);
-  const auto end = std::chrono::steady_clock::now() + milliseconds(5000);
-  while (seen_now() < 1 && std::chrono::steady_clock::now() < end)
-    std::this_thread::sleep_for(milliseconds(1));
+  begin_and_send_bucket_2();
   r.Ready(0, nullptr, 2);
   r.Ready(2, nullptr, 3);
   std::this_thread::sleep_for(milliseconds(20));
