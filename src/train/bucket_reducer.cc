@@ -126,14 +126,7 @@ Status BucketReducer::FinishStep(std::chrono::milliseconds timeout) {
     for (int b = num_buckets() - 1; b >= 0 && error_.ok(); --b) {
       if (launched_[b]) continue;
       launched_[b] = true;
-      lock.unlock();
-      Status st =
-          reduce_(data() + begin_[b], static_cast<size_t>(BucketSize(b)));
-      lock.lock();
-      if (!st.ok() && error_.ok()) {
-        error_ =
-            st.WithContext(fmt::format("bucket {} of {}", b, num_buckets()));
-      }
+      ReduceBucket(b, lock);
     }
     done_ = step_;
   }
@@ -143,6 +136,15 @@ Status BucketReducer::FinishStep(std::chrono::milliseconds timeout) {
 bool BucketReducer::idle() {
   std::lock_guard<std::mutex> lock(mu_);
   return done_ == step_ && !reducing_;
+}
+
+void BucketReducer::ReduceBucket(int b, std::unique_lock<std::mutex>& lock) {
+  lock.unlock();
+  Status st = reduce_(data() + begin_[b], static_cast<size_t>(BucketSize(b)));
+  lock.lock();
+  if (!st.ok() && error_.ok()) {
+    error_ = st.WithContext(fmt::format("bucket {} of {}", b, num_buckets()));
+  }
 }
 
 bool BucketReducer::BackwardGoesOn(int b) const {
@@ -176,15 +178,8 @@ void BucketReducer::Loop() {
       launched_[b] = true;
       if (!error_.ok()) continue;  // a failed group: skip the rest
       reducing_ = true;
-      lock.unlock();
-      Status st =
-          reduce_(data() + begin_[b], static_cast<size_t>(BucketSize(b)));
-      lock.lock();
+      ReduceBucket(b, lock);
       reducing_ = false;
-      if (!st.ok() && error_.ok()) {
-        error_ =
-            st.WithContext(fmt::format("bucket {} of {}", b, num_buckets()));
-      }
       if (caller_finishes_) cv_.notify_all();  // FinishStep() may wait
     }
     if (!caller_finishes_) done_ = step_;

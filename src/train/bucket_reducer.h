@@ -98,6 +98,9 @@ class BucketReducer final : public GradientSink {
 
  private:
   void Loop();
+  // Reduces bucket `b` with `lock` (on mu_) released, and keeps the first
+  // error, naming the bucket.
+  void ReduceBucket(int b, std::unique_lock<std::mutex>& lock);
   // Whether a bucket below `b` is still waiting for gradients. Under mu_.
   bool BackwardGoesOn(int b) const;
   int64_t BucketSize(int b) const { return begin_[b + 1] - begin_[b]; }

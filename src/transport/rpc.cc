@@ -113,26 +113,7 @@ struct EndpointState {
   bool Offer(Message& msg) {
     {
       std::unique_lock<std::mutex> lock(lf_mu);
-      if (queued == 0 && !stopping && inline_handler && t_inline_sends &&
-          !IsReply(msg) && may_inline(msg.header)) {
-        // Idle: handled here, on the sender's thread (SetInlineHandling).
-        // Counted in `queued` while it runs, so that what comes meanwhile
-        // queues behind it and nobody else handles a message.
-        inline_busy = true;
-        ++queued;
-        lock.unlock();
-        g_handled_inline.fetch_add(1, std::memory_order_relaxed);
-        {
-          // What the handler itself sends is not handled inline in turn.
-          const InlineSendScope not_nested(false);
-          inline_handler(std::move(msg));
-        }
-        lock.lock();
-        --queued;
-        inline_busy = false;
-        if (!queue.empty()) loop_cv.notify_one();
-        return true;
-      }
+      if (HandledInline(lock, msg)) return true;
       if (queued > 0 || !IsReply(msg)) {
         // Back-pressure, as a transport's own queue would apply: a full
         // queue holds the offering thread (a sender, in-process) until the
@@ -153,6 +134,32 @@ struct EndpointState {
     // from another sender concurrently (no order between senders) or not
     // at all (callers receive one at a time).
     DeliverReply(std::move(msg));
+    return true;
+  }
+
+  // Handles `msg` here, on the sender's thread, if the endpoint is idle and
+  // the message may be (RpcEndpoint::SetInlineHandling); `lock` holds
+  // lf_mu on entry and on return. Counted in `queued` while it runs, so
+  // that what comes meanwhile queues behind it and nobody else handles a
+  // message.
+  bool HandledInline(std::unique_lock<std::mutex>& lock, Message& msg) {
+    if (queued > 0 || stopping || !inline_handler || !t_inline_sends ||
+        IsReply(msg) || !may_inline(msg.header)) {
+      return false;
+    }
+    inline_busy = true;
+    ++queued;
+    lock.unlock();
+    g_handled_inline.fetch_add(1, std::memory_order_relaxed);
+    {
+      // What the handler itself sends is not handled inline in turn.
+      const InlineSendScope not_nested(false);
+      inline_handler(std::move(msg));
+    }
+    lock.lock();
+    --queued;
+    inline_busy = false;
+    if (!queue.empty()) loop_cv.notify_one();
     return true;
   }
 
