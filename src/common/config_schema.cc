@@ -135,6 +135,9 @@ std::vector<ConfigKey> MakeSchema() {
       Int("train.log_every", 50, "write a metrics line every N steps", 1, 1e12),
       Int("train.threads", 0, "LibTorch intra-op threads; 0 = number of cores",
           0, 1024),
+      Str("train.device", "cpu",
+          "where workers, the evaluator and the local trainer compute: cpu, "
+          "cuda or cuda:N (needs a CUDA LibTorch; docs/gpu.md)"),
       Int("train.eval_batch_size", 1000, "batch size for evaluation", 1,
           1 << 20),
 

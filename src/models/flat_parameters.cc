@@ -1,54 +1,162 @@
 #include "models/flat_parameters.h"
 
+#include <c10/core/Event.h>
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+#include <torch/cuda.h>
 #include <torch/torch.h>
+
+#include <algorithm>
+#include <optional>
+#include <thread>
 
 namespace strata {
 
+// The GPU side: the buffers the module's parameters and gradients are views
+// of, the side stream the gradient copies run on, and per parameter the
+// events that order its copy after its gradient and mark the copy done.
+struct FlatParameters::DeviceState {
+  torch::Tensor params;
+  torch::Tensor grads;
+  std::optional<c10::Stream> side;
+  std::vector<int64_t> offsets;  // slot starts, ascending
+  std::vector<std::unique_ptr<c10::Event>> ready;
+  std::vector<std::unique_ptr<c10::Event>> done;
+};
+
 Result<FlatParameters> FlatParameters::Bind(torch::nn::Module& module) {
+  return Bind(module, torch::kCPU);
+}
+
+Result<FlatParameters> FlatParameters::Bind(torch::nn::Module& module,
+                                            torch::Device device) {
   FlatParameters flat;
+  flat.device_ = device;
   auto named = module.named_parameters(/*recurse=*/true);
   int64_t total = 0;
   for (const auto& item : named) {
     const torch::Tensor& p = item.value();
-    if (p.scalar_type() != torch::kFloat32 || !p.device().is_cpu()) {
+    if (p.scalar_type() != torch::kFloat32 || p.device() != device) {
       return Status::InvalidArgument(
-          "parameter '{}' is not a float32 CPU tensor", item.key());
+          "parameter '{}' is not a float32 tensor on {} (it is {} on {})",
+          item.key(), device.str(), std::string(c10::toString(p.scalar_type())),
+          p.device().str());
     }
     flat.slots_.push_back(Slot{item.key(), total, p.numel(), p.sizes().vec()});
     total += p.numel();
   }
   flat.size_ = total;
-  flat.params_ = torch::empty({total}, torch::kFloat32);
-  flat.grads_ = torch::zeros({total}, torch::kFloat32);
-  torch::NoGradGuard no_grad;
-  size_t i = 0;
-  for (auto& item : named) {
-    torch::Tensor& p = item.value();
-    const Slot& slot = flat.slots_[i++];
-    torch::Tensor pv =
-        flat.params_.narrow(0, slot.offset, slot.numel).view(p.sizes());
-    pv.copy_(p);
-    p.set_data(pv);
-    p.mutable_grad() =
-        flat.grads_.narrow(0, slot.offset, slot.numel).view(p.sizes());
+  torch::Tensor bound_params, bound_grads;
+  try {
+    if (device.is_cpu()) {
+      flat.params_ = torch::empty({total}, torch::kFloat32);
+      flat.grads_ = torch::zeros({total}, torch::kFloat32);
+      bound_params = flat.params_;
+      bound_grads = flat.grads_;
+    } else {
+      auto host =
+          torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(true);
+      flat.params_ = torch::empty({total}, host);
+      flat.grads_ = torch::zeros({total}, host);
+      auto dev = std::make_shared<DeviceState>();
+      auto on = torch::TensorOptions().dtype(torch::kFloat32).device(device);
+      dev->params = torch::empty({total}, on);
+      dev->grads = torch::zeros({total}, on);
+      c10::impl::VirtualGuardImpl impl(device.type());
+      dev->side = impl.getStreamFromGlobalPool(device);
+      for (const Slot& slot : flat.slots_) {
+        dev->offsets.push_back(slot.offset);
+        dev->ready.push_back(std::make_unique<c10::Event>(device.type()));
+        dev->done.push_back(std::make_unique<c10::Event>(device.type()));
+      }
+      bound_params = dev->params;
+      bound_grads = dev->grads;
+      flat.dev_ = std::move(dev);
+    }
+    torch::NoGradGuard no_grad;
+    size_t i = 0;
+    for (auto& item : named) {
+      torch::Tensor& p = item.value();
+      const Slot& slot = flat.slots_[i++];
+      torch::Tensor pv =
+          bound_params.narrow(0, slot.offset, slot.numel).view(p.sizes());
+      pv.copy_(p);
+      p.set_data(pv);
+      p.mutable_grad() =
+          bound_grads.narrow(0, slot.offset, slot.numel).view(p.sizes());
+    }
+    flat.DownloadParams();
+  } catch (const c10::Error& e) {
+    return Status::Internal("binding the parameters on {}: {}", device.str(),
+                            e.what_without_backtrace());
   }
   return flat;
 }
 
 bool FlatParameters::IsBound(torch::nn::Module& module) const {
+  const torch::Tensor& params = dev_ ? dev_->params : params_;
+  const torch::Tensor& grads = dev_ ? dev_->grads : grads_;
   size_t i = 0;
   for (const auto& item : module.named_parameters(true)) {
     if (i >= slots_.size()) return false;
     const Slot& slot = slots_[i++];
     const torch::Tensor& p = item.value();
-    if (p.data_ptr<float>() != params_.data_ptr<float>() + slot.offset)
+    if (p.data_ptr<float>() != params.data_ptr<float>() + slot.offset)
       return false;
     const torch::Tensor& g = p.grad();
     if (!g.defined() ||
-        g.data_ptr<float>() != grads_.data_ptr<float>() + slot.offset)
+        g.data_ptr<float>() != grads.data_ptr<float>() + slot.offset)
       return false;
   }
   return i == slots_.size();
+}
+
+void FlatParameters::ZeroGrad() {
+  grads_.zero_();
+  if (dev_) dev_->grads.zero_();
+}
+
+void FlatParameters::Upload(bool wait) {
+  if (dev_) dev_->params.copy_(params_, /*non_blocking=*/!wait);
+}
+
+void FlatParameters::DownloadParams() {
+  if (dev_) params_.copy_(dev_->params);
+}
+
+void FlatParameters::FetchGrads() {
+  if (dev_) grads_.copy_(dev_->grads);
+}
+
+void FlatParameters::DownloadGrads(int64_t offset, int64_t count) {
+  if (!dev_ || count <= 0) return;
+  auto it =
+      std::upper_bound(dev_->offsets.begin(), dev_->offsets.end(), offset);
+  const size_t slot = static_cast<size_t>(it - dev_->offsets.begin()) - 1;
+  c10::impl::VirtualGuardImpl impl(device_.type());
+  // The copy waits for what the current stream has queued (the gradient),
+  // but not the other way round: the backward pass goes on meanwhile.
+  dev_->ready[slot]->record(impl.getStream(device_));
+  dev_->ready[slot]->block(*dev_->side);
+  {
+    c10::StreamGuard on_side(*dev_->side);
+    grads_.narrow(0, offset, count)
+        .copy_(dev_->grads.narrow(0, offset, count), /*non_blocking=*/true);
+  }
+  dev_->done[slot]->record(*dev_->side);
+}
+
+void FlatParameters::WaitGrads(int64_t offset, int64_t count) {
+  if (!dev_ || count <= 0) return;
+  auto first =
+      std::upper_bound(dev_->offsets.begin(), dev_->offsets.end(), offset);
+  size_t slot = static_cast<size_t>(first - dev_->offsets.begin()) - 1;
+  for (; slot < dev_->offsets.size() && dev_->offsets[slot] < offset + count;
+       ++slot) {
+    // Copies on the side stream finish in order; an event never recorded
+    // (a parameter without a gradient this step) reads as done.
+    while (!dev_->done[slot]->query()) std::this_thread::yield();
+  }
 }
 
 }  // namespace strata

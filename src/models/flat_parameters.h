@@ -4,6 +4,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,7 +18,23 @@ namespace strata {
 // so pushing gradients or pulling parameters needs no copy, and autograd
 // accumulates straight into grads(). Buffers (BatchNorm running statistics)
 // are not parameters and are not included.
-// Not thread-safe. Movable; the module must outlive it.
+//
+// On a GPU (Bind with a CUDA device; the module's parameters must be there
+// already) the module's parameters and gradients are views into two flat
+// device buffers, and params()/grads() and the *_data() pointers are host
+// mirrors of them in pinned memory: what the parameter-server client and
+// the exchange strategies read and write. The host parameters are the
+// authoritative copy (a pull writes them); Upload() copies them to the
+// device before the forward pass. FetchGrads() copies the gradients back
+// after the backward pass; during it, DownloadGrads() starts the copy of one
+// parameter's range on a side stream as soon as autograd has accumulated it
+// and WaitGrads() waits for a range (layer-wise pipelining). On the CPU
+// these are no-ops: there is one buffer of each.
+// Not thread-safe, except DownloadGrads() (the backward pass's thread) and
+// WaitGrads() (a reducer's thread), provided a parameter's DownloadGrads()
+// happens before any WaitGrads() of its range (the pipelining reducer's
+// lock orders them: a range is taken only after its gradients reported).
+// Movable; the module must outlive it.
 class FlatParameters {
  public:
   // Where one parameter sits in the flat vector.
@@ -34,6 +51,10 @@ class FlatParameters {
   // rebinds parameters and gradients as views. InvalidArgument if a
   // parameter is not a float32 CPU tensor.
   static Result<FlatParameters> Bind(torch::nn::Module& module);
+  // The same for a module whose parameters are all on `device` (CPU or
+  // CUDA; InvalidArgument otherwise).
+  static Result<FlatParameters> Bind(torch::nn::Module& module,
+                                     torch::Device device);
 
   int64_t size() const { return size_; }
   float* param_data() { return params_.data_ptr<float>(); }
@@ -43,15 +64,38 @@ class FlatParameters {
   torch::Tensor params() const { return params_; }
   torch::Tensor grads() const { return grads_; }
   const std::vector<Slot>& slots() const { return slots_; }
-  // Sets every gradient to zero (in place: the views stay bound).
-  void ZeroGrad() { grads_.zero_(); }
+  // Sets every gradient to zero (in place: the views stay bound; on a GPU
+  // the host mirror too, so that a parameter that gets no gradient in a
+  // step reads zero there).
+  void ZeroGrad();
+  // The device the module computes on; on_device() unless it is the CPU.
+  torch::Device device() const { return device_; }
+  bool on_device() const { return !device_.is_cpu(); }
+  // GPU only (no-ops on the CPU). Upload: host parameters to the device on
+  // the current stream; with wait = false it returns at once (the forward
+  // pass is queued after it), and the host parameters must not be written
+  // until something waits for that stream (the caller's job: the worker
+  // loop's backward pass and gradient copies do). FetchGrads: every
+  // gradient to the host, waiting for it.
+  // DownloadGrads: starts copying the gradient floats [offset, offset +
+  // count) of one parameter to the host. WaitGrads: waits until every
+  // started copy that overlaps [offset, offset + count) is done.
+  // DownloadParams: device parameters to the host, waiting for it.
+  void Upload(bool wait = true);
+  void FetchGrads();
+  void DownloadGrads(int64_t offset, int64_t count);
+  void WaitGrads(int64_t offset, int64_t count);
+  void DownloadParams();
   // True if every parameter of `module` still aliases this vector (a
   // LibTorch call that replaces .grad or .data breaks the binding).
   bool IsBound(torch::nn::Module& module) const;
 
  private:
-  torch::Tensor params_;
+  struct DeviceState;
+  torch::Tensor params_;  // host (the module's own on the CPU)
   torch::Tensor grads_;
+  torch::Device device_ = torch::kCPU;
+  std::shared_ptr<DeviceState> dev_;  // GPU only
   int64_t size_ = 0;
   std::vector<Slot> slots_;
 };

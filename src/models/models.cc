@@ -1,8 +1,11 @@
 #include "models/models.h"
 
+#include <torch/cuda.h>
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <mutex>
+#include <optional>
 
 #include "models/torchscript.h"
 
@@ -269,6 +272,63 @@ Result<Model> CreateModel(const ModelOptions& options, const InputSpec& input) {
   }
   ASSIGN_OR_RETURN(model.flat, FlatParameters::Bind(*model.net));
   return model;
+}
+
+namespace {
+
+// The device train.device names, or why it cannot be used here.
+Result<torch::Device> ParseDevice(const std::string& device) {
+  if (device == "cpu") return torch::Device(torch::kCPU);
+  std::optional<torch::Device> d;
+  try {
+    d = torch::Device(device);
+  } catch (const c10::Error&) {
+  }
+  if (d && d->is_cpu()) return torch::Device(torch::kCPU);
+  if (!d || !d->is_cuda()) {
+    return Status::InvalidArgument(
+        "train.device = \"{}\": not a device (\"cpu\", \"cuda\" or "
+        "\"cuda:N\")",
+        device);
+  }
+  if (!torch::cuda::is_available()) {
+    return Status::FailedPrecondition(
+        "train.device = \"{}\", but this LibTorch ({}) has no CUDA or sees "
+        "no GPU: build against a CUDA LibTorch (README, \"GPU workers\") or "
+        "set train.device = \"cpu\"",
+        device, TORCH_VERSION);
+  }
+  const int gpus = static_cast<int>(torch::cuda::device_count());
+  if (d->has_index() && d->index() >= gpus) {
+    return Status::InvalidArgument(
+        "train.device = \"{}\": this machine has {} GPU(s)", device, gpus);
+  }
+  if (!d->has_index()) d = torch::Device(torch::kCUDA, 0);
+  return *d;
+}
+
+}  // namespace
+
+Status CheckDevice(const std::string& device) {
+  return ParseDevice(device).status();
+}
+
+Status PlaceModel(Model& model, const std::string& device) {
+  ASSIGN_OR_RETURN(torch::Device d, ParseDevice(device));
+  if (d.is_cpu()) return Status::Ok();
+  try {
+    // A scripted module's buffers (BatchNorm statistics) are not registered
+    // with the wrapper: move the script itself; its parameters are the
+    // wrapper's, so the wrapper's move below finds them there already.
+    if (auto* ts = dynamic_cast<TorchScriptImpl*>(model.net.get()))
+      ts->script().to(d);
+    model.net->to(d);
+  } catch (const c10::Error& e) {
+    return Status::Internal("moving model '{}' to {}: {}", model.name, device,
+                            e.what_without_backtrace());
+  }
+  ASSIGN_OR_RETURN(model.flat, FlatParameters::Bind(*model.net, d));
+  return Status::Ok();
 }
 
 }  // namespace strata

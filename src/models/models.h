@@ -56,6 +56,16 @@ struct Model {
 // Thread-safe (initialisation seeds LibTorch's generator under a lock).
 Result<Model> CreateModel(const ModelOptions& options, const InputSpec& input);
 
+// Moves a model made by CreateModel to `device` (train.device: "cpu",
+// "cuda" or "cuda:N") and binds its flat vector there (FlatParameters: on
+// a GPU the *_data() pointers become host mirrors; Upload() before the
+// forward pass, FetchGrads() after the backward pass). "cpu" does nothing.
+// InvalidArgument for a name that is not such a device; FailedPrecondition,
+// naming train.device, where this LibTorch has no CUDA or sees no GPU.
+Status PlaceModel(Model& model, const std::string& device);
+// The same checks alone, for a run to fail before it starts its nodes.
+Status CheckDevice(const std::string& device);
+
 // The names CreateModel accepts.
 const std::vector<std::string>& ModelNames();
 

@@ -47,6 +47,9 @@ class Batcher {
   std::vector<float> scratch_;
 };
 
+// The device `net`'s parameters are on (the CPU for a model without any).
+torch::Device DeviceOf(ClassifierImpl& net);
+
 // Mean loss and accuracy of `model` over all of `data`, in evaluation mode
 // and without gradients; the model is put back in training mode after.
 struct EvalResult {
@@ -71,8 +74,10 @@ Result<bool> RecalibrateBatchNorm(ClassifierImpl& net, const Dataset& data,
 
 // Forward and backward on one batch; gradients accumulate into the model's
 // flat gradient buffer (zero it first). Returns the batch's mean loss and
-// accuracy. With `example_losses`, also each example's loss (the
-// loss-aware sampler's feedback; the gradient is the same). LibTorch
+// accuracy. On a GPU (the model's parameters are there) the batch is copied
+// over first and the gradients stay in the device buffer (FlatParameters::
+// FetchGrads brings them back). With `example_losses`, also each example's loss
+// (the loss-aware sampler's feedback; the gradient is the same). LibTorch
 // errors become Status.
 struct StepResult {
   double loss = 0;

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "models/models.h"
 #include "train/data_service.h"
 #include "train/roles.h"
 #include "transport/curve_keys.h"
@@ -70,6 +71,9 @@ void Guarded(const std::string& who, F&& body) {
 Result<RunSummary> TrainCluster(const Config& config, const DatasetSplits& data,
                                 const RunDirectory& run_dir,
                                 const std::atomic<bool>* stop) {
+  // A GPU that is not there fails the run before any node starts (only the
+  // workers and the evaluator compute on it; PlaceModel checks in them).
+  RETURN_IF_ERROR(CheckDevice(config.GetString("train.device")));
   ASSIGN_OR_RETURN(ClusterPlan plan, ClusterPlan::Make(config, data));
   const ClusterRunOptions& o = plan.options;
   const RoleTable& roles = o.roles;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -48,6 +49,12 @@ struct ExchangeEnv {
   std::mutex* params_mu = nullptr;
   // Peer messages (neighbour models, gossip pushes) the node received.
   Mailbox* mailbox = nullptr;
+  // GPU workers (train.device): before reading the gradient floats
+  // [offset, offset + count) of model.grads while the backward pass may
+  // still run (a gradient sink's bucket), wait until their copy from the
+  // device has landed. Null on the CPU, and where every gradient is on the
+  // host before AfterStep().
+  std::function<void(int64_t offset, int64_t count)> grads_ready;
   // Decentralized modes: start every worker from worker 0's model (tests of
   // consensus turn it off to start from different models).
   bool broadcast_initial = true;

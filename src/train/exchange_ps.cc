@@ -54,13 +54,15 @@ class PushPullExchange final : public Exchange {
       bounds.push_back(env.layout->total());
       reducer_ = std::make_unique<BucketReducer>(
           std::move(bounds),
-          [this](float* data, size_t) {
+          [this](float* data, size_t count) {
             // An idle in-process server applies the range on this thread,
             // on the other core, as the server's own thread would have
             // (without waking it). The next range waits for it, as it
             // would have waited in the server's queue.
             const InlineSendScope inline_sends;
             const int64_t offset = data - reducer_->data();
+            if (env_.grads_ready)
+              env_.grads_ready(offset, static_cast<int64_t>(count));
             return client_.PushRange(*step_push_, env_.layout->RangeOf(offset),
                                      reducer_->data(), o_.request_timeout);
           },

@@ -24,6 +24,7 @@
 
 #include "common/fs.h"
 #include "common/log.h"
+#include "models/models.h"
 #include "train/checkpoint.h"
 #include "train/data_config.h"
 #include "train/data_service.h"
@@ -442,6 +443,9 @@ Result<nlohmann::json> TrainProcesses(const Config& config,
                                       const std::atomic<bool>* stop) {
   ASSIGN_OR_RETURN(ClusterRunOptions o, ClusterRunOptions::FromConfig(config));
   RETURN_IF_ERROR(CheckMetricsAddress(o));
+  // The nodes run on this machine: a GPU that is not there fails the run
+  // here rather than in each worker.
+  RETURN_IF_ERROR(CheckDevice(config.GetString("train.device")));
   // The first life resumes from the checkpoint checked here; a restarted
   // one reads the newest again.
   ASSIGN_OR_RETURN(std::shared_ptr<const Checkpoint> resume_from,

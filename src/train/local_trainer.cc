@@ -179,6 +179,7 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
   const uint64_t seed = static_cast<uint64_t>(config.GetInt("run.seed"));
   const ModelOptions mo = ModelOptions::FromConfig(config);
   ASSIGN_OR_RETURN(Model model, CreateModel(mo, InputSpecOf(data.train)));
+  RETURN_IF_ERROR(PlaceModel(model, config.GetString("train.device")));
 
   const int64_t batch_size = config.GetInt("train.batch_size");
   std::vector<int64_t> all(data.train.size());
@@ -247,12 +248,14 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
     LogInfo("resuming from {} (step {})", c.dir, c.step);
   }
   auto last_checkpoint = Clock::now();
+  model.flat.Upload();  // GPU: the host copy is the one restored/updated
 
   LogInfo(
       "training {} ({} parameters) on {} ({} train / {} val), batch {}, "
-      "{} steps ({} per epoch), {} threads",
+      "{} steps ({} per epoch), {} threads, device {}",
       mo.name, model.flat.size(), data.train.name, data.train.size(),
-      data.val.size(), batch_size, total_steps, per_epoch, threads);
+      data.val.size(), batch_size, total_steps, per_epoch, threads,
+      model.flat.device().str());
 
   RunSummary s;
   s.parameters = model.flat.size();
@@ -321,8 +324,14 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
         ForwardBackward(*model.net, batch,
                         shuffler.wants_losses() ? &losses : nullptr));
     if (shuffler.wants_losses()) shuffler.Observe(indices, losses.data());
+    // GPU: the gradients come back, the update runs on the host copy (the
+    // same optimizer code as the servers'), the parameters go back over.
+    model.flat.FetchGrads();
     const double lr = schedule.Rate(step - 1);
     optimizer->Step(model.flat.param_data(), model.flat.grad_data(), lr);
+    // Queued; the next step's FetchGrads waits for it before the optimizer
+    // writes the host copy again.
+    model.flat.Upload(/*wait=*/false);
     train_s += Seconds(t0, Clock::now());
 
     s.steps = step;

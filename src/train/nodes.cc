@@ -272,6 +272,19 @@ Result<WorkerMetrics> RunWorker(const Config& config,
   ClusterMember& member = *env.member;
   ASSIGN_OR_RETURN(Model model, CreateModel(ModelOptions::FromConfig(config),
                                             InputSpecOf(train)));
+  RETURN_IF_ERROR(PlaceModel(model, config.GetString("train.device")));
+  const bool on_device = model.flat.on_device();
+  // On a GPU a parameter-server strategy's pipelined ranges wait for their
+  // own gradients' copies only (the hooks below start them); other
+  // strategies' sinks get each gradient once it is on the host.
+  const bool deferred_copies =
+      on_device && FamilyOf(o.mode) == ExchangeFamily::kPushPull;
+  if (deferred_copies) {
+    FlatParameters* flat = &model.flat;
+    env.grads_ready = [flat](int64_t offset, int64_t count) {
+      flat->WaitGrads(offset, count);
+    };
+  }
   env.options = &o;
   env.index = index;
   env.model.params = model.flat.param_data();
@@ -364,11 +377,20 @@ Result<WorkerMetrics> RunWorker(const Config& config,
           return Status::Internal("parameter {} has no gradient accumulator",
                                   named.key());
         }
+        FlatParameters* flat = on_device ? &model.flat : nullptr;
         const uintptr_t key = acc->add_post_hook(
             std::make_unique<torch::autograd::utils::LambdaPostHook>(
-                [sink, offset, numel](
+                [sink, offset, numel, flat, deferred_copies](
                     const torch::autograd::variable_list& outputs,
                     const torch::autograd::variable_list&) {
+                  if (flat != nullptr) {
+                    // The gradient is in the device buffer: start its copy
+                    // to the host mirror the sink reads. Only the
+                    // parameter-server reducer waits per range later; any
+                    // other in-place sink (none today) gets it here.
+                    flat->DownloadGrads(offset, numel);
+                    if (!deferred_copies) flat->WaitGrads(offset, numel);
+                  }
                   sink->Ready(offset, nullptr, numel);
                   return outputs;
                 }));
@@ -377,7 +399,7 @@ Result<WorkerMetrics> RunWorker(const Config& config,
       }
       const unsigned id =
           p.register_hook([sink, offset, numel](const torch::Tensor& g) {
-            torch::Tensor c = g.contiguous();
+            torch::Tensor c = g.contiguous().cpu();
             sink->Ready(offset, c.data_ptr<float>(), numel);
           });
       hooks.emplace_back(p, id);
@@ -569,9 +591,17 @@ Result<WorkerMetrics> RunWorker(const Config& config,
       batch = batcher.Gather(indices);
     }
     model.flat.ZeroGrad();
+    // GPU: the parameters BeforeStep brought, queued ahead of the forward
+    // pass. Nothing writes them again before the step's gradient copies,
+    // which follow this copy on the device, have been waited for.
+    model.flat.Upload(/*wait=*/false);
     ASSIGN_OR_RETURN(
         StepResult r,
         ForwardBackward(*model.net, batch, want_losses ? &losses : nullptr));
+    // GPU: a sink got each gradient from its hook; otherwise all of them
+    // come back here.
+    if (on_device && exchange->gradient_sink() == nullptr)
+      model.flat.FetchGrads();
     if (stream != nullptr) {
       // `losses` stays empty unless the sampler wants them.
       stream->Ack(streamed.header.seq, losses);
@@ -664,6 +694,7 @@ Status RunEvaluator(const Config& config, const ClusterRunOptions& o,
                     Clock::time_point start) {
   ASSIGN_OR_RETURN(Model model, CreateModel(ModelOptions::FromConfig(config),
                                             InputSpecOf(data.train)));
+  RETURN_IF_ERROR(PlaceModel(model, config.GetString("train.device")));
   const int k = client.layout().num_ranges();
   const int n = o.roles.num_workers();
   const int64_t grads_per_update = o.gradients_per_update;
@@ -699,6 +730,7 @@ Status RunEvaluator(const Config& config, const ClusterRunOptions& o,
         *std::min_element(pulled->versions.begin(), pulled->versions.end());
     if (version == last_version) continue;
     last_version = version;
+    model.flat.Upload();  // GPU: the parameters just received
     RETURN_IF_ERROR(RecalibrateBatchNorm(*model.net, data.train, o.eval_batch,
                                          kBatchNormExamples)
                         .status());
@@ -785,6 +817,7 @@ Status RunPeerEvaluator(const Config& config, const ClusterRunOptions& o,
                         Clock::time_point start) {
   ASSIGN_OR_RETURN(Model model, CreateModel(ModelOptions::FromConfig(config),
                                             InputSpecOf(data.train)));
+  RETURN_IF_ERROR(PlaceModel(model, config.GetString("train.device")));
   int64_t last_step = -1;
   bool first = true;
   while (!done->load()) {
@@ -811,6 +844,7 @@ Status RunPeerEvaluator(const Config& config, const ClusterRunOptions& o,
     }
     if (gathered->min_step == last_step) continue;
     last_step = gathered->min_step;
+    model.flat.Upload();  // GPU: the parameters just received
     RETURN_IF_ERROR(RecalibrateBatchNorm(*model.net, data.train, o.eval_batch,
                                          kBatchNormExamples)
                         .status());
