@@ -24,10 +24,6 @@ struct FlatParameters::DeviceState {
   std::vector<std::unique_ptr<c10::Event>> done;
 };
 
-Result<FlatParameters> FlatParameters::Bind(torch::nn::Module& module) {
-  return Bind(module, torch::kCPU);
-}
-
 Result<FlatParameters> FlatParameters::Bind(torch::nn::Module& module,
                                             torch::Device device) {
   FlatParameters flat;
@@ -128,11 +124,15 @@ void FlatParameters::FetchGrads() {
   if (dev_) grads_.copy_(dev_->grads);
 }
 
-void FlatParameters::DownloadGrads(int64_t offset, int64_t count) {
-  if (!dev_ || count <= 0) return;
+size_t FlatParameters::SlotAt(int64_t offset) const {
   auto it =
       std::upper_bound(dev_->offsets.begin(), dev_->offsets.end(), offset);
-  const size_t slot = static_cast<size_t>(it - dev_->offsets.begin()) - 1;
+  return static_cast<size_t>(it - dev_->offsets.begin()) - 1;
+}
+
+void FlatParameters::DownloadGrads(int64_t offset, int64_t count) {
+  if (!dev_ || count <= 0) return;
+  const size_t slot = SlotAt(offset);
   c10::impl::VirtualGuardImpl impl(device_.type());
   // The copy waits for what the current stream has queued (the gradient),
   // but not the other way round: the backward pass goes on meanwhile.
@@ -148,10 +148,8 @@ void FlatParameters::DownloadGrads(int64_t offset, int64_t count) {
 
 void FlatParameters::WaitGrads(int64_t offset, int64_t count) {
   if (!dev_ || count <= 0) return;
-  auto first =
-      std::upper_bound(dev_->offsets.begin(), dev_->offsets.end(), offset);
-  size_t slot = static_cast<size_t>(first - dev_->offsets.begin()) - 1;
-  for (; slot < dev_->offsets.size() && dev_->offsets[slot] < offset + count;
+  for (size_t slot = SlotAt(offset);
+       slot < dev_->offsets.size() && dev_->offsets[slot] < offset + count;
        ++slot) {
     // Copies on the side stream finish in order; an event never recorded
     // (a parameter without a gradient this step) reads as done.

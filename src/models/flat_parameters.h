@@ -49,12 +49,9 @@ class FlatParameters {
 
   // Copies the module's current parameter values into a new flat vector and
   // rebinds parameters and gradients as views. InvalidArgument if a
-  // parameter is not a float32 CPU tensor.
-  static Result<FlatParameters> Bind(torch::nn::Module& module);
-  // The same for a module whose parameters are all on `device` (CPU or
-  // CUDA; InvalidArgument otherwise).
+  // parameter is not a float32 tensor on `device` (the CPU, or a GPU).
   static Result<FlatParameters> Bind(torch::nn::Module& module,
-                                     torch::Device device);
+                                     torch::Device device = torch::kCPU);
 
   int64_t size() const { return size_; }
   float* param_data() { return params_.data_ptr<float>(); }
@@ -92,6 +89,8 @@ class FlatParameters {
 
  private:
   struct DeviceState;
+  // The slot holding float `offset` (GPU only).
+  size_t SlotAt(int64_t offset) const;
   torch::Tensor params_;  // host (the module's own on the CPU)
   torch::Tensor grads_;
   torch::Device device_ = torch::kCPU;

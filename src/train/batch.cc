@@ -15,46 +15,6 @@ torch::Device DeviceOf(ClassifierImpl& net) {
   return torch::kCPU;
 }
 
-namespace {
-
-// ForwardBackward on a GPU: the batch goes over first, and the loss and
-// the accuracy come back in one copy (one wait for the device per step
-// instead of two).
-StepResult ForwardBackwardOn(torch::Device device, ClassifierImpl& net,
-                             const Batch& batch,
-                             std::vector<float>* example_losses) {
-  torch::Tensor inputs = batch.inputs.to(device, /*non_blocking=*/true);
-  torch::Tensor targets = batch.targets.to(device, /*non_blocking=*/true);
-  auto logits = net.forward(inputs);
-  torch::Tensor loss;
-  if (example_losses != nullptr) {
-    auto each = torch::nn::functional::cross_entropy(
-        logits, targets,
-        torch::nn::functional::CrossEntropyFuncOptions().reduction(
-            torch::kNone));
-    loss = each.mean();
-    auto detached = each.detach().cpu().contiguous();
-    example_losses->assign(detached.data_ptr<float>(),
-                           detached.data_ptr<float>() + detached.numel());
-  } else {
-    loss = torch::nn::functional::cross_entropy(logits, targets);
-  }
-  loss.backward();
-  torch::Tensor both;
-  {
-    torch::NoGradGuard no_grad;
-    both = torch::stack({loss.detach(),
-                         logits.argmax(1).eq(targets).sum().to(torch::kFloat)})
-               .cpu();
-  }
-  StepResult r;
-  r.loss = both[0].item<double>();
-  r.accuracy = both[1].item<double>() / static_cast<double>(targets.size(0));
-  return r;
-}
-
-}  // namespace
-
 Batcher::Batcher(const Dataset& data, bool augment, uint64_t seed)
     : data_(data),
       augment_(augment && data.height > 1 && data.width > 1),
@@ -166,6 +126,7 @@ Result<EvalResult> Evaluate(ClassifierImpl& net, const Dataset& data,
     net.eval();
     double loss_sum = 0;
     int64_t correct = 0;
+    const torch::Device device = DeviceOf(net);
     // Examples are contiguous: each batch is a view of the dataset's memory.
     for (int64_t start = 0; start < data.size(); start += batch_size) {
       int64_t n = std::min(batch_size, data.size() - start);
@@ -174,7 +135,6 @@ Result<EvalResult> Evaluate(ClassifierImpl& net, const Dataset& data,
                                 torch::kFloat32);
       auto y = torch::from_blob(
           const_cast<int64_t*>(data.labels.data() + start), {n}, torch::kInt64);
-      const torch::Device device = DeviceOf(net);
       if (!device.is_cpu()) {
         x = x.to(device);
         y = y.to(device);
@@ -205,30 +165,39 @@ Result<EvalResult> Evaluate(ClassifierImpl& net, const Dataset& data,
 Result<StepResult> ForwardBackward(ClassifierImpl& net, const Batch& batch,
                                    std::vector<float>* example_losses) {
   try {
+    // On a GPU the batch goes over first (a no-op on the CPU).
     const torch::Device device = DeviceOf(net);
-    if (!device.is_cpu())
-      return ForwardBackwardOn(device, net, batch, example_losses);
-    auto logits = net.forward(batch.inputs);
+    const torch::Tensor inputs = batch.inputs.to(device, /*non_blocking=*/true);
+    const torch::Tensor targets =
+        batch.targets.to(device, /*non_blocking=*/true);
+    auto logits = net.forward(inputs);
     torch::Tensor loss;
     if (example_losses != nullptr) {
       auto each = torch::nn::functional::cross_entropy(
-          logits, batch.targets,
+          logits, targets,
           torch::nn::functional::CrossEntropyFuncOptions().reduction(
               torch::kNone));
       loss = each.mean();
-      auto detached = each.detach().contiguous();
+      auto detached = each.detach().cpu().contiguous();
       example_losses->assign(detached.data_ptr<float>(),
                              detached.data_ptr<float>() + detached.numel());
     } else {
-      loss = torch::nn::functional::cross_entropy(logits, batch.targets);
+      loss = torch::nn::functional::cross_entropy(logits, targets);
     }
     loss.backward();
     StepResult r;
-    r.loss = loss.item<double>();
-    {
-      torch::NoGradGuard no_grad;
-      r.accuracy = logits.argmax(1).eq(batch.targets).sum().item<double>() /
-                   static_cast<double>(batch.targets.size(0));
+    const double n = static_cast<double>(targets.size(0));
+    torch::NoGradGuard no_grad;
+    torch::Tensor correct = logits.argmax(1).eq(targets).sum();
+    if (device.is_cpu()) {
+      r.loss = loss.item<double>();
+      r.accuracy = correct.item<double>() / n;
+    } else {
+      // One copy back, so one wait for the device per step instead of two.
+      torch::Tensor both =
+          torch::stack({loss.detach(), correct.to(torch::kFloat)}).cpu();
+      r.loss = both[0].item<double>();
+      r.accuracy = both[1].item<double>() / n;
     }
     return r;
   } catch (const c10::Error& e) {

@@ -49,11 +49,11 @@ struct ExchangeEnv {
   std::mutex* params_mu = nullptr;
   // Peer messages (neighbour models, gossip pushes) the node received.
   Mailbox* mailbox = nullptr;
-  // GPU workers (train.device): before reading the gradient floats
-  // [offset, offset + count) of model.grads while the backward pass may
-  // still run (a gradient sink's bucket), wait until their copy from the
-  // device has landed. Null on the CPU, and where every gradient is on the
-  // host before AfterStep().
+  // GPU workers (train.device): a strategy whose gradient sink works in
+  // place (GradientSink::in_place) calls this before reading the gradient
+  // floats [offset, offset + count) of model.grads, to wait until their
+  // copy from the device has landed. Null on the CPU. Other sinks get each
+  // gradient on the host, and AfterStep() finds all of them there.
   std::function<void(int64_t offset, int64_t count)> grads_ready;
   // Decentralized modes: start every worker from worker 0's model (tests of
   // consensus turn it off to start from different models).

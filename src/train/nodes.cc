@@ -274,12 +274,9 @@ Result<WorkerMetrics> RunWorker(const Config& config,
                                             InputSpecOf(train)));
   RETURN_IF_ERROR(PlaceModel(model, config.GetString("train.device")));
   const bool on_device = model.flat.on_device();
-  // On a GPU a parameter-server strategy's pipelined ranges wait for their
-  // own gradients' copies only (the hooks below start them); other
-  // strategies' sinks get each gradient once it is on the host.
-  const bool deferred_copies =
-      on_device && FamilyOf(o.mode) == ExchangeFamily::kPushPull;
-  if (deferred_copies) {
+  // On a GPU an in-place gradient sink's ranges wait for their own
+  // gradients' copies only (the hooks below start them).
+  if (on_device) {
     FlatParameters* flat = &model.flat;
     env.grads_ready = [flat](int64_t offset, int64_t count) {
       flat->WaitGrads(offset, count);
@@ -380,17 +377,13 @@ Result<WorkerMetrics> RunWorker(const Config& config,
         FlatParameters* flat = on_device ? &model.flat : nullptr;
         const uintptr_t key = acc->add_post_hook(
             std::make_unique<torch::autograd::utils::LambdaPostHook>(
-                [sink, offset, numel, flat, deferred_copies](
+                [sink, offset, numel, flat](
                     const torch::autograd::variable_list& outputs,
                     const torch::autograd::variable_list&) {
-                  if (flat != nullptr) {
-                    // The gradient is in the device buffer: start its copy
-                    // to the host mirror the sink reads. Only the
-                    // parameter-server reducer waits per range later; any
-                    // other in-place sink (none today) gets it here.
-                    flat->DownloadGrads(offset, numel);
-                    if (!deferred_copies) flat->WaitGrads(offset, numel);
-                  }
+                  // GPU: the gradient is in the device buffer; start its
+                  // copy to the host mirror the sink reads (the sink waits
+                  // for it through ExchangeEnv::grads_ready).
+                  if (flat != nullptr) flat->DownloadGrads(offset, numel);
                   sink->Ready(offset, nullptr, numel);
                   return outputs;
                 }));
