@@ -7,13 +7,15 @@
 //   build/bench/cluster_bench [--reps 3] [--iterations 1500]
 //       [--threads 2,1] [--model mlp] [--modes async,sync] [--overlap 0|1]
 //       [--pipeline_kb KB] [--spin_us US] [--nospin 0|1] [--noinline 0|1]
+//       [--nowait 0|1]
 // One table per mode and thread count (train.threads for local,
 // cluster.threads_per_worker for the cluster; see docs/benchmarks.md).
 // --overlap 1 adds the cluster.overlap variants (async only); --nospin 1
 // adds "-spin" variants (pipelined, cluster.spin_us = 0: threads sleep at
 // once instead of polling first); --noinline 1 adds "inproc-inl" (pipelined,
 // cluster.inline_server = false: the server's own thread handles every push
-// and pull).
+// and pull); --nowait 1 adds "tcp-lw" and "tcp-pipe-lw" (cluster.layer_wait
+// = false: the forward pass starts only once a step's pull is all in).
 // Uses real MNIST when STRATA_DATA_DIR is set (STRATA_DATA_DIR/mnist), else
 // synthetic 1x28x28 data.
 //
@@ -156,7 +158,7 @@ std::vector<int> ParseInts(const std::string& s) {
 // Returns the local trainer's median loop samples/s.
 double RunTable(const Config& base, const DatasetSplits& data, int threads,
                 int reps, const std::string& mode, bool with_overlap,
-                bool with_nospin, bool with_noinline) {
+                bool with_nospin, bool with_noinline, bool with_nowait) {
   std::vector<Variant> variants;
   // Cluster variants: the transport, then "-pipe" for cluster.pipeline =
   // false (the default is layer-wise pipelining), or "+ovl" for
@@ -169,6 +171,10 @@ double RunTable(const Config& base, const DatasetSplits& data, int threads,
     names.push_back("tcp-spin");
   }
   if (with_noinline) names.push_back("inproc-inl");
+  if (with_nowait) {
+    names.push_back("tcp-lw");
+    names.push_back("tcp-pipe-lw");
+  }
   if (with_overlap && mode == "async") {
     names.push_back("inproc+ovl");
     names.push_back("tcp+ovl");
@@ -187,6 +193,9 @@ double RunTable(const Config& base, const DatasetSplits& data, int threads,
       }
       if (var.name.find("-inl") != std::string::npos) {
         Set(var.config, "cluster.inline_server=false");
+      }
+      if (var.name.find("-lw") != std::string::npos) {
+        Set(var.config, "cluster.layer_wait=false");
       }
       Set(var.config, "cluster.mode=" + mode);
       Set(var.config, "cluster.transport=" +
@@ -267,6 +276,7 @@ int main(int argc, char** argv) {
   std::string spin_us;
   bool with_nospin = false;
   bool with_noinline = false;
+  bool with_nowait = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--modes") {
@@ -286,6 +296,8 @@ int main(int argc, char** argv) {
       with_nospin = std::string(argv[i + 1]) == "1";
     } else if (a == "--noinline") {
       with_noinline = std::string(argv[i + 1]) == "1";
+    } else if (a == "--nowait") {
+      with_nowait = std::string(argv[i + 1]) == "1";
     } else if (a == "--pipeline_kb") {
       pipeline_kb = argv[i + 1];
     } else if (a == "--reps") {
@@ -300,7 +312,7 @@ int main(int argc, char** argv) {
       Die("unknown flag " + a +
           " (--reps N, --iterations N, --threads N[,N...], --model NAME, "
           "--modes async,sync, --overlap 0|1, --pipeline_kb KB, --spin_us US, "
-          "--nospin 0|1, --noinline 0|1)");
+          "--nospin 0|1, --noinline 0|1, --nowait 0|1)");
     }
   }
   if (threads.empty()) Die("--threads wants a list such as 2,1");
@@ -366,7 +378,7 @@ int main(int argc, char** argv) {
   for (const std::string& mode : modes) {
     for (int t : threads) {
       local.push_back({t, RunTable(base, *data, t, reps, mode, with_overlap,
-                                   with_nospin, with_noinline)});
+                                   with_nospin, with_noinline, with_nowait)});
     }
   }
   // A single-process trainer that gets slower with more threads makes any

@@ -274,6 +274,13 @@ std::vector<ConfigKey> MakeSchema() {
             "of float32 parameters (a server's keys are cut into the fewest "
             "equal ranges of at most this size)",
             0.00390625, 4194304),
+      Bool("cluster.layer_wait", true,
+           "parameter-server modes, CPU workers, built-in models: where a "
+           "worker pulls before a step (the first step, ssp, "
+           "cluster.pipeline = false, cluster.pull_interval), the forward "
+           "pass starts while the ranges arrive, in key order, and each "
+           "layer waits only for its own parameters (exact; "
+           "docs/cluster.md)"),
       Bool("cluster.overlap", false,
            "async only: the push (and pull) of iteration t travels while "
            "iteration t+1 computes, hiding communication behind compute; "

@@ -6,6 +6,7 @@
 
 #include <mutex>
 #include <optional>
+#include <unordered_map>
 
 #include "models/torchscript.h"
 
@@ -21,9 +22,13 @@ class MlpImpl : public ClassifierImpl {
   MlpImpl(const InputSpec& in, int64_t hidden)
       : fc1_(register_module("fc1", nn::Linear(in.flat_size(), hidden))),
         fc2_(register_module("fc2", nn::Linear(hidden, in.num_classes))) {}
+  bool awaits_layers() const override { return true; }
   torch::Tensor forward(torch::Tensor x) override {
     x = x.reshape({x.size(0), -1});
-    return fc2_->forward(torch::relu(fc1_->forward(x)));
+    Await(*fc1_);
+    x = torch::relu(fc1_->forward(x));
+    Await(*fc2_);
+    return fc2_->forward(x);
   }
 
  private:
@@ -42,17 +47,21 @@ class LeNetImpl : public ClassifierImpl {
         fc1_(register_module("fc1", nn::Linear(flat, 120))),
         fc2_(register_module("fc2", nn::Linear(120, 84))),
         fc3_(register_module("fc3", nn::Linear(84, in.num_classes))) {}
-  torch::Tensor Features(torch::Tensor x) {
+  bool awaits_layers() const override { return true; }
+  torch::Tensor forward(torch::Tensor x) override {
+    Await(*conv1_);
     x = F::max_pool2d(torch::relu(conv1_->forward(x)),
                       F::MaxPool2dFuncOptions(2));
+    Await(*conv2_);
     x = F::max_pool2d(torch::relu(conv2_->forward(x)),
                       F::MaxPool2dFuncOptions(2));
-    return x.reshape({x.size(0), -1});
-  }
-  torch::Tensor forward(torch::Tensor x) override {
-    x = Features(x);
-    return fc3_->forward(
-        torch::relu(fc2_->forward(torch::relu(fc1_->forward(x)))));
+    x = x.reshape({x.size(0), -1});
+    Await(*fc1_);
+    x = torch::relu(fc1_->forward(x));
+    Await(*fc2_);
+    x = torch::relu(fc2_->forward(x));
+    Await(*fc3_);
+    return fc3_->forward(x);
   }
   // Flattened feature size for an input shape (a dry run).
   static int64_t FlatSize(const InputSpec& in) {
@@ -84,13 +93,23 @@ class Cnn4Impl : public ClassifierImpl {
         fc1_(register_module(
             "fc1", nn::Linear(64 * (in.height / 4) * (in.width / 4), 512))),
         fc2_(register_module("fc2", nn::Linear(512, in.num_classes))) {}
+  bool awaits_layers() const override { return true; }
   torch::Tensor forward(torch::Tensor x) override {
-    x = torch::relu(c2_->forward(torch::relu(c1_->forward(x))));
+    Await(*c1_);
+    x = torch::relu(c1_->forward(x));
+    Await(*c2_);
+    x = torch::relu(c2_->forward(x));
     x = F::max_pool2d(x, F::MaxPool2dFuncOptions(2));
-    x = torch::relu(c4_->forward(torch::relu(c3_->forward(x))));
+    Await(*c3_);
+    x = torch::relu(c3_->forward(x));
+    Await(*c4_);
+    x = torch::relu(c4_->forward(x));
     x = F::max_pool2d(x, F::MaxPool2dFuncOptions(2));
     x = x.reshape({x.size(0), -1});
-    return fc2_->forward(torch::relu(fc1_->forward(x)));
+    Await(*fc1_);
+    x = torch::relu(fc1_->forward(x));
+    Await(*fc2_);
+    return fc2_->forward(x);
   }
 
  private:
@@ -157,7 +176,8 @@ class ResNetImpl : public ClassifierImpl {
     for (int stage = 0; stage < 3; ++stage) {
       for (int64_t b = 0; b < n; ++b) {
         int64_t stride = (stage > 0 && b == 0) ? 2 : 1;
-        blocks_->push_back(BasicBlock(channels, widths[stage], stride));
+        blocks_->push_back(block_list_.emplace_back(
+            BasicBlock(channels, widths[stage], stride)));
         channels = widths[stage];
       }
     }
@@ -170,17 +190,24 @@ class ResNetImpl : public ClassifierImpl {
       }
     }
   }
+  bool awaits_layers() const override { return true; }
   torch::Tensor forward(torch::Tensor x) override {
+    Await(*bn_);  // the stem: conv_, then bn_
     x = torch::relu(bn_->forward(conv_->forward(x)));
-    x = blocks_->forward(x);
+    for (BasicBlock& block : block_list_) {
+      Await(*block);
+      x = block->forward(x);
+    }
     x = F::adaptive_avg_pool2d(x, F::AdaptiveAvgPool2dFuncOptions(1));
+    Await(*fc_);
     return fc_->forward(x.reshape({x.size(0), -1}));
   }
 
  private:
   nn::Conv2d conv_;
   nn::BatchNorm2d bn_;
-  nn::Sequential blocks_;
+  nn::Sequential blocks_;               // registers the blocks ("blocks.N.…")
+  std::vector<BasicBlock> block_list_;  // the same blocks, run one by one
   nn::Linear fc_;
 };
 
@@ -308,6 +335,24 @@ Result<torch::Device> ParseDevice(const std::string& device) {
 }
 
 }  // namespace
+
+ClassifierImpl::ParamGate PrefixGate(const Model& model,
+                                     std::function<void(int64_t end)> await) {
+  const float* base = model.flat.param_data();
+  return [base, await = std::move(await),
+          ends = std::unordered_map<const torch::nn::Module*, int64_t>()](
+             const torch::nn::Module* layer) mutable {
+    if (layer == nullptr) return await(-1);
+    auto [at, fresh] = ends.try_emplace(layer, 0);
+    if (fresh) {
+      for (const torch::Tensor& p : layer->parameters()) {
+        at->second = std::max<int64_t>(
+            at->second, (p.data_ptr<float>() - base) + p.numel());
+      }
+    }
+    if (at->second > 0) await(at->second);
+  };
+}
 
 Status CheckDevice(const std::string& device) {
   return ParseDevice(device).status();

@@ -4,6 +4,8 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,6 +41,46 @@ struct ModelOptions {
 class ClassifierImpl : public torch::nn::Module {
  public:
   virtual torch::Tensor forward(torch::Tensor x) = 0;
+
+  // Waiting layer by layer (cluster.layer_wait, docs/cluster.md): a worker
+  // may start the forward pass while the parameters are still arriving. A
+  // model whose forward() calls Await() before each layer that reads
+  // parameters, in the order of its parameters, says so here; the others
+  // (scripted models) get every parameter before forward() starts.
+  virtual bool awaits_layers() const { return false; }
+  // Called with the layer about to run, or with null for every parameter
+  // (ForwardBackward calls AwaitAll() before the backward pass). It returns
+  // once the layer's parameters are in, or throws ParamWaitError. Unset:
+  // Await() does nothing.
+  using ParamGate = std::function<void(const torch::nn::Module* layer)>;
+  void set_param_gate(ParamGate gate) { gate_ = std::move(gate); }
+  void AwaitAll() {
+    if (gate_) gate_(nullptr);
+  }
+
+ protected:
+  // Before `layer` reads its parameters (and every parameter before them).
+  void Await(const torch::nn::Module& layer) {
+    if (gate_) gate_(&layer);
+  }
+
+ private:
+  ParamGate gate_;
+};
+
+// What a ParamGate throws when the parameters it waited for never came (a
+// server lost, a timeout): the forward pass stops, and ForwardBackward
+// returns `status`.
+class ParamWaitError : public std::exception {
+ public:
+  explicit ParamWaitError(Status status) : status_(std::move(status)) {}
+  const char* what() const noexcept override {
+    return status_.message().c_str();
+  }
+  const Status& status() const { return status_; }
+
+ private:
+  Status status_;
 };
 
 // A model plus its flat parameter vector: after CreateModel every parameter
@@ -65,6 +107,16 @@ Result<Model> CreateModel(const ModelOptions& options, const InputSpec& input);
 Status PlaceModel(Model& model, const std::string& device);
 // The same checks alone, for a run to fail before it starts its nodes.
 Status CheckDevice(const std::string& device);
+
+// A gate for model.net (ClassifierImpl::set_param_gate) that calls
+// `await(end)` before a layer runs, with `end` the end, in floats of the
+// flat vector, of that layer's parameters (a prefix: every parameter before
+// them too); -1 for every parameter. Layers without parameters are let
+// through. The flat vector must be on the CPU (param_data() is the
+// parameters themselves). `await` throws ParamWaitError to stop the
+// forward pass.
+ClassifierImpl::ParamGate PrefixGate(const Model& model,
+                                     std::function<void(int64_t end)> await);
 
 // The names CreateModel accepts.
 const std::vector<std::string>& ModelNames();

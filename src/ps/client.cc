@@ -450,11 +450,11 @@ Result<PushResult> PushHandle::Wait(std::chrono::milliseconds timeout) {
   return result;
 }
 
-Result<PullHandle::Pulled> PullHandle::Wait(std::chrono::milliseconds timeout) {
+Status PullHandle::WaitFor(size_t ranges, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  // A Wait() that timed out part way resumes where it stopped: the replies
+  // A wait that timed out part way resumes where it stopped: the replies
   // already copied are not waited for (nor consumed) twice.
-  for (; next_ < calls_.size(); ++next_) {
+  for (; next_ < std::min(ranges, calls_.size()); ++next_) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     ASSIGN_OR_RETURN(Message reply, calls_[next_]->Wait(std::max(
@@ -464,6 +464,11 @@ Result<PullHandle::Pulled> PullHandle::Wait(std::chrono::milliseconds timeout) {
     pulled_.versions.push_back(reply.header.clock);
     pulled_.bytes += got;
   }
+  return Status::Ok();
+}
+
+Result<PullHandle::Pulled> PullHandle::Wait(std::chrono::milliseconds timeout) {
+  RETURN_IF_ERROR(WaitFor(calls_.size(), timeout));
   return pulled_;
 }
 

@@ -84,6 +84,12 @@ class PullHandle {
   PullHandle& operator=(const PullHandle&) = delete;
 
   Result<Pulled> Wait(std::chrono::milliseconds timeout);
+  // Waits for the first `ranges` ranges only (in key order, the order the
+  // forward pass reads them): once it returns Ok they are in the
+  // destination, final, while later ones may still be arriving. Resumes as
+  // Wait() does; Wait() then waits for the rest.
+  Status WaitFor(size_t ranges, std::chrono::milliseconds timeout);
+  size_t num_ranges() const { return calls_.size(); }
 
  private:
   friend class PsClient;

@@ -171,6 +171,9 @@ Result<StepResult> ForwardBackward(ClassifierImpl& net, const Batch& batch,
     const torch::Tensor targets =
         batch.targets.to(device, /*non_blocking=*/true);
     auto logits = net.forward(inputs);
+    // Every parameter is in before the backward pass reads them and its
+    // gradients leave (cluster.layer_wait; a no-op without a gate).
+    net.AwaitAll();
     torch::Tensor loss;
     if (example_losses != nullptr) {
       auto each = torch::nn::functional::cross_entropy(
@@ -203,6 +206,8 @@ Result<StepResult> ForwardBackward(ClassifierImpl& net, const Batch& batch,
   } catch (const c10::Error& e) {
     return Status::Internal("training step failed: {}",
                             e.what_without_backtrace());
+  } catch (const ParamWaitError& e) {
+    return e.status();
   }
 }
 

@@ -77,8 +77,10 @@ Result<bool> RecalibrateBatchNorm(ClassifierImpl& net, const Dataset& data,
 // accuracy. On a GPU (the model's parameters are there) the batch is copied
 // over first and the gradients stay in the device buffer (FlatParameters::
 // FetchGrads brings them back). With `example_losses`, also each example's loss
-// (the loss-aware sampler's feedback; the gradient is the same). LibTorch
-// errors become Status.
+// (the loss-aware sampler's feedback; the gradient is the same). With a
+// ParamGate on the model (cluster.layer_wait), every parameter is waited
+// for before the backward pass. LibTorch errors and a failed wait for
+// parameters (ParamWaitError) become Status.
 struct StepResult {
   double loss = 0;
   double accuracy = 0;

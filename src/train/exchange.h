@@ -55,6 +55,11 @@ struct ExchangeEnv {
   // copy from the device has landed. Null on the CPU. Other sinks get each
   // gradient on the host, and AfterStep() finds all of them there.
   std::function<void(int64_t offset, int64_t count)> grads_ready;
+  // The worker's forward pass asks for the parameters layer by layer
+  // (cluster.layer_wait, a model that awaits_layers(), on the CPU): a
+  // strategy may then leave a pull arriving when BeforeStep() returns and
+  // wait for each prefix in AwaitParams().
+  bool forward_awaits = false;
   // Decentralized modes: start every worker from worker 0's model (tests of
   // consensus turn it off to start from different models).
   bool broadcast_initial = true;
@@ -109,8 +114,8 @@ struct ExchangeState {
 // draws a batch, runs forward and backward into model.grads and calls the
 // strategy around it; a new mode is a new strategy, not a branch in the
 // loop. Not thread-safe: the worker's thread makes every call, in the order
-// Start, (BeforeStep, AfterStep) per step, Finish. An error names the
-// worker, the step and the peer or server involved.
+// Start, (BeforeStep, AwaitParams..., AfterStep) per step, Finish. An error
+// names the worker, the step and the peer or server involved.
 class Exchange {
  public:
   virtual ~Exchange() = default;
@@ -119,6 +124,15 @@ class Exchange {
   // Before step `it` computes: bring model.params up to date (a pull, a
   // clock wait, merging what peers sent).
   virtual Status BeforeStep(int64_t it) = 0;
+  // During step `it`'s forward pass, with env.forward_awaits: returns once
+  // model.params [0, end) are in (end < 0: all of them; the forward pass
+  // reads the parameters in their order, and the worker asks for all of
+  // them before the backward pass). The default has them all in at
+  // BeforeStep().
+  virtual Status AwaitParams(int64_t end) {
+    static_cast<void>(end);
+    return Status::Ok();
+  }
   // After step `it`'s backward pass: model.grads holds its gradient.
   virtual Status AfterStep(int64_t it) = 0;
   // Before step `it`: whether to stop the run here, given whether this

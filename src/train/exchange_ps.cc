@@ -86,6 +86,7 @@ class PushPullExchange final : public Exchange {
     reducer_.reset();
     step_push_.reset();
     inflight_.reset();
+    pending_.reset();
   }
 
   Result<ExchangeState> SaveState() override {
@@ -118,10 +119,48 @@ class PushPullExchange final : public Exchange {
       RETURN_IF_ERROR(env_.member->ClockWait(it, o_.request_timeout));
     // The first step after a resume or a checkpoint round pulls, whatever
     // cluster.pull_interval says: the model here is not the servers'.
-    if (resumed_ || (it % o_.pull_interval == 0 && !pulled_with_push_))
+    if (resumed_ || (it % o_.pull_interval == 0 && !pulled_with_push_)) {
+      if (!resumed_ && env_.forward_awaits) {
+        // Layer by layer: the forward pass waits in AwaitParams() for the
+        // ranges it is about to read, in key order, while later ranges are
+        // still arriving; the step's push begins once every range is in.
+        pending_ = client_.Pull(env_.model.params,
+                                sync_ ? step_ : std::vector<int64_t>{});
+        pending_it_ = it;
+        pending_deadline_ =
+            std::chrono::steady_clock::now() + o_.request_timeout;
+        return Status::Ok();
+      }
       RETURN_IF_ERROR(Pull(it));
+    }
     computed_on_ = pulled_[0];
     return BeginPipelinedStep(it);
+  }
+
+  Status AwaitParams(int64_t end) override {
+    if (!pending_ || end == 0) return Status::Ok();
+    const size_t all = pending_->num_ranges();
+    const size_t ranges =
+        end < 0 || end >= env_.model.size
+            ? all
+            : static_cast<size_t>(env_.layout->RangeOf(end - 1)) + 1;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        pending_deadline_ - std::chrono::steady_clock::now());
+    Status in =
+        pending_->WaitFor(ranges, std::max(left, std::chrono::milliseconds(0)));
+    if (in.ok() && ranges < all) return Status::Ok();
+    auto p = in.ok() ? pending_->Wait(std::chrono::milliseconds(0))
+                     : Result<PullHandle::Pulled>(in);
+    // Done or failed: nothing lands in the model after this.
+    pending_.reset();
+    if (!p.ok()) {
+      return p.status().WithContext(fmt::format(
+          "worker {} pull at iteration {}", env_.index, pending_it_));
+    }
+    pulled_ = p->versions;
+    m_.bytes_pulled += p->bytes;
+    computed_on_ = pulled_[0];
+    return BeginPipelinedStep(pending_it_);
   }
 
   GradientSink* gradient_sink() override { return reducer_.get(); }
@@ -163,6 +202,9 @@ class PushPullExchange final : public Exchange {
   Status Finish(int64_t steps) override { return Depart(steps); }
 
   Status Depart(int64_t steps) override {
+    // A run that ended between BeforeStep() and the forward pass (the data
+    // ran out): the model is whole before anything reads it.
+    RETURN_IF_ERROR(AwaitParams(-1));
     RETURN_IF_ERROR(FinishInflight(steps));
     if (left_) return Status::Ok();
     auto left = client_.Leave()->Wait(o_.request_timeout);
@@ -327,6 +369,11 @@ class PushPullExchange final : public Exchange {
   bool pulled_with_push_ = false;  // the last push brought the parameters
   std::vector<int64_t> pulled_;    // versions of the local copy
   std::vector<int64_t> step_;      // sync: the step this worker is in
+  // env.forward_awaits: the pull of step pending_it_, still arriving while
+  // the forward pass runs (AwaitParams), and when it gives up.
+  std::unique_ptr<PullHandle> pending_;
+  int64_t pending_it_ = 0;
+  std::chrono::steady_clock::time_point pending_deadline_;
   // cluster.overlap: the push in flight, the buffer it sends from, and the
   // buffer its parameters (if it pulls) arrive in.
   std::unique_ptr<PushHandle> inflight_;

@@ -215,6 +215,7 @@ Result<ClusterRunOptions> ClusterRunOptions::FromConfig(const Config& c) {
   // overlap).
   o.pipeline = c.GetBool("cluster.pipeline");
   o.inline_server = c.GetBool("cluster.inline_server");
+  o.layer_wait = c.GetBool("cluster.layer_wait");
   if (o.pipeline && FamilyOf(o.mode) == ExchangeFamily::kPushPull &&
       !o.overlap) {
     o.pipeline_floats = std::max<int64_t>(
@@ -293,6 +294,10 @@ Result<WorkerMetrics> RunWorker(const Config& config,
   env.model.owner = owner;
   env.metrics = &m;
   env.params_mu = &published->mu;
+  // The forward pass may start while a pull is still arriving: each layer
+  // of a built-in model waits for its own parameters (ClassifierImpl::
+  // Await). On a GPU the parameters go over whole before the forward pass.
+  env.forward_awaits = o.layer_wait && !on_device && model.net->awaits_layers();
   published->Publish(env.model.params, env.model.size, 0);
   // The model goes away with this function: whatever happens, leave a copy
   // of it (and no pointer into it) behind for the evaluator.
@@ -302,6 +307,18 @@ Result<WorkerMetrics> RunWorker(const Config& config,
     ~FreezeAtExit() { p->Freeze(m->iterations); }
   } freeze_at_exit{published, &m};
   ASSIGN_OR_RETURN(std::unique_ptr<Exchange> exchange, MakeExchange(env));
+  // What the forward pass waited for parameters in a step: communication,
+  // not compute, in the metrics.
+  double param_wait_s = 0;
+  if (env.forward_awaits) {
+    model.net->set_param_gate(
+        PrefixGate(model, [&exchange, &param_wait_s](int64_t end) {
+          const auto t = Clock::now();
+          Status in = exchange->AwaitParams(end);
+          param_wait_s += Seconds(t, Clock::now());
+          if (!in.ok()) throw ParamWaitError(std::move(in));
+        }));
+  }
   // Resuming (docs/checkpoints.md): the worker's own model and the
   // strategy's state go back before Start(); the cursors once the sampler
   // exists, below.
@@ -588,9 +605,13 @@ Result<WorkerMetrics> RunWorker(const Config& config,
     // pass. Nothing writes them again before the step's gradient copies,
     // which follow this copy on the device, have been waited for.
     model.flat.Upload(/*wait=*/false);
-    ASSIGN_OR_RETURN(
-        StepResult r,
-        ForwardBackward(*model.net, batch, want_losses ? &losses : nullptr));
+    param_wait_s = 0;
+    Result<StepResult> stepped =
+        ForwardBackward(*model.net, batch, want_losses ? &losses : nullptr);
+    // A clean stop may end a pull the forward pass was waiting for.
+    if (stopped_inside(stepped.status(), "inside", it)) break;
+    RETURN_IF_ERROR(stepped.status());
+    const StepResult r = *stepped;
     // GPU: a sink got each gradient from its hook; otherwise all of them
     // come back here.
     if (on_device && exchange->gradient_sink() == nullptr)
@@ -611,8 +632,8 @@ Result<WorkerMetrics> RunWorker(const Config& config,
     if (stopped_inside(after, "after", it)) break;
     RETURN_IF_ERROR(after);
     auto t3 = Clock::now();
-    m.compute_s += Seconds(t1, t2);
-    m.comm_s += Seconds(t0, t1) + Seconds(t2, t3);
+    m.compute_s += Seconds(t1, t2) - param_wait_s;
+    m.comm_s += Seconds(t0, t1) + param_wait_s + Seconds(t2, t3);
     m.iterations = it + 1;
     m.samples += batch.targets.size(0);
     {

@@ -84,6 +84,10 @@ struct ClusterRunOptions {
   // apply (off, or the mode has no gradient pushes, or cluster.overlap).
   bool pipeline = true;
   int64_t pipeline_floats = 0;
+  // A pull is still arriving while the forward pass starts; each layer
+  // waits for its own ranges only (cluster.layer_wait; CPU workers with a
+  // built-in model).
+  bool layer_wait = true;
   // In process, servers handle pushes and pulls on the sender's thread
   // when idle (cluster.inline_server; RpcEndpoint::SetInlineHandling).
   bool inline_server = true;

@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <limits>
+#include <vector>
+
 #include "ps/optimizer.h"
 
 namespace strata {
@@ -35,6 +39,53 @@ TEST_P(ModelShapeTest, ForwardGivesLogitsAndGradsLandInFlatBuffer) {
   // Autograd wrote into the flat gradient buffer, and the binding survived.
   EXPECT_GT(model->flat.grads().abs().sum().item<float>(), 0.0f);
   EXPECT_TRUE(model->flat.IsBound(*model->net));
+}
+
+// cluster.layer_wait: the gate hands over the parameters only up to the end
+// the forward pass asks for (the others are NaN until then). The logits
+// equal those of the model with every parameter in from the start, so no
+// layer read a parameter before asking for it; and the first layer asked
+// for less than all of them, so the forward pass starts while later
+// parameters are still missing.
+TEST_P(ModelShapeTest, ForwardAsksForEachLayersParametersBeforeReadingThem) {
+  const Case& c = GetParam();
+  auto model = CreateModel(ModelOptions{c.name, 32, 3, ""}, c.in);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ASSERT_TRUE(model->net->awaits_layers());
+  model->net->eval();  // BatchNorm: the running statistics stay as they are
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(0);
+  auto x = torch::randn({4, c.in.channels, c.in.height, c.in.width});
+  const torch::Tensor expected = model->net->forward(x).clone();
+  const int64_t size = model->flat.size();
+  float* params = model->flat.param_data();
+  const std::vector<float> all(params, params + size);
+  std::fill(params, params + size, std::numeric_limits<float>::quiet_NaN());
+  int64_t in = 0;
+  std::vector<int64_t> asked;
+  model->net->set_param_gate(PrefixGate(*model, [&](int64_t end) {
+    if (end < 0) end = size;
+    asked.push_back(end);
+    if (end > in) std::copy(all.begin() + in, all.begin() + end, params + in);
+    in = std::max(in, end);
+  }));
+  const torch::Tensor got = model->net->forward(x);
+  EXPECT_TRUE(torch::equal(got, expected));
+  ASSERT_GE(asked.size(), 2u);
+  EXPECT_LT(asked.front(), size);
+  EXPECT_EQ(asked.back(), size);  // the classifier's parameters come last
+  model->net->AwaitAll();
+  EXPECT_EQ(asked.back(), size);
+  EXPECT_EQ(in, size);
+}
+
+// A scripted model does not ask layer by layer: the worker then has every
+// parameter in before the forward pass.
+TEST(ModelTest, OnlyBuiltInModelsAskLayerByLayer) {
+  struct Plain : ClassifierImpl {
+    torch::Tensor forward(torch::Tensor x) override { return x; }
+  };
+  EXPECT_FALSE(Plain().awaits_layers());
 }
 
 INSTANTIATE_TEST_SUITE_P(All, ModelShapeTest,

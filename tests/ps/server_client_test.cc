@@ -253,6 +253,37 @@ TEST_P(PsOverTransportTest, PullWaitResumesAfterATimeoutWithTheRangesLeft) {
             std::vector<float>(keys - half, 4.0f));
 }
 
+// cluster.layer_wait: WaitFor(k) returns once the first k ranges are in
+// the destination, while a later range is still to come (here: held back
+// by the version it asks for), which is what lets the forward pass start.
+// The rest arrives after it, and Wait() then has every range, each once.
+TEST_P(PsOverTransportTest, PullWaitForHasTheFirstRangesWhileOthersAreToCome) {
+  const int64_t keys = 3 * (1 << 18);  // 1.5 MiB per range: several frames
+  Start(keys, 2, 1, 1.0);
+  const std::vector<float> init(keys, 5.0f);
+  ASSERT_TRUE(clients_[0]->PushInitial(init.data())->Wait(kTimeout).ok());
+  std::vector<float> out(keys, 0.0f);
+  auto handle = clients_[0]->Pull(out.data(), {0, 1});
+  ASSERT_EQ(handle->num_ranges(), 2u);
+  ASSERT_TRUE(handle->WaitFor(1, kTimeout).ok());
+  const int64_t half = clients_[0]->layout().range(1).begin;
+  EXPECT_EQ(std::vector<float>(out.begin(), out.begin() + half),
+            std::vector<float>(half, 5.0f));
+  EXPECT_EQ(handle->WaitFor(2, milliseconds(200)).code(),
+            Status::Code::kDeadlineExceeded);
+  EXPECT_EQ(std::vector<float>(out.begin() + half, out.end()),
+            std::vector<float>(keys - half, 0.0f));  // nothing of range 1 yet
+  const std::vector<float> grad(keys, 1.0f);
+  ASSERT_TRUE(clients_[0]->Push(grad.data(), {0, 0})->Wait(kTimeout).ok());
+  ASSERT_TRUE(handle->WaitFor(2, kTimeout).ok());
+  auto pulled = handle->Wait(milliseconds(0));
+  ASSERT_TRUE(pulled.ok()) << pulled.status().ToString();
+  EXPECT_EQ(pulled->versions, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(pulled->bytes, keys * sizeof(float));
+  EXPECT_EQ(std::vector<float>(out.begin() + half, out.end()),
+            std::vector<float>(keys - half, 4.0f));
+}
+
 TEST_P(PsOverTransportTest, PullReplyFollowsTheProtocol) {
   // Asked directly over RPC: one payload holding the whole range (5 MiB and
   // a few bytes, several transport frames), with its version and keys.

@@ -226,5 +226,30 @@ TEST(RecalibrateBatchNormTest, RunningStatisticsBecomeTheDataStatistics) {
   EXPECT_FALSE(*none);
 }
 
+// A gate whose wait fails (cluster.layer_wait: a server lost while its
+// range was still arriving) stops the forward pass, and the step returns
+// that error, not a crash or a LibTorch error.
+TEST(ForwardBackwardTest, AFailedWaitForParametersIsTheStepsError) {
+  auto model = CreateModel(ModelOptions{"mlp", 16, 7, ""}, {1, 1, 16, 10});
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  Batch batch;
+  batch.inputs = torch::randn({8, 16});
+  batch.targets = torch::zeros({8}, torch::kLong);
+  int calls = 0;
+  model->net->set_param_gate(PrefixGate(*model, [&](int64_t end) {
+    if (++calls == 2) {
+      throw ParamWaitError(Status::Unavailable(
+          "worker 0 pull at iteration 3: server 1 lost (end {})", end));
+    }
+  }));
+  auto step = ForwardBackward(*model->net, batch);
+  ASSERT_FALSE(step.ok());
+  EXPECT_EQ(step.status().code(), Status::Code::kUnavailable);
+  EXPECT_NE(step.status().message().find("server 1 lost"), std::string::npos)
+      << step.status().ToString();
+  EXPECT_EQ(calls, 2);  // fc1 asked, fc2's wait failed; no backward pass
+  EXPECT_EQ(model->flat.grads().abs().sum().item<float>(), 0.0f);
+}
+
 }  // namespace
 }  // namespace strata
