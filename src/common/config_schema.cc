@@ -277,10 +277,9 @@ std::vector<ConfigKey> MakeSchema() {
       Bool("cluster.layer_wait", true,
            "parameter-server modes, CPU workers, built-in models: where a "
            "worker pulls before a step (the first step, ssp, "
-           "cluster.pipeline = false, cluster.pull_interval), the forward "
-           "pass starts while the ranges arrive, in key order, and each "
-           "layer waits only for its own parameters (exact; "
-           "docs/cluster.md)"),
+           "cluster.pipeline = false), the forward pass starts while "
+           "the ranges arrive, and each layer waits only for its own "
+           "parameters (exact; docs/cluster.md)"),
       Bool("cluster.overlap", false,
            "async only: the push (and pull) of iteration t travels while "
            "iteration t+1 computes, hiding communication behind compute; "

@@ -127,8 +127,7 @@ class PushPullExchange final : public Exchange {
         pending_ = client_.Pull(env_.model.params,
                                 sync_ ? step_ : std::vector<int64_t>{});
         pending_it_ = it;
-        pending_deadline_ =
-            std::chrono::steady_clock::now() + o_.request_timeout;
+        pending_layered_ = false;
         return Status::Ok();
       }
       RETURN_IF_ERROR(Pull(it));
@@ -144,11 +143,14 @@ class PushPullExchange final : public Exchange {
         end < 0 || end >= env_.model.size
             ? all
             : static_cast<size_t>(env_.layout->RangeOf(end - 1)) + 1;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        pending_deadline_ - std::chrono::steady_clock::now());
-    Status in =
-        pending_->WaitFor(ranges, std::max(left, std::chrono::milliseconds(0)));
-    if (in.ok() && ranges < all) return Status::Ok();
+    // Each wait may take the request timeout: the forward pass's compute
+    // between two layers does not count against the pull.
+    Status in = pending_->WaitFor(ranges, o_.request_timeout);
+    if (in.ok() && ranges < all) {
+      if (!pending_layered_) ++m_.layered_pulls;
+      pending_layered_ = true;
+      return Status::Ok();
+    }
     auto p = in.ok() ? pending_->Wait(std::chrono::milliseconds(0))
                      : Result<PullHandle::Pulled>(in);
     // Done or failed: nothing lands in the model after this.
@@ -203,8 +205,10 @@ class PushPullExchange final : public Exchange {
 
   Status Depart(int64_t steps) override {
     // A run that ended between BeforeStep() and the forward pass (the data
-    // ran out): the model is whole before anything reads it.
-    RETURN_IF_ERROR(AwaitParams(-1));
+    // ran out, or a stop): nothing reads a parameter-server worker's model
+    // after its loop, so the pull is given up on, and nothing lands in the
+    // model after this.
+    pending_.reset();
     RETURN_IF_ERROR(FinishInflight(steps));
     if (left_) return Status::Ok();
     auto left = client_.Leave()->Wait(o_.request_timeout);
@@ -370,10 +374,11 @@ class PushPullExchange final : public Exchange {
   std::vector<int64_t> pulled_;    // versions of the local copy
   std::vector<int64_t> step_;      // sync: the step this worker is in
   // env.forward_awaits: the pull of step pending_it_, still arriving while
-  // the forward pass runs (AwaitParams), and when it gives up.
+  // the forward pass runs (AwaitParams), and whether the forward pass went
+  // on with part of it (counted once in layered_pulls).
   std::unique_ptr<PullHandle> pending_;
   int64_t pending_it_ = 0;
-  std::chrono::steady_clock::time_point pending_deadline_;
+  bool pending_layered_ = false;
   // cluster.overlap: the push in flight, the buffer it sends from, and the
   // buffer its parameters (if it pulls) arrive in.
   std::unique_ptr<PushHandle> inflight_;

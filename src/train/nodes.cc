@@ -310,15 +310,23 @@ Result<WorkerMetrics> RunWorker(const Config& config,
   // What the forward pass waited for parameters in a step: communication,
   // not compute, in the metrics.
   double param_wait_s = 0;
+  bool param_wait_failed = false;
   if (env.forward_awaits) {
-    model.net->set_param_gate(
-        PrefixGate(model, [&exchange, &param_wait_s](int64_t end) {
+    model.net->set_param_gate(PrefixGate(
+        model, [&exchange, &param_wait_s, &param_wait_failed](int64_t end) {
           const auto t = Clock::now();
           Status in = exchange->AwaitParams(end);
           param_wait_s += Seconds(t, Clock::now());
-          if (!in.ok()) throw ParamWaitError(std::move(in));
+          if (in.ok()) return;
+          param_wait_failed = true;
+          throw ParamWaitError(std::move(in));
         }));
   }
+  // The gate points at this frame's exchange: gone with it.
+  struct ClearGateAtExit {
+    ClassifierImpl* net;
+    ~ClearGateAtExit() { net->set_param_gate(nullptr); }
+  } clear_gate_at_exit{model.net.get()};
   // Resuming (docs/checkpoints.md): the worker's own model and the
   // strategy's state go back before Start(); the cursors once the sampler
   // exists, below.
@@ -609,7 +617,8 @@ Result<WorkerMetrics> RunWorker(const Config& config,
     Result<StepResult> stepped =
         ForwardBackward(*model.net, batch, want_losses ? &losses : nullptr);
     // A clean stop may end a pull the forward pass was waiting for.
-    if (stopped_inside(stepped.status(), "inside", it)) break;
+    if (param_wait_failed && stopped_inside(stepped.status(), "inside", it))
+      break;
     RETURN_IF_ERROR(stepped.status());
     const StepResult r = *stepped;
     // GPU: a sink got each gradient from its hook; otherwise all of them

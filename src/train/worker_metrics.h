@@ -23,6 +23,9 @@ struct WorkerMetrics {
   uint64_t bytes_pulled = 0;      // received
   int64_t dropped_gradients = 0;  // pushes a server dropped as late (per range)
   int64_t exchanges = 0;          // averaging rounds / gossip pushes sent
+  // cluster.layer_wait: pulls whose forward pass started on its first
+  // layers before waiting for the whole pull.
+  int64_t layered_pulls = 0;
   // Parameter-server modes: the staleness of this worker's applied
   // gradients as the servers reported it (sum and count over the run; the
   // largest since the last metrics line, -1 for none).
@@ -55,6 +58,7 @@ struct WorkerMetrics {
             {"bytes_pulled", bytes_pulled},
             {"dropped_gradients", dropped_gradients},
             {"exchanges", exchanges},
+            {"layered_pulls", layered_pulls},
             {"staleness_sum", staleness_sum},
             {"staleness_count", staleness_count},
             {"staleness_max", staleness_max}};
@@ -70,6 +74,7 @@ struct WorkerMetrics {
     bytes_pulled = j.value("bytes_pulled", uint64_t{0});
     dropped_gradients = j.value("dropped_gradients", int64_t{0});
     exchanges = j.value("exchanges", int64_t{0});
+    layered_pulls = j.value("layered_pulls", int64_t{0});
     staleness_sum = j.value("staleness_sum", int64_t{0});
     staleness_count = j.value("staleness_count", int64_t{0});
     staleness_max = j.value("staleness_max", int64_t{0});

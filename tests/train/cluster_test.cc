@@ -221,25 +221,38 @@ TEST_P(LayerWaitTest, ForwardStartingOnEarlyLayersEndsWithTheSameParameters) {
   const std::string transport = GetParam();
   if (transport == "ucx" && !HaveUcx())
     GTEST_SKIP() << "this build has no UCX (libucx-dev not found)";
-  const std::vector<std::vector<std::string>> cases = {
-      {"cluster.mode=sync", "cluster.workers=2", "cluster.pipeline=false"},
-      {"cluster.mode=ssp", "cluster.staleness=1", "cluster.workers=1",
-       "cluster.pipeline_kb=0.1"},
-      {"cluster.mode=ssp", "cluster.staleness=0", "cluster.workers=1",
-       "cluster.pipeline=false"}};
-  for (const std::vector<std::string>& c : cases) {
+  // The settings, and whether the forward pass can start on part of a
+  // pull: unpipelined, the two ranges are the two servers' shares and fc1
+  // reads from both, so every pull is waited for whole.
+  const std::vector<std::pair<std::vector<std::string>, bool>> cases = {
+      {{"cluster.mode=sync", "cluster.workers=2", "cluster.pipeline=false"},
+       false},
+      {{"cluster.mode=ssp", "cluster.staleness=1", "cluster.workers=1",
+        "cluster.pipeline_kb=0.1"},
+       true},
+      {{"cluster.mode=ssp", "cluster.staleness=0", "cluster.workers=1",
+        "cluster.pipeline=false"},
+       false}};
+  for (const auto& [c, layered] : cases) {
     SCOPED_TRACE(c[0] + " " + c.back());
     std::map<bool, RunSummary> runs;
     for (const bool wait : {true, false}) {
-      Config config = With(
-          Base(TempRoot()),
-          {"cluster.transport=" + transport,
-           std::string("cluster.layer_wait=") + (wait ? "true" : "false")});
+      const std::string root = TempRoot();
+      Config config = With(Base(root), {"cluster.transport=" + transport,
+                                        std::string("cluster.layer_wait=") +
+                                            (wait ? "true" : "false")});
       for (const std::string& kv : c)
         ASSERT_TRUE(config.ApplyOverride(kv).ok()) << kv;
       auto r = RunConfig(config);
       ASSERT_TRUE(r.ok()) << wait << ": " << r.status().ToString();
       runs[wait] = *r;
+      // Every step begins with a pull; with layer waiting on and ranges
+      // finer than the first layer, the forward pass starts on each one
+      // before it is all in.
+      for (const nlohmann::json& w : Summary(root)["workers"]) {
+        EXPECT_EQ(w["layered_pulls"].get<int64_t>(), wait && layered ? 20 : 0)
+            << w.dump();
+      }
     }
     ASSERT_EQ(runs[true].final_params.size(), 442u);
     EXPECT_GT(
