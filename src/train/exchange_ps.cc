@@ -132,8 +132,7 @@ class PushPullExchange final : public Exchange {
       }
       RETURN_IF_ERROR(Pull(it));
     }
-    computed_on_ = pulled_[0];
-    return BeginPipelinedStep(it);
+    return BeginStep(it);
   }
 
   Status AwaitParams(int64_t end) override {
@@ -145,24 +144,20 @@ class PushPullExchange final : public Exchange {
             : static_cast<size_t>(env_.layout->RangeOf(end - 1)) + 1;
     // Each wait may take the request timeout: the forward pass's compute
     // between two layers does not count against the pull.
-    Status in = pending_->WaitFor(ranges, o_.request_timeout);
-    if (in.ok() && ranges < all) {
-      if (!pending_layered_) ++m_.layered_pulls;
-      pending_layered_ = true;
-      return Status::Ok();
+    if (ranges < all) {
+      Status in = pending_->WaitFor(ranges, o_.request_timeout);
+      if (in.ok()) {
+        if (!pending_layered_) ++m_.layered_pulls;
+        pending_layered_ = true;
+        return Status::Ok();
+      }
+      pending_.reset();  // nothing lands in the model after a failure
+      return BookPull(std::move(in), pending_it_);
     }
-    auto p = in.ok() ? pending_->Wait(std::chrono::milliseconds(0))
-                     : Result<PullHandle::Pulled>(in);
-    // Done or failed: nothing lands in the model after this.
-    pending_.reset();
-    if (!p.ok()) {
-      return p.status().WithContext(fmt::format(
-          "worker {} pull at iteration {}", env_.index, pending_it_));
-    }
-    pulled_ = p->versions;
-    m_.bytes_pulled += p->bytes;
-    computed_on_ = pulled_[0];
-    return BeginPipelinedStep(pending_it_);
+    Result<PullHandle::Pulled> p = pending_->Wait(o_.request_timeout);
+    pending_.reset();  // done or failed: nothing lands in the model now
+    RETURN_IF_ERROR(BookPull(std::move(p), pending_it_));
+    return BeginStep(pending_it_);
   }
 
   GradientSink* gradient_sink() override { return reducer_.get(); }
@@ -269,8 +264,13 @@ class PushPullExchange final : public Exchange {
   // Pulls every range at `min_versions` or newer (empty: any) into the
   // model.
   Status PullAtLeast(const std::vector<int64_t>& min_versions, int64_t it) {
-    auto p =
-        client_.Pull(env_.model.params, min_versions)->Wait(o_.request_timeout);
+    return BookPull(
+        client_.Pull(env_.model.params, min_versions)->Wait(o_.request_timeout),
+        it);
+  }
+
+  // Books the pull before step `it` (or names it, failed).
+  Status BookPull(Result<PullHandle::Pulled> p, int64_t it) {
     if (!p.ok()) {
       return p.status().WithContext(
           fmt::format("worker {} pull at iteration {}", env_.index, it));
@@ -291,15 +291,17 @@ class PushPullExchange final : public Exchange {
     m_.NoteStaleness(pushed.staleness);
   }
 
-  // Layer-wise pipelining (docs/cluster.md): before step `it` computes,
-  // a push whose ranges the reducer sends as the backward pass fills them.
+  // Step `it` computes on pulled_ from here. With layer-wise pipelining
+  // (docs/cluster.md), before it computes: a push whose ranges the reducer
+  // sends as the backward pass fills them.
   // When the next step pulls, each range is a push-pull (sync: its
   // parameters come back when its step closes, which is the version the
   // pull would ask for), so the parameters of the late layers are back
   // while the backward pass is still on the early ones. A range's
   // parameters are written (received in place) only after every gradient
   // of that range is in, when the backward pass no longer reads them.
-  Status BeginPipelinedStep(int64_t it) {
+  Status BeginStep(int64_t it) {
+    computed_on_ = pulled_[0];
     if (!reducer_) return Status::Ok();
     // Not in ssp: its pull comes after the clock wait, so that it brings
     // the updates of the workers it waited for.
