@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # GPU workers against CPU workers (train.device): samples/s of lenet (MNIST)
 # and resnet20 (synthetic 3x32x32 images, CIFAR-10's shape) for the
-# single-process trainer and for a sync cluster of 1 server + 1 worker in
-# process, on the CPU and on the GPU, with the share of the worker's step
-# spent in communication (comm_s / (compute_s + comm_s) of metrics.jsonl).
+# single-process trainer, a sync cluster of 1 server + 1 worker and an
+# all-reduce of 2 workers (the batch split between them), in process, on the
+# CPU and on the GPU, with the share of the worker's step spent in
+# communication (comm_s / (compute_s + comm_s) of metrics.jsonl) and where
+# the training time went (summary.json's train_s, which samples/s divides
+# by, and worker 0's compute, communication, clock and data waits).
 # The first lines check that a short lenet run ends in the same place on
 # both devices (float tolerance: cuDNN and cuBLAS sum in another order).
 #
@@ -38,10 +41,21 @@ try:
   j=json.loads(sys.stdin.read()); c=j["comm_s"]; t=j["compute_s"]
   print("%.2f" % (c/(c+t)))
 except Exception: print("-")')
+  # Where the training time went: train_s (what samples/s divides by),
+  # and for a cluster worker 0's compute, communication and data waits.
+  times=$(cat "$ROOT"/"$name"/*/summary.json 2>/dev/null |
+    python3 -c 'import json,sys
+try:
+  j=json.loads(sys.stdin.read()); out="train %.2fs" % j["train_s"]
+  w=(j.get("workers") or [{}])[0]
+  if "compute_s" in w:
+    out+=" w0 compute %.2f comm %.2f wait %.2f data %.2f" % (w["compute_s"], w["comm_s"], w.get("wait_s",0), w.get("data_wait_s",0))
+  print(out)
+except Exception: print("-")')
   if [ -z "$sps" ]; then
     echo "failed(rc=$rc): $(grep -E ' E\]' "$ROOT/$name.log" | head -2 | cut -c1-300)"
   else
-    echo "$sps $share $(grep -o 'done.*' "$ROOT/$name.log" | tail -1 | cut -c1-90)"
+    echo "$sps $share | $times | $(grep -o 'done.*' "$ROOT/$name.log" | tail -1 | cut -c7-90)"
   fi
 }
 
@@ -68,6 +82,9 @@ for model in lenet resnet20; do
     printf '%-9s %-6s %-20s %s\n' $model $dev "sync 1+1 inproc" \
       "$(run $model-$dev-sync "${common[@]}" --set cluster.mode=sync \
         --set cluster.servers=1 --set cluster.workers=1)"
+    printf '%-9s %-6s %-20s %s\n' $model $dev "allreduce 2 inproc" \
+      "$(run $model-$dev-allreduce "${common[@]}" --set cluster.mode=allreduce \
+        --set cluster.workers=2)"
   done
 done
 rm -rf "$ROOT"

@@ -9,7 +9,9 @@
 # `dpkg -x` of scripts/setup.sh's libraries gives); it is unpacked to a
 # private prefix (never to /) and CMake, pkg-config and the loader are pointed
 # there. Without it the packages must be installed. Tests and benchmarks are
-# off unless STRATA_BUILD_TESTS / STRATA_BUILD_BENCH = ON. Prints an
+# off unless STRATA_BUILD_TESTS / STRATA_BUILD_BENCH = ON; test executables
+# are listed when ctest runs (they need the export line below), not when they
+# are linked. Prints an
 # `export LD_LIBRARY_PATH=...` line on stdout (eval it before running).
 set -euo pipefail
 
@@ -53,6 +55,7 @@ fi
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_POLICY_VERSION_MINIMUM=3.5 \
   -DSTRATA_BUILD_TESTS="${STRATA_BUILD_TESTS:-OFF}" -DSTRATA_BUILD_BENCH="${STRATA_BUILD_BENCH:-OFF}" \
+  -DCMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE=PRE_TEST \
   -DCMAKE_PREFIX_PATH="$PREFIXES" "${EXTRA[@]}" >&2
 ninja -C "$BUILD" -k 0 "${TARGETS[@]}" >&2
 echo "export LD_LIBRARY_PATH=${RUN_LIBS:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

@@ -161,5 +161,37 @@ TEST(GpuTest, SyncOnTheGpuEndsWhereTheCpuRunEnds) {
   EXPECT_NEAR(cpu->final_train_loss, gpu->final_train_loss, 1e-3);
 }
 
+// The decentralized path on the GPU: 2 workers all-reduce their gradients
+// (the autograd hooks hand each bucket over from the device) and end where
+// the CPU run ends, to the tolerance above.
+TEST(GpuTest, AllReduceOnTheGpuEndsWhereTheCpuRunEnds) {
+  if (!HaveGpu()) GTEST_SKIP() << kNoGpu;
+  const std::string root = TempRoot();
+  const Config c =
+      With(Base(root), {"cluster.mode=allreduce", "cluster.workers=2"});
+  auto cpu = RunConfig(c);
+  auto gpu = RunConfig(With(c, {"train.device=cuda"}));
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+  ASSERT_FALSE(cpu->final_params.empty());
+  EXPECT_LT(MaxAbsDiff(cpu->final_params, gpu->final_params), 1e-3);
+}
+
+// ssp pulls before every step; on the GPU the whole pull is in before the
+// one upload (no layer-by-layer wait there). One worker keeps the order
+// fixed, so the run ends where the CPU run ends.
+TEST(GpuTest, SspPullingEveryStepOnTheGpuEndsWhereTheCpuRunEnds) {
+  if (!HaveGpu()) GTEST_SKIP() << kNoGpu;
+  const std::string root = TempRoot();
+  const Config c = With(Base(root), {"cluster.mode=ssp", "cluster.workers=1",
+                                     "cluster.pipeline_kb=0.1"});
+  auto cpu = RunConfig(c);
+  auto gpu = RunConfig(With(c, {"train.device=cuda"}));
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+  ASSERT_FALSE(cpu->final_params.empty());
+  EXPECT_LT(MaxAbsDiff(cpu->final_params, gpu->final_params), 1e-3);
+}
+
 }  // namespace
 }  // namespace strata
