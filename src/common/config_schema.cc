@@ -276,10 +276,10 @@ std::vector<ConfigKey> MakeSchema() {
             0.00390625, 4194304),
       Bool("cluster.layer_wait", true,
            "parameter-server modes, CPU workers, built-in models: where a "
-           "worker pulls before a step (the first step, ssp, "
-           "cluster.pipeline = false), the forward pass starts while "
-           "the ranges arrive, and each layer waits only for its own "
-           "parameters (exact; docs/cluster.md)"),
+           "worker pulls before a step (the first step, every ssp step; "
+           "sync and async get their parameters with the push's ack), the "
+           "forward pass starts while the ranges arrive, and each layer "
+           "waits only for its own parameters (exact; docs/cluster.md)"),
       Bool("cluster.overlap", false,
            "async only: the push (and pull) of iteration t travels while "
            "iteration t+1 computes, hiding communication behind compute; "

@@ -90,6 +90,14 @@ Result<KeyLayout> KeyLayout::Aligned(int64_t total, int num_servers,
     layout.ranges_.push_back(KeyRange{begin, share.end});
     layout.owners_.push_back(s);
   }
+  // The ranges that hold part of the first tensor are filled last, when the
+  // backward pass ends. If they are nearly the whole model, no range can
+  // travel early enough to hide much: one range per server costs fewer
+  // messages than ranges that would be ready all at once.
+  int64_t last_filled = 0;
+  for (const KeyRange& r : layout.ranges_)
+    if (r.begin < tensor_ends.front()) last_filled += r.size();
+  if (last_filled >= total - total / kOverlapWorthCutting) return shares;
   return layout;
 }
 

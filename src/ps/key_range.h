@@ -41,9 +41,14 @@ class KeyLayout {
   // into one range while it holds at most `bucket_floats` keys; a tensor
   // larger than that is a range of its own (cut only where a share ends).
   // So a layer's gradient is pushed as soon as the backward pass has it,
-  // and a large tensor is one message. Empty `tensor_ends` is Bucketed;
-  // bucket_floats <= 0 is Balanced. InvalidArgument for ends that are not
-  // increasing or do not end at `total`.
+  // and a large tensor is one message. Where the ranges holding part of the
+  // first tensor (the last the backward pass fills) hold all the keys but
+  // total / kOverlapWorthCutting or fewer, Balanced: nothing worth hiding
+  // would travel early (an MLP's first layer is 99 % of it). Empty
+  // `tensor_ends` is Bucketed; bucket_floats <= 0 is Balanced.
+  // InvalidArgument for ends that are not increasing or do not end at
+  // `total`.
+  static constexpr int64_t kOverlapWorthCutting = 10;
   static Result<KeyLayout> Aligned(int64_t total, int num_servers,
                                    int64_t bucket_floats,
                                    const std::vector<int64_t>& tensor_ends);

@@ -167,10 +167,11 @@ class PushPullExchange final : public Exchange {
     // while the next step computes.
     const InlineSendScope inline_sends(!o_.overlap);
     if (reducer_) return FinishPipelinedStep(it);
-    // Asynchronous mode, next iteration pulls: push and pull in one round
-    // trip (the parameters just after this gradient, as a pull right after
-    // the push would return).
-    pulled_with_push_ = async_ && (it + 1) % o_.pull_interval == 0;
+    // Sync and async, next iteration pulls: push and pull in one round trip
+    // (async: the parameters just after this gradient, as a pull right after
+    // the push would return; sync: those of the step the push closes, sent
+    // when it closes, as the next step's pull would ask for).
+    pulled_with_push_ = (sync_ || async_) && (it + 1) % o_.pull_interval == 0;
     const ModelBuffers& model = env_.model;
     if (o_.overlap) {
       // The previous iteration's push (and pull) travelled while this one
@@ -189,6 +190,20 @@ class PushPullExchange final : public Exchange {
     }
     // Zero copy: the gradient buffer is not touched again until the push is
     // acknowledged; `owner` keeps it alive for the transport.
+    if (sync_ && pulled_with_push_) {
+      // Range by range, from this thread, as the pipelined push would: so a
+      // leader-first client (k-of-n) sends its lead range first.
+      auto handle = client_.BeginPush(step_, model.params, model.owner);
+      for (int r = 0; r < env_.layout->num_ranges(); ++r) {
+        Status sent =
+            client_.PushRange(*handle, r, model.grads, o_.request_timeout);
+        if (!sent.ok()) {
+          return sent.WithContext(
+              fmt::format("worker {} push at iteration {}", env_.index, it));
+        }
+      }
+      return CompletePush(*handle, it);
+    }
     auto handle =
         pulled_with_push_
             ? client_.PushPull(model.grads, pulled_, model.params, model.owner)
@@ -277,6 +292,7 @@ class PushPullExchange final : public Exchange {
     }
     pulled_ = p->versions;
     m_.bytes_pulled += p->bytes;
+    ++m_.pulls;
     return Status::Ok();
   }
 

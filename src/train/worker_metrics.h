@@ -26,6 +26,9 @@ struct WorkerMetrics {
   // cluster.layer_wait: pulls whose forward pass started on its first
   // layers before waiting for the whole pull.
   int64_t layered_pulls = 0;
+  // Parameter-server modes: pulls sent on their own, before a step (the
+  // parameters a push-pull's ack brings are not counted).
+  int64_t pulls = 0;
   // Parameter-server modes: the staleness of this worker's applied
   // gradients as the servers reported it (sum and count over the run; the
   // largest since the last metrics line, -1 for none).
@@ -59,6 +62,7 @@ struct WorkerMetrics {
             {"dropped_gradients", dropped_gradients},
             {"exchanges", exchanges},
             {"layered_pulls", layered_pulls},
+            {"pulls", pulls},
             {"staleness_sum", staleness_sum},
             {"staleness_count", staleness_count},
             {"staleness_max", staleness_max}};
@@ -75,6 +79,7 @@ struct WorkerMetrics {
     dropped_gradients = j.value("dropped_gradients", int64_t{0});
     exchanges = j.value("exchanges", int64_t{0});
     layered_pulls = j.value("layered_pulls", int64_t{0});
+    pulls = j.value("pulls", int64_t{0});
     staleness_sum = j.value("staleness_sum", int64_t{0});
     staleness_count = j.value("staleness_count", int64_t{0});
     staleness_max = j.value("staleness_max", int64_t{0});

@@ -101,6 +101,26 @@ TEST(KeyLayoutTest, AlignedCutsAtTensorEndsAndKeepsLargeTensorsWhole) {
       << short_ends.status().message();
 }
 
+TEST(KeyLayoutTest,
+     AlignedKeepsOneRangePerServerWhenTheFirstTensorIsNearlyAll) {
+  // The first tensor (filled last by the backward pass) is 19 of 20 keys:
+  // the one key that could travel early is not worth a message of its own.
+  auto one = KeyLayout::Aligned(20, 1, 5, {19, 20});
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_EQ(one->ranges(), (std::vector<KeyRange>{{0, 20}}));
+  // Two servers: each share is one range (Balanced), although server 1's
+  // share ends with a tensor of its own.
+  auto two = KeyLayout::Aligned(20, 2, 5, {19, 20});
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(two->ranges(), KeyLayout::Balanced(20, 2)->ranges());
+  // At 17 of 20 (3 keys, more than a tenth, can go early) the cut stays.
+  auto cut = KeyLayout::Aligned(20, 1, 5, {17, 20});
+  ASSERT_TRUE(cut.ok());
+  EXPECT_EQ(cut->ranges(), (std::vector<KeyRange>{{0, 17}, {17, 20}}));
+  // The boundary: 18 of 20 is nearly all (2 keys, a tenth, go early).
+  EXPECT_EQ(KeyLayout::Aligned(20, 1, 5, {18, 20})->num_ranges(), 1);
+}
+
 LrSchedule Constant(double lr) {
   LrSchedule s;
   s.lr = lr;

@@ -200,6 +200,13 @@ TEST_P(PipelineTest, PipelinedRunsEndWithTheUnpipelinedParameters) {
     EXPECT_EQ(piped.final_params, plain.final_params);
     EXPECT_EQ(piped.final_train_loss, plain.final_train_loss);
     EXPECT_EQ(piped.samples, plain.samples);
+    // Pipelined or not, only the first step pulls on its own: every later
+    // step's parameters come with the previous push's ack (sync: once its
+    // step closed).
+    for (const auto& [setting, summary] : summaries) {
+      for (const nlohmann::json& w : summary["workers"])
+        EXPECT_EQ(w["pulls"].get<int64_t>(), 1) << setting << ": " << w.dump();
+    }
   }
 }
 
@@ -209,11 +216,12 @@ INSTANTIATE_TEST_SUITE_P(All, PipelineTest,
 
 class LayerWaitTest : public ::testing::TestWithParam<std::string> {};
 
-// cluster.layer_wait is exact: where a worker pulls before each step (sync
-// without pipelining, ssp with or without), the forward pass starting on
-// the first layer while later ranges are still arriving ends with the
-// parameters of the run that waited for the whole pull, bit for bit (the
-// same values reach the same operations; only when differs). With
+// cluster.layer_wait is exact: where a worker pulls before a step (ssp,
+// with or without pipelining, before every step; sync before the first,
+// its later parameters coming with the push's ack), the forward pass
+// starting on the first layer while later ranges are still arriving ends
+// with the parameters of the run that waited for the whole pull, bit for
+// bit (the same values reach the same operations; only when differs). With
 // cluster.pipeline_kb=0.1 fc1 (272 floats) ends inside server 1's share, so
 // its forward waits for three ranges and fc2's two ranges may still be on
 // the way.
@@ -221,19 +229,28 @@ TEST_P(LayerWaitTest, ForwardStartingOnEarlyLayersEndsWithTheSameParameters) {
   const std::string transport = GetParam();
   if (transport == "ucx" && !HaveUcx())
     GTEST_SKIP() << "this build has no UCX (libucx-dev not found)";
-  // The settings, and whether the forward pass can start on part of a
-  // pull: unpipelined, the two ranges are the two servers' shares and fc1
-  // reads from both, so every pull is waited for whole.
-  const std::vector<std::pair<std::vector<std::string>, bool>> cases = {
+  // The settings, whether the forward pass can start on part of a pull
+  // (unpipelined, the two ranges are the two servers' shares and fc1 reads
+  // from both, so every pull is waited for whole), and the pulls each
+  // worker sends on their own.
+  struct Case {
+    std::vector<std::string> settings;
+    bool layered;
+    int64_t pulls;
+  };
+  const std::vector<Case> cases = {
       {{"cluster.mode=sync", "cluster.workers=2", "cluster.pipeline=false"},
-       false},
+       false,
+       1},
       {{"cluster.mode=ssp", "cluster.staleness=1", "cluster.workers=1",
         "cluster.pipeline_kb=0.1"},
-       true},
+       true,
+       20},
       {{"cluster.mode=ssp", "cluster.staleness=0", "cluster.workers=1",
         "cluster.pipeline=false"},
-       false}};
-  for (const auto& [c, layered] : cases) {
+       false,
+       20}};
+  for (const auto& [c, layered, pulls] : cases) {
     SCOPED_TRACE(c[0] + " " + c.back());
     std::map<bool, RunSummary> runs;
     for (const bool wait : {true, false}) {
@@ -246,11 +263,12 @@ TEST_P(LayerWaitTest, ForwardStartingOnEarlyLayersEndsWithTheSameParameters) {
       auto r = RunConfig(config);
       ASSERT_TRUE(r.ok()) << wait << ": " << r.status().ToString();
       runs[wait] = *r;
-      // Every step begins with a pull; with layer waiting on and ranges
-      // finer than the first layer, the forward pass starts on each one
-      // before it is all in.
+      // With layer waiting on and ranges finer than the first layer, the
+      // forward pass starts on each pull before it is all in.
       for (const nlohmann::json& w : Summary(root)["workers"]) {
-        EXPECT_EQ(w["layered_pulls"].get<int64_t>(), wait && layered ? 20 : 0)
+        EXPECT_EQ(w["pulls"].get<int64_t>(), pulls) << w.dump();
+        EXPECT_EQ(w["layered_pulls"].get<int64_t>(),
+                  wait && layered ? pulls : 0)
             << w.dump();
       }
     }
@@ -369,37 +387,47 @@ TEST(ClusterTest, APlanForAnotherWorkerCountIsRefused) {
 }
 
 TEST(ClusterTest, KOfNUsesExactlyKGradientsAndCountsDropped) {
-  std::string root = TempRoot();
-  Config c = Base(root);
-  for (const char* kv :
-       {"cluster.mode=sync", "cluster.workers=4", "cluster.updates_per_step=2",
-        "cluster.worker_delay_ms=3", "data.shuffle=true"}) {
-    ASSERT_TRUE(c.ApplyOverride(kv).ok());
+  // Pipelined (the default), server 1's range, pushed first, leads and
+  // server 0 follows; unpipelined, server 0 leads (range 0, sent first).
+  for (const bool pipeline : {true, false}) {
+    SCOPED_TRACE(pipeline ? "pipelined" : "unpipelined");
+    std::string root = TempRoot();
+    Config c = Base(root);
+    for (const char* kv : {"cluster.mode=sync", "cluster.workers=4",
+                           "cluster.updates_per_step=2",
+                           "cluster.worker_delay_ms=3", "data.shuffle=true"}) {
+      ASSERT_TRUE(c.ApplyOverride(kv).ok());
+    }
+    ASSERT_TRUE(c.ApplyOverride(std::string("cluster.pipeline=") +
+                                (pipeline ? "true" : "false"))
+                    .ok());
+    auto r = RunConfig(c);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    auto j = Summary(root);
+    const int64_t pushes = 4 * 20;
+    const int64_t dropped = j["dropped_gradients"];
+    // While at least k workers ran, every update used exactly k = 2
+    // gradients.
+    ASSERT_EQ(j["gradients_per_update"].size(), 1u)
+        << j["gradients_per_update"].dump();
+    EXPECT_TRUE(j["gradients_per_update"].contains("2"));
+    const int64_t full = j["gradients_per_update"]["2"];
+    const int64_t tail = j["tail_updates"];
+    EXPECT_EQ(full + tail, j["updates"].get<int64_t>());
+    // Every push was either applied or dropped; tail updates used 1
+    // gradient.
+    EXPECT_EQ(2 * full + tail + dropped, pushes);
+    EXPECT_GT(dropped, 0);
+    EXPECT_EQ(j["workers"][0]["dropped_gradients"].is_number(), true);
+    EXPECT_EQ(j["deferred_gradients"].get<int64_t>(), 0);
+    // The run's counts are the leader's.
+    EXPECT_EQ(j["pipeline_kb"].get<double>() > 0.0, pipeline);
+    ASSERT_EQ(j["servers_stats"].size(), 2u);
+    const int leader = pipeline ? 1 : 0;
+    EXPECT_TRUE(j["servers_stats"][1 - leader].value("follower", false));
+    EXPECT_FALSE(j["servers_stats"][leader].value("follower", false));
+    EXPECT_EQ(j["servers_stats"][leader]["dropped"].get<int64_t>(), dropped);
   }
-  auto r = RunConfig(c);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  auto j = Summary(root);
-  const int64_t pushes = 4 * 20;
-  const int64_t dropped = j["dropped_gradients"];
-  // While at least k workers ran, every update used exactly k = 2 gradients.
-  ASSERT_EQ(j["gradients_per_update"].size(), 1u)
-      << j["gradients_per_update"].dump();
-  EXPECT_TRUE(j["gradients_per_update"].contains("2"));
-  const int64_t full = j["gradients_per_update"]["2"];
-  const int64_t tail = j["tail_updates"];
-  EXPECT_EQ(full + tail, j["updates"].get<int64_t>());
-  // Every push was either applied or dropped; tail updates used 1 gradient.
-  EXPECT_EQ(2 * full + tail + dropped, pushes);
-  EXPECT_GT(dropped, 0);
-  EXPECT_EQ(j["workers"][0]["dropped_gradients"].is_number(), true);
-  EXPECT_EQ(j["deferred_gradients"].get<int64_t>(), 0);
-  // Pipelined (the default): server 1's range, pushed first, leads; server
-  // 0 follows, and the run's counts are the leader's.
-  EXPECT_GT(j["pipeline_kb"].get<double>(), 0.0);
-  ASSERT_EQ(j["servers_stats"].size(), 2u);
-  EXPECT_TRUE(j["servers_stats"][0].value("follower", false));
-  EXPECT_FALSE(j["servers_stats"][1].value("follower", false));
-  EXPECT_EQ(j["servers_stats"][1]["dropped"].get<int64_t>(), dropped);
 }
 
 TEST(ClusterTest, KOfNDeferCarriesLateGradientsOver) {

@@ -130,28 +130,11 @@ TEST(GpuTest, DeviceBuffersAndHostMirrorsAgree) {
   EXPECT_GT(MaxAbsDiff(whole, std::vector<float>(whole.size(), 0.0f)), 0.0);
 }
 
-// The single-process trainer on the GPU (host optimizer, a fetch and an
-// upload per step) ends where the CPU run ends, to float tolerance.
-TEST(GpuTest, LocalOnTheGpuEndsWhereTheCpuRunEnds) {
-  if (!HaveGpu()) GTEST_SKIP() << kNoGpu;
-  const std::string root = TempRoot();
-  auto cpu = RunConfig(Base(root));
-  auto gpu = RunConfig(With(Base(root), {"train.device=cuda"}));
-  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
-  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
-  ASSERT_FALSE(cpu->final_params.empty());
-  EXPECT_LT(MaxAbsDiff(cpu->final_params, gpu->final_params), 1e-3);
-}
-
-// A sync run with 2 GPU workers (pipelined ranges: their gradients leave
-// the device range by range) ends where the same run on the CPU ends, to
-// float tolerance: cuBLAS sums in another order than the CPU (this MLP has
-// no convolution, so cuDNN's TF32 default plays no part).
-TEST(GpuTest, SyncOnTheGpuEndsWhereTheCpuRunEnds) {
-  if (!HaveGpu()) GTEST_SKIP() << kNoGpu;
-  const std::string root = TempRoot();
-  const Config c = With(Base(root), {"cluster.mode=sync", "cluster.workers=2",
-                                     "cluster.pipeline_kb=0.1"});
+// Runs `c` on the CPU and on the GPU; both must end with the same
+// parameters and train loss to float tolerance: cuBLAS sums in another
+// order than the CPU (this MLP has no convolution, so cuDNN's TF32 default
+// plays no part).
+void ExpectTheGpuRunEndsWhereTheCpuRunEnds(const Config& c) {
   auto cpu = RunConfig(c);
   auto gpu = RunConfig(With(c, {"train.device=cuda"}));
   ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
@@ -161,36 +144,38 @@ TEST(GpuTest, SyncOnTheGpuEndsWhereTheCpuRunEnds) {
   EXPECT_NEAR(cpu->final_train_loss, gpu->final_train_loss, 1e-3);
 }
 
+// The single-process trainer on the GPU (host optimizer, a fetch and an
+// upload per step).
+TEST(GpuTest, LocalOnTheGpuEndsWhereTheCpuRunEnds) {
+  if (!HaveGpu()) GTEST_SKIP() << kNoGpu;
+  ExpectTheGpuRunEndsWhereTheCpuRunEnds(Base(TempRoot()));
+}
+
+// A sync run with 2 GPU workers (pipelined ranges: their gradients leave
+// the device range by range).
+TEST(GpuTest, SyncOnTheGpuEndsWhereTheCpuRunEnds) {
+  if (!HaveGpu()) GTEST_SKIP() << kNoGpu;
+  ExpectTheGpuRunEndsWhereTheCpuRunEnds(With(
+      Base(TempRoot()),
+      {"cluster.mode=sync", "cluster.workers=2", "cluster.pipeline_kb=0.1"}));
+}
+
 // The decentralized path on the GPU: 2 workers all-reduce their gradients
-// (the autograd hooks hand each bucket over from the device) and end where
-// the CPU run ends, to the tolerance above.
+// (the autograd hooks hand each bucket over from the device).
 TEST(GpuTest, AllReduceOnTheGpuEndsWhereTheCpuRunEnds) {
   if (!HaveGpu()) GTEST_SKIP() << kNoGpu;
-  const std::string root = TempRoot();
-  const Config c =
-      With(Base(root), {"cluster.mode=allreduce", "cluster.workers=2"});
-  auto cpu = RunConfig(c);
-  auto gpu = RunConfig(With(c, {"train.device=cuda"}));
-  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
-  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
-  ASSERT_FALSE(cpu->final_params.empty());
-  EXPECT_LT(MaxAbsDiff(cpu->final_params, gpu->final_params), 1e-3);
+  ExpectTheGpuRunEndsWhereTheCpuRunEnds(
+      With(Base(TempRoot()), {"cluster.mode=allreduce", "cluster.workers=2"}));
 }
 
 // ssp pulls before every step; on the GPU the whole pull is in before the
 // one upload (no layer-by-layer wait there). One worker keeps the order
-// fixed, so the run ends where the CPU run ends.
+// fixed.
 TEST(GpuTest, SspPullingEveryStepOnTheGpuEndsWhereTheCpuRunEnds) {
   if (!HaveGpu()) GTEST_SKIP() << kNoGpu;
-  const std::string root = TempRoot();
-  const Config c = With(Base(root), {"cluster.mode=ssp", "cluster.workers=1",
-                                     "cluster.pipeline_kb=0.1"});
-  auto cpu = RunConfig(c);
-  auto gpu = RunConfig(With(c, {"train.device=cuda"}));
-  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
-  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
-  ASSERT_FALSE(cpu->final_params.empty());
-  EXPECT_LT(MaxAbsDiff(cpu->final_params, gpu->final_params), 1e-3);
+  ExpectTheGpuRunEndsWhereTheCpuRunEnds(With(
+      Base(TempRoot()),
+      {"cluster.mode=ssp", "cluster.workers=1", "cluster.pipeline_kb=0.1"}));
 }
 
 }  // namespace
