@@ -434,9 +434,11 @@ Result<PushResult> PushHandle::Wait(std::chrono::milliseconds timeout) {
     ASSIGN_OR_RETURN(Message ack, calls_[i]->Wait(std::max(
                                       left, std::chrono::milliseconds(0))));
     versions.emplace_back(indices_[i], ack.header.clock);
-    if (ack.header.flags & kAckDropped) ++result.dropped_ranges;
+    const bool dropped = ack.header.flags & kAckDropped;
+    if (dropped) ++result.dropped_ranges;
     NoteStaleness(ack, &result);
-    if (dest_ != nullptr) {
+    // A gradient dropped as late (sync k-of-n) brings no parameters.
+    if (dest_ != nullptr && !dropped) {
       // Payload 0 is the step size; the parameters follow (protocol.h).
       ASSIGN_OR_RETURN(const uint64_t got,
                        client_->TakeParameters(static_cast<size_t>(indices_[i]),

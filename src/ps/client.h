@@ -129,8 +129,9 @@ class PsClient {
   std::unique_ptr<PushHandle> Push(const float* grads,
                                    const std::vector<int64_t>& base_versions,
                                    std::shared_ptr<void> keep_alive = nullptr);
-  // Asynchronous mode: Push() and a Pull() of the parameters just after it
-  // in one round trip per server (protocol.h, kPushPull). Each range's
+  // Push() and a Pull() of the parameters just after it in one round trip
+  // per server (protocol.h, kPushPull; sync: the ack, and its parameters,
+  // come when the push's step closes). Each range's
   // parameters land in `dest` (layout.total() floats, not `grads`) as for
   // Pull(): `dest` stays valid and untouched by the caller until Wait()
   // returns or the handle is destroyed. PushResult::versions are their

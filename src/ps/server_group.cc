@@ -199,8 +199,9 @@ Status ServerGroup::RestoreState(const std::vector<Buffer>& state) {
   if (!same_cut && !uniform) {
     return Status::DataLoss(
         "{}: saved in {} ranges at different versions, which cannot be cut "
-        "into this node's {} ranges (restore with the cluster.pipeline_kb "
-        "the checkpoint was written with)",
+        "into this node's {} ranges (restore with the cluster.pipeline and "
+        "cluster.pipeline_kb the checkpoint was written with, and a strata "
+        "that cuts a model into ranges the same way)",
         what, ranges.size(), servers.size());
   }
   for (size_t i = 0; i < servers.size(); ++i) {

@@ -190,9 +190,10 @@ class PushPullExchange final : public Exchange {
     }
     // Zero copy: the gradient buffer is not touched again until the push is
     // acknowledged; `owner` keeps it alive for the transport.
-    if (sync_ && pulled_with_push_) {
-      // Range by range, from this thread, as the pipelined push would: so a
-      // leader-first client (k-of-n) sends its lead range first.
+    if (sync_ && pulled_with_push_ && o_.leader_first) {
+      // Sync k-of-n: range by range, from this thread, as the pipelined push
+      // would, so that the lead range goes first and the others follow its
+      // choice.
       auto handle = client_.BeginPush(step_, model.params, model.owner);
       for (int r = 0; r < env_.layout->num_ranges(); ++r) {
         Status sent =
@@ -204,10 +205,11 @@ class PushPullExchange final : public Exchange {
       }
       return CompletePush(*handle, it);
     }
+    const std::vector<int64_t>& base = sync_ ? step_ : pulled_;
     auto handle =
         pulled_with_push_
-            ? client_.PushPull(model.grads, pulled_, model.params, model.owner)
-            : client_.Push(model.grads, sync_ ? step_ : pulled_, model.owner);
+            ? client_.PushPull(model.grads, base, model.params, model.owner)
+            : client_.Push(model.grads, base, model.owner);
     return CompletePush(*handle, it);
   }
 

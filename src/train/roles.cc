@@ -626,7 +626,9 @@ Result<nlohmann::json> RunCoordinatorRole(
   // What the bytes are: cluster.compression, and whether pulls are too.
   summary["compression"] = CompressionName(o.compression);
   summary["compress_pulls"] = o.compress_pulls;
-  // Layer-wise pipelining: the most a range holds (0: off or not used).
+  // Layer-wise pipelining: the most a range holds (0: off or not used). A
+  // server may still keep its share as one range (KeyLayout::Aligned);
+  // servers_stats says how many it has.
   summary["pipeline_kb"] =
       static_cast<double>(o.pipeline_floats) * sizeof(float) / 1024.0;
   summary["servers_stats"] = servers;

@@ -1,5 +1,7 @@
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -387,12 +389,15 @@ TEST(ClusterTest, APlanForAnotherWorkerCountIsRefused) {
 }
 
 TEST(ClusterTest, KOfNUsesExactlyKGradientsAndCountsDropped) {
-  // Pipelined (the default), server 1's range, pushed first, leads and
-  // server 0 follows; unpipelined, server 0 leads (range 0, sent first).
-  for (const bool pipeline : {true, false}) {
-    SCOPED_TRACE(pipeline ? "pipelined" : "unpipelined");
+  // Two servers: pipelined (the default), server 1's range, pushed first,
+  // leads and server 0 follows; unpipelined, server 0 leads (range 0, sent
+  // first). One server (one range, no leader): a push-pull dropped as late
+  // brings no parameters, and the next step pulls.
+  for (const auto& [pipeline, servers] :
+       std::vector<std::pair<bool, int>>{{true, 2}, {false, 2}, {false, 1}}) {
+    SCOPED_TRACE(fmt::format("pipeline {}, {} servers", pipeline, servers));
     std::string root = TempRoot();
-    Config c = Base(root);
+    Config c = With(Base(root), {"cluster.servers=" + std::to_string(servers)});
     for (const char* kv : {"cluster.mode=sync", "cluster.workers=4",
                            "cluster.updates_per_step=2",
                            "cluster.worker_delay_ms=3", "data.shuffle=true"}) {
@@ -420,6 +425,15 @@ TEST(ClusterTest, KOfNUsesExactlyKGradientsAndCountsDropped) {
     EXPECT_GT(dropped, 0);
     EXPECT_EQ(j["workers"][0]["dropped_gradients"].is_number(), true);
     EXPECT_EQ(j["deferred_gradients"].get<int64_t>(), 0);
+    // The first step pulls; after that, only a step whose previous push
+    // was dropped (no parameters came with it), unless that was the last.
+    for (const nlohmann::json& w : j["workers"]) {
+      const int64_t own_dropped = w["dropped_gradients"].get<int64_t>();
+      EXPECT_GE(w["pulls"].get<int64_t>(), std::max<int64_t>(1, own_dropped))
+          << w.dump();
+      EXPECT_LE(w["pulls"].get<int64_t>(), 1 + own_dropped) << w.dump();
+    }
+    if (servers == 1) continue;
     // The run's counts are the leader's.
     EXPECT_EQ(j["pipeline_kb"].get<double>() > 0.0, pipeline);
     ASSERT_EQ(j["servers_stats"].size(), 2u);
