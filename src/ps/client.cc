@@ -141,10 +141,17 @@ std::unique_ptr<PushHandle> PsClient::Push(
     std::shared_ptr<void> keep_alive) {
   STRATA_CHECK(static_cast<int>(base_versions.size()) == layout_.num_ranges());
   if (!leader_first_) return SendPush(grads, base_versions, 0, keep_alive);
+  return SendLeaderFirst(grads, base_versions, nullptr, std::move(keep_alive));
+}
+
+std::unique_ptr<PushHandle> PsClient::SendLeaderFirst(
+    const float* grads, const std::vector<int64_t>& base_versions, float* dest,
+    std::shared_ptr<void> keep_alive) {
   // Phase one: the leader alone; Wait() sends the rest, tagged.
   auto handle = std::make_unique<PushHandle>();
-  SendRanges(*handle, grads, base_versions, 0, lead_, lead_ + 1, nullptr,
-             keep_alive);
+  handle->dest_ = dest;
+  SendRanges(*handle, grads, base_versions, dest != nullptr ? kPushPull : 0,
+             lead_, lead_ + 1, nullptr, keep_alive);
   handle->client_ = this;
   handle->leader_first_ = true;
   handle->grads_ = grads;
@@ -156,7 +163,9 @@ std::unique_ptr<PushHandle> PsClient::PushPull(
     const float* grads, const std::vector<int64_t>& base_versions, float* dest,
     std::shared_ptr<void> keep_alive) {
   STRATA_CHECK(static_cast<int>(base_versions.size()) == layout_.num_ranges());
-  STRATA_CHECK(!leader_first_ && dest != nullptr && dest != grads);
+  STRATA_CHECK(dest != nullptr && dest != grads);
+  if (leader_first_)
+    return SendLeaderFirst(grads, base_versions, dest, std::move(keep_alive));
   auto handle = std::make_unique<PushHandle>();
   handle->dest_ = dest;
   handle->client_ = this;
@@ -399,8 +408,9 @@ Result<PushResult> PushHandle::Wait(std::chrono::milliseconds timeout) {
     ranges_.erase(ranges_.begin());
     indices_.erase(indices_.begin());
     RETURN_IF_ERROR(client_->TakeLeadAck(*this, std::move(ack)));
-    client_->SendTagged(*this, grads_, 0, 0, lead);
-    client_->SendTagged(*this, grads_, 0, lead + 1,
+    const uint32_t pull = dest_ != nullptr ? kPushPull : 0;
+    client_->SendTagged(*this, grads_, pull, 0, lead);
+    client_->SendTagged(*this, grads_, pull, lead + 1,
                         client_->layout_.num_ranges());
   } else if (!before_lead_.empty()) {
     return Status::FailedPrecondition(

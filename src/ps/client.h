@@ -135,7 +135,8 @@ class PsClient {
   // parameters land in `dest` (layout.total() floats, not `grads`) as for
   // Pull(): `dest` stays valid and untouched by the caller until Wait()
   // returns or the handle is destroyed. PushResult::versions are their
-  // versions. Not for leader-first clients.
+  // versions. Leader-first, as Push(): the lead range first, the others
+  // tagged from Wait(); a gradient the lead drops brings no parameters.
   std::unique_ptr<PushHandle> PushPull(
       const float* grads, const std::vector<int64_t>& base_versions,
       float* dest, std::shared_ptr<void> keep_alive = nullptr);
@@ -191,6 +192,11 @@ class PsClient {
   Status RestoreResiduals(const std::vector<std::vector<float>>& residuals);
 
  private:
+  // Leader-first Push() or PushPull() (`dest` set): sends the lead range;
+  // the handle's Wait() sends the others, tagged with the lead's step.
+  std::unique_ptr<PushHandle> SendLeaderFirst(
+      const float* grads, const std::vector<int64_t>& base_versions,
+      float* dest, std::shared_ptr<void> keep_alive);
   std::unique_ptr<PushHandle> SendPush(const float* values,
                                        const std::vector<int64_t>& versions,
                                        uint32_t flags,

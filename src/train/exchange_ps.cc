@@ -190,21 +190,6 @@ class PushPullExchange final : public Exchange {
     }
     // Zero copy: the gradient buffer is not touched again until the push is
     // acknowledged; `owner` keeps it alive for the transport.
-    if (sync_ && pulled_with_push_ && o_.leader_first) {
-      // Sync k-of-n: range by range, from this thread, as the pipelined push
-      // would, so that the lead range goes first and the others follow its
-      // choice.
-      auto handle = client_.BeginPush(step_, model.params, model.owner);
-      for (int r = 0; r < env_.layout->num_ranges(); ++r) {
-        Status sent =
-            client_.PushRange(*handle, r, model.grads, o_.request_timeout);
-        if (!sent.ok()) {
-          return sent.WithContext(
-              fmt::format("worker {} push at iteration {}", env_.index, it));
-        }
-      }
-      return CompletePush(*handle, it);
-    }
     const std::vector<int64_t>& base = sync_ ? step_ : pulled_;
     auto handle =
         pulled_with_push_
