@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/log.h"
 #include "ps/protocol.h"
 
 namespace strata {
@@ -383,15 +384,26 @@ void NoteStaleness(const Message& ack, PushResult* result) {
   result->staleness = std::max(result->staleness, info[1]);
 }
 
+// After this, nothing writes into the handle's destination (a transport's
+// write still under way is waited for, PayloadPlacement::kRevokeWait at
+// most); one that has not ended by then is reported.
+void RevokeAll(const std::vector<std::shared_ptr<PayloadPlacement>>& all) {
+  for (const auto& p : all) {
+    if (!p->Revoke()) {
+      LogError(
+          "a reply still being received into the model's memory ({} bytes) "
+          "did not finish within {} ms after its call was given up; that "
+          "memory may still be written",
+          p->size(), PayloadPlacement::kRevokeWait.count());
+    }
+  }
+}
+
 }  // namespace
 
-PushHandle::~PushHandle() {
-  for (auto& p : placements_) p->Revoke();
-}
+PushHandle::~PushHandle() { RevokeAll(placements_); }
 
-PullHandle::~PullHandle() {
-  for (auto& p : placements_) p->Revoke();
-}
+PullHandle::~PullHandle() { RevokeAll(placements_); }
 
 Result<PushResult> PushHandle::Wait(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;

@@ -28,7 +28,8 @@ class PushHandle {
  public:
   PushHandle() = default;
   // Revokes the receive-in-place of replies still on the way (PushPull()):
-  // nothing writes into `dest` once the handle is gone.
+  // nothing writes into `dest` once the handle is gone. A UCX rendezvous
+  // still fetching into it is waited for (PayloadPlacement::Revoke).
   ~PushHandle();
   PushHandle(const PushHandle&) = delete;
   PushHandle& operator=(const PushHandle&) = delete;
@@ -66,10 +67,10 @@ class PushHandle {
 };
 
 // A pull in flight. Each range lands in the destination given to Pull():
-// over ZeroMQ as its frames arrive (received in place, placement.h), else
-// copied by Wait(). Wait() returns the versions the ranges reflect. After a
-// kDeadlineExceeded, Wait() may be called again: it resumes with the ranges
-// still missing. Until Wait() succeeds the destination's content is
+// over ZeroMQ and UCX as it arrives (received in place, placement.h), in
+// process copied by Wait(). Wait() returns the versions the ranges reflect.
+// After a kDeadlineExceeded, Wait() may be called again: it resumes with the
+// ranges still missing. Until Wait() succeeds the destination's content is
 // unspecified and the caller leaves it alone; destroying the handle stops
 // all writes into it.
 class PullHandle {

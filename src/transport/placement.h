@@ -1,5 +1,7 @@
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -16,14 +18,21 @@ namespace strata {
 // being kept in receive buffers and copied by the caller afterwards. A
 // stream transport (ZeroMQ) copies each frame into it as soon as the frame is
 // in, while later frames are still on the wire and while the frame is still
-// in cache; the delivered message's payload is then a view of `dest`.
+// in cache; the delivered message's payload is then a view of `dest`. A
+// transport whose library writes the bytes itself, later (UCX's
+// rendezvous), pins the placement while that write is under way.
 //
 // The owner of `dest` calls Revoke() before the memory may go away or be
-// used for something else; once Revoke() returns nothing writes into it any
-// more, and the rest of that payload is dropped (the message is delivered
-// with that payload empty). Thread-safe.
+// used for something else; once Revoke() returns true nothing writes into
+// it any more, and the rest of that payload is dropped (the message is
+// delivered with that payload empty). Thread-safe.
 class PayloadPlacement {
  public:
+  // How long Revoke() waits, by default, for a pinned write to end. A
+  // rendezvous into `dest` ends in milliseconds, or fails once the
+  // transport finds its sender lost.
+  static constexpr std::chrono::milliseconds kRevokeWait{60000};
+
   PayloadPlacement(size_t payload_index, uint8_t* dest, uint64_t size)
       : payload_index_(payload_index), dest_(dest), size_(size) {}
 
@@ -40,10 +49,34 @@ class PayloadPlacement {
     return true;
   }
 
-  // After this returns, no Write() touches dest. Idempotent.
-  void Revoke() {
+  // Before handing dest to something that writes into it later: true, and
+  // Revoke() waits for the matching Unpin(); false, pinning nothing, once
+  // revoked.
+  bool Pin() {
     std::lock_guard<std::mutex> lock(mu_);
+    if (revoked_) return false;
+    ++pins_;
+    return true;
+  }
+
+  // That write is over (done or failed). Returns whether the placement was
+  // revoked meanwhile: then its owner may have reused dest already, and the
+  // payload must be delivered empty.
+  bool Unpin() {
+    std::lock_guard<std::mutex> lock(mu_);
+    --pins_;
+    if (pins_ == 0) unpinned_.notify_all();
+    return revoked_;
+  }
+
+  // After this returns true, nothing writes into dest: no Write(), and no
+  // pinned write is still under way (it waits up to `wait` for them).
+  // False when a pinned write has not ended after `wait`: dest may still
+  // be written, and the caller should say so. Idempotent.
+  bool Revoke(std::chrono::milliseconds wait = kRevokeWait) {
+    std::unique_lock<std::mutex> lock(mu_);
     revoked_ = true;
+    return unpinned_.wait_for(lock, wait, [&] { return pins_ == 0; });
   }
 
  private:
@@ -51,7 +84,9 @@ class PayloadPlacement {
   uint8_t* const dest_;
   const uint64_t size_;
   std::mutex mu_;
+  std::condition_variable unpinned_;
   bool revoked_ = false;  // Guarded by mu_.
+  int pins_ = 0;          // Guarded by mu_.
 };
 
 // Asked with each incoming message's (validated) header: where, if

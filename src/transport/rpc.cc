@@ -358,7 +358,8 @@ void RpcEndpoint::Start() {
   // Replies to calls that carry a placement are received in place.
   state->transport->SetPlacement(
       [state](const MessageHeader& h) -> std::shared_ptr<PayloadPlacement> {
-        if (!IsReply(h)) return nullptr;
+        // An error reply's text never goes where the parameters go.
+        if (!IsReply(h) || h.type == MessageType::kError) return nullptr;
         std::lock_guard<std::mutex> lock(state->mu);
         auto it = state->pending.find(h.request_id);
         if (it == state->pending.end() || it->second->to_ != h.sender) {

@@ -124,7 +124,7 @@ class Transport {
   // each incoming message and may name memory one of its payloads is written
   // into as it arrives. Null removes it. Backends that deliver payloads
   // without copying them anyway (in-process) ignore it, and the caller
-  // copies; ZeroMQ uses it.
+  // copies; ZeroMQ and UCX use it.
   virtual void SetPlacement(PlacementLookup lookup) { (void)lookup; }
 };
 

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "transport/placement.h"
 #include "transport/wire.h"
 
 namespace strata {
@@ -44,6 +45,10 @@ constexpr milliseconds kGapTimeout{5000};
 // cluster's routes carry heartbeats every 0.5 s.
 constexpr milliseconds kIdleStream{60000};
 constexpr milliseconds kPruneEvery{10000};
+// Close(): how long connection handshakes under way get to finish before
+// the listener goes (DrainHandshakes).
+constexpr milliseconds kHandshakeQuiet{50};
+constexpr milliseconds kHandshakeDrain{500};
 
 std::string UcsError(ucs_status_t s) { return ucs_status_string(s); }
 
@@ -137,6 +142,18 @@ struct Incoming {
   bool done = false;
   bool failed = false;
   bool gap = false;
+};
+
+class UcxTransport;
+
+// A rendezvous receive in flight: where its data goes, and the placement it
+// writes into, if any (pinned until it ends).
+struct RecvContext {
+  std::shared_ptr<Incoming> in;
+  std::vector<ucp_dt_iov_t> iov;
+  std::shared_ptr<PayloadPlacement> pinned;
+  UcxTransport* self = nullptr;
+  size_t placed = 0;  // the payload written into `pinned`, if any
 };
 
 class UcxTransport final : public Transport {
@@ -384,6 +401,11 @@ class UcxTransport final : public Transport {
     }
   }
 
+  void SetPlacement(PlacementLookup lookup) override {
+    std::lock_guard<std::mutex> lock(placement_mu_);
+    placement_ = std::move(lookup);
+  }
+
   void Interrupt() override {
     std::lock_guard<std::mutex> lock(rx_mu_);
     interrupted_ = true;
@@ -414,7 +436,10 @@ class UcxTransport final : public Transport {
     // The progress thread is gone: this thread owns the worker now.
     if (worker_ != nullptr) {
       // No new connections or messages from here on.
-      if (listener_ != nullptr) ucp_listener_destroy(listener_);
+      if (listener_ != nullptr) {
+        DrainHandshakes();
+        ucp_listener_destroy(listener_);
+      }
       listener_ = nullptr;
       RunPosted();  // routes retired before the close
       std::vector<std::shared_ptr<Route>> routes;
@@ -437,6 +462,8 @@ class UcxTransport final : public Transport {
       close_requests_.clear();
       ucp_worker_destroy(worker_);
       worker_ = nullptr;
+      // Receives the worker never finished write nothing any more.
+      while (!recvs_.empty()) EndRecv(*recvs_.begin());
     }
     if (context_ != nullptr) ucp_cleanup(context_);
     context_ = nullptr;
@@ -642,6 +669,28 @@ class UcxTransport final : public Transport {
     return Status::Ok();
   }
 
+  // UCX 1.13 crashes when a listener is destroyed while a connection
+  // request to it is still arriving (its handler then runs on the freed
+  // listener; openucx/ucx#8243, #11087). Before the listener goes, this
+  // lets the handshakes under way reach OnConnection: it drives the worker
+  // until nothing has happened for kHandshakeQuiet, kHandshakeDrain at most.
+  // A connection that starts after that can still hit the bug.
+  void DrainHandshakes() {
+    const auto start = Clock::now();
+    auto quiet_since = start;
+    while (true) {
+      const auto now = Clock::now();
+      if (now - quiet_since >= kHandshakeQuiet ||
+          now - start >= kHandshakeDrain)
+        break;
+      if (ucp_worker_progress(worker_) > 0) {
+        quiet_since = Clock::now();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    }
+  }
+
   void ReleaseInflight(uint64_t bytes) {
     {
       std::lock_guard<std::mutex> g(inflight_mu_);
@@ -831,12 +880,26 @@ class UcxTransport final : public Transport {
     stream->last_used = Clock::now();
     auto in = std::make_shared<Incoming>();
     in->msg.header = decoded->header;
-    // One block, each payload at an aligned offset in it.
+    const std::vector<uint64_t>& sizes = decoded->payload_sizes;
+    // Receive in place (placement.h): the payload a caller asked for goes
+    // straight into its memory. A rendezvous writes it later, pinned until
+    // then; one revoked already is received as usual.
+    std::shared_ptr<PayloadPlacement> place =
+        self->PlacementFor(decoded->header);
+    if (place && !(place->payload_index() < sizes.size() &&
+                   sizes[place->payload_index()] == place->size() &&
+                   place->size() > 0)) {
+      place = nullptr;
+    }
+    if (place && rndv && !place->Pin()) place = nullptr;
+    const size_t placed = place ? place->payload_index() : sizes.size();
+    // The others in one block, each at an aligned offset in it.
     size_t total = 0;
     std::vector<size_t> offsets;
-    for (uint64_t size : decoded->payload_sizes) {
+    for (size_t i = 0; i < sizes.size(); ++i) {
       offsets.push_back(total);
-      total += (static_cast<size_t>(size) + kAlign - 1) / kAlign * kAlign;
+      if (i != placed)
+        total += (static_cast<size_t>(sizes[i]) + kAlign - 1) / kAlign * kAlign;
     }
     // Large blocks come from a pool: a fresh one would cost page faults
     // and a new UCX memory registration per message.
@@ -844,29 +907,40 @@ class UcxTransport final : public Transport {
                                               ? self->pool_->Acquire(total)
                                               : Buffer::Allocate(total));
     std::vector<ucp_dt_iov_t> iov;
-    for (size_t i = 0; i < offsets.size(); ++i) {
-      const size_t size = decoded->payload_sizes[i];
-      uint8_t* at = block->data() + offsets[i];
-      in->msg.payloads.push_back(size == 0 ? Buffer()
-                                           : Buffer::Adopt(at, size, block));
+    std::vector<uint8_t*> where;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      const size_t size = sizes[i];
+      uint8_t* at = i == placed ? place->dest() : block->data() + offsets[i];
+      where.push_back(at);
+      if (size == 0) {
+        in->msg.payloads.push_back(Buffer());
+      } else if (i == placed) {
+        in->msg.payloads.push_back(Buffer::Adopt(at, size, place));
+      } else {
+        in->msg.payloads.push_back(Buffer::Adopt(at, size, block));
+      }
       if (size > 0) iov.push_back({at, size});
     }
     stream->waiting[prefix.seq] = in;
     if (!rndv) {
       const uint8_t* from = static_cast<const uint8_t*>(data);
-      for (const ucp_dt_iov_t& piece : iov) {
-        std::memcpy(piece.buffer, from, piece.length);
-        from += piece.length;
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        const size_t size = sizes[i];
+        if (i == placed) {
+          // Revoked meanwhile: that payload is delivered empty.
+          if (!place->Write(0, from, size)) in->msg.payloads[i] = Buffer();
+        } else if (size > 0) {
+          std::memcpy(where[i], from, size);
+        }
+        from += size;
       }
       in->done = true;
       return UCS_OK;
     }
-    // The I/O vector stays valid until the receive completes.
-    struct RecvContext {
-      std::shared_ptr<Incoming> in;
-      std::vector<ucp_dt_iov_t> iov;
-    };
-    auto* rc = new RecvContext{in, std::move(iov)};
+    // The I/O vector stays valid until the receive completes; so does the
+    // pin on a placement it writes into.
+    auto* rc =
+        new RecvContext{in, std::move(iov), std::move(place), self, placed};
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                      UCP_OP_ATTR_FIELD_DATATYPE;
@@ -882,17 +956,38 @@ class UcxTransport final : public Transport {
                    UcsError(status));
         ctx->in->failed = true;
       }
-      delete ctx;
+      ctx->self->EndRecv(ctx);
       ucp_request_free(request);
     };
+    self->recvs_.insert(rc);
     ucs_status_ptr_t r = ucp_am_recv_data_nbx(
         self->worker_, data, one ? rc->iov[0].buffer : rc->iov.data(),
         one ? rc->iov[0].length : rc->iov.size(), &p);
     if (r == nullptr || UCS_PTR_IS_ERR(r)) {
       (r == nullptr ? in->done : in->failed) = true;
-      delete rc;
+      self->EndRecv(rc);
     }
     return UCS_OK;
+  }
+
+  // A rendezvous receive is over (done, failed, or the worker is gone):
+  // nothing writes into its buffers any more.
+  void EndRecv(RecvContext* rc) {
+    recvs_.erase(rc);
+    // Revoked while the data came: its owner may reuse the memory as soon
+    // as this unpins, so the message must not hold a view of it.
+    if (rc->pinned && rc->pinned->Unpin())
+      rc->in->msg.payloads[rc->placed] = Buffer();
+    delete rc;
+  }
+
+  std::shared_ptr<PayloadPlacement> PlacementFor(const MessageHeader& h) {
+    PlacementLookup lookup;
+    {
+      std::lock_guard<std::mutex> lock(placement_mu_);
+      lookup = placement_;
+    }
+    return lookup ? lookup(h) : nullptr;
   }
 
   // Hands finished messages to Recv(), each stream in its send order.
@@ -978,12 +1073,16 @@ class UcxTransport final : public Transport {
     Clock::time_point blocked_since{};
   };
   std::map<uint64_t, Stream> streams_;  // by (sender << 32 | stream id)
+  std::set<RecvContext*> recvs_;        // rendezvous receives in flight
   Clock::time_point last_prune_ = Clock::now();
   // Payload bytes of sends UCX has not finished (back-pressure).
   std::mutex inflight_mu_;
   std::condition_variable inflight_cv_;
   uint64_t inflight_bytes_ = 0;  // Guarded by inflight_mu_.
   int64_t inflight_sends_ = 0;   // Guarded by inflight_mu_.
+
+  std::mutex placement_mu_;
+  PlacementLookup placement_;  // Guarded by placement_mu_.
 
   std::mutex rx_mu_;
   std::condition_variable rx_cv_;

@@ -42,7 +42,9 @@ bool HaveUcx();
 // counted, never fatal. A connection from something that is not UCX (say,
 // raw TCP garbage on the port) is refused by UCX's handshake.
 //
-// No receive in place (SetPlacement is ignored: callers copy) and no direct
+// Receive in place (SetPlacement, placement.h): a payload a caller placed
+// is copied straight into its memory (eager messages) or fetched into it by
+// the rendezvous, which pins the placement until the data is in. No direct
 // delivery. Unimplemented when the build has no UCX.
 Result<std::unique_ptr<Transport>> NewUcxTransport(NodeId id,
                                                    UcxOptions options = {});

@@ -33,15 +33,18 @@ constexpr NodeId kServer = 1;
 constexpr NodeId kClient = 2;
 
 // Request kinds the test server understands (in header.key_end).
-constexpr int64_t kEcho = 0;               // reply with the request's clock
-constexpr int64_t kAnnounceFirst = 1;      // one-way message, then the reply
-constexpr int64_t kNeverAnswer = 2;        // no reply
-constexpr int64_t kAnswerAfter300 = 3;     // reply after 300 ms
-constexpr int64_t kSendOneWayOnly = 4;     // one-way message, no reply
-constexpr int64_t kBytesAfterClockMs = 5;  // kReplyBytes bytes, clock ms late
-constexpr int64_t kFailNotFound = 6;       // an error reply: kNotFound
-constexpr int64_t kAnswerSecondCopy = 7;   // drops a request the first time
-constexpr size_t kReplyBytes = 300000;
+constexpr int64_t kEcho = 0;            // reply with the request's clock
+constexpr int64_t kAnnounceFirst = 1;   // one-way message, then the reply
+constexpr int64_t kNeverAnswer = 2;     // no reply
+constexpr int64_t kAnswerAfter300 = 3;  // reply after 300 ms
+constexpr int64_t kSendOneWayOnly = 4;  // one-way message, no reply
+// Reply with kReplyBytes bytes (or as many as the request's payload, an
+// 8-byte count, says), clock ms late.
+constexpr int64_t kBytesAfterClockMs = 5;
+constexpr int64_t kFailNotFound = 6;      // an error reply: kNotFound
+constexpr int64_t kAnswerSecondCopy = 7;  // drops a request the first time
+constexpr size_t kReplyBytes = 300000;    // UCX: sent eagerly
+constexpr size_t kBigReplyBytes = (size_t{2} << 20) + 64;  // UCX: rendezvous
 
 using test_backends::Backend;
 using test_backends::BackendName;
@@ -106,7 +109,10 @@ class RpcTest : public ::testing::TestWithParam<Backend> {
           Buffer::CopyOf(m.payloads[0].data(), m.payloads[0].size()));
     if (kind == kBytesAfterClockMs) {
       std::this_thread::sleep_for(milliseconds(m.header.clock));
-      std::vector<uint8_t> bytes(kReplyBytes);
+      uint64_t size = kReplyBytes;
+      if (!m.payloads.empty() && m.payloads[0].size() == sizeof(size))
+        std::memcpy(&size, m.payloads[0].data(), sizeof(size));
+      std::vector<uint8_t> bytes(size);
       for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = Byte(i);
       reply.payloads.push_back(Buffer::CopyOf(bytes));
     }
@@ -115,10 +121,15 @@ class RpcTest : public ::testing::TestWithParam<Backend> {
 
   std::shared_ptr<RpcCall> Ask(
       int64_t kind, int64_t clock,
-      std::shared_ptr<PayloadPlacement> placement = nullptr) {
+      std::shared_ptr<PayloadPlacement> placement = nullptr,
+      size_t reply_bytes = 0) {
     Message m;
     m.header.type = MessageType::kPullRequest;
     m.header.key_end = kind;
+    if (reply_bytes > 0) {
+      const uint64_t n = reply_bytes;
+      m.payloads.push_back(Buffer::CopyOf(&n, sizeof(n)));
+    }
     m.header.clock = clock;
     return client_->Request(kServer, std::move(m), std::move(placement));
   }
@@ -285,39 +296,84 @@ TEST_P(RpcTest, CancelPendingWakesEveryWaiter) {
   EXPECT_LT(Clock::now() - start, milliseconds(5000));
 }
 
-// Receive in place: over ZeroMQ the reply's payload is written into the
-// caller's memory and delivered as a view of it; in process and over UCX
-// it arrives as usual and the caller copies. The bytes are right either way.
+// Receive in place: over ZeroMQ and UCX the reply's payload is written into
+// the caller's memory and delivered as a view of it (UCX: copied from an
+// eager message, or fetched there by the rendezvous of a large one); in
+// process it arrives as usual and the caller copies. The bytes are right
+// either way.
 TEST_P(RpcTest, APlacedReplyLandsInTheCallersMemory) {
-  std::vector<uint8_t> dest(kReplyBytes, 0);
-  auto placement =
-      std::make_shared<PayloadPlacement>(0, dest.data(), dest.size());
-  Result<Message> r = Ask(kBytesAfterClockMs, 0, placement)->Wait(kWait);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  ASSERT_EQ(r->payloads.size(), 1u);
-  const Buffer& got = r->payloads[0];
-  ASSERT_EQ(got.size(), kReplyBytes);
-  EXPECT_EQ(got.data() == dest.data(), GetParam() == Backend::kTcp);
-  size_t wrong = 0;
-  for (size_t i = 0; i < kReplyBytes; ++i) wrong += got.data()[i] != Byte(i);
-  EXPECT_EQ(wrong, 0u);
+  for (size_t size : {kReplyBytes, kBigReplyBytes}) {
+    SCOPED_TRACE(size);
+    std::vector<uint8_t> dest(size, 0);
+    auto placement =
+        std::make_shared<PayloadPlacement>(0, dest.data(), dest.size());
+    Result<Message> r =
+        Ask(kBytesAfterClockMs, 0, placement, size)->Wait(kWait);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_EQ(r->payloads.size(), 1u);
+    const Buffer& got = r->payloads[0];
+    ASSERT_EQ(got.size(), size);
+    EXPECT_EQ(got.data() == dest.data(),
+              GetParam() == Backend::kTcp || GetParam() == Backend::kUcx);
+    size_t wrong = 0;
+    for (size_t i = 0; i < size; ++i) wrong += got.data()[i] != Byte(i);
+    EXPECT_EQ(wrong, 0u);
+  }
 }
 
 // The owner revokes before the reply comes (as a destroyed PullHandle
 // does): its memory is never written, and the late reply harms nothing.
 TEST_P(RpcTest, ARevokedPlacementIsNeverWritten) {
-  std::vector<uint8_t> dest(kReplyBytes, 0xEE);
-  auto placement =
-      std::make_shared<PayloadPlacement>(0, dest.data(), dest.size());
-  std::shared_ptr<RpcCall> call = Ask(kBytesAfterClockMs, 200, placement);
-  placement->Revoke();
-  Result<Message> r = call->Wait(kWait);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(std::count(dest.begin(), dest.end(), 0xEE),
-            static_cast<std::ptrdiff_t>(kReplyBytes));
+  for (size_t size : {kReplyBytes, kBigReplyBytes}) {
+    SCOPED_TRACE(size);
+    std::vector<uint8_t> dest(size, 0xEE);
+    auto placement =
+        std::make_shared<PayloadPlacement>(0, dest.data(), dest.size());
+    std::shared_ptr<RpcCall> call =
+        Ask(kBytesAfterClockMs, 200, placement, size);
+    EXPECT_TRUE(placement->Revoke());
+    Result<Message> r = call->Wait(kWait);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(std::count(dest.begin(), dest.end(), 0xEE),
+              static_cast<std::ptrdiff_t>(size));
+  }
   Result<Message> next = Ask(kEcho, 9)->Wait(kWait);
   ASSERT_TRUE(next.ok()) << next.status().ToString();
   EXPECT_EQ(next->header.clock, 9);
+}
+
+// Revoked while the reply may be arriving (over UCX: while a rendezvous
+// may be fetching it into the memory): once Revoke() returns, the memory
+// does not change any more.
+TEST_P(RpcTest, NothingIsWrittenAfterRevokeReturns) {
+  std::vector<uint8_t> dest(kBigReplyBytes);
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    std::fill(dest.begin(), dest.end(), 0xEE);
+    auto placement =
+        std::make_shared<PayloadPlacement>(0, dest.data(), dest.size());
+    std::shared_ptr<RpcCall> call =
+        Ask(kBytesAfterClockMs, 0, placement, kBigReplyBytes);
+    std::this_thread::sleep_for(std::chrono::microseconds(150 * attempt));
+    ASSERT_TRUE(placement->Revoke());
+    const std::vector<uint8_t> at_revoke = dest;
+    Result<Message> r = call->Wait(kWait);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_TRUE(dest == at_revoke) << "attempt " << attempt;
+  }
+}
+
+// An error reply is never placed, even one whose text is exactly as long as
+// the placed payload: the text must not land where parameters go.
+TEST_P(RpcTest, AnErrorReplyIsNotWrittenIntoThePlacement) {
+  const std::string text = Status::NotFound("no key {}", 5).ToString();
+  std::vector<uint8_t> dest(text.size(), 0xEE);
+  auto placement =
+      std::make_shared<PayloadPlacement>(0, dest.data(), dest.size());
+  Result<Message> r = Ask(kFailNotFound, 5, placement)->Wait(kWait);
+  EXPECT_EQ(r.status().code(), Status::Code::kNotFound)
+      << r.status().ToString();
+  EXPECT_EQ(std::count(dest.begin(), dest.end(), 0xEE),
+            static_cast<std::ptrdiff_t>(dest.size()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, RpcTest,

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "transport/placement.h"
 #include "transport/raw_garbage.h"
 #include "transport/wire.h"
 
@@ -145,6 +146,59 @@ TEST_F(UcxTransportTest, ALostPeerIsReportedAndItsReplacementReached) {
   Result<Message> got = c->Recv(kWait);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(got->header.clock, 3);
+}
+
+// A rendezvous fetching into a placement pins it; when the sender or the
+// receiver goes away while the fetch may be under way, the pin is let go
+// (the fetch ends, fails, or is abandoned by the closing transport), so
+// the owner's Revoke() returns true promptly instead of after its bound.
+TEST_F(UcxTransportTest, APinnedPlacementIsLetGoWhenEitherSideCloses) {
+  constexpr size_t kBytes = (size_t{4} << 20) + 64;  // a rendezvous
+  std::vector<uint8_t> bytes(kBytes, 0x5A);
+  std::vector<uint8_t> dest(kBytes);
+  for (bool close_receiver : {false, true}) {
+    for (int attempt = 0; attempt < 8; ++attempt) {
+      SCOPED_TRACE(::testing::Message() << "close_receiver " << close_receiver
+                                        << " attempt " << attempt);
+      auto a = Node(1);
+      auto b = Node(2);
+      ASSERT_TRUE(a && b);
+      ASSERT_TRUE(a->Connect(2, b->endpoint()).ok());
+      // Connected first: closing a listener while a connection request is
+      // arriving crashes UCX 1.13 itself (docs/transport.md).
+      ASSERT_TRUE(a->Send(2, Heartbeat(-1)).ok());
+      ASSERT_TRUE(b->Recv(kWait).ok());
+      auto placement =
+          std::make_shared<PayloadPlacement>(0, dest.data(), dest.size());
+      b->SetPlacement([&](const MessageHeader&) { return placement; });
+      Message m = Heartbeat(attempt);
+      m.payloads.push_back(Buffer::CopyOf(bytes.data(), bytes.size()));
+      ASSERT_TRUE(a->Send(2, std::move(m)).ok());
+      std::this_thread::sleep_for(std::chrono::microseconds(300 * attempt));
+      (close_receiver ? b : a)->Close();
+      const auto start = Clock::now();
+      EXPECT_TRUE(placement->Revoke(milliseconds(10000)));
+      EXPECT_LT(Clock::now() - start, milliseconds(5000));
+      b->SetPlacement(nullptr);
+    }
+  }
+}
+
+// A transport closed while a peer's connection request is arriving: UCX
+// 1.13 crashed in its connection-request handler on the destroyed listener
+// (every run of this loop did, before Close() let the handshakes under way
+// finish first).
+TEST_F(UcxTransportTest, ClosingWhileAPeerConnectsDoesNotCrash) {
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    auto a = Node(1);
+    auto b = Node(2);
+    ASSERT_TRUE(a && b);
+    ASSERT_TRUE(a->Connect(2, b->endpoint()).ok());
+    (void)a->Send(2, Heartbeat(attempt));  // starts the connection
+    std::this_thread::sleep_for(
+        std::chrono::microseconds(100 * (attempt % 10)));
+    b->Close();
+  }
 }
 
 TEST_F(UcxTransportTest, EndpointsAreCheckedAndNamed) {

@@ -3,13 +3,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "transport/message.h"
+#include "transport/placement.h"
 
 namespace strata::wire {
 namespace {
@@ -265,6 +268,30 @@ TEST(TransportAssemblerTest, PlacedPayloadIsWrittenInPlaceAsFramesArrive) {
         SamePattern(got->payloads[i], sizes[i], static_cast<uint8_t>(i * 13)))
         << "payload " << i;
   }
+}
+
+// A pinned placement (a transport's write into it still under way, as a
+// UCX rendezvous): Revoke() waits for Unpin(), up to its bound, and says
+// whether the write ended; once revoked, nothing new is pinned or written.
+TEST(PayloadPlacementTest, RevokeWaitsForAPinnedWriteToEnd) {
+  std::vector<uint8_t> dest(16, 0);
+  PayloadPlacement p(0, dest.data(), dest.size());
+  const uint8_t one = 1;
+  ASSERT_TRUE(p.Pin());
+  EXPECT_FALSE(p.Revoke(std::chrono::milliseconds(50)));  // still pinned
+  EXPECT_FALSE(p.Pin());
+  EXPECT_FALSE(p.Write(0, &one, 1));
+  std::atomic<bool> unpinned{false};
+  std::thread writer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    unpinned = true;
+    p.Unpin();
+  });
+  EXPECT_TRUE(p.Revoke(std::chrono::milliseconds(30000)));
+  EXPECT_TRUE(unpinned.load());
+  writer.join();
+  EXPECT_TRUE(p.Revoke(std::chrono::milliseconds(0)));  // idempotent
+  EXPECT_EQ(dest[0], 0);
 }
 
 TEST(TransportAssemblerTest, PlacementOfTheWrongSizeIsIgnored) {
