@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "transport/message.h"
 
@@ -37,6 +38,13 @@ class PayloadPlacement {
       : payload_index_(payload_index), dest_(dest), size_(size) {}
 
   size_t payload_index() const { return payload_index_; }
+
+  // Whether it fits a message with these payload sizes: its payload is
+  // there, not empty, and exactly its size. One that does not is ignored.
+  bool Fits(const std::vector<uint64_t>& payload_sizes) const {
+    return payload_index_ < payload_sizes.size() &&
+           payload_sizes[payload_index_] == size_ && size_ > 0;
+  }
   uint8_t* dest() const { return dest_; }
   uint64_t size() const { return size_; }
 

@@ -895,11 +895,7 @@ class UcxTransport final : public Transport {
     // then; one revoked already is received as usual.
     std::shared_ptr<PayloadPlacement> place =
         self->PlacementFor(decoded->header);
-    if (place && !(place->payload_index() < sizes.size() &&
-                   sizes[place->payload_index()] == place->size() &&
-                   place->size() > 0)) {
-      place = nullptr;
-    }
+    if (place && !place->Fits(sizes)) place = nullptr;
     if (place && rndv && !place->Pin()) place = nullptr;
     const size_t placed = place ? place->payload_index() : sizes.size();
     // The others in one block, each at an aligned offset in it.

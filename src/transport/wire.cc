@@ -359,10 +359,7 @@ Result<std::optional<Message>> MessageAssembler::Add(
     if (options_.placement) {
       std::shared_ptr<PayloadPlacement> placement =
           options_.placement(pending_->decoded.header);
-      const std::vector<uint64_t>& sizes = pending_->decoded.payload_sizes;
-      if (placement && placement->payload_index() < sizes.size() &&
-          sizes[placement->payload_index()] == placement->size() &&
-          placement->size() > 0) {
+      if (placement && placement->Fits(pending_->decoded.payload_sizes)) {
         pending_->placement = std::move(placement);
       }
     }
