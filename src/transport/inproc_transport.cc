@@ -126,6 +126,8 @@ class InProcTransport final : public Transport {
     return Status::Ok();
   }
 
+  bool DeliversOnSendersThreads() const override { return true; }
+
   bool SetDirectDelivery(std::function<bool(Message&)> sink) override {
     std::unique_lock<std::shared_mutex> lock(direct_->mu);
     direct_->fn = std::move(sink);

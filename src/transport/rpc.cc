@@ -226,6 +226,9 @@ struct EndpointState {
 
   // Leader/follower state (RpcEndpoint::callers_receive()).
   std::atomic<bool> callers_receive{false};
+  // Whether waits for a message poll before sleeping (spin_wait.h): only
+  // where the message comes from another thread of this process.
+  std::atomic<bool> spin{false};
   std::mutex lf_mu;
   std::condition_variable callers_cv;  // a call done, receiving side free
   std::condition_variable loop_cv;     // something queued, stopping
@@ -345,9 +348,19 @@ void RpcEndpoint::Start() {
     }
     ++state->queued;
   }
+  // Where the backend runs the sink on a receiving thread of its own (UCX's
+  // progress thread), that thread has nothing else to do until the next
+  // message arrives: requests that may be handled inline are handled on it.
+  const bool on_senders = state->transport->DeliversOnSendersThreads();
   const bool direct = state->transport->SetDirectDelivery(
-      [state](Message& m) { return state->Offer(m); });
+      on_senders ? std::function<bool(Message&)>(
+                       [state](Message& m) { return state->Offer(m); })
+                 : [state](Message& m) {
+                     const InlineSendScope receiving_thread(true);
+                     return state->Offer(m);
+                   });
   state_->callers_receive = !direct;
+  state_->spin = direct && on_senders;
   if (!direct) {
     // Callers receive (no drain); inline handling needs the sender's thread.
     std::lock_guard<std::mutex> lock(state->lf_mu);
@@ -449,16 +462,20 @@ void RpcEndpoint::Loop() {
       continue;
     }
     if (direct) {
-      // Senders queue on their own threads: poll for the next message a
-      // while before sleeping (spin_wait.h). Nothing is being dispatched
-      // here, so `queued` counts what waits in the queue, and a message a
-      // sender handles inline (which leaves nothing to do here).
+      // Senders (or the transport's receiving thread) queue: in process,
+      // poll for the next message a while before sleeping (spin_wait.h).
+      // Nothing is being dispatched here, so `queued` counts what waits in the
+      // queue, and a message a sender handles inline (which leaves nothing to
+      // do here).
       lock.unlock();
-      const bool more = SpinUntil([this, &s] {
-        const int inline_now = s.inline_busy.load(std::memory_order_acquire);
-        return s.queued.load(std::memory_order_acquire) > inline_now ||
-               !running_.load(std::memory_order_acquire);
-      });
+      const bool more = SpinUntil(
+          [this, &s] {
+            const int inline_now =
+                s.inline_busy.load(std::memory_order_acquire);
+            return s.queued.load(std::memory_order_acquire) > inline_now ||
+                   !running_.load(std::memory_order_acquire);
+          },
+          s.spin.load() ? SpinWaitBudget() : std::chrono::microseconds(0));
       lock.lock();
       // Looked at again under the lock: a message queued just after the
       // spin gave up notified nobody, and an inline handler may have ended.
@@ -502,7 +519,7 @@ std::shared_ptr<RpcCall> RpcEndpoint::Request(
   if (state_->callers_receive.load()) {
     call->endpoint_ = state_;
   } else {
-    call->in_process_ = running_.load();
+    call->in_process_ = running_.load() && state_->spin.load();
   }
   const uint64_t id = next_id_.fetch_add(1);
   msg.header.request_id = id;

@@ -70,9 +70,10 @@ class RpcCall {
 // through the same queue. While callers wait, and for a short linger after
 // the last one (so that a loop of requests keeps the role), the endpoint's
 // thread leaves the receiving side alone; if it is receiving when a caller
-// arrives, the caller interrupts it (Transport::Interrupt()). Over an
-// in-process transport, replies are instead completed on the replier's
-// thread (Transport::SetDirectDelivery).
+// arrives, the caller interrupts it (Transport::Interrupt()). Over a
+// transport with direct delivery (Transport::SetDirectDelivery), replies are
+// instead completed on the thread that delivers them: the replier's in
+// process, UCX's progress thread over UCX.
 //
 // Start() spawns the thread; Stop() (or the destructor) joins it, cancels
 // the calls still waiting and waits for callers to leave.
@@ -112,16 +113,18 @@ class RpcEndpoint {
   void CancelPending(const Status& status);
   // One-way send (no reply expected).
   Status Send(NodeId to, Message msg);
-  // Inline handling (in process only: a transport with direct delivery):
-  // a request for which `may_inline(header)` is true, sent from a thread
-  // inside an InlineSendScope, is handled on that thread when this endpoint
-  // is idle (nothing queued for its thread, nothing being handled), instead
-  // of being queued for the endpoint's thread. That saves a thread
-  // hand-off, and the work is done on the core (and in the cache) of the
-  // thread that made the data. Order is kept and one message is handled at
-  // a time, as without it. Handlers of such messages must not wait for
-  // anything the sending thread would do (it is busy running them). Before
-  // Start(); null turns it off.
+  // Inline handling (a transport with direct delivery): a request for which
+  // `may_inline(header)` is true is handled on the thread that delivers it
+  // when this endpoint is idle (nothing queued for its thread, nothing being
+  // handled), instead of being queued for the endpoint's thread. That saves
+  // a thread hand-off. In process the delivering thread is the sender's,
+  // when it is inside an InlineSendScope, and the work is done on the core
+  // (and in the cache) of the thread that made the data. Over UCX it is the
+  // transport's progress thread, which then sends the reply on itself.
+  // Order is kept and one message is handled at a time, as without it.
+  // Handlers of such messages must not wait for anything the delivering
+  // thread would do (it is busy running them): no reply, no other message.
+  // Before Start(); null turns it off.
   void SetInlineHandling(std::function<bool(const MessageHeader&)> may_inline);
   // Messages handled inline so far, by every endpoint of this process (a
   // diagnostic: tests check that the path is taken).

@@ -99,18 +99,28 @@ class Transport {
 
   virtual TransportStats stats() const = 0;
 
-  // Optional fast path of in-process backends: a sender's thread offers each
-  // message for this node to `sink` before queueing it; when `sink` returns
-  // true it took the message (and may have moved from it), which then skips
-  // the queue and Recv(). `sink` runs on senders' threads, concurrently, and
-  // must be quick and must not send. Null removes it; that call waits until
-  // no sender is inside the old sink. Returns whether the backend does it;
-  // those that cannot ignore the call and return false (every message then
-  // goes through Recv()).
+  // Optional fast path: each message for this node is offered to `sink`
+  // before it is queued; when `sink` returns true it took the message (and
+  // may have moved from it), which then skips the queue and Recv(). Where
+  // `sink` runs, DeliversOnSendersThreads() says: in-process backends call
+  // it on senders' threads, concurrently; UCX on its progress thread, one
+  // message at a time, in arrival order, and offers nothing more while a
+  // message it declined waits in the queue (so Recv() and `sink` never see
+  // messages out of order). `sink` must be quick. Null removes it; that call
+  // waits until no thread is inside the old sink. Returns whether the
+  // backend does it; those that cannot ignore the call and return false
+  // (every message then goes through Recv()).
   virtual bool SetDirectDelivery(std::function<bool(Message&)> sink) {
     (void)sink;
     return false;
   }
+  // True: a direct-delivery sink runs on the senders' threads, so whoever
+  // waits for a message waits for a thread of this process (in-process
+  // backends). False: on a receiving thread of the backend's own, which
+  // serves every peer: what runs in the sink delays every later message,
+  // and must not wait for anything that needs the transport's receiving
+  // side (a reply, a send's completion).
+  virtual bool DeliversOnSendersThreads() const { return false; }
 
   // Makes a Recv() that is waiting now return promptly with
   // kDeadlineExceeded (saying it was interrupted), so its thread can hand

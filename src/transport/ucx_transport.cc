@@ -410,6 +410,16 @@ class UcxTransport final : public Transport {
     }
   }
 
+  // The sink runs on the progress thread (Deliver()): a message it takes
+  // costs no wake-up of another thread, and a request handled in it
+  // (RpcEndpoint::SetInlineHandling) is answered from the thread that
+  // drives UCX, which then sends the reply on without being signalled.
+  bool SetDirectDelivery(std::function<bool(Message&)> sink) override {
+    std::lock_guard<std::mutex> lock(sink_mu_);
+    sink_ = std::move(sink);
+    return true;
+  }
+
   void SetPlacement(PlacementLookup lookup) override {
     std::lock_guard<std::mutex> lock(placement_mu_);
     placement_ = std::move(lookup);
@@ -597,7 +607,11 @@ class UcxTransport final : public Transport {
           route->endpoint, why);
     };
     if (route->failed.load()) return lost("reported it lost");
-    {
+    // A send from the progress thread itself (a reply made in the
+    // direct-delivery sink) does not wait for room: only that thread makes
+    // room. Nor does it signal it: it drives UCX again right after.
+    const bool on_progress = std::this_thread::get_id() == progress_.get_id();
+    if (!on_progress) {
       std::unique_lock<std::mutex> lock(inflight_mu_);
       const bool room = inflight_cv_.wait_for(lock, options_.send_timeout, [&] {
         return closed_.load() || inflight_bytes_ == 0 ||
@@ -674,7 +688,7 @@ class UcxTransport final : public Transport {
     (void)ctx.release();  // OnSent frees it
     // Not done at once (a rendezvous, or queued): the progress thread must
     // drive it.
-    ucp_worker_signal(worker_);
+    if (!on_progress) ucp_worker_signal(worker_);
     return Status::Ok();
   }
 
@@ -1040,8 +1054,29 @@ class UcxTransport final : public Transport {
       }
     }
     if (out.empty()) return;
+    // Direct delivery (SetDirectDelivery): offered in order, until the sink
+    // declines one; that one and every later message are queued, and
+    // nothing is offered while the queue holds any, so that no message
+    // overtakes one that Recv() has still to return.
+    size_t taken = 0;
+    {
+      std::lock_guard<std::mutex> sink_lock(sink_mu_);
+      bool queue_empty = false;
+      if (sink_) {
+        std::lock_guard<std::mutex> lock(rx_mu_);
+        queue_empty = ready_.empty();
+      }
+      for (; queue_empty && taken < out.size(); ++taken) {
+        const uint64_t bytes = out[taken].payload_bytes();
+        if (!sink_(out[taken])) break;
+        messages_received_.fetch_add(1, std::memory_order_relaxed);
+        bytes_received_.fetch_add(bytes, std::memory_order_relaxed);
+      }
+    }
+    if (taken == out.size()) return;
     std::lock_guard<std::mutex> lock(rx_mu_);
-    for (Message& m : out) ready_.push_back(std::move(m));
+    for (size_t i = taken; i < out.size(); ++i)
+      ready_.push_back(std::move(out[i]));
     rx_cv_.notify_all();
   }
 
@@ -1091,8 +1126,10 @@ class UcxTransport final : public Transport {
 
   std::mutex rx_mu_;
   std::condition_variable rx_cv_;
-  std::deque<Message> ready_;  // Guarded by rx_mu_.
-  bool interrupted_ = false;   // Guarded by rx_mu_.
+  std::deque<Message> ready_;           // Guarded by rx_mu_.
+  bool interrupted_ = false;            // Guarded by rx_mu_.
+  std::mutex sink_mu_;                  // held while the sink runs
+  std::function<bool(Message&)> sink_;  // Guarded by sink_mu_.
 
   std::atomic<uint64_t> messages_sent_{0}, messages_received_{0},
       bytes_sent_{0}, bytes_received_{0}, dropped_{0};

@@ -173,8 +173,12 @@ TEST_P(RpcTest, AResentRequestIsAnsweredToItsCaller) {
   EXPECT_EQ(client_->Resend(kServer), 0);  // nothing left to resend
 }
 
+// Direct delivery: in process (on the replier's thread) and over UCX (on its
+// progress thread); over ZeroMQ the waiting callers receive.
 TEST_P(RpcTest, CallersReceiveTheirOwnRepliesOnlyWithoutDirectDelivery) {
-  EXPECT_EQ(client_->callers_receive(), !test_backends::IsInProc(GetParam()));
+  EXPECT_EQ(client_->callers_receive(),
+            !test_backends::IsInProc(GetParam()) &&
+                GetParam() != test_backends::Backend::kUcx);
 }
 
 TEST_P(RpcTest, AnErrorReplyKeepsItsCodeAndText) {
@@ -586,6 +590,76 @@ TEST(SpinWaitTest, TheProcessWideBudgetIsWhatWasSetAndScopesRestoreIt) {
     EXPECT_EQ(SpinWaitBudget(), std::chrono::microseconds(0));
   }
   EXPECT_EQ(SpinWaitBudget(), std::chrono::microseconds(300));
+}
+
+// Inline handling over UCX: the transport's progress thread delivers every
+// message, and an idle endpoint handles an allowed request on it, then
+// sends the reply from it (the sender is another node: no InlineSendScope
+// is needed there). Other types go to the endpoint's thread, as before.
+TEST(RpcUcxInlineTest, AllowedRequestsAreHandledOnTheProgressThread) {
+  STRATA_SKIP_IF_BACKEND_MISSING(Backend::kUcx);
+  InProcFabric unused;
+  std::unique_ptr<Transport> st =
+      test_backends::NewBoundNode(Backend::kUcx, kServer, unused);
+  std::unique_ptr<Transport> ct =
+      test_backends::NewBoundNode(Backend::kUcx, kClient, unused);
+  ASSERT_TRUE(st && ct);
+  ASSERT_TRUE(st->Connect(kClient, ct->endpoint()).ok());
+  ASSERT_TRUE(ct->Connect(kServer, st->endpoint()).ok());
+  std::mutex mu;
+  std::map<int64_t, std::thread::id> handled_on;  // by request clock
+  std::unique_ptr<RpcEndpoint> server;
+  server = std::make_unique<RpcEndpoint>(std::move(st), [&](Message m) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      handled_on[m.header.clock] = std::this_thread::get_id();
+    }
+    Message reply;
+    reply.header.type = MessageType::kPullReply;
+    reply.header.clock = m.header.clock + 1;
+    server->ReplyOrLog(m, std::move(reply));
+  });
+  server->SetInlineHandling(
+      [](const MessageHeader& h) { return h.type == MessageType::kPush; });
+  RpcEndpoint client(std::move(ct), [](Message) {});
+  server->Start();
+  client.Start();
+  auto ask = [&](MessageType type, int64_t clock) {
+    Message m;
+    m.header.type = type;
+    m.header.clock = clock;
+    Result<Message> r = client.Request(kServer, std::move(m))->Wait(kWait);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->header.clock, clock + 1);
+  };
+  // Pulls (not allowed): the endpoint's thread, one and the same each time.
+  const uint64_t before = RpcEndpoint::HandledInline();
+  for (int64_t c = 0; c < 5; ++c) ask(MessageType::kPullRequest, c);
+  EXPECT_EQ(RpcEndpoint::HandledInline(), before);
+  // Pushes: inline once the endpoint is idle (its thread may still be
+  // finishing with the last pull when the first push comes).
+  int64_t clock = 100;
+  for (; clock < 200 && RpcEndpoint::HandledInline() == before; ++clock) {
+    ask(MessageType::kPush, clock);
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  ASSERT_GT(RpcEndpoint::HandledInline(), before);
+  for (int i = 0; i < 5; ++i) ask(MessageType::kPush, clock++);
+  client.Stop();
+  server->Stop();
+  std::lock_guard<std::mutex> lock(mu);
+  const std::thread::id loop = handled_on[0];
+  for (int64_t c = 1; c < 5; ++c) EXPECT_EQ(handled_on[c], loop) << c;
+  // Pushes handled off the endpoint's thread (at least the one counted
+  // inline): all on one thread, the progress thread, not this one.
+  std::thread::id progress;
+  for (const auto& [c, t] : handled_on) {
+    if (c < 100 || t == loop) continue;
+    if (progress == std::thread::id()) progress = t;
+    EXPECT_EQ(t, progress) << c;
+  }
+  EXPECT_NE(progress, std::thread::id());
+  EXPECT_NE(progress, std::this_thread::get_id());
 }
 
 }  // namespace

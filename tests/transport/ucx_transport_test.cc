@@ -1,13 +1,16 @@
 // UCX specifics (the shared behaviour runs in transport_test.cc and
 // rpc_test.cc with the other backends): hostile input is dropped and
-// counted, raw TCP garbage on the listening port harms nothing, and a lost
-// peer is reported instead of waited for. Skipped in builds without UCX.
+// counted, raw TCP garbage on the listening port harms nothing, a lost
+// peer is reported instead of waited for, and direct delivery keeps the
+// order. Skipped in builds without UCX.
 #include "transport/ucx_transport.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -199,6 +202,84 @@ TEST_F(UcxTransportTest, ClosingWhileAPeerConnectsDoesNotCrash) {
         std::chrono::microseconds(100 * (attempt % 10)));
     b->Close();
   }
+}
+
+// Direct delivery (Transport::SetDirectDelivery) over UCX: the sink runs on
+// the progress thread, never on the receiver's caller; what it takes skips
+// Recv(); what it declines, and every message after it while that one is
+// still queued, is left to Recv() in order; with the sink removed, Recv()
+// gets everything again.
+TEST_F(UcxTransportTest, DirectDeliveryKeepsOrderBetweenTheSinkAndRecv) {
+  auto a = Node(1);
+  auto b = Node(2);
+  ASSERT_TRUE(a && b);
+  EXPECT_FALSE(b->DeliversOnSendersThreads());
+  ASSERT_TRUE(a->Connect(2, b->endpoint()).ok());
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<int64_t> taken;
+  std::vector<std::thread::id> threads;
+  int64_t decline_from = 1000, decline_to = 1000;  // Guarded by mu.
+  ASSERT_TRUE(b->SetDirectDelivery([&](Message& m) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (m.header.clock >= decline_from && m.header.clock <= decline_to)
+      return false;
+    taken.push_back(m.header.clock);
+    threads.push_back(std::this_thread::get_id());
+    cv.notify_all();
+    return true;
+  }));
+  auto send = [&](int64_t from, int64_t to) {
+    for (int64_t c = from; c <= to; ++c)
+      ASSERT_TRUE(a->Send(2, Heartbeat(c)).ok());
+  };
+  auto received = [&](int n) {
+    std::vector<int64_t> got;
+    for (int i = 0; i < n; ++i) {
+      Result<Message> m = b->Recv(kWait);
+      EXPECT_TRUE(m.ok()) << m.status().ToString();
+      if (!m.ok()) break;
+      got.push_back(m->header.clock);
+    }
+    return got;
+  };
+
+  // Taken, in order, on a thread other than this one.
+  send(0, 9);
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, kWait, [&] { return taken.size() == 10; }));
+    EXPECT_EQ(taken, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+    for (const std::thread::id& t : threads)
+      EXPECT_NE(t, std::this_thread::get_id());
+    taken.clear();
+    decline_from = 20;  // declines 20 only
+    decline_to = 20;
+  }
+  EXPECT_EQ(b->Recv(milliseconds(100)).status().code(),
+            Status::Code::kDeadlineExceeded);
+
+  // 20 is declined; 21-24 come later, while it is still queued (nothing
+  // here receives for half a second), so they queue behind it though the
+  // sink would take them.
+  send(20, 20);
+  std::this_thread::sleep_for(milliseconds(200));
+  send(21, 24);
+  std::this_thread::sleep_for(milliseconds(500));
+  EXPECT_EQ(received(5), (std::vector<int64_t>{20, 21, 22, 23, 24}));
+  send(25, 25);  // the queue is empty again: the sink takes it
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, kWait, [&] { return !taken.empty(); }));
+    EXPECT_EQ(taken, (std::vector<int64_t>{25}));
+  }
+
+  // Removed: everything goes through Recv().
+  ASSERT_TRUE(b->SetDirectDelivery(nullptr));
+  send(30, 32);
+  EXPECT_EQ(received(3), (std::vector<int64_t>{30, 31, 32}));
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(taken, (std::vector<int64_t>{25}));
 }
 
 TEST_F(UcxTransportTest, EndpointsAreCheckedAndNamed) {
