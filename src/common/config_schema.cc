@@ -328,8 +328,8 @@ std::vector<ConfigKey> MakeSchema() {
       Bool("cluster.inline_server", true,
            "in-process clusters: a server with nothing queued handles a "
            "push or a pull on the sending worker's thread instead of waking "
-           "its own, so the update runs where the gradient was just made "
-           "(docs/transport.md)"),
+           "its own, so the update runs where the gradient was just made; "
+           "over UCX, on the transport's progress thread (docs/transport.md)"),
       Int("cluster.threads_per_worker", 1,
           "LibTorch threads per worker in a cluster (0 = cores / workers)", 0,
           1024),
