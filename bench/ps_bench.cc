@@ -26,6 +26,9 @@
 //   build-bench/bench/ps_bench [--sizes=4K,1M,16M,64M] [--topologies=1+1,2+2]
 //                              [--ops=push,pull] [--reps=N] [--no-inproc]
 //                              [--transport=zmq|ucx]
+//                              [--ucx_shm=0|1]  (UcxOptions::shared_memory:
+//                              shared memory and CMA on one machine, no
+//                              peer-failure reports from UCX)
 //                              [--context=own|shared]
 //                              [--range_kb=K]  (each server's share in
 //                              ranges of at most K KiB, as a cluster's
@@ -206,8 +209,11 @@ struct Row {
 
 struct Flags : bench::CommonFlags {
   int reps = 7;
-  bool bare_zmq = true;      // also measure plain ZeroMQ (bare_zmq.h)
-  bool ucx = false;          // ours over the UCX transport instead of ZeroMQ
+  bool bare_zmq = true;  // also measure plain ZeroMQ (bare_zmq.h)
+  bool ucx = false;      // ours over the UCX transport instead of ZeroMQ
+  // --ucx_shm=0|1: UcxOptions::shared_memory (unset: the transport's
+  // default, STRATA_UCX_SHARED_MEMORY or off).
+  std::optional<bool> ucx_shm;
   int64_t range_floats = 0;  // --range_kb: ranges per server (0: one)
   // --spin_us: cluster.spin_us's default unless given.
   int spin_us = static_cast<int>(Config().GetInt("cluster.spin_us"));
@@ -225,6 +231,9 @@ Flags ParseFlags(int argc, char** argv) {
       f.range_floats = static_cast<int64_t>(std::stod(*k) * 1024 / 4);
     } else if (auto u = bench::FlagValue(arg, "spin_us")) {
       f.spin_us = std::max(0, std::stoi(*u));
+    } else if (auto m = bench::FlagValue(arg, "ucx_shm")) {
+      if (*m != "0" && *m != "1") Die("--ucx_shm= wants 0 or 1");
+      f.ucx_shm = *m == "1";
     } else if (arg == "--no-bare-zmq") {
       f.bare_zmq = false;
     } else if (auto t = bench::FlagValue(arg, "transport")) {
@@ -235,7 +244,7 @@ Flags ParseFlags(int argc, char** argv) {
       Die("unknown flag " + arg +
           " (try --sizes=4K,64M --topologies=1+1 --ops=push --reps=5 "
           "--no-inproc --context=shared --no-bare-zmq --transport=ucx "
-          "--range_kb=4096 --spin_us=0)");
+          "--range_kb=4096 --spin_us=0 --ucx_shm=1)");
     }
   }
   bench::CheckCommonFlags(f);
@@ -276,8 +285,10 @@ void Main(int argc, char** argv) {
   const auto bench_start = Clock::now();
 
   const TransportFactory ours_factory =
-      flags.ucx ? TransportFactory([](NodeId id) {
-        auto t = NewUcxTransport(id);
+      flags.ucx ? TransportFactory([&flags](NodeId id) {
+        UcxOptions options;
+        options.shared_memory = flags.ucx_shm;
+        auto t = NewUcxTransport(id, options);
         Check(t.status(), "ucx transport");
         return std::move(t).value();
       })
@@ -295,8 +306,11 @@ void Main(int argc, char** argv) {
       "payload bytes/s, all workers\ntogether; medians of %d runs, ours and "
       "raw alternating; ratio = median of the\nper-run ratios. %u hardware "
       "threads; ZeroMQ: %s, 1 I/O thread.\n",
-      flags.ucx ? "the UCX transport (UCX picks shared memory, CMA or TCP)"
-                : "the ZeroMQ transport on loopback TCP",
+      !flags.ucx ? "the ZeroMQ transport on loopback TCP"
+      : flags.ucx_shm.value_or(false)
+          ? "the UCX transport, shared memory and CMA allowed (--ucx_shm=1)"
+          : "the UCX transport (its TCP transport unless "
+            "STRATA_UCX_SHARED_MEMORY=1; --ucx_shm)",
       kLearningRate, flags.reps, std::thread::hardware_concurrency(),
       flags.shared_context ? "one context shared by all nodes"
                            : "one context per node");

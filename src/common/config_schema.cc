@@ -305,10 +305,18 @@ std::vector<ConfigKey> MakeSchema() {
       Str("cluster.transport", "inproc",
           "transport between the nodes: inproc (threads of one process, zero "
           "copy; --processes uses tcp), tcp (ZeroMQ), ucx (UCX active "
-          "messages: shared "
-          "memory, CMA or TCP as UCX chooses; docs/transport.md; with "
+          "messages, over UCX's TCP transport unless "
+          "cluster.ucx_shared_memory; docs/transport.md; with "
           "--processes too; strata node takes it from --bind ucx://...)",
           {"inproc", "tcp", "ucx"}),
+      Bool("cluster.ucx_shared_memory", false,
+           "over UCX on one machine, let UCX move data through shared memory "
+           "and cross-memory attach (much faster here). UCX 1.13 allows that "
+           "only without its peer-failure reports, so a lost node is found "
+           "by the heartbeats alone. true: on for this run's nodes (in "
+           "process and --processes); false: as the environment variable "
+           "STRATA_UCX_SHARED_MEMORY says (1 on), off without it "
+           "(docs/transport.md)"),
       Str("cluster.security", "none",
           "ZeroMQ TCP between nodes: none = plain TCP (loopback or a trusted "
           "network); curve = CurveZMQ authentication and encryption with the "

@@ -298,11 +298,15 @@ Result<nlohmann::json> RunProcessesOnce(
     const std::optional<CurveKeys>& curve, const std::atomic<bool>* stop,
     std::shared_ptr<const Checkpoint> resume_from) {
   const RoleTable& roles = o.roles;
-  // Every node on this machine; over UCX (shared memory between the
-  // processes) with cluster.transport = "ucx", else ZeroMQ TCP.
+  // Every node on this machine; over UCX with cluster.transport = "ucx",
+  // else ZeroMQ TCP.
   const std::string local = config.GetString("cluster.transport") == "ucx"
                                 ? "ucx://127.0.0.1:*"
                                 : "tcp://127.0.0.1:*";
+  // cluster.ucx_shared_memory: the children (and the coordinator's own
+  // transport) take it from the environment (UcxOptions::shared_memory).
+  if (config.GetBool("cluster.ucx_shared_memory"))
+    setenv("STRATA_UCX_SHARED_MEMORY", "1", 1);
   ASSIGN_OR_RETURN(auto coord, BoundTransport(0, local, curve));
   const std::string endpoint = coord->endpoint();
   const std::string config_path = run_dir.File("config.toml");

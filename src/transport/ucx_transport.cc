@@ -126,6 +126,9 @@ struct Prefix {
   uint32_t seq;
 };
 
+// UcxOptions::shared_memory when the options leave it unset.
+constexpr const char* kSharedMemoryEnv = "STRATA_UCX_SHARED_MEMORY";
+
 // A send in flight: what must stay alive until UCX is done with it.
 struct SendContext {
   Buffer header;       // Prefix, then the wire header
@@ -159,7 +162,17 @@ struct RecvContext {
 class UcxTransport final : public Transport {
  public:
   UcxTransport(NodeId id, UcxOptions options)
-      : id_(id), options_(std::move(options)) {}
+      : id_(id),
+        options_(std::move(options)),
+        shared_memory_(SharedMemoryWanted(options_)) {}
+
+  // UcxOptions::shared_memory, or else the environment's say (checked by
+  // NewUcxTransport).
+  static bool SharedMemoryWanted(const UcxOptions& o) {
+    if (o.shared_memory.has_value()) return *o.shared_memory;
+    const char* env = std::getenv(kSharedMemoryEnv);
+    return env != nullptr && std::string(env) == "1";
+  }
 
   ~UcxTransport() override { Close(); }
 
@@ -746,24 +759,110 @@ class UcxTransport final : public Transport {
     return base + 0x9e3779b9u * ++counter;
   }
 
+  // Peer-failure handling, unless shared memory is wanted: UCX 1.13 leaves
+  // out every transport that cannot report a lost peer (its shared-memory
+  // and CMA transports) from endpoints that ask for it (openucx/ucx#8477).
+  ucp_err_handling_mode_t ErrorMode() const {
+    return shared_memory_ ? UCP_ERR_HANDLING_MODE_NONE
+                          : UCP_ERR_HANDLING_MODE_PEER;
+  }
+
   bool EnsureEp(Route& route) {
     if (route.ep != nullptr) return true;
     ucp_ep_params_t ep{};
     ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
-                    UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
+                    UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
     ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
     ep.sockaddr.addr = reinterpret_cast<const sockaddr*>(&route.addr);
     ep.sockaddr.addrlen = sizeof(route.addr);
-    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    ep.err_handler.cb = &UcxTransport::OnRouteError;
-    ep.err_handler.arg = &route;
+    ep.err_mode = ErrorMode();
+    if (!shared_memory_) {
+      ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
+      ep.err_handler.cb = &UcxTransport::OnRouteError;
+      ep.err_handler.arg = &route;
+    }
     const ucs_status_t s = ucp_ep_create(worker_, &ep, &route.ep);
     if (s != UCS_OK) {
       LogWarning("node {}: cannot reach {}: {}", id_, route.endpoint,
                  UcsError(s));
       route.ep = nullptr;
       route.failed = true;
+      return false;
+    }
+    if (shared_memory_ && !AwaitWireup(route)) {
+      route.failed = true;
+      return false;
+    }
+    return true;
+  }
+
+  // With shared memory (UcxOptions::shared_memory) the first send on a new
+  // endpoint waits until UCX has set up its lanes: UCX 1.13 aborts the
+  // process when a send queued during that set-up is moved onto the
+  // shared-memory or CMA lanes (assertions in rndv.c, the packed key size,
+  // and proto_am.inl, max_iov). A flush of the endpoint ends once the lanes
+  // are up. Waits up to the send timeout; false if it did not end or
+  // failed.
+  bool AwaitWireup(Route& route) {
+    struct Flush {
+      std::mutex mu;
+      std::condition_variable cv;
+      bool done = false;
+      ucs_status_t status = UCS_OK;
+    };
+    auto flush = std::make_shared<Flush>();
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.send = [](void* request, ucs_status_t status, void* user_data) {
+      auto* f = static_cast<Flush*>(user_data);
+      {
+        std::lock_guard<std::mutex> lock(f->mu);
+        f->done = true;
+        f->status = status;
+      }
+      f->cv.notify_all();
+      ucp_request_free(request);
+    };
+    p.user_data = flush.get();
+    ucs_status_ptr_t r = ucp_ep_flush_nbx(route.ep, &p);
+    if (r == nullptr) return true;
+    if (UCS_PTR_IS_ERR(r)) {
+      LogWarning("node {}: setting up the connection to {}: {}", id_,
+                 route.endpoint, UcsError(UCS_PTR_STATUS(r)));
+      return false;
+    }
+    const auto deadline = Clock::now() + options_.send_timeout;
+    const bool on_progress = std::this_thread::get_id() == progress_.get_id();
+    if (on_progress) {
+      // Nobody else drives UCX while this thread waits: it does.
+      while (Clock::now() < deadline) {
+        ucp_worker_progress(worker_);
+        std::lock_guard<std::mutex> lock(flush->mu);
+        if (flush->done) break;
+      }
+    } else {
+      ucp_worker_signal(worker_);
+      // In slices: a Close() meanwhile (it waits for this sender) ends it.
+      std::unique_lock<std::mutex> lock(flush->mu);
+      while (!flush->done && !closed_.load() && Clock::now() < deadline) {
+        flush->cv.wait_for(lock, std::chrono::milliseconds(50));
+      }
+    }
+    std::lock_guard<std::mutex> lock(flush->mu);
+    if (!flush->done) {
+      // The request still points at `flush`: keep it alive with the
+      // transport's other leftovers until the worker goes.
+      std::lock_guard<std::mutex> keep(mu_);
+      stranded_flushes_.push_back(flush);
+      if (!closed_.load()) {
+        LogWarning("node {}: the connection to {} was not set up within {} ms",
+                   id_, route.endpoint, options_.send_timeout.count());
+      }
+      return false;
+    }
+    if (flush->status != UCS_OK) {
+      LogWarning("node {}: setting up the connection to {}: {}", id_,
+                 route.endpoint, UcsError(flush->status));
       return false;
     }
     return true;
@@ -794,7 +893,8 @@ class UcxTransport final : public Transport {
 
   void CloseEp(ucp_ep_h ep, bool flush) {
     ucp_request_param_t p{};
-    if (!flush) {
+    // A forced close is for endpoints with peer-failure handling only.
+    if (!flush && !shared_memory_) {
       p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
       p.flags = UCP_EP_CLOSE_FLAG_FORCE;
     }
@@ -817,13 +917,15 @@ class UcxTransport final : public Transport {
   static void OnConnection(ucp_conn_request_h request, void* arg) {
     auto* self = static_cast<UcxTransport*>(arg);
     ucp_ep_params_t ep{};
-    ep.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST |
-                    UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.field_mask =
+        UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
     ep.conn_request = request;
-    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    ep.err_handler.cb = &UcxTransport::OnAcceptedError;
-    ep.err_handler.arg = self;
+    ep.err_mode = self->ErrorMode();
+    if (!self->shared_memory_) {
+      ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
+      ep.err_handler.cb = &UcxTransport::OnAcceptedError;
+      ep.err_handler.arg = self;
+    }
     ucp_ep_h created = nullptr;
     const ucs_status_t s = ucp_ep_create(self->worker_, &ep, &created);
     if (s != UCS_OK) {
@@ -1082,6 +1184,12 @@ class UcxTransport final : public Transport {
 
   const NodeId id_;
   const UcxOptions options_;
+  // Endpoints without peer-failure handling, so that UCX may pick shared
+  // memory and CMA (UcxOptions::shared_memory).
+  const bool shared_memory_;
+  // AwaitWireup()'s flushes that never ended (their callbacks may still
+  // come until the worker is destroyed). Guarded by mu_.
+  std::vector<std::shared_ptr<void>> stranded_flushes_;
   const std::shared_ptr<BufferPool> pool_ =
       BufferPool::Create(size_t{256} << 20);
   ucp_context_h context_ = nullptr;
@@ -1152,6 +1260,13 @@ Result<std::unique_ptr<Transport>> NewUcxTransport(NodeId id,
                                                    UcxOptions options) {
   if (id < 0)
     return Status::InvalidArgument("UCX transport for node id {}", id);
+  if (const char* env = std::getenv(kSharedMemoryEnv);
+      !options.shared_memory.has_value() && env != nullptr &&
+      std::string(env) != "0" && std::string(env) != "1") {
+    return Status::InvalidArgument(
+        "node {}: {}=\"{}\": expected 1 (shared memory on) or 0 (off)", id,
+        kSharedMemoryEnv, env);
+  }
   auto t = std::make_unique<UcxTransport>(id, std::move(options));
   RETURN_IF_ERROR(t->Init());
   return std::unique_ptr<Transport>(std::move(t));

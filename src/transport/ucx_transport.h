@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "common/status.h"
@@ -21,6 +22,15 @@ struct UcxOptions {
   // send_timeout, then fails with kDeadlineExceeded (a stalled peer).
   uint64_t max_inflight_bytes = uint64_t{1} << 30;
   std::chrono::milliseconds send_timeout{30000};
+  // Shared memory and cross-memory attach between nodes on one machine.
+  // UCX 1.13 offers those only to endpoints without its peer-failure
+  // handling, so with this on a lost peer is not reported by Send() at once
+  // (a send to it fails at send_timeout at the latest): a cluster finds it
+  // by its heartbeats. Off: every byte goes through UCX's TCP transport,
+  // also on one machine, and a lost peer is reported within a second or
+  // so. Unset: the environment variable STRATA_UCX_SHARED_MEMORY ("1" on,
+  // "0" off), and off without it (docs/transport.md, "What UCX runs over").
+  std::optional<bool> shared_memory;
 };
 
 // Whether this build has UCX (libucx-dev found when it was configured).

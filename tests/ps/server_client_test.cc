@@ -29,13 +29,15 @@ using std::chrono::milliseconds;
 constexpr milliseconds kTimeout{20000};
 
 // kInProcSpin: in-process with spin-then-block waiting on (cluster.spin_us).
-enum class Backend { kInProc, kInProcSpin, kTcp, kUcx };
+// kUcxShm: UCX with shared memory and CMA (UcxOptions::shared_memory).
+enum class Backend { kInProc, kInProcSpin, kTcp, kUcx, kUcxShm };
 
 std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
   return info.param == Backend::kInProc       ? "inproc"
          : info.param == Backend::kInProcSpin ? "inproc_spin"
          : info.param == Backend::kTcp        ? "tcp"
-                                              : "ucx";
+         : info.param == Backend::kUcx        ? "ucx"
+                                              : "ucx_shm";
 }
 
 // S servers (node ids 0..S-1) and W workers (100..) wired directly.
@@ -48,14 +50,17 @@ class PsOverTransportTest : public ::testing::TestWithParam<Backend> {
       std::chrono::microseconds(GetParam() == Backend::kInProcSpin ? 2000 : 0)};
 
   void SetUp() override {
-    if (GetParam() == Backend::kUcx && !HaveUcx())
+    if ((GetParam() == Backend::kUcx || GetParam() == Backend::kUcxShm) &&
+        !HaveUcx())
       GTEST_SKIP() << "this build has no UCX (libucx-dev not found)";
   }
 
   std::unique_ptr<Transport> NewTransport(NodeId id) {
     std::unique_ptr<Transport> t;
-    if (GetParam() == Backend::kUcx) {
-      auto r = NewUcxTransport(id);
+    if (GetParam() == Backend::kUcx || GetParam() == Backend::kUcxShm) {
+      UcxOptions options;
+      options.shared_memory = GetParam() == Backend::kUcxShm;
+      auto r = NewUcxTransport(id, options);
       EXPECT_TRUE(r.ok()) << r.status().ToString();
       t = std::move(r).value();
       EXPECT_TRUE(t->Bind("ucx://127.0.0.1:*").ok());
@@ -540,7 +545,7 @@ TEST_P(PsOverTransportTest, ResidualsOfTheWrongShapeAreRefused) {
 INSTANTIATE_TEST_SUITE_P(All, PsOverTransportTest,
                          ::testing::Values(Backend::kInProc,
                                            Backend::kInProcSpin, Backend::kTcp,
-                                           Backend::kUcx),
+                                           Backend::kUcx, Backend::kUcxShm),
                          BackendName);
 
 }  // namespace

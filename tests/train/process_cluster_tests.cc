@@ -263,16 +263,18 @@ TEST(ProcessClusterTest, ASyncRunKilledWholeResumesToTheSameModel) {
 }
 
 // cluster.transport = "ucx" with --processes: every node process talks over
-// UCX (shared memory between the processes). A sync run is deterministic,
-// so it must end with the model the same run ends with over ZeroMQ TCP,
-// byte for byte; and a worker killed mid-run is named, as over TCP.
-TEST(ProcessClusterTest, ProcessesOverUcxTrainLikeOverTcp) {
-  if (!HaveUcx()) GTEST_SKIP() << "this build has no UCX (libucx-dev)";
+// UCX (with `ucx_settings` added to the run's settings). A sync run is
+// deterministic, so it must end with the model the same run ends with over
+// ZeroMQ TCP, byte for byte; and a worker killed mid-run is named, as over
+// TCP.
+void ExpectUcxProcessesTrainLikeTcp(
+    const std::vector<std::string>& ucx_settings) {
   const std::vector<std::string> set = {"cluster.workers=2",
                                         "train.iterations=60"};
   Launched tcp = Launch("sync", set);
   std::vector<std::string> over_ucx = set;
   over_ucx.push_back("cluster.transport=ucx");
+  over_ucx.insert(over_ucx.end(), ucx_settings.begin(), ucx_settings.end());
   double secs = 0;
   ASSERT_EQ(WaitExit(tcp.pid, &secs), 0);
   Launched ucx = Launch("sync", over_ucx);
@@ -286,10 +288,26 @@ TEST(ProcessClusterTest, ProcessesOverUcxTrainLikeOverTcp) {
   EXPECT_EQ(nlohmann::json::parse(*pids).size(),
             4u);  // server, 2 workers, evaluator
 
-  Launched killed = Launch("sync", {"cluster.transport=ucx"});
+  std::vector<std::string> kill_set = {"cluster.transport=ucx"};
+  kill_set.insert(kill_set.end(), ucx_settings.begin(), ucx_settings.end());
+  Launched killed = Launch("sync", kill_set);
   ASSERT_GT(killed.pid, 0);
   ASSERT_GT(KillWorkerOne(killed), 0);
   ExpectFailedNaming(killed, "worker 1");
+}
+
+// Over UCX's TCP transport (the default: UCX reports a lost peer itself).
+TEST(ProcessClusterTest, ProcessesOverUcxTrainLikeOverTcp) {
+  if (!HaveUcx()) GTEST_SKIP() << "this build has no UCX (libucx-dev)";
+  ExpectUcxProcessesTrainLikeTcp({});
+}
+
+// With cluster.ucx_shared_memory: shared memory and CMA between the
+// processes, and no peer-failure reports from UCX, so the killed worker is
+// found by the heartbeats alone.
+TEST(ProcessClusterTest, ProcessesOverUcxSharedMemoryTrainLikeOverTcp) {
+  if (!HaveUcx()) GTEST_SKIP() << "this build has no UCX (libucx-dev)";
+  ExpectUcxProcessesTrainLikeTcp({"cluster.ucx_shared_memory=true"});
 }
 
 // cluster.restart: kills `victim` (as pids.json names it) of a `mode` run

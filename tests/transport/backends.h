@@ -18,7 +18,13 @@ namespace strata::test_backends {
 
 // kInProcSpin: the in-process transport with spin-then-block waiting on
 // (cluster.spin_us; the fixture holds a SpinWaitFor()).
-enum class Backend { kInProc, kInProcSpin, kTcp, kIpc, kUcx };
+// kUcxShm: UCX with UcxOptions::shared_memory (shared memory and CMA on one
+// machine, no peer-failure reports from UCX).
+enum class Backend { kInProc, kInProcSpin, kTcp, kIpc, kUcx, kUcxShm };
+
+inline bool IsUcx(Backend backend) {
+  return backend == Backend::kUcx || backend == Backend::kUcxShm;
+}
 
 inline bool IsInProc(Backend backend) {
   return backend == Backend::kInProc || backend == Backend::kInProcSpin;
@@ -36,6 +42,8 @@ inline const char* BackendString(Backend backend) {
       return "ipc";
     case Backend::kUcx:
       return "ucx";
+    case Backend::kUcxShm:
+      return "ucx_shm";
   }
   return "unknown";
 }
@@ -51,9 +59,7 @@ inline void PrintTo(Backend backend, std::ostream* os) {
 
 // Whether `backend` is in this build (UCX needs libucx-dev); suites call
 // SkipIfMissing() first.
-inline bool Available(Backend backend) {
-  return backend != Backend::kUcx || HaveUcx();
-}
+inline bool Available(Backend backend) { return !IsUcx(backend) || HaveUcx(); }
 #define STRATA_SKIP_IF_BACKEND_MISSING(backend)                       \
   if (!::strata::test_backends::Available(backend))                   \
   GTEST_SKIP() << "this build has no UCX (libucx-dev not found when " \
@@ -62,10 +68,12 @@ inline bool Available(Backend backend) {
 // A transport of `backend` (in-process ones on `fabric`), not bound.
 inline std::unique_ptr<Transport> NewNode(Backend backend, NodeId id,
                                           InProcFabric& fabric) {
+  UcxOptions ucx;
+  ucx.shared_memory = backend == Backend::kUcxShm;
   Result<std::unique_ptr<Transport>> r =
-      IsInProc(backend)          ? fabric.NewTransport(id)
-      : backend == Backend::kUcx ? NewUcxTransport(id)
-                                 : NewZmqTransport(id);
+      IsInProc(backend) ? fabric.NewTransport(id)
+      : IsUcx(backend)  ? NewUcxTransport(id, ucx)
+                        : NewZmqTransport(id);
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   if (!r.ok()) return nullptr;
   return std::move(r).value();

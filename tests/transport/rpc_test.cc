@@ -176,9 +176,8 @@ TEST_P(RpcTest, AResentRequestIsAnsweredToItsCaller) {
 // Direct delivery: in process (on the replier's thread) and over UCX (on its
 // progress thread); over ZeroMQ the waiting callers receive.
 TEST_P(RpcTest, CallersReceiveTheirOwnRepliesOnlyWithoutDirectDelivery) {
-  EXPECT_EQ(client_->callers_receive(),
-            !test_backends::IsInProc(GetParam()) &&
-                GetParam() != test_backends::Backend::kUcx);
+  EXPECT_EQ(client_->callers_receive(), !test_backends::IsInProc(GetParam()) &&
+                                            !test_backends::IsUcx(GetParam()));
 }
 
 TEST_P(RpcTest, AnErrorReplyKeepsItsCodeAndText) {
@@ -318,7 +317,7 @@ TEST_P(RpcTest, APlacedReplyLandsInTheCallersMemory) {
     const Buffer& got = r->payloads[0];
     ASSERT_EQ(got.size(), size);
     EXPECT_EQ(got.data() == dest.data(),
-              GetParam() == Backend::kTcp || GetParam() == Backend::kUcx);
+              GetParam() == Backend::kTcp || test_backends::IsUcx(GetParam()));
     size_t wrong = 0;
     for (size_t i = 0; i < size; ++i) wrong += got.data()[i] != Byte(i);
     EXPECT_EQ(wrong, 0u);
@@ -383,7 +382,7 @@ TEST_P(RpcTest, AnErrorReplyIsNotWrittenIntoThePlacement) {
 INSTANTIATE_TEST_SUITE_P(Backends, RpcTest,
                          ::testing::Values(Backend::kInProc,
                                            Backend::kInProcSpin, Backend::kTcp,
-                                           Backend::kUcx),
+                                           Backend::kUcx, Backend::kUcxShm),
                          BackendName);
 
 // RpcEndpoint::SetInlineHandling over the in-process transport: an idle

@@ -328,7 +328,8 @@ TEST_P(TransportTest, SendBeforePeerIsUp) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, TransportTest,
                          ::testing::Values(Backend::kInProc, Backend::kTcp,
-                                           Backend::kIpc, Backend::kUcx),
+                                           Backend::kIpc, Backend::kUcx,
+                                           Backend::kUcxShm),
                          BackendName);
 
 // In-process specifics.

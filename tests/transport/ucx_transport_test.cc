@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -280,6 +281,80 @@ TEST_F(UcxTransportTest, DirectDeliveryKeepsOrderBetweenTheSinkAndRecv) {
   EXPECT_EQ(received(3), (std::vector<int64_t>{30, 31, 32}));
   std::lock_guard<std::mutex> lock(mu);
   EXPECT_EQ(taken, (std::vector<int64_t>{25}));
+}
+
+// UcxOptions::shared_memory: messages sent while the connection is still
+// being set up, of one piece or several, small and large (eager and
+// rendezvous), arrive whole and in order. UCX 1.13 aborted the process when
+// it moved such sends onto its shared-memory and CMA lanes (assertions in
+// rndv.c and proto_am.inl); the transport now waits for the lanes first.
+TEST_F(UcxTransportTest, SharedMemoryCarriesWhatIsSentFromTheStart) {
+  UcxOptions shm;
+  shm.shared_memory = true;
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    // Even attempts: one large piece; odd ones: three pieces.
+    const std::vector<size_t> sizes =
+        attempt % 2 == 0
+            ? std::vector<size_t>{(size_t{4} << 20) + 64}
+            : std::vector<size_t>{100, 300000, (size_t{2} << 20) + 64};
+    SCOPED_TRACE(attempt);
+    auto ar = NewUcxTransport(1, shm);
+    auto br = NewUcxTransport(2, shm);
+    ASSERT_TRUE(ar.ok() && br.ok());
+    std::unique_ptr<Transport> a = std::move(ar).value();
+    std::unique_ptr<Transport> b = std::move(br).value();
+    ASSERT_TRUE(a->Bind("ucx://127.0.0.1:*").ok());
+    ASSERT_TRUE(b->Bind("ucx://127.0.0.1:*").ok());
+    ASSERT_TRUE(a->Connect(2, b->endpoint()).ok());
+    for (int64_t k = 0; k < 3; ++k) {  // at once: the first during set-up
+      Message m = Heartbeat(k);
+      for (size_t p = 0; p < sizes.size(); ++p) {
+        std::vector<uint8_t> bytes(sizes[p]);
+        for (size_t i = 0; i < bytes.size(); ++i)
+          bytes[i] = static_cast<uint8_t>(i * 7 + p + k);
+        m.payloads.push_back(Buffer::CopyOf(bytes.data(), bytes.size()));
+      }
+      ASSERT_TRUE(a->Send(2, std::move(m)).ok());
+    }
+    for (int64_t k = 0; k < 3; ++k) {
+      Result<Message> got = b->Recv(kWait);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      EXPECT_EQ(got->header.clock, k);
+      ASSERT_EQ(got->payloads.size(), sizes.size());
+      for (size_t p = 0; p < sizes.size(); ++p) {
+        const Buffer& b = got->payloads[p];
+        ASSERT_EQ(b.size(), sizes[p]);
+        size_t wrong = 0;
+        for (size_t i = 0; i < b.size(); ++i)
+          wrong += b.data()[i] != static_cast<uint8_t>(i * 7 + p + k);
+        EXPECT_EQ(wrong, 0u) << "payload " << p;
+      }
+    }
+  }
+}
+
+// STRATA_UCX_SHARED_MEMORY decides when the options do not; a value other
+// than 1 or 0 is refused, naming the variable.
+TEST_F(UcxTransportTest, TheSharedMemorySettingFromTheEnvironmentIsChecked) {
+  const char* before = std::getenv("STRATA_UCX_SHARED_MEMORY");
+  const std::string saved = before != nullptr ? before : "";
+  setenv("STRATA_UCX_SHARED_MEMORY", "yes", 1);
+  auto bad = NewUcxTransport(1);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("STRATA_UCX_SHARED_MEMORY"),
+            std::string::npos)
+      << bad.status().ToString();
+  UcxOptions explicit_off;
+  explicit_off.shared_memory = false;  // the options win: no check
+  EXPECT_TRUE(NewUcxTransport(1, explicit_off).ok());
+  setenv("STRATA_UCX_SHARED_MEMORY", "1", 1);
+  EXPECT_TRUE(NewUcxTransport(1).ok());
+  if (before != nullptr) {
+    setenv("STRATA_UCX_SHARED_MEMORY", saved.c_str(), 1);
+  } else {
+    unsetenv("STRATA_UCX_SHARED_MEMORY");
+  }
 }
 
 TEST_F(UcxTransportTest, EndpointsAreCheckedAndNamed) {
