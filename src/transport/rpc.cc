@@ -110,7 +110,7 @@ struct EndpointState {
   // by the sender's thread: a reply is completed at once, unless messages
   // are queued for the endpoint's thread, in which case it queues behind
   // them, as does anything for the handler. Always takes the message.
-  bool Offer(Message& msg) {
+  bool Offer(Message& msg, bool may_wait = true) {
     {
       std::unique_lock<std::mutex> lock(lf_mu);
       if (HandledInline(lock, msg)) return true;
@@ -119,6 +119,10 @@ struct EndpointState {
         // queue holds the offering thread (a sender, in-process) until the
         // endpoint's thread makes room or stops; past the wait the message
         // is declined and takes the transport's way (and its send timeout).
+        // A transport's own receiving thread (`may_wait` false) is never
+        // held: the endpoint's replies may need it to make progress; the
+        // message it offered is declined at once and queued there.
+        if (!may_wait && queue.size() >= kMaxQueued && !stopping) return false;
         if (!room_cv.wait_for(lock, kQueueFullWait, [&] {
               return queue.size() < kMaxQueued || stopping;
             })) {
@@ -357,7 +361,7 @@ void RpcEndpoint::Start() {
                        [state](Message& m) { return state->Offer(m); })
                  : [state](Message& m) {
                      const InlineSendScope receiving_thread(true);
-                     return state->Offer(m);
+                     return state->Offer(m, /*may_wait=*/false);
                    });
   state_->callers_receive = !direct;
   state_->spin = direct && on_senders;

@@ -118,6 +118,18 @@ struct Route {
   // after later ones, and the receiver puts them back in order.
   uint32_t stream = 0;
   uint32_t next_seq = 0;  // Guarded by mu.
+  // UcxOptions::shared_memory: the flush that tells when UCX has set the
+  // endpoint's lanes up (UcxTransport::AwaitWireup); null once they are.
+  std::shared_ptr<struct WireupFlush> wireup;  // Guarded by mu.
+};
+
+// A flush of a new endpoint. Its callback owns one reference (user data),
+// so it may run after every waiter has gone.
+struct WireupFlush {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;             // Guarded by mu.
+  ucs_status_t status = UCS_OK;  // Guarded by mu.
 };
 
 // The bytes in front of the wire header in an active message's header.
@@ -640,7 +652,7 @@ class UcxTransport final : public Transport {
             route->endpoint);
       }
     }
-    std::lock_guard<std::mutex> lock(route->mu);
+    std::unique_lock<std::mutex> lock(route->mu);
     if (route->retired) {
       return Status::Unavailable(
           "node {}: the route to node {} at {} was replaced or disconnected",
@@ -648,6 +660,15 @@ class UcxTransport final : public Transport {
     }
     if (route->failed.load() || !EnsureEp(*route))
       return lost("reported it lost");
+    if (route->wireup != nullptr) {
+      if (!AwaitWireup(*route, lock))
+        return lost("the connection was not set up");
+      if (route->retired || route->ep == nullptr) {
+        return Status::Unavailable(
+            "node {}: the route to node {} at {} was replaced or disconnected",
+            id_, to, route->endpoint);
+      }
+    }
     if (!raw) {
       const Prefix prefix{route->stream, route->next_seq};
       std::memcpy(ctx->header.data(), &prefix, sizeof(prefix));
@@ -789,83 +810,90 @@ class UcxTransport final : public Transport {
       route.failed = true;
       return false;
     }
-    if (shared_memory_ && !AwaitWireup(route)) {
+    if (shared_memory_ && !StartWireupFlush(route)) {
       route.failed = true;
       return false;
     }
     return true;
   }
 
-  // With shared memory (UcxOptions::shared_memory) the first send on a new
-  // endpoint waits until UCX has set up its lanes: UCX 1.13 aborts the
+  // With shared memory (UcxOptions::shared_memory) no send goes out on a
+  // new endpoint until UCX has set up its lanes: UCX 1.13 aborts the
   // process when a send queued during that set-up is moved onto the
   // shared-memory or CMA lanes (assertions in rndv.c, the packed key size,
   // and proto_am.inl, max_iov). A flush of the endpoint ends once the lanes
-  // are up. Waits up to the send timeout; false if it did not end or
-  // failed.
-  bool AwaitWireup(Route& route) {
-    struct Flush {
-      std::mutex mu;
-      std::condition_variable cv;
-      bool done = false;
-      ucs_status_t status = UCS_OK;
-    };
-    auto flush = std::make_shared<Flush>();
+  // are up. `route.mu` held.
+  bool StartWireupFlush(Route& route) {
+    auto flush = std::make_shared<WireupFlush>();
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.send = [](void* request, ucs_status_t status, void* user_data) {
-      auto* f = static_cast<Flush*>(user_data);
+      std::unique_ptr<std::shared_ptr<WireupFlush>> owned(
+          static_cast<std::shared_ptr<WireupFlush>*>(user_data));
+      WireupFlush& f = **owned;
       {
-        std::lock_guard<std::mutex> lock(f->mu);
-        f->done = true;
-        f->status = status;
+        std::lock_guard<std::mutex> lock(f.mu);
+        f.done = true;
+        f.status = status;
+        f.cv.notify_all();
       }
-      f->cv.notify_all();
       ucp_request_free(request);
     };
-    p.user_data = flush.get();
+    auto* owned = new std::shared_ptr<WireupFlush>(flush);
+    p.user_data = owned;
     ucs_status_ptr_t r = ucp_ep_flush_nbx(route.ep, &p);
-    if (r == nullptr) return true;
-    if (UCS_PTR_IS_ERR(r)) {
+    if (r == nullptr || UCS_PTR_IS_ERR(r)) {
+      delete owned;                   // no callback will come
+      if (r == nullptr) return true;  // already set up
       LogWarning("node {}: setting up the connection to {}: {}", id_,
                  route.endpoint, UcsError(UCS_PTR_STATUS(r)));
       return false;
     }
+    // Not done at once: the progress thread drives it.
+    if (std::this_thread::get_id() != progress_.get_id())
+      ucp_worker_signal(worker_);
+    route.wireup = std::move(flush);
+    return true;
+  }
+
+  // Waits for the route's wireup flush (StartWireupFlush) without holding
+  // `lock` (route.mu) meanwhile, so that the progress thread, which ends the
+  // flush, never waits for this sender (a Retire(), an inline reply to the
+  // same peer). On the progress thread it drives UCX itself. Up to the send
+  // timeout, or until the transport closes; false if the flush did not end
+  // or failed (the route is then marked failed). `lock` held on return.
+  bool AwaitWireup(Route& route, std::unique_lock<std::mutex>& lock) {
+    const std::shared_ptr<WireupFlush> flush = route.wireup;
     const auto deadline = Clock::now() + options_.send_timeout;
     const bool on_progress = std::this_thread::get_id() == progress_.get_id();
-    if (on_progress) {
-      // Nobody else drives UCX while this thread waits: it does.
-      while (Clock::now() < deadline) {
-        ucp_worker_progress(worker_);
-        std::lock_guard<std::mutex> lock(flush->mu);
-        if (flush->done) break;
-      }
-    } else {
-      ucp_worker_signal(worker_);
-      // In slices: a Close() meanwhile (it waits for this sender) ends it.
-      std::unique_lock<std::mutex> lock(flush->mu);
-      while (!flush->done && !closed_.load() && Clock::now() < deadline) {
-        flush->cv.wait_for(lock, std::chrono::milliseconds(50));
+    lock.unlock();
+    bool done = false;
+    ucs_status_t status = UCS_OK;
+    while (!closed_.load() && Clock::now() < deadline) {
+      if (on_progress) ucp_worker_progress(worker_);
+      std::unique_lock<std::mutex> f(flush->mu);
+      if (!on_progress && !flush->done)
+        flush->cv.wait_for(f, std::chrono::milliseconds(50));
+      if (flush->done) {
+        done = true;
+        status = flush->status;
+        break;
       }
     }
-    std::lock_guard<std::mutex> lock(flush->mu);
-    if (!flush->done) {
-      // The request still points at `flush`: keep it alive with the
-      // transport's other leftovers until the worker goes.
-      std::lock_guard<std::mutex> keep(mu_);
-      stranded_flushes_.push_back(flush);
-      if (!closed_.load()) {
+    lock.lock();
+    if (route.wireup == flush) route.wireup = nullptr;
+    if (done && status == UCS_OK) return true;
+    if (!closed_.load()) {
+      if (!done) {
         LogWarning("node {}: the connection to {} was not set up within {} ms",
                    id_, route.endpoint, options_.send_timeout.count());
+      } else {
+        LogWarning("node {}: setting up the connection to {}: {}", id_,
+                   route.endpoint, UcsError(status));
       }
-      return false;
     }
-    if (flush->status != UCS_OK) {
-      LogWarning("node {}: setting up the connection to {}: {}", id_,
-                 route.endpoint, UcsError(flush->status));
-      return false;
-    }
-    return true;
+    route.failed = true;
+    return false;
   }
 
   static void OnRouteError(void* arg, ucp_ep_h ep, ucs_status_t status) {
@@ -1187,9 +1215,6 @@ class UcxTransport final : public Transport {
   // Endpoints without peer-failure handling, so that UCX may pick shared
   // memory and CMA (UcxOptions::shared_memory).
   const bool shared_memory_;
-  // AwaitWireup()'s flushes that never ended (their callbacks may still
-  // come until the worker is destroyed). Guarded by mu_.
-  std::vector<std::shared_ptr<void>> stranded_flushes_;
   const std::shared_ptr<BufferPool> pool_ =
       BufferPool::Create(size_t{256} << 20);
   ucp_context_h context_ = nullptr;

@@ -24,12 +24,14 @@ struct UcxOptions {
   std::chrono::milliseconds send_timeout{30000};
   // Shared memory and cross-memory attach between nodes on one machine.
   // UCX 1.13 offers those only to endpoints without its peer-failure
-  // handling, so with this on a lost peer is not reported by Send() at once
-  // (a send to it fails at send_timeout at the latest): a cluster finds it
-  // by its heartbeats. Off: every byte goes through UCX's TCP transport,
-  // also on one machine, and a lost peer is reported within a second or
-  // so. Unset: the environment variable STRATA_UCX_SHARED_MEMORY ("1" on,
-  // "0" off), and off without it (docs/transport.md, "What UCX runs over").
+  // handling, so with this on a lost peer is not reported by Send(): sends
+  // to it go on returning OK while the transport's in-flight budget
+  // (max_inflight_bytes, shared by every peer) lasts, then wait and fail at
+  // send_timeout. A cluster finds the lost node by its heartbeats. Off: every
+  // byte goes through UCX's TCP transport, also on one machine, and a lost peer
+  // is reported within a second or so. Unset: the environment variable
+  // STRATA_UCX_SHARED_MEMORY ("1" on, "0" off), and off without it
+  // (docs/transport.md, "What UCX runs over").
   std::optional<bool> shared_memory;
 };
 

@@ -304,10 +304,23 @@ TEST(ProcessClusterTest, ProcessesOverUcxTrainLikeOverTcp) {
 
 // With cluster.ucx_shared_memory: shared memory and CMA between the
 // processes, and no peer-failure reports from UCX, so the killed worker is
-// found by the heartbeats alone.
+// found by the heartbeats alone. Async: the server and the other workers
+// outlive the killed one (UCX has no error handler for it here) and finish.
 TEST(ProcessClusterTest, ProcessesOverUcxSharedMemoryTrainLikeOverTcp) {
   if (!HaveUcx()) GTEST_SKIP() << "this build has no UCX (libucx-dev)";
   ExpectUcxProcessesTrainLikeTcp({"cluster.ucx_shared_memory=true"});
+
+  Launched l = Launch(
+      "async", {"cluster.transport=ucx", "cluster.ucx_shared_memory=true"});
+  ASSERT_GT(l.pid, 0);
+  ASSERT_GT(KillWorkerOne(l), 0);
+  double secs = 0;
+  EXPECT_EQ(WaitExit(l.pid, &secs), 0);
+  auto summary = nlohmann::json::parse(*ReadFile(l.run_dir + "/summary.json"));
+  ASSERT_EQ(summary["lost_workers"].size(), 1u) << summary.dump();
+  EXPECT_EQ(summary["lost_workers"][0], "worker 1 (node 3)");
+  EXPECT_EQ(summary["workers"][0]["iterations"], 300);
+  EXPECT_EQ(summary["workers"][2]["iterations"], 300);
 }
 
 // cluster.restart: kills `victim` (as pids.json names it) of a `mode` run

@@ -595,13 +595,15 @@ TEST(SpinWaitTest, TheProcessWideBudgetIsWhatWasSetAndScopesRestoreIt) {
 // message, and an idle endpoint handles an allowed request on it, then
 // sends the reply from it (the sender is another node: no InlineSendScope
 // is needed there). Other types go to the endpoint's thread, as before.
-TEST(RpcUcxInlineTest, AllowedRequestsAreHandledOnTheProgressThread) {
-  STRATA_SKIP_IF_BACKEND_MISSING(Backend::kUcx);
+class RpcUcxInlineTest : public ::testing::TestWithParam<Backend> {};
+
+TEST_P(RpcUcxInlineTest, AllowedRequestsAreHandledOnTheProgressThread) {
+  STRATA_SKIP_IF_BACKEND_MISSING(GetParam());
   InProcFabric unused;
   std::unique_ptr<Transport> st =
-      test_backends::NewBoundNode(Backend::kUcx, kServer, unused);
+      test_backends::NewBoundNode(GetParam(), kServer, unused);
   std::unique_ptr<Transport> ct =
-      test_backends::NewBoundNode(Backend::kUcx, kClient, unused);
+      test_backends::NewBoundNode(GetParam(), kClient, unused);
   ASSERT_TRUE(st && ct);
   ASSERT_TRUE(st->Connect(kClient, ct->endpoint()).ok());
   ASSERT_TRUE(ct->Connect(kServer, st->endpoint()).ok());
@@ -660,6 +662,13 @@ TEST(RpcUcxInlineTest, AllowedRequestsAreHandledOnTheProgressThread) {
   EXPECT_NE(progress, std::thread::id());
   EXPECT_NE(progress, std::this_thread::get_id());
 }
+
+// Over UCX's TCP transport and with shared memory (where the server's first
+// reply, sent on the progress thread, waits there for the connection's
+// set-up).
+INSTANTIATE_TEST_SUITE_P(Ucx, RpcUcxInlineTest,
+                         ::testing::Values(Backend::kUcx, Backend::kUcxShm),
+                         BackendName);
 
 }  // namespace
 }  // namespace strata
