@@ -176,15 +176,7 @@ class UcxTransport final : public Transport {
   UcxTransport(NodeId id, UcxOptions options)
       : id_(id),
         options_(std::move(options)),
-        shared_memory_(SharedMemoryWanted(options_)) {}
-
-  // UcxOptions::shared_memory, or else the environment's say (checked by
-  // NewUcxTransport).
-  static bool SharedMemoryWanted(const UcxOptions& o) {
-    if (o.shared_memory.has_value()) return *o.shared_memory;
-    const char* env = std::getenv(kSharedMemoryEnv);
-    return env != nullptr && std::string(env) == "1";
-  }
+        shared_memory_(options_.shared_memory.value_or(false)) {}
 
   ~UcxTransport() override { Close(); }
 
@@ -415,8 +407,7 @@ class UcxTransport final : public Transport {
       if (!ready_.empty()) {
         Message m = std::move(ready_.front());
         ready_.pop_front();
-        messages_received_.fetch_add(1, std::memory_order_relaxed);
-        bytes_received_.fetch_add(m.payload_bytes(), std::memory_order_relaxed);
+        CountReceived(m.payload_bytes());
         return m;
       }
       if (interrupted_) {
@@ -443,6 +434,12 @@ class UcxTransport final : public Transport {
     std::lock_guard<std::mutex> lock(sink_mu_);
     sink_ = std::move(sink);
     return true;
+  }
+
+  // A message handed over, by Recv() or to the direct-delivery sink.
+  void CountReceived(uint64_t payload_bytes) {
+    messages_received_.fetch_add(1, std::memory_order_relaxed);
+    bytes_received_.fetch_add(payload_bytes, std::memory_order_relaxed);
   }
 
   void SetPlacement(PlacementLookup lookup) override {
@@ -635,7 +632,7 @@ class UcxTransport final : public Transport {
     // A send from the progress thread itself (a reply made in the
     // direct-delivery sink) does not wait for room: only that thread makes
     // room. Nor does it signal it: it drives UCX again right after.
-    const bool on_progress = std::this_thread::get_id() == progress_.get_id();
+    const bool on_progress = OnProgressThread();
     if (!on_progress) {
       std::unique_lock<std::mutex> lock(inflight_mu_);
       const bool room = inflight_cv_.wait_for(lock, options_.send_timeout, [&] {
@@ -780,6 +777,12 @@ class UcxTransport final : public Transport {
     return base + 0x9e3779b9u * ++counter;
   }
 
+  // Whether the calling thread is the progress thread (which owns the
+  // worker between its calls into UCX, and which nothing must wait for).
+  bool OnProgressThread() const {
+    return std::this_thread::get_id() == progress_.get_id();
+  }
+
   // Peer-failure handling, unless shared memory is wanted: UCX 1.13 leaves
   // out every transport that cannot report a lost peer (its shared-memory
   // and CMA transports) from endpoints that ask for it (openucx/ucx#8477).
@@ -850,8 +853,7 @@ class UcxTransport final : public Transport {
       return false;
     }
     // Not done at once: the progress thread drives it.
-    if (std::this_thread::get_id() != progress_.get_id())
-      ucp_worker_signal(worker_);
+    if (!OnProgressThread()) ucp_worker_signal(worker_);
     route.wireup = std::move(flush);
     return true;
   }
@@ -865,7 +867,7 @@ class UcxTransport final : public Transport {
   bool AwaitWireup(Route& route, std::unique_lock<std::mutex>& lock) {
     const std::shared_ptr<WireupFlush> flush = route.wireup;
     const auto deadline = Clock::now() + options_.send_timeout;
-    const bool on_progress = std::this_thread::get_id() == progress_.get_id();
+    const bool on_progress = OnProgressThread();
     lock.unlock();
     bool done = false;
     ucs_status_t status = UCS_OK;
@@ -1199,8 +1201,7 @@ class UcxTransport final : public Transport {
       for (; queue_empty && taken < out.size(); ++taken) {
         const uint64_t bytes = out[taken].payload_bytes();
         if (!sink_(out[taken])) break;
-        messages_received_.fetch_add(1, std::memory_order_relaxed);
-        bytes_received_.fetch_add(bytes, std::memory_order_relaxed);
+        CountReceived(bytes);
       }
     }
     if (taken == out.size()) return;
@@ -1285,12 +1286,16 @@ Result<std::unique_ptr<Transport>> NewUcxTransport(NodeId id,
                                                    UcxOptions options) {
   if (id < 0)
     return Status::InvalidArgument("UCX transport for node id {}", id);
+  // UcxOptions::shared_memory left unset: the environment says.
   if (const char* env = std::getenv(kSharedMemoryEnv);
-      !options.shared_memory.has_value() && env != nullptr &&
-      std::string(env) != "0" && std::string(env) != "1") {
-    return Status::InvalidArgument(
-        "node {}: {}=\"{}\": expected 1 (shared memory on) or 0 (off)", id,
-        kSharedMemoryEnv, env);
+      !options.shared_memory.has_value() && env != nullptr) {
+    const std::string value = env;
+    if (value != "0" && value != "1") {
+      return Status::InvalidArgument(
+          "node {}: {}=\"{}\": expected 1 (shared memory on) or 0 (off)", id,
+          kSharedMemoryEnv, value);
+    }
+    options.shared_memory = value == "1";
   }
   auto t = std::make_unique<UcxTransport>(id, std::move(options));
   RETURN_IF_ERROR(t->Init());
