@@ -26,9 +26,9 @@
 //   build-bench/bench/ps_bench [--sizes=4K,1M,16M,64M] [--topologies=1+1,2+2]
 //                              [--ops=push,pull] [--reps=N] [--no-inproc]
 //                              [--transport=zmq|ucx]
-//                              [--ucx_shm=0|1]  (UcxOptions::shared_memory:
-//                              shared memory and CMA on one machine, no
-//                              peer-failure reports from UCX)
+//                              [--ucx_shm=auto|0|1]  (UcxOptions::
+//                              shared_memory: shared memory and CMA on
+//                              loopback, by default; 0: UCX's TCP)
 //                              [--context=own|shared]
 //                              [--range_kb=K]  (each server's share in
 //                              ranges of at most K KiB, as a cluster's
@@ -211,9 +211,9 @@ struct Flags : bench::CommonFlags {
   int reps = 7;
   bool bare_zmq = true;  // also measure plain ZeroMQ (bare_zmq.h)
   bool ucx = false;      // ours over the UCX transport instead of ZeroMQ
-  // --ucx_shm=0|1: UcxOptions::shared_memory (unset: the transport's
-  // default, STRATA_UCX_SHARED_MEMORY or off).
-  std::optional<bool> ucx_shm;
+  // --ucx_shm=auto|0|1: UcxOptions::shared_memory (unset: the transport's
+  // default, STRATA_UCX_SHARED_MEMORY or auto).
+  std::optional<UcxOptions::SharedMemory> ucx_shm;
   int64_t range_floats = 0;  // --range_kb: ranges per server (0: one)
   // --spin_us: cluster.spin_us's default unless given.
   int spin_us = static_cast<int>(Config().GetInt("cluster.spin_us"));
@@ -232,8 +232,11 @@ Flags ParseFlags(int argc, char** argv) {
     } else if (auto u = bench::FlagValue(arg, "spin_us")) {
       f.spin_us = std::max(0, std::stoi(*u));
     } else if (auto m = bench::FlagValue(arg, "ucx_shm")) {
-      if (*m != "0" && *m != "1") Die("--ucx_shm= wants 0 or 1");
-      f.ucx_shm = *m == "1";
+      if (*m != "0" && *m != "1" && *m != "auto")
+        Die("--ucx_shm= wants auto, 0 or 1");
+      f.ucx_shm = *m == "1"   ? UcxOptions::SharedMemory::kOn
+                  : *m == "0" ? UcxOptions::SharedMemory::kOff
+                              : UcxOptions::SharedMemory::kAuto;
     } else if (arg == "--no-bare-zmq") {
       f.bare_zmq = false;
     } else if (auto t = bench::FlagValue(arg, "transport")) {
@@ -307,10 +310,9 @@ void Main(int argc, char** argv) {
       "raw alternating; ratio = median of the\nper-run ratios. %u hardware "
       "threads; ZeroMQ: %s, 1 I/O thread.\n",
       !flags.ucx ? "the ZeroMQ transport on loopback TCP"
-      : flags.ucx_shm.value_or(false)
-          ? "the UCX transport, shared memory and CMA allowed (--ucx_shm=1)"
-          : "the UCX transport (its TCP transport unless "
-            "STRATA_UCX_SHARED_MEMORY=1; --ucx_shm)",
+      : flags.ucx_shm == UcxOptions::SharedMemory::kOff
+          ? "the UCX transport over its TCP transport (--ucx_shm=0)"
+          : "the UCX transport, shared memory and CMA on loopback (--ucx_shm)",
       kLearningRate, flags.reps, std::thread::hardware_concurrency(),
       flags.shared_context ? "one context shared by all nodes"
                            : "one context per node");

@@ -305,18 +305,23 @@ std::vector<ConfigKey> MakeSchema() {
       Str("cluster.transport", "inproc",
           "transport between the nodes: inproc (threads of one process, zero "
           "copy; --processes uses tcp), tcp (ZeroMQ), ucx (UCX active "
-          "messages, over UCX's TCP transport unless "
-          "cluster.ucx_shared_memory; docs/transport.md; with "
-          "--processes too; strata node takes it from --bind ucx://...)",
+          "messages: shared memory and cross-memory attach between nodes on "
+          "one machine, TCP or RDMA between machines; "
+          "cluster.ucx_shared_memory; docs/transport.md; with --processes "
+          "too; strata node takes it from --bind ucx://...)",
           {"inproc", "tcp", "ucx"}),
-      Bool("cluster.ucx_shared_memory", false,
-           "over UCX on one machine, let UCX move data through shared memory "
-           "and cross-memory attach (much faster here). UCX 1.13 allows that "
-           "only without its peer-failure reports, so a lost node is found "
-           "by the heartbeats alone. true: on for this run's nodes (in "
-           "process and --processes); false: as the environment variable "
-           "STRATA_UCX_SHARED_MEMORY says (1 on), off without it "
-           "(docs/transport.md)"),
+      Str("cluster.ucx_shared_memory", "auto",
+          "over UCX, where UCX may use shared memory and cross-memory attach. "
+          "UCX 1.13 allows those only on connections without its "
+          "peer-failure handling; a peer that closes or dies is still "
+          "reported at once there, only UCX's keepalive (a machine gone "
+          "silent) is lost. auto: on connections to this machine's "
+          "addresses; on: "
+          "on every connection; off: never (every byte through UCX's TCP "
+          "transport). In process and for --processes children; strata node "
+          "reads STRATA_UCX_SHARED_MEMORY (auto, 1, 0). Every node must use "
+          "the same (docs/transport.md)",
+          {"auto", "on", "off"}),
       Str("cluster.security", "none",
           "ZeroMQ TCP between nodes: none = plain TCP (loopback or a trusted "
           "network); curve = CurveZMQ authentication and encryption with the "

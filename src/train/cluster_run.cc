@@ -23,19 +23,20 @@ namespace {
 class TransportFactory {
  public:
   TransportFactory(std::string kind, std::optional<CurveKeys> curve,
-                   bool ucx_shared_memory)
+                   const std::string& ucx_shared_memory)
       : tcp_(kind == "tcp"),
         ucx_(kind == "ucx"),
-        ucx_shared_memory_(ucx_shared_memory),
+        ucx_shared_memory_(
+            ucx_shared_memory == "on"    ? UcxOptions::SharedMemory::kOn
+            : ucx_shared_memory == "off" ? UcxOptions::SharedMemory::kOff
+                                         : UcxOptions::SharedMemory::kAuto),
         curve_(std::move(curve)) {}
   bool curve() const { return curve_.has_value(); }
   Result<std::unique_ptr<Transport>> Make(NodeId id) {
     std::unique_ptr<Transport> t;
     if (ucx_) {
       UcxOptions uo;
-      // cluster.ucx_shared_memory: true turns it on; false leaves it to
-      // the environment (UcxOptions::shared_memory unset).
-      if (ucx_shared_memory_) uo.shared_memory = true;
+      uo.shared_memory = ucx_shared_memory_;  // cluster.ucx_shared_memory
       ASSIGN_OR_RETURN(t, NewUcxTransport(id, uo));
       RETURN_IF_ERROR(t->Bind("ucx://127.0.0.1:*"));
     } else if (tcp_) {
@@ -57,7 +58,7 @@ class TransportFactory {
  private:
   const bool tcp_;
   const bool ucx_;
-  const bool ucx_shared_memory_;
+  const UcxOptions::SharedMemory ucx_shared_memory_;
   const std::optional<CurveKeys> curve_;
   InProcFabric fabric_;
   std::shared_ptr<ZmqContext> context_;
@@ -119,7 +120,7 @@ Result<RunSummary> TrainCluster(const Config& config, const DatasetSplits& data,
         "or leave cluster.security = \"none\"");
   }
   TransportFactory factory(kind, std::move(curve),
-                           config.GetBool("cluster.ucx_shared_memory"));
+                           config.GetString("cluster.ucx_shared_memory"));
   std::vector<std::unique_ptr<Transport>> transports(roles.num_nodes());
   for (NodeId id = 0; id < roles.num_nodes(); ++id) {
     ASSIGN_OR_RETURN(transports[id], factory.Make(id));

@@ -3,7 +3,9 @@
 #ifdef STRATA_HAVE_UCX
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <sys/epoll.h>
 #include <ucp/api/ucp.h>
 #include <unistd.h>
@@ -107,6 +109,9 @@ Result<sockaddr_in> ParseEndpoint(NodeId id, const std::string& endpoint,
 struct Route {
   std::string endpoint;
   sockaddr_in addr{};
+  // Without UCX's peer-failure handling, so that UCX may use shared memory
+  // and CMA (UcxOptions::shared_memory; UcxTransport::WantsSharedMemory).
+  bool shared_memory = false;
   std::mutex mu;          // one send at a time: sequence numbers in order
   ucp_ep_h ep = nullptr;  // Guarded by mu.
   bool retired = false;   // Guarded by mu: replaced or disconnected
@@ -171,12 +176,14 @@ struct RecvContext {
   size_t placed = 0;  // the payload written into `pinned`, if any
 };
 
+using SharedMemory = UcxOptions::SharedMemory;
+
 class UcxTransport final : public Transport {
  public:
   UcxTransport(NodeId id, UcxOptions options)
       : id_(id),
         options_(std::move(options)),
-        shared_memory_(options_.shared_memory.value_or(false)) {}
+        mode_(options_.shared_memory.value_or(SharedMemory::kAuto)) {}
 
   ~UcxTransport() override { Close(); }
 
@@ -252,6 +259,7 @@ class UcxTransport final : public Transport {
       return Status::IoError("node {}: epoll for UCX: {}", id_,
                              std::strerror(errno));
     }
+    if (mode_ == SharedMemory::kAuto) FindLocalAddresses();
     progress_ = std::thread([this] { Progress(); });
     return Status::Ok();
   }
@@ -322,6 +330,7 @@ class UcxTransport final : public Transport {
     route->endpoint = endpoint;
     route->addr = addr;
     route->stream = NewStreamId();
+    route->shared_memory = WantsSharedMemory(addr.sin_addr);
     std::shared_ptr<Route> old;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -490,7 +499,9 @@ class UcxTransport final : public Transport {
         routes_.clear();
       }
       for (auto& r : routes) Retire(r);
-      for (ucp_ep_h ep : accepted_) CloseEp(ep, /*flush=*/false);
+      // Endpoints without peer-failure handling are closed gracefully
+      // while their peer lives (a forced close is for failed ones).
+      for (auto& [ep, shm] : accepted_) CloseEp(ep, /*force=*/!shm);
       accepted_.clear();
       // Closing requests and sends in flight, up to the linger time.
       const auto deadline = Clock::now() + options_.linger;
@@ -511,6 +522,33 @@ class UcxTransport final : public Transport {
     if (epoll_ >= 0) ::close(epoll_);
     epoll_ = -1;
     streams_.clear();
+  }
+
+  // Tests only (UcxRouteInfoForTesting): UCX's description of the route
+  // to `peer`, its lanes among it.
+  Result<std::string> RouteInfo(NodeId peer) {
+    ASSIGN_OR_RETURN(std::shared_ptr<Route> route, RouteTo(peer));
+    // Owned by the call too: it may run after a timed-out wait returned.
+    auto out = std::make_shared<std::string>();
+    RETURN_IF_ERROR(CallOnProgressThread([this, route, peer, out]() -> Status {
+      std::lock_guard<std::mutex> lock(route->mu);
+      if (route->ep == nullptr) {
+        return Status::FailedPrecondition(
+            "node {}: the route to node {} has no endpoint yet (send first)",
+            id_, peer);
+      }
+      char* text = nullptr;
+      size_t size = 0;
+      FILE* f = open_memstream(&text, &size);
+      if (f == nullptr)
+        return Status::IoError("node {}: open_memstream failed", id_);
+      ucp_ep_print_info(route->ep, f);
+      std::fclose(f);
+      out->assign(text, size);
+      std::free(text);
+      return Status::Ok();
+    }));
+    return *out;
   }
 
   Status SendRaw(NodeId to, std::vector<uint8_t> am_header,
@@ -786,25 +824,64 @@ class UcxTransport final : public Transport {
   // Peer-failure handling, unless shared memory is wanted: UCX 1.13 leaves
   // out every transport that cannot report a lost peer (its shared-memory
   // and CMA transports) from endpoints that ask for it (openucx/ucx#8477).
-  ucp_err_handling_mode_t ErrorMode() const {
-    return shared_memory_ ? UCP_ERR_HANDLING_MODE_NONE
-                          : UCP_ERR_HANDLING_MODE_PEER;
+  // Without it, a client-server endpoint still fails once its connection
+  // manager's TCP connection ends (the peer closed or its process died),
+  // and UCX still calls the endpoint's error handler; what it lacks is
+  // UCX's keepalive, which finds a peer whose machine went silent
+  // (docs/transport.md).
+  static ucp_err_handling_mode_t ErrorMode(bool shared_memory) {
+    return shared_memory ? UCP_ERR_HANDLING_MODE_NONE
+                         : UCP_ERR_HANDLING_MODE_PEER;
+  }
+
+  // Whether an endpoint to or from a peer at `peer` goes without UCX's
+  // peer-failure handling (UcxOptions::shared_memory). Both ends decide
+  // alike: each sees the other's address as local, or neither does.
+  bool WantsSharedMemory(in_addr peer) const {
+    switch (mode_) {
+      case SharedMemory::kOn:
+        return true;
+      case SharedMemory::kOff:
+        return false;
+      case SharedMemory::kAuto:
+        break;
+    }
+    return (ntohl(peer.s_addr) >> 24) == 127 ||
+           local_addrs_.count(peer.s_addr) > 0;
+  }
+
+  // The IPv4 addresses of this machine's interfaces (SharedMemory::kAuto).
+  void FindLocalAddresses() {
+    ifaddrs* list = nullptr;
+    if (::getifaddrs(&list) != 0) {
+      LogWarning(
+          "node {}: cannot list this machine's addresses ({}); UCX uses "
+          "shared memory only towards loopback addresses",
+          id_, std::strerror(errno));
+      return;
+    }
+    for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+      if (a->ifa_addr != nullptr && a->ifa_addr->sa_family == AF_INET) {
+        local_addrs_.insert(
+            reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr.s_addr);
+      }
+    }
+    ::freeifaddrs(list);
   }
 
   bool EnsureEp(Route& route) {
     if (route.ep != nullptr) return true;
     ucp_ep_params_t ep{};
     ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
-                    UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+                    UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
     ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
     ep.sockaddr.addr = reinterpret_cast<const sockaddr*>(&route.addr);
     ep.sockaddr.addrlen = sizeof(route.addr);
-    ep.err_mode = ErrorMode();
-    if (!shared_memory_) {
-      ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
-      ep.err_handler.cb = &UcxTransport::OnRouteError;
-      ep.err_handler.arg = &route;
-    }
+    ep.err_mode = ErrorMode(route.shared_memory);
+    // Called in either mode (ErrorMode()).
+    ep.err_handler.cb = &UcxTransport::OnRouteError;
+    ep.err_handler.arg = &route;
     const ucs_status_t s = ucp_ep_create(worker_, &ep, &route.ep);
     if (s != UCS_OK) {
       LogWarning("node {}: cannot reach {}: {}", id_, route.endpoint,
@@ -813,16 +890,16 @@ class UcxTransport final : public Transport {
       route.failed = true;
       return false;
     }
-    if (shared_memory_ && !StartWireupFlush(route)) {
+    if (route.shared_memory && !StartWireupFlush(route)) {
       route.failed = true;
       return false;
     }
     return true;
   }
 
-  // With shared memory (UcxOptions::shared_memory) no send goes out on a
-  // new endpoint until UCX has set up its lanes: UCX 1.13 aborts the
-  // process when a send queued during that set-up is moved onto the
+  // Without peer-failure handling (UcxOptions::shared_memory) no send goes
+  // out on a new endpoint until UCX has set up its lanes: UCX 1.13 aborts
+  // the process when a send queued during that set-up is moved onto the
   // shared-memory or CMA lanes (assertions in rndv.c, the packed key size,
   // and proto_am.inl, max_iov). A flush of the endpoint ends once the lanes
   // are up. `route.mu` held.
@@ -917,14 +994,18 @@ class UcxTransport final : public Transport {
     std::lock_guard<std::mutex> lock(route.mu);
     route.retired = true;  // a sender still holding it does not reopen it
     if (route.ep == nullptr) return;
-    CloseEp(route.ep, !route.failed.load());
+    CloseEp(route.ep, /*force=*/route.failed.load());
     route.ep = nullptr;
   }
 
-  void CloseEp(ucp_ep_h ep, bool flush) {
+  // `force`: release the endpoint without flushing it, for an endpoint UCX
+  // reported failed (a flush of one only fails, and UCX logs an error for
+  // each of its lanes), or one with peer-failure handling. UCX wants
+  // peer-failure handling on both sides for a forced close of a live
+  // connection, so one without it is closed gracefully while it lives.
+  void CloseEp(ucp_ep_h ep, bool force) {
     ucp_request_param_t p{};
-    // A forced close is for endpoints with peer-failure handling only.
-    if (!flush && !shared_memory_) {
+    if (force) {
       p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
       p.flags = UCP_EP_CLOSE_FLAG_FORCE;
     }
@@ -950,12 +1031,20 @@ class UcxTransport final : public Transport {
     ep.field_mask =
         UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
     ep.conn_request = request;
-    ep.err_mode = self->ErrorMode();
-    if (!self->shared_memory_) {
-      ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
-      ep.err_handler.cb = &UcxTransport::OnAcceptedError;
-      ep.err_handler.arg = self;
+    // As the connecting side decided (WantsSharedMemory), from its address.
+    ucp_conn_request_attr_t attr{};
+    attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
+    in_addr client{};
+    if (ucp_conn_request_query(request, &attr) == UCS_OK &&
+        attr.client_address.ss_family == AF_INET) {
+      client =
+          reinterpret_cast<const sockaddr_in*>(&attr.client_address)->sin_addr;
     }
+    const bool shm = self->WantsSharedMemory(client);
+    ep.err_mode = ErrorMode(shm);
+    ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.err_handler.cb = &UcxTransport::OnAcceptedError;
+    ep.err_handler.arg = self;
     ucp_ep_h created = nullptr;
     const ucs_status_t s = ucp_ep_create(self->worker_, &ep, &created);
     if (s != UCS_OK) {
@@ -963,14 +1052,14 @@ class UcxTransport final : public Transport {
                  UcsError(s));
       return;
     }
-    self->accepted_.insert(created);
+    self->accepted_[created] = shm;
   }
 
   static void OnAcceptedError(void* arg, ucp_ep_h ep, ucs_status_t status) {
     auto* self = static_cast<UcxTransport*>(arg);
     LogDebug("node {}: an incoming UCX connection ended: {}", self->id_,
              UcsError(status));
-    if (self->accepted_.erase(ep) > 0) self->CloseEp(ep, /*flush=*/false);
+    if (self->accepted_.erase(ep) > 0) self->CloseEp(ep, /*force=*/true);
   }
 
   // An active message: validate its header, then take its data (copied now,
@@ -1213,9 +1302,10 @@ class UcxTransport final : public Transport {
 
   const NodeId id_;
   const UcxOptions options_;
-  // Endpoints without peer-failure handling, so that UCX may pick shared
-  // memory and CMA (UcxOptions::shared_memory).
-  const bool shared_memory_;
+  // Which endpoints go without peer-failure handling, so that UCX may pick
+  // shared memory and CMA (UcxOptions::shared_memory; WantsSharedMemory).
+  const SharedMemory mode_;
+  std::set<in_addr_t> local_addrs_;  // this machine's, filled by Init()
   const std::shared_ptr<BufferPool> pool_ =
       BufferPool::Create(size_t{256} << 20);
   ucp_context_h context_ = nullptr;
@@ -1235,7 +1325,7 @@ class UcxTransport final : public Transport {
   bool stopping_ = false;                            // Guarded by mu_.
 
   // Progress thread only.
-  std::set<ucp_ep_h> accepted_;
+  std::map<ucp_ep_h, bool> accepted_;  // -> without peer-failure handling
   std::vector<std::shared_ptr<Route>> closing_;
   std::vector<void*> close_requests_;
   struct Stream {
@@ -1282,6 +1372,15 @@ Status SendRawUcxForTesting(Transport& from, NodeId to,
   return ucx->SendRaw(to, std::move(am_header), std::move(data));
 }
 
+Result<std::string> UcxRouteInfoForTesting(Transport& from, NodeId to) {
+  auto* ucx = dynamic_cast<UcxTransport*>(&from);
+  if (ucx == nullptr) {
+    return Status::InvalidArgument(
+        "UcxRouteInfoForTesting: not a UCX transport");
+  }
+  return ucx->RouteInfo(to);
+}
+
 Result<std::unique_ptr<Transport>> NewUcxTransport(NodeId id,
                                                    UcxOptions options) {
   if (id < 0)
@@ -1290,12 +1389,18 @@ Result<std::unique_ptr<Transport>> NewUcxTransport(NodeId id,
   if (const char* env = std::getenv(kSharedMemoryEnv);
       !options.shared_memory.has_value() && env != nullptr) {
     const std::string value = env;
-    if (value != "0" && value != "1") {
+    if (value == "auto") {
+      options.shared_memory = UcxOptions::SharedMemory::kAuto;
+    } else if (value == "1") {
+      options.shared_memory = UcxOptions::SharedMemory::kOn;
+    } else if (value == "0") {
+      options.shared_memory = UcxOptions::SharedMemory::kOff;
+    } else {
       return Status::InvalidArgument(
-          "node {}: {}=\"{}\": expected 1 (shared memory on) or 0 (off)", id,
-          kSharedMemoryEnv, value);
+          "node {}: {}=\"{}\": expected auto (shared memory towards this "
+          "machine's addresses), 1 (towards every peer) or 0 (never)",
+          id, kSharedMemoryEnv, value);
     }
-    options.shared_memory = value == "1";
   }
   auto t = std::make_unique<UcxTransport>(id, std::move(options));
   RETURN_IF_ERROR(t->Init());
@@ -1312,6 +1417,10 @@ bool HaveUcx() { return false; }
 
 Status SendRawUcxForTesting(Transport&, NodeId, std::vector<uint8_t>,
                             std::vector<uint8_t>) {
+  return Status::Unimplemented("this build has no UCX");
+}
+
+Result<std::string> UcxRouteInfoForTesting(Transport&, NodeId) {
   return Status::Unimplemented("this build has no UCX");
 }
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
@@ -22,17 +23,25 @@ struct UcxOptions {
   // send_timeout, then fails with kDeadlineExceeded (a stalled peer).
   uint64_t max_inflight_bytes = uint64_t{1} << 30;
   std::chrono::milliseconds send_timeout{30000};
-  // Shared memory and cross-memory attach between nodes on one machine.
-  // UCX 1.13 offers those only to endpoints without its peer-failure
-  // handling, so with this on a lost peer is not reported by Send(): sends
-  // to it go on returning OK while the transport's in-flight budget
-  // (max_inflight_bytes, shared by every peer) lasts, then wait and fail at
-  // send_timeout. A cluster finds the lost node by its heartbeats. Off: every
-  // byte goes through UCX's TCP transport, also on one machine, and a lost peer
-  // is reported within a second or so. Unset: the environment variable
-  // STRATA_UCX_SHARED_MEMORY ("1" on, "0" off), and off without it
-  // (docs/transport.md, "What UCX runs over").
-  std::optional<bool> shared_memory;
+  // Shared memory and cross-memory attach between nodes on one machine
+  // (docs/transport.md, "What UCX runs over"). UCX 1.13 offers those only to
+  // endpoints without its peer-failure handling (UCP_ERR_HANDLING_MODE_NONE).
+  // Such an endpoint still fails when its peer closes or its process dies
+  // (UCX's connection manager sees its TCP connection end), and Send() then
+  // returns kUnavailable at once, as with the handling on; what it lacks is
+  // UCX's keepalive, which finds a peer whose machine went silent.
+  //   kAuto: without the handling on routes to an address of this machine
+  //          (loopback or one of its interfaces), with it elsewhere. The
+  //          default.
+  //   kOn:   without it on every route (a silent machine is then found by a
+  //          cluster's heartbeats, or at the send timeout).
+  //   kOff:  with it on every route: every byte goes through UCX's TCP
+  //          transport, also on one machine.
+  // Unset: the environment variable STRATA_UCX_SHARED_MEMORY ("auto", "1"
+  // on, "0" off), and kAuto without it. Every node of a cluster must use
+  // the same setting.
+  enum class SharedMemory { kAuto, kOn, kOff };
+  std::optional<SharedMemory> shared_memory;
 };
 
 // Whether this build has UCX (libucx-dev found when it was configured).
@@ -41,8 +50,9 @@ bool HaveUcx();
 // A Transport over UCX active messages (docs/transport.md, "UCX"): endpoints
 // are "ucx://HOST:PORT" (Bind: PORT 0 or * picks a free one). UCX chooses
 // how bytes move between two nodes: shared memory and cross-memory attach on
-// one machine, TCP (or RDMA where there is hardware) between machines; the
-// UCX_TLS environment variable narrows the choice. One thread per transport
+// one machine (UcxOptions::shared_memory), TCP (or RDMA where there is
+// hardware) between machines; the UCX_TLS environment variable narrows the
+// choice. One thread per transport
 // drives UCX and sleeps on its event descriptor when idle.
 //
 // A message is one active message: the wire header (wire.h) as the active
@@ -56,8 +66,9 @@ bool HaveUcx();
 //
 // Receive in place (SetPlacement, placement.h): a payload a caller placed
 // is copied straight into its memory (eager messages) or fetched into it by
-// the rendezvous, which pins the placement until the data is in. No direct
-// delivery. Unimplemented when the build has no UCX.
+// the rendezvous, which pins the placement until the data is in. Direct
+// delivery runs on the progress thread. Unimplemented when the build has no
+// UCX.
 Result<std::unique_ptr<Transport>> NewUcxTransport(NodeId id,
                                                    UcxOptions options = {});
 
@@ -68,5 +79,10 @@ Result<std::unique_ptr<Transport>> NewUcxTransport(NodeId id,
 Status SendRawUcxForTesting(Transport& from, NodeId to,
                             std::vector<uint8_t> am_header,
                             std::vector<uint8_t> data);
+
+// Tests only: UCX's description of `from`'s route to `to` (ucp_ep_print_info:
+// its lanes and the transports they use). kFailedPrecondition before the
+// route's first send, InvalidArgument for a transport that is not UCX.
+Result<std::string> UcxRouteInfoForTesting(Transport& from, NodeId to);
 
 }  // namespace strata

@@ -29,15 +29,16 @@ using std::chrono::milliseconds;
 constexpr milliseconds kTimeout{20000};
 
 // kInProcSpin: in-process with spin-then-block waiting on (cluster.spin_us).
-// kUcxShm: UCX with shared memory and CMA (UcxOptions::shared_memory).
-enum class Backend { kInProc, kInProcSpin, kTcp, kUcx, kUcxShm };
+// kUcx: UCX as a cluster makes it (shared memory and CMA on loopback);
+// kUcxTcp: UCX with shared memory off (UcxOptions::shared_memory).
+enum class Backend { kInProc, kInProcSpin, kTcp, kUcx, kUcxTcp };
 
 std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
   return info.param == Backend::kInProc       ? "inproc"
          : info.param == Backend::kInProcSpin ? "inproc_spin"
          : info.param == Backend::kTcp        ? "tcp"
          : info.param == Backend::kUcx        ? "ucx"
-                                              : "ucx_shm";
+                                              : "ucx_tcp";
 }
 
 // S servers (node ids 0..S-1) and W workers (100..) wired directly.
@@ -50,16 +51,18 @@ class PsOverTransportTest : public ::testing::TestWithParam<Backend> {
       std::chrono::microseconds(GetParam() == Backend::kInProcSpin ? 2000 : 0)};
 
   void SetUp() override {
-    if ((GetParam() == Backend::kUcx || GetParam() == Backend::kUcxShm) &&
+    if ((GetParam() == Backend::kUcx || GetParam() == Backend::kUcxTcp) &&
         !HaveUcx())
       GTEST_SKIP() << "this build has no UCX (libucx-dev not found)";
   }
 
   std::unique_ptr<Transport> NewTransport(NodeId id) {
     std::unique_ptr<Transport> t;
-    if (GetParam() == Backend::kUcx || GetParam() == Backend::kUcxShm) {
+    if (GetParam() == Backend::kUcx || GetParam() == Backend::kUcxTcp) {
       UcxOptions options;
-      options.shared_memory = GetParam() == Backend::kUcxShm;
+      options.shared_memory = GetParam() == Backend::kUcxTcp
+                                  ? UcxOptions::SharedMemory::kOff
+                                  : UcxOptions::SharedMemory::kAuto;
       auto r = NewUcxTransport(id, options);
       EXPECT_TRUE(r.ok()) << r.status().ToString();
       t = std::move(r).value();
@@ -545,7 +548,7 @@ TEST_P(PsOverTransportTest, ResidualsOfTheWrongShapeAreRefused) {
 INSTANTIATE_TEST_SUITE_P(All, PsOverTransportTest,
                          ::testing::Values(Backend::kInProc,
                                            Backend::kInProcSpin, Backend::kTcp,
-                                           Backend::kUcx, Backend::kUcxShm),
+                                           Backend::kUcx, Backend::kUcxTcp),
                          BackendName);
 
 }  // namespace

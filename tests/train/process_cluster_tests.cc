@@ -302,21 +302,21 @@ void ExpectUcxProcessesTrainLikeTcp(
   ExpectFailedNaming(killed, "worker 1");
 }
 
-// Over UCX's TCP transport (the default: UCX reports a lost peer itself).
+// The default (cluster.ucx_shared_memory = "auto"): every node on this
+// machine, so shared memory and CMA between the processes, on endpoints
+// without UCX's error handler. Async: the server and the other workers
+// outlive the killed one and finish.
 TEST(ProcessClusterTest, ProcessesOverUcxTrainLikeOverTcp) {
   if (!HaveUcx()) GTEST_SKIP() << "this build has no UCX (libucx-dev)";
   ExpectUcxProcessesTrainLikeTcp({});
+  ExpectAsyncRunOutlivesAKilledWorker({"cluster.transport=ucx"});
 }
 
-// With cluster.ucx_shared_memory: shared memory and CMA between the
-// processes, and no peer-failure reports from UCX, so the killed worker is
-// found by the heartbeats alone. Async: the server and the other workers
-// outlive the killed one (UCX has no error handler for it here) and finish.
-TEST(ProcessClusterTest, ProcessesOverUcxSharedMemoryTrainLikeOverTcp) {
+// cluster.ucx_shared_memory = "off": every byte through UCX's TCP
+// transport, with UCX's error handler on every endpoint.
+TEST(ProcessClusterTest, ProcessesOverUcxTcpTrainLikeOverTcp) {
   if (!HaveUcx()) GTEST_SKIP() << "this build has no UCX (libucx-dev)";
-  ExpectUcxProcessesTrainLikeTcp({"cluster.ucx_shared_memory=true"});
-  ExpectAsyncRunOutlivesAKilledWorker(
-      {"cluster.transport=ucx", "cluster.ucx_shared_memory=true"});
+  ExpectUcxProcessesTrainLikeTcp({"cluster.ucx_shared_memory=off"});
 }
 
 // cluster.restart: kills `victim` (as pids.json names it) of a `mode` run

@@ -18,12 +18,14 @@ namespace strata::test_backends {
 
 // kInProcSpin: the in-process transport with spin-then-block waiting on
 // (cluster.spin_us; the fixture holds a SpinWaitFor()).
-// kUcxShm: UCX with UcxOptions::shared_memory (shared memory and CMA on one
-// machine, no peer-failure reports from UCX).
-enum class Backend { kInProc, kInProcSpin, kTcp, kIpc, kUcx, kUcxShm };
+// kUcx: UCX as a cluster makes it (UcxOptions::shared_memory kAuto: on
+// loopback, shared memory and CMA, peers watched by watch links); kUcxTcp:
+// UCX with shared memory off (UCX's TCP transport and its peer-failure
+// handling).
+enum class Backend { kInProc, kInProcSpin, kTcp, kIpc, kUcx, kUcxTcp };
 
 inline bool IsUcx(Backend backend) {
-  return backend == Backend::kUcx || backend == Backend::kUcxShm;
+  return backend == Backend::kUcx || backend == Backend::kUcxTcp;
 }
 
 inline bool IsInProc(Backend backend) {
@@ -42,8 +44,8 @@ inline const char* BackendString(Backend backend) {
       return "ipc";
     case Backend::kUcx:
       return "ucx";
-    case Backend::kUcxShm:
-      return "ucx_shm";
+    case Backend::kUcxTcp:
+      return "ucx_tcp";
   }
   return "unknown";
 }
@@ -69,7 +71,9 @@ inline bool Available(Backend backend) { return !IsUcx(backend) || HaveUcx(); }
 inline std::unique_ptr<Transport> NewNode(Backend backend, NodeId id,
                                           InProcFabric& fabric) {
   UcxOptions ucx;
-  ucx.shared_memory = backend == Backend::kUcxShm;
+  ucx.shared_memory = backend == Backend::kUcxTcp
+                          ? UcxOptions::SharedMemory::kOff
+                          : UcxOptions::SharedMemory::kAuto;
   Result<std::unique_ptr<Transport>> r =
       IsInProc(backend) ? fabric.NewTransport(id)
       : IsUcx(backend)  ? NewUcxTransport(id, ucx)

@@ -382,7 +382,7 @@ TEST_P(RpcTest, AnErrorReplyIsNotWrittenIntoThePlacement) {
 INSTANTIATE_TEST_SUITE_P(Backends, RpcTest,
                          ::testing::Values(Backend::kInProc,
                                            Backend::kInProcSpin, Backend::kTcp,
-                                           Backend::kUcx, Backend::kUcxShm),
+                                           Backend::kUcx, Backend::kUcxTcp),
                          BackendName);
 
 // RpcEndpoint::SetInlineHandling over the in-process transport: an idle
@@ -667,7 +667,7 @@ TEST_P(RpcUcxInlineTest, AllowedRequestsAreHandledOnTheProgressThread) {
 // reply, sent on the progress thread, waits there for the connection's
 // set-up).
 INSTANTIATE_TEST_SUITE_P(Ucx, RpcUcxInlineTest,
-                         ::testing::Values(Backend::kUcx, Backend::kUcxShm),
+                         ::testing::Values(Backend::kUcx, Backend::kUcxTcp),
                          BackendName);
 
 }  // namespace

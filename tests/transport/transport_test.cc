@@ -329,7 +329,7 @@ TEST_P(TransportTest, SendBeforePeerIsUp) {
 INSTANTIATE_TEST_SUITE_P(Backends, TransportTest,
                          ::testing::Values(Backend::kInProc, Backend::kTcp,
                                            Backend::kIpc, Backend::kUcx,
-                                           Backend::kUcxShm),
+                                           Backend::kUcxTcp),
                          BackendName);
 
 // In-process specifics.

@@ -5,10 +5,16 @@
 // order. Skipped in builds without UCX.
 #include "transport/ucx_transport.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -33,8 +39,12 @@ class UcxTransportTest : public ::testing::Test {
   void SetUp() override {
     if (!HaveUcx()) GTEST_SKIP() << "this build has no UCX (libucx-dev)";
   }
-  static std::unique_ptr<Transport> Node(NodeId id) {
-    auto r = NewUcxTransport(id);
+  static std::unique_ptr<Transport> Node(
+      NodeId id,
+      UcxOptions::SharedMemory mode = UcxOptions::SharedMemory::kAuto) {
+    UcxOptions options;
+    options.shared_memory = mode;
+    auto r = NewUcxTransport(id, options);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     if (!r.ok()) return nullptr;
     std::unique_ptr<Transport> t = std::move(r).value();
@@ -126,30 +136,119 @@ TEST_F(UcxTransportTest, SurvivesRawTcpGarbageOnItsPort) {
 }
 
 // A peer that goes away is reported (kUnavailable) within seconds, not
-// waited for; Connect() to its replacement works.
+// waited for; Connect() to its replacement works. With shared memory off
+// UCX's error handler reports it; by default (kAuto, on loopback: shared
+// memory) and with kOn, the route has no error handler, and the send fails
+// once UCX's connection manager has seen the peer's connection end.
 TEST_F(UcxTransportTest, ALostPeerIsReportedAndItsReplacementReached) {
-  auto a = Node(1);
-  auto b = Node(2);
-  ASSERT_TRUE(a->Connect(2, b->endpoint()).ok());
-  ASSERT_TRUE(a->Send(2, Heartbeat(1)).ok());
-  ASSERT_TRUE(b->Recv(kWait).ok());
-  b->Close();
-  const auto start = Clock::now();
-  Status s;
-  for (int i = 0; i < 400; ++i) {  // at most 20 s
-    s = a->Send(2, Heartbeat(2));
-    if (!s.ok()) break;
-    std::this_thread::sleep_for(milliseconds(50));
+  for (const auto mode :
+       {UcxOptions::SharedMemory::kAuto, UcxOptions::SharedMemory::kOff,
+        UcxOptions::SharedMemory::kOn}) {
+    SCOPED_TRACE(static_cast<int>(mode));
+    auto a = Node(1, mode);
+    auto b = Node(2, mode);
+    ASSERT_TRUE(a->Connect(2, b->endpoint()).ok());
+    ASSERT_TRUE(a->Send(2, Heartbeat(1)).ok());
+    ASSERT_TRUE(b->Recv(kWait).ok());
+    b->Close();
+    const auto start = Clock::now();
+    Status s;
+    for (int i = 0; i < 400; ++i) {  // at most 20 s
+      s = a->Send(2, Heartbeat(2));
+      if (!s.ok()) break;
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+    EXPECT_EQ(s.code(), Status::Code::kUnavailable) << s.ToString();
+    EXPECT_NE(s.message().find("unreachable"), std::string::npos)
+        << s.ToString();
+    EXPECT_LT(Clock::now() - start, std::chrono::seconds(20));
+    auto c = Node(2, mode);
+    ASSERT_TRUE(a->Connect(2, c->endpoint()).ok());
+    ASSERT_TRUE(a->Send(2, Heartbeat(3)).ok());
+    Result<Message> got = c->Recv(kWait);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(got->header.clock, 3);
   }
-  EXPECT_EQ(s.code(), Status::Code::kUnavailable) << s.ToString();
-  EXPECT_NE(s.message().find("unreachable"), std::string::npos) << s.ToString();
-  EXPECT_LT(Clock::now() - start, std::chrono::seconds(20));
-  auto c = Node(2);
-  ASSERT_TRUE(a->Connect(2, c->endpoint()).ok());
-  ASSERT_TRUE(a->Send(2, Heartbeat(3)).ok());
-  Result<Message> got = c->Recv(kWait);
-  ASSERT_TRUE(got.ok()) << got.status().ToString();
-  EXPECT_EQ(got->header.clock, 3);
+}
+
+// A peer whose process is killed (SIGKILL: nothing of it closes anything,
+// its kernel closes its sockets) is reported within seconds. The peer is a
+// child forked before this process starts any thread; it makes its
+// transport after the fork, sends its endpoint through a pipe, and waits
+// for the kill.
+TEST_F(UcxTransportTest, AKilledPeerIsReported) {
+  for (const auto mode :
+       {UcxOptions::SharedMemory::kAuto, UcxOptions::SharedMemory::kOff,
+        UcxOptions::SharedMemory::kOn}) {
+    SCOPED_TRACE(static_cast<int>(mode));
+    int to_parent[2], to_child[2];
+    ASSERT_EQ(::pipe(to_parent), 0);
+    ASSERT_EQ(::pipe(to_child), 0);
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      ::close(to_parent[0]);
+      ::close(to_child[1]);
+      auto b = Node(2, mode);
+      const std::string endpoint = b ? b->endpoint() : "";
+      (void)!::write(to_parent[1], endpoint.data(), endpoint.size());
+      ::close(to_parent[1]);
+      while (b) (void)b->Recv(milliseconds(1000));  // until killed
+      char c;
+      (void)!::read(to_child[0], &c, 1);  // or until the parent says
+      ::_exit(0);
+    }
+    ::close(to_parent[1]);
+    ::close(to_child[0]);
+    char buf[256];
+    const ssize_t n = ::read(to_parent[0], buf, sizeof(buf));
+    ::close(to_parent[0]);
+    const std::string endpoint(buf, n > 0 ? static_cast<size_t>(n) : 0);
+    if (endpoint.empty()) {
+      ::kill(child, SIGKILL);
+      ::waitpid(child, nullptr, 0);
+      FAIL() << "the child made no transport";
+    }
+    {
+      auto a = Node(1, mode);
+      ASSERT_TRUE(a->Connect(2, endpoint).ok());
+      ASSERT_TRUE(a->Send(2, Heartbeat(1)).ok());
+      ASSERT_TRUE(a->Send(2, Heartbeat(2)).ok());
+      ASSERT_EQ(::kill(child, SIGKILL), 0);
+      ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+      const auto start = Clock::now();
+      Status s;
+      for (int i = 0; i < 400 && s.ok(); ++i) {  // at most 20 s
+        s = a->Send(2, Heartbeat(2));
+        if (s.ok()) std::this_thread::sleep_for(milliseconds(50));
+      }
+      const auto took = Clock::now() - start;
+      EXPECT_EQ(s.code(), Status::Code::kUnavailable) << s.ToString();
+      EXPECT_LT(took, std::chrono::seconds(5));
+    }
+    ::close(to_child[1]);
+  }
+}
+
+// Which lanes UCX gave a route, from its own description of the endpoint:
+// by default (kAuto) a route on loopback uses shared memory and CMA; with
+// shared memory off, only TCP.
+TEST_F(UcxTransportTest, LoopbackRoutesUseSharedMemoryUnlessItIsOff) {
+  for (const auto mode :
+       {UcxOptions::SharedMemory::kAuto, UcxOptions::SharedMemory::kOff}) {
+    SCOPED_TRACE(static_cast<int>(mode));
+    auto a = Node(1, mode);
+    auto b = Node(2, mode);
+    ASSERT_TRUE(a->Connect(2, b->endpoint()).ok());
+    ASSERT_TRUE(a->Send(2, Heartbeat(1)).ok());
+    ASSERT_TRUE(b->Recv(kWait).ok());
+    Result<std::string> info = UcxRouteInfoForTesting(*a, 2);
+    ASSERT_TRUE(info.ok()) << info.status().ToString();
+    const bool shm = info->find("sysv") != std::string::npos ||
+                     info->find("posix") != std::string::npos ||
+                     info->find("cma") != std::string::npos;
+    EXPECT_EQ(shm, mode == UcxOptions::SharedMemory::kAuto) << *info;
+  }
 }
 
 // A rendezvous fetching into a placement pins it; when the sender or the
@@ -290,7 +389,7 @@ TEST_F(UcxTransportTest, DirectDeliveryKeepsOrderBetweenTheSinkAndRecv) {
 // rndv.c and proto_am.inl); the transport now waits for the lanes first.
 TEST_F(UcxTransportTest, SharedMemoryCarriesWhatIsSentFromTheStart) {
   UcxOptions shm;
-  shm.shared_memory = true;
+  shm.shared_memory = UcxOptions::SharedMemory::kOn;
   for (int attempt = 0; attempt < 8; ++attempt) {
     // Even attempts: one large piece; odd ones: three pieces.
     const std::vector<size_t> sizes =
@@ -334,7 +433,7 @@ TEST_F(UcxTransportTest, SharedMemoryCarriesWhatIsSentFromTheStart) {
 }
 
 // STRATA_UCX_SHARED_MEMORY decides when the options do not; a value other
-// than 1 or 0 is refused, naming the variable.
+// than auto, 1 or 0 is refused, naming the variable.
 TEST_F(UcxTransportTest, TheSharedMemorySettingFromTheEnvironmentIsChecked) {
   const char* before = std::getenv("STRATA_UCX_SHARED_MEMORY");
   const std::string saved = before != nullptr ? before : "";
@@ -346,10 +445,12 @@ TEST_F(UcxTransportTest, TheSharedMemorySettingFromTheEnvironmentIsChecked) {
             std::string::npos)
       << bad.status().ToString();
   UcxOptions explicit_off;
-  explicit_off.shared_memory = false;  // the options win: no check
-  EXPECT_TRUE(NewUcxTransport(1, explicit_off).ok());
-  setenv("STRATA_UCX_SHARED_MEMORY", "1", 1);
-  EXPECT_TRUE(NewUcxTransport(1).ok());
+  explicit_off.shared_memory = UcxOptions::SharedMemory::kOff;
+  EXPECT_TRUE(NewUcxTransport(1, explicit_off).ok());  // the options win
+  for (const char* good : {"1", "0", "auto"}) {
+    setenv("STRATA_UCX_SHARED_MEMORY", good, 1);
+    EXPECT_TRUE(NewUcxTransport(1).ok()) << good;
+  }
   if (before != nullptr) {
     setenv("STRATA_UCX_SHARED_MEMORY", saved.c_str(), 1);
   } else {
