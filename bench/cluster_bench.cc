@@ -7,7 +7,7 @@
 //   build/bench/cluster_bench [--reps 3] [--iterations 1500]
 //       [--threads 2,1] [--model mlp] [--modes async,sync] [--overlap 0|1]
 //       [--pipeline_kb KB] [--spin_us US] [--nospin 0|1] [--noinline 0|1]
-//       [--nowait 0|1]
+//       [--nowait 0|1] [--ucx 0|1]
 // One table per mode and thread count (train.threads for local,
 // cluster.threads_per_worker for the cluster; see docs/benchmarks.md).
 // --overlap 1 adds the cluster.overlap variants (async only); --nospin 1
@@ -15,7 +15,10 @@
 // once instead of polling first); --noinline 1 adds "inproc-inl" (pipelined,
 // cluster.inline_server = false: the server's own thread handles every push
 // and pull); --nowait 1 adds "tcp-lw" and "tcp-pipe-lw" (cluster.layer_wait
-// = false: the forward pass starts only once a step's pull is all in).
+// = false: the forward pass starts only once a step's pull is all in);
+// --ucx 1 adds "ucx" (pipelined, cluster.transport = "ucx": UCX between the
+// threads, shared memory and CMA by default; built with UCX only) and
+// "ucx-tcp" (the same with cluster.ucx_shared_memory = "off": UCX's TCP).
 // Uses real MNIST when STRATA_DATA_DIR is set (STRATA_DATA_DIR/mnist), else
 // synthetic 1x28x28 data.
 //
@@ -158,7 +161,8 @@ std::vector<int> ParseInts(const std::string& s) {
 // Returns the local trainer's median loop samples/s.
 double RunTable(const Config& base, const DatasetSplits& data, int threads,
                 int reps, const std::string& mode, bool with_overlap,
-                bool with_nospin, bool with_noinline, bool with_nowait) {
+                bool with_nospin, bool with_noinline, bool with_nowait,
+                bool with_ucx) {
   std::vector<Variant> variants;
   // Cluster variants: the transport, then "-pipe" for cluster.pipeline =
   // false (the default is layer-wise pipelining), or "+ovl" for
@@ -179,6 +183,10 @@ double RunTable(const Config& base, const DatasetSplits& data, int threads,
     names.push_back("inproc+ovl");
     names.push_back("tcp+ovl");
   }
+  if (with_ucx) {
+    names.push_back("ucx");
+    names.push_back("ucx-tcp");
+  }
   for (const std::string& name : names) {
     Variant var{name, base, {}};
     Set(var.config, "train.threads=" + std::to_string(threads));
@@ -196,6 +204,9 @@ double RunTable(const Config& base, const DatasetSplits& data, int threads,
       }
       if (var.name.find("-lw") != std::string::npos) {
         Set(var.config, "cluster.layer_wait=false");
+      }
+      if (var.name == "ucx-tcp") {
+        Set(var.config, "cluster.ucx_shared_memory=off");
       }
       Set(var.config, "cluster.mode=" + mode);
       Set(var.config, "cluster.transport=" +
@@ -277,6 +288,7 @@ int main(int argc, char** argv) {
   bool with_nospin = false;
   bool with_noinline = false;
   bool with_nowait = false;
+  bool with_ucx = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--modes") {
@@ -298,6 +310,8 @@ int main(int argc, char** argv) {
       with_noinline = std::string(argv[i + 1]) == "1";
     } else if (a == "--nowait") {
       with_nowait = std::string(argv[i + 1]) == "1";
+    } else if (a == "--ucx") {
+      with_ucx = std::string(argv[i + 1]) == "1";
     } else if (a == "--pipeline_kb") {
       pipeline_kb = argv[i + 1];
     } else if (a == "--reps") {
@@ -377,8 +391,9 @@ int main(int argc, char** argv) {
   std::vector<std::pair<int, double>> local;
   for (const std::string& mode : modes) {
     for (int t : threads) {
-      local.push_back({t, RunTable(base, *data, t, reps, mode, with_overlap,
-                                   with_nospin, with_noinline, with_nowait)});
+      local.push_back(
+          {t, RunTable(base, *data, t, reps, mode, with_overlap, with_nospin,
+                       with_noinline, with_nowait, with_ucx)});
     }
   }
   // A single-process trainer that gets slower with more threads makes any
