@@ -319,8 +319,8 @@ std::vector<ConfigKey> MakeSchema() {
           "addresses; on: "
           "on every connection; off: never (every byte through UCX's TCP "
           "transport). In process and for --processes children; strata node "
-          "reads STRATA_UCX_SHARED_MEMORY (auto, 1, 0). Every node must use "
-          "the same (docs/transport.md)",
+          "reads STRATA_UCX_SHARED_MEMORY (auto, 1, 0). The connecting "
+          "node's setting decides for a connection (docs/transport.md)",
           {"auto", "on", "off"}),
       Str("cluster.security", "none",
           "ZeroMQ TCP between nodes: none = plain TCP (loopback or a trusted "

@@ -117,7 +117,12 @@ struct Route {
   bool retired = false;   // Guarded by mu: replaced or disconnected
   // Set by UCX's error handler, which may run on a sender's thread while it
   // holds `mu` (a socket error inside ucp_am_send_nbx): it must not lock.
+  // Also set when the connection was not set up (AwaitWireup).
   std::atomic<bool> failed{false};
+  // UCX itself reported the endpoint failed (its error handler, or a send
+  // status saying the peer is gone): only then may an endpoint without
+  // peer-failure handling be closed by force (CloseRoute).
+  std::atomic<bool> reported_lost{false};
   // Every message on a route carries (stream, sequence number): UCX may
   // deliver active messages sent while a connection is still being set up
   // after later ones, and the receiver puts them back in order.
@@ -142,6 +147,10 @@ struct Prefix {
   uint32_t stream;
   uint32_t seq;
 };
+
+// Calls of UCX's error handler on any endpoint of this process (tests:
+// UcxErrorHandlerCallsForTesting).
+std::atomic<uint64_t> g_error_handler_calls{0};
 
 // UcxOptions::shared_memory when the options leave it unset.
 constexpr const char* kSharedMemoryEnv = "STRATA_UCX_SHARED_MEMORY";
@@ -344,9 +353,19 @@ class UcxTransport final : public Transport {
       if (it != routes_.end()) old = std::move(it->second);
       routes_[peer] = route;
     }
-    if (old && !Post([this, old] { Retire(old); }))
+    if (old && !Post([this, old] { Retire(old); })) {
+      KeepForClose(std::move(old));
       return Status::Cancelled("node {}: transport is closed", id_);
+    }
     return Status::Ok();
+  }
+
+  // A route that Post() could not hand to the progress thread (the
+  // transport is closing): Close() retires it, since UCX may still call its
+  // endpoint's error handler, which points at it.
+  void KeepForClose(std::shared_ptr<Route> route) {
+    std::lock_guard<std::mutex> lock(mu_);
+    orphaned_.push_back(std::move(route));
   }
 
   Status Disconnect(NodeId peer) override {
@@ -359,8 +378,10 @@ class UcxTransport final : public Transport {
       old = std::move(it->second);
       routes_.erase(it);
     }
-    if (!Post([this, old] { Retire(old); }))
+    if (!Post([this, old] { Retire(old); })) {
+      KeepForClose(std::move(old));
       return Status::Cancelled("node {}: transport is closed", id_);
+    }
     return Status::Ok();
   }
 
@@ -497,11 +518,13 @@ class UcxTransport final : public Transport {
         std::lock_guard<std::mutex> lock(mu_);
         for (auto& [peer, r] : routes_) routes.push_back(r);
         routes_.clear();
+        for (auto& r : orphaned_) routes.push_back(std::move(r));
+        orphaned_.clear();
       }
       for (auto& r : routes) Retire(r);
-      // Endpoints without peer-failure handling are closed gracefully
-      // while their peer lives (a forced close is for failed ones).
-      for (auto& [ep, shm] : accepted_) CloseEp(ep, /*force=*/!shm);
+      // Gracefully: a forced close of a live connection wants peer-failure
+      // handling on both sides, and these took the connecting side's mode.
+      for (ucp_ep_h ep : accepted_) CloseEp(ep, /*force=*/false);
       accepted_.clear();
       // Closing requests and sends in flight, up to the linger time.
       const auto deadline = Clock::now() + options_.linger;
@@ -743,6 +766,7 @@ class UcxTransport final : public Transport {
       if (PeerGone(why)) {
         // The send found the peer lost before UCX's error callback did
         // (seen under load): the same error as after the callback.
+        route->reported_lost = true;
         route->failed = true;
         return lost(UcsError(why));
       }
@@ -834,9 +858,9 @@ class UcxTransport final : public Transport {
                          : UCP_ERR_HANDLING_MODE_PEER;
   }
 
-  // Whether an endpoint to or from a peer at `peer` goes without UCX's
-  // peer-failure handling (UcxOptions::shared_memory). Both ends decide
-  // alike: each sees the other's address as local, or neither does.
+  // Whether a route to a peer at `peer` goes without UCX's peer-failure
+  // handling (UcxOptions::shared_memory). The connecting side decides; the
+  // accepting side's endpoint takes its mode (OnConnection).
   bool WantsSharedMemory(in_addr peer) const {
     switch (mode_) {
       case SharedMemory::kOn:
@@ -846,7 +870,9 @@ class UcxTransport final : public Transport {
       case SharedMemory::kAuto:
         break;
     }
+    // 0.0.0.0 (a node advertising its wildcard bind) reaches this machine.
     return (ntohl(peer.s_addr) >> 24) == 127 ||
+           peer.s_addr == htonl(INADDR_ANY) ||
            local_addrs_.count(peer.s_addr) > 0;
   }
 
@@ -977,6 +1003,8 @@ class UcxTransport final : public Transport {
 
   static void OnRouteError(void* arg, ucp_ep_h ep, ucs_status_t status) {
     auto* route = static_cast<Route*>(arg);
+    route->reported_lost = true;
+    g_error_handler_calls.fetch_add(1, std::memory_order_relaxed);
     if (!route->failed.exchange(true))
       LogDebug("UCX: lost the connection to {}: {}", route->endpoint,
                UcsError(status));
@@ -994,7 +1022,10 @@ class UcxTransport final : public Transport {
     std::lock_guard<std::mutex> lock(route.mu);
     route.retired = true;  // a sender still holding it does not reopen it
     if (route.ep == nullptr) return;
-    CloseEp(route.ep, /*force=*/route.failed.load());
+    // A forced close of a live connection wants peer-failure handling on
+    // both sides (ucp.h): without it, only one UCX reported failed.
+    CloseEp(route.ep, /*force=*/route.reported_lost.load() ||
+                          (route.failed.load() && !route.shared_memory));
     route.ep = nullptr;
   }
 
@@ -1028,20 +1059,13 @@ class UcxTransport final : public Transport {
   static void OnConnection(ucp_conn_request_h request, void* arg) {
     auto* self = static_cast<UcxTransport*>(arg);
     ucp_ep_params_t ep{};
-    ep.field_mask =
-        UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+    ep.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST;
     ep.conn_request = request;
-    // As the connecting side decided (WantsSharedMemory), from its address.
-    ucp_conn_request_attr_t attr{};
-    attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
-    in_addr client{};
-    if (ucp_conn_request_query(request, &attr) == UCS_OK &&
-        attr.client_address.ss_family == AF_INET) {
-      client =
-          reinterpret_cast<const sockaddr_in*>(&attr.client_address)->sin_addr;
-    }
-    const bool shm = self->WantsSharedMemory(client);
-    ep.err_mode = ErrorMode(shm);
+    // No error-handling mode of its own: the endpoint takes the connecting
+    // side's (WantsSharedMemory there), as UCX requires. A different one
+    // would make UCX refuse the connection (an "error handling level
+    // mismatch"), e.g. for a peer that reached this node by another address
+    // than it sees, or one run with another setting.
     ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
     ep.err_handler.cb = &UcxTransport::OnAcceptedError;
     ep.err_handler.arg = self;
@@ -1052,11 +1076,12 @@ class UcxTransport final : public Transport {
                  UcsError(s));
       return;
     }
-    self->accepted_[created] = shm;
+    self->accepted_.insert(created);
   }
 
   static void OnAcceptedError(void* arg, ucp_ep_h ep, ucs_status_t status) {
     auto* self = static_cast<UcxTransport*>(arg);
+    g_error_handler_calls.fetch_add(1, std::memory_order_relaxed);
     LogDebug("node {}: an incoming UCX connection ended: {}", self->id_,
              UcsError(status));
     if (self->accepted_.erase(ep) > 0) self->CloseEp(ep, /*force=*/true);
@@ -1321,11 +1346,12 @@ class UcxTransport final : public Transport {
   mutable std::mutex mu_;
   std::string endpoint_;                             // Guarded by mu_.
   std::map<NodeId, std::shared_ptr<Route>> routes_;  // Guarded by mu_.
+  std::vector<std::shared_ptr<Route>> orphaned_;     // Guarded by mu_.
   std::deque<std::function<void()>> posted_;         // Guarded by mu_.
   bool stopping_ = false;                            // Guarded by mu_.
 
   // Progress thread only.
-  std::map<ucp_ep_h, bool> accepted_;  // -> without peer-failure handling
+  std::set<ucp_ep_h> accepted_;
   std::vector<std::shared_ptr<Route>> closing_;
   std::vector<void*> close_requests_;
   struct Stream {
@@ -1370,6 +1396,10 @@ Status SendRawUcxForTesting(Transport& from, NodeId to,
   if (ucx == nullptr)
     return Status::InvalidArgument("SendRawUcxForTesting: not a UCX transport");
   return ucx->SendRaw(to, std::move(am_header), std::move(data));
+}
+
+uint64_t UcxErrorHandlerCallsForTesting() {
+  return g_error_handler_calls.load();
 }
 
 Result<std::string> UcxRouteInfoForTesting(Transport& from, NodeId to) {
@@ -1423,6 +1453,8 @@ Status SendRawUcxForTesting(Transport&, NodeId, std::vector<uint8_t>,
 Result<std::string> UcxRouteInfoForTesting(Transport&, NodeId) {
   return Status::Unimplemented("this build has no UCX");
 }
+
+uint64_t UcxErrorHandlerCallsForTesting() { return 0; }
 
 Result<std::unique_ptr<Transport>> NewUcxTransport(NodeId id, UcxOptions) {
   return Status::Unimplemented(

@@ -24,12 +24,15 @@ struct UcxOptions {
   uint64_t max_inflight_bytes = uint64_t{1} << 30;
   std::chrono::milliseconds send_timeout{30000};
   // Shared memory and cross-memory attach between nodes on one machine
-  // (docs/transport.md, "What UCX runs over"). UCX 1.13 offers those only to
-  // endpoints without its peer-failure handling (UCP_ERR_HANDLING_MODE_NONE).
-  // Such an endpoint still fails when its peer closes or its process dies
-  // (UCX's connection manager sees its TCP connection end), and Send() then
-  // returns kUnavailable at once, as with the handling on; what it lacks is
-  // UCX's keepalive, which finds a peer whose machine went silent.
+  // (docs/transport.md, "Shared memory and CMA"). UCX 1.13 offers those only
+  // to endpoints without its peer-failure handling
+  // (UCP_ERR_HANDLING_MODE_NONE). Such an endpoint still fails when its peer
+  // closes or its process dies (UCX's connection manager sees its TCP
+  // connection end), and Send() then returns kUnavailable at once, as with
+  // the handling on (measured on 1.13, on loopback; UCX documents its error
+  // handler as not called in this mode, 1.13 calls it); what it lacks is
+  // UCX's keepalive, which finds a peer whose machine went silent. The
+  // connecting side decides; the accepting side takes its mode.
   //   kAuto: without the handling on routes to an address of this machine
   //          (loopback or one of its interfaces), with it elsewhere. The
   //          default.
@@ -38,8 +41,7 @@ struct UcxOptions {
   //   kOff:  with it on every route: every byte goes through UCX's TCP
   //          transport, also on one machine.
   // Unset: the environment variable STRATA_UCX_SHARED_MEMORY ("auto", "1"
-  // on, "0" off), and kAuto without it. Every node of a cluster must use
-  // the same setting.
+  // on, "0" off), and kAuto without it.
   enum class SharedMemory { kAuto, kOn, kOff };
   std::optional<SharedMemory> shared_memory;
 };
@@ -84,5 +86,9 @@ Status SendRawUcxForTesting(Transport& from, NodeId to,
 // its lanes and the transports they use). kFailedPrecondition before the
 // route's first send, InvalidArgument for a transport that is not UCX.
 Result<std::string> UcxRouteInfoForTesting(Transport& from, NodeId to);
+
+// Tests only: how often UCX has called the error handler of an endpoint of
+// this process (any UCX transport) since it started.
+uint64_t UcxErrorHandlerCallsForTesting();
 
 }  // namespace strata

@@ -19,9 +19,9 @@ namespace strata::test_backends {
 // kInProcSpin: the in-process transport with spin-then-block waiting on
 // (cluster.spin_us; the fixture holds a SpinWaitFor()).
 // kUcx: UCX as a cluster makes it (UcxOptions::shared_memory kAuto: on
-// loopback, shared memory and CMA, peers watched by watch links); kUcxTcp:
-// UCX with shared memory off (UCX's TCP transport and its peer-failure
-// handling).
+// loopback, shared memory and CMA, endpoints without UCX's peer-failure
+// mode); kUcxTcp: UCX with shared memory off (UCX's TCP transport and its
+// peer-failure mode).
 enum class Backend { kInProc, kInProcSpin, kTcp, kIpc, kUcx, kUcxTcp };
 
 inline bool IsUcx(Backend backend) {
