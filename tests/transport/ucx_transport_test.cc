@@ -59,6 +59,19 @@ class UcxTransportTest : public ::testing::Test {
     m.header.clock = clock;
     return m;
   }
+  // `a` connects to `b` (node 2) and one message goes through.
+  static void ConnectAndSendOne(Transport& a, Transport& b) {
+    ASSERT_TRUE(a.Connect(2, b.endpoint()).ok());
+    ASSERT_TRUE(a.Send(2, Heartbeat(1)).ok());
+    ASSERT_TRUE(b.Recv(kWait).ok());
+  }
+  // Whether UCX's description of a route (UcxRouteInfoForTesting) names a
+  // shared-memory or CMA lane.
+  static bool NamesSharedMemory(const std::string& info) {
+    return info.find("sysv") != std::string::npos ||
+           info.find("posix") != std::string::npos ||
+           info.find("cma") != std::string::npos;
+  }
 };
 
 // The bytes of an active message's header as the transport writes them:
@@ -165,9 +178,7 @@ TEST_F(UcxTransportTest, ALostPeerIsReportedAndItsReplacementReached) {
     SCOPED_TRACE(static_cast<int>(mode));
     auto a = Node(1, mode);
     auto b = Node(2, mode);
-    ASSERT_TRUE(a->Connect(2, b->endpoint()).ok());
-    ASSERT_TRUE(a->Send(2, Heartbeat(1)).ok());
-    ASSERT_TRUE(b->Recv(kWait).ok());
+    ASSERT_NO_FATAL_FAILURE(ConnectAndSendOne(*a, *b));
     const uint64_t handled = UcxErrorHandlerCallsForTesting();
     b->Close();
     Clock::duration took{};
@@ -323,16 +334,10 @@ TEST_F(UcxTransportTest,
   ASSERT_TRUE(rb.ok());
   std::unique_ptr<Transport> b = std::move(rb).value();
   ASSERT_TRUE(b->Bind("ucx://" + ip + ":*").ok()) << ip;
-  ASSERT_TRUE(a->Connect(2, b->endpoint()).ok());
-  ASSERT_TRUE(a->Send(2, Heartbeat(1)).ok());
-  ASSERT_TRUE(b->Recv(kWait).ok());
+  ASSERT_NO_FATAL_FAILURE(ConnectAndSendOne(*a, *b));
   Result<std::string> info = UcxRouteInfoForTesting(*a, 2);
   ASSERT_TRUE(info.ok()) << info.status().ToString();
-  EXPECT_TRUE(info->find("sysv") != std::string::npos ||
-              info->find("posix") != std::string::npos ||
-              info->find("cma") != std::string::npos)
-      << ip << "\n"
-      << *info;
+  EXPECT_TRUE(NamesSharedMemory(*info)) << ip << "\n" << *info;
 }
 
 // Which lanes UCX gave a route, from its own description of the endpoint:
@@ -344,15 +349,11 @@ TEST_F(UcxTransportTest, LoopbackRoutesUseSharedMemoryUnlessItIsOff) {
     SCOPED_TRACE(static_cast<int>(mode));
     auto a = Node(1, mode);
     auto b = Node(2, mode);
-    ASSERT_TRUE(a->Connect(2, b->endpoint()).ok());
-    ASSERT_TRUE(a->Send(2, Heartbeat(1)).ok());
-    ASSERT_TRUE(b->Recv(kWait).ok());
+    ASSERT_NO_FATAL_FAILURE(ConnectAndSendOne(*a, *b));
     Result<std::string> info = UcxRouteInfoForTesting(*a, 2);
     ASSERT_TRUE(info.ok()) << info.status().ToString();
-    const bool shm = info->find("sysv") != std::string::npos ||
-                     info->find("posix") != std::string::npos ||
-                     info->find("cma") != std::string::npos;
-    EXPECT_EQ(shm, mode == UcxOptions::SharedMemory::kAuto) << *info;
+    EXPECT_EQ(NamesSharedMemory(*info), mode == UcxOptions::SharedMemory::kAuto)
+        << *info;
   }
 }
 
