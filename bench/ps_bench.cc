@@ -232,11 +232,8 @@ Flags ParseFlags(int argc, char** argv) {
     } else if (auto u = bench::FlagValue(arg, "spin_us")) {
       f.spin_us = std::max(0, std::stoi(*u));
     } else if (auto m = bench::FlagValue(arg, "ucx_shm")) {
-      if (*m != "0" && *m != "1" && *m != "auto")
-        Die("--ucx_shm= wants auto, 0 or 1");
-      f.ucx_shm = *m == "1"   ? UcxOptions::SharedMemory::kOn
-                  : *m == "0" ? UcxOptions::SharedMemory::kOff
-                              : UcxOptions::SharedMemory::kAuto;
+      f.ucx_shm = UcxSharedMemoryFromEnv(*m);
+      if (!f.ucx_shm) Die("--ucx_shm= wants auto, 0 or 1");
     } else if (arg == "--no-bare-zmq") {
       f.bare_zmq = false;
     } else if (auto t = bench::FlagValue(arg, "transport")) {

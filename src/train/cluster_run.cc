@@ -26,10 +26,9 @@ class TransportFactory {
                    const std::string& ucx_shared_memory)
       : tcp_(kind == "tcp"),
         ucx_(kind == "ucx"),
-        ucx_shared_memory_(
-            ucx_shared_memory == "on"    ? UcxOptions::SharedMemory::kOn
-            : ucx_shared_memory == "off" ? UcxOptions::SharedMemory::kOff
-                                         : UcxOptions::SharedMemory::kAuto),
+        // The config schema allows only its spellings.
+        ucx_shared_memory_(UcxSharedMemoryFromConfig(ucx_shared_memory)
+                               .value_or(UcxOptions::SharedMemory::kAuto)),
         curve_(std::move(curve)) {}
   bool curve() const { return curve_.has_value(); }
   Result<std::unique_ptr<Transport>> Make(NodeId id) {

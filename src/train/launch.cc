@@ -305,12 +305,12 @@ Result<nlohmann::json> RunProcessesOnce(
                                 : "tcp://127.0.0.1:*";
   // cluster.ucx_shared_memory: the children (and the coordinator's own
   // transport) take it from the environment (UcxOptions::shared_memory).
-  const std::string shm = config.GetString("cluster.ucx_shared_memory");
-  setenv("STRATA_UCX_SHARED_MEMORY",
-         shm == "on"    ? "1"
-         : shm == "off" ? "0"
-                        : "auto",
-         1);
+  setenv(
+      "STRATA_UCX_SHARED_MEMORY",
+      UcxSharedMemoryEnvValue(UcxSharedMemoryFromConfig(
+                                  config.GetString("cluster.ucx_shared_memory"))
+                                  .value_or(UcxOptions::SharedMemory::kAuto)),
+      1);
   ASSIGN_OR_RETURN(auto coord, BoundTransport(0, local, curve));
   const std::string endpoint = coord->endpoint();
   const std::string config_path = run_dir.File("config.toml");

@@ -1,5 +1,46 @@
 #include "transport/ucx_transport.h"
 
+namespace strata {
+namespace {
+
+struct SharedMemorySpelling {
+  UcxOptions::SharedMemory mode;
+  const char* config;
+  const char* env;
+};
+constexpr SharedMemorySpelling kSharedMemorySpellings[] = {
+    {UcxOptions::SharedMemory::kAuto, "auto", "auto"},
+    {UcxOptions::SharedMemory::kOn, "on", "1"},
+    {UcxOptions::SharedMemory::kOff, "off", "0"},
+};
+
+}  // namespace
+
+std::optional<UcxOptions::SharedMemory> UcxSharedMemoryFromConfig(
+    std::string_view value) {
+  for (const auto& s : kSharedMemorySpellings) {
+    if (value == s.config) return s.mode;
+  }
+  return std::nullopt;
+}
+
+std::optional<UcxOptions::SharedMemory> UcxSharedMemoryFromEnv(
+    std::string_view value) {
+  for (const auto& s : kSharedMemorySpellings) {
+    if (value == s.env) return s.mode;
+  }
+  return std::nullopt;
+}
+
+const char* UcxSharedMemoryEnvValue(UcxOptions::SharedMemory mode) {
+  for (const auto& s : kSharedMemorySpellings) {
+    if (mode == s.mode) return s.env;
+  }
+  return "auto";
+}
+
+}  // namespace strata
+
 #ifdef STRATA_HAVE_UCX
 
 #include <arpa/inet.h>
@@ -1059,14 +1100,14 @@ class UcxTransport final : public Transport {
   static void OnConnection(ucp_conn_request_h request, void* arg) {
     auto* self = static_cast<UcxTransport*>(arg);
     ucp_ep_params_t ep{};
-    ep.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST;
-    ep.conn_request = request;
     // No error-handling mode of its own: the endpoint takes the connecting
     // side's (WantsSharedMemory there), as UCX requires. A different one
     // would make UCX refuse the connection (an "error handling level
     // mismatch"), e.g. for a peer that reached this node by another address
     // than it sees, or one run with another setting.
-    ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.field_mask =
+        UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.conn_request = request;
     ep.err_handler.cb = &UcxTransport::OnAcceptedError;
     ep.err_handler.arg = self;
     ucp_ep_h created = nullptr;
@@ -1418,18 +1459,12 @@ Result<std::unique_ptr<Transport>> NewUcxTransport(NodeId id,
   // UcxOptions::shared_memory left unset: the environment says.
   if (const char* env = std::getenv(kSharedMemoryEnv);
       !options.shared_memory.has_value() && env != nullptr) {
-    const std::string value = env;
-    if (value == "auto") {
-      options.shared_memory = UcxOptions::SharedMemory::kAuto;
-    } else if (value == "1") {
-      options.shared_memory = UcxOptions::SharedMemory::kOn;
-    } else if (value == "0") {
-      options.shared_memory = UcxOptions::SharedMemory::kOff;
-    } else {
+    options.shared_memory = UcxSharedMemoryFromEnv(env);
+    if (!options.shared_memory.has_value()) {
       return Status::InvalidArgument(
           "node {}: {}=\"{}\": expected auto (shared memory towards this "
           "machine's addresses), 1 (towards every peer) or 0 (never)",
-          id, kSharedMemoryEnv, value);
+          id, kSharedMemoryEnv, env);
     }
   }
   auto t = std::make_unique<UcxTransport>(id, std::move(options));

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -45,6 +46,16 @@ struct UcxOptions {
   enum class SharedMemory { kAuto, kOn, kOff };
   std::optional<SharedMemory> shared_memory;
 };
+
+// The spellings of UcxOptions::SharedMemory: the config key
+// cluster.ucx_shared_memory's ("auto", "on", "off") and the environment
+// variable STRATA_UCX_SHARED_MEMORY's ("auto", "1", "0"). nullopt for any
+// other value.
+std::optional<UcxOptions::SharedMemory> UcxSharedMemoryFromConfig(
+    std::string_view value);
+std::optional<UcxOptions::SharedMemory> UcxSharedMemoryFromEnv(
+    std::string_view value);
+const char* UcxSharedMemoryEnvValue(UcxOptions::SharedMemory mode);
 
 // Whether this build has UCX (libucx-dev found when it was configured).
 bool HaveUcx();
