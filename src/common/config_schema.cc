@@ -133,6 +133,12 @@ std::vector<ConfigKey> MakeSchema() {
       Int("train.eval_every", 0,
           "evaluate every N steps; 0 = at the end of every epoch", 0, 1e12),
       Int("train.log_every", 50, "write a metrics line every N steps", 1, 1e12),
+      Int("train.profile_steps", 0,
+          "record this many steps with LibTorch's profiler (the local "
+          "trainer, or worker 0) into profile-*.json; 0 = off",
+          0, 1e6),
+      Int("train.profile_from", 20,
+          "steps run before the profiled window starts", 0, 1e12),
       Int("train.threads", 0, "LibTorch intra-op threads; 0 = number of cores",
           0, 1024),
       Str("train.device", "cpu",

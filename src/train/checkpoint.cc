@@ -192,6 +192,8 @@ Status CheckResumeConfig(const std::string& saved_toml, const Config& now) {
     if (k.rfind("run.", 0) == 0) return k != "run.seed";
     static const std::vector<std::string> keys = {
         "train.log_every",
+        "train.profile_steps",
+        "train.profile_from",
         "train.threads",
         "cluster.threads_per_worker",
         "cluster.heartbeat_interval_ms",

@@ -18,6 +18,7 @@
 #include "train/checkpoint.h"
 #include "train/model_file.h"
 #include "train/progress.h"
+#include "train/step_profile.h"
 
 namespace strata {
 
@@ -302,6 +303,9 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
     last_checkpoint = Clock::now();
     return Status::Ok();
   };
+  StepProfiler profiler(config.GetInt("train.profile_from"),
+                        config.GetInt("train.profile_steps"), &run_dir,
+                        "local");
   // Step 0: the untrained model, so every curve starts from chance.
   if (first_step == 1) RETURN_IF_ERROR(evaluate(0, 0));
   for (int64_t step = first_step; step <= total_steps; ++step) {
@@ -315,9 +319,13 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
       break;
     }
     const auto t0 = Clock::now();
+    profiler.BeforeStep(step - 1);
+    PhaseMark whole("strata::step");
+    PhaseMark phase("strata::batch");
     const int64_t epoch = shuffler.Next(batch_size, &indices);
     last_epoch = epoch;
     Batch batch = batcher.Gather(indices);
+    phase.Next("strata::forward_backward");
     model.flat.ZeroGrad();
     ASSIGN_OR_RETURN(
         StepResult r,
@@ -326,13 +334,19 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
     if (shuffler.wants_losses()) shuffler.Observe(indices, losses.data());
     // GPU: the gradients come back, the update runs on the host copy (the
     // same optimizer code as the servers'), the parameters go back over.
+    phase.Next("strata::fetch_grads");
     model.flat.FetchGrads();
+    phase.Next("strata::optimizer");
     const double lr = schedule.Rate(step - 1);
     optimizer->Step(model.flat.param_data(), model.flat.grad_data(), lr);
     // Queued; the next step's FetchGrads waits for it before the optimizer
     // writes the host copy again.
+    phase.Next("strata::upload");
     model.flat.Upload(/*wait=*/false);
+    phase.End();
+    whole.End();
     train_s += Seconds(t0, Clock::now());
+    profiler.AfterStep(step - 1);
 
     s.steps = step;
     s.samples += static_cast<int64_t>(indices.size());
@@ -361,6 +375,7 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
           Seconds(last_checkpoint, Clock::now()) >= ckpt_every_s)))
       RETURN_IF_ERROR(checkpoint(step));
   }
+  profiler.Stop();
   progress.Finish();
   RETURN_IF_ERROR(evaluate(s.steps, last_epoch));
 

@@ -20,6 +20,7 @@
 #include "train/batch.h"
 #include "train/data_service.h"
 #include "train/exchange.h"
+#include "train/step_profile.h"
 
 namespace strata {
 namespace {
@@ -142,6 +143,8 @@ Result<ClusterRunOptions> ClusterRunOptions::FromConfig(const Config& c) {
   o.shuffle = c.GetBool("data.shuffle");
   o.seed = static_cast<uint64_t>(c.GetInt("run.seed"));
   o.log_every = c.GetInt("train.log_every");
+  o.profile_from = c.GetInt("train.profile_from");
+  o.profile_steps = c.GetInt("train.profile_steps");
   o.eval_batch = c.GetInt("train.eval_batch_size");
   o.eval_every_updates = c.GetInt("eval.every_updates");
   o.eval_every_s = c.GetFloat("eval.every_s");
@@ -561,6 +564,9 @@ Result<WorkerMetrics> RunWorker(const Config& config,
             st.message());
     return true;
   };
+  // Worker 0 alone: LibTorch's profiler is one per process.
+  StepProfiler profiler(o.profile_from, index == 0 ? o.profile_steps : 0,
+                        run_dir, fmt::format("worker{}", index));
   for (int64_t it = first_step; it < total; ++it) {
     // The run ended early (Ctrl-C): finish cleanly. Collectives first agree
     // on the step to stop at, so that no member is left waiting for another.
@@ -585,10 +591,14 @@ Result<WorkerMetrics> RunWorker(const Config& config,
           "worker {} crashed at iteration {} (cluster.fail_worker)", index, it);
     }
     auto t0 = Clock::now();
+    profiler.BeforeStep(it);
+    PhaseMark whole("strata::step");
+    PhaseMark phase("strata::before_step");
     Status before = exchange->BeforeStep(it);
     if (stopped_inside(before, "before", it)) break;
     RETURN_IF_ERROR(before);
     auto t1 = Clock::now();
+    phase.Next("strata::batch");
     int64_t epoch = 0;
     Batch batch;
     if (stream != nullptr) {
@@ -608,6 +618,7 @@ Result<WorkerMetrics> RunWorker(const Config& config,
       epoch = sampler->Next(o.worker_batch, &indices);
       batch = batcher.Gather(indices);
     }
+    phase.Next("strata::forward_backward");
     model.flat.ZeroGrad();
     // GPU: the parameters BeforeStep brought, queued ahead of the forward
     // pass. Nothing writes them again before the step's gradient copies,
@@ -623,6 +634,7 @@ Result<WorkerMetrics> RunWorker(const Config& config,
     const StepResult r = *stepped;
     // GPU: a sink got each gradient from its hook; otherwise all of them
     // come back here.
+    phase.Next("strata::fetch_grads");
     if (on_device && exchange->gradient_sink() == nullptr)
       model.flat.FetchGrads();
     if (stream != nullptr) {
@@ -637,10 +649,14 @@ Result<WorkerMetrics> RunWorker(const Config& config,
               delay_rng() % static_cast<uint64_t>(o.worker_delay_ms + 1))));
     }
     auto t2 = Clock::now();
+    phase.Next("strata::after_step");
     Status after = exchange->AfterStep(it);
     if (stopped_inside(after, "after", it)) break;
     RETURN_IF_ERROR(after);
+    phase.End();
+    whole.End();
     auto t3 = Clock::now();
+    profiler.AfterStep(it);
     m.compute_s += Seconds(t1, t2) - param_wait_s;
     m.comm_s += Seconds(t0, t1) + param_wait_s + Seconds(t2, t3);
     m.iterations = it + 1;
@@ -694,6 +710,7 @@ Result<WorkerMetrics> RunWorker(const Config& config,
                                /*paused=*/catch_up_to < 0 && !scheduled));
     }
   }
+  profiler.Stop();
   if (checkpoints != nullptr && !checkpoint_stop &&
       (m.iterations == total || data_ended) && m.iterations > first_step) {
     // The end of the run is checkpointed too. Nobody waits for this

@@ -32,6 +32,9 @@ struct ClusterRunOptions {
   bool shuffle = true;
   uint64_t seed = 1;
   int64_t log_every = 50;
+  // train.profile_from / train.profile_steps (worker 0; step_profile.h).
+  int64_t profile_from = 20;
+  int64_t profile_steps = 0;
   int64_t eval_batch = 1000;
   int64_t eval_every_updates = 0;
   double eval_every_s = 2.0;

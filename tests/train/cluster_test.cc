@@ -327,6 +327,76 @@ TEST(ClusterTest, OverlapSendsEachGradientOneUpdateLateAndStillLearns) {
       << refused.status().message();
 }
 
+// Calls and microseconds per name in a profile-*.json, over every thread.
+std::map<std::string, std::pair<int64_t, double>> ProfileOps(
+    const nlohmann::json& j) {
+  std::map<std::string, std::pair<int64_t, double>> out;
+  for (const auto& o : j["ops"]) {
+    auto& e = out[o["name"].get<std::string>()];
+    e.first += o["calls"].get<int64_t>();
+    e.second += o["total_us"].get<double>();
+  }
+  return out;
+}
+
+TEST(ClusterTest, AProfiledWindowRecordsTheStepsPhasesAndChangesNoResult) {
+  const std::string root = TempRoot();
+  for (const std::string mode : {"local", "sync"}) {
+    SCOPED_TRACE(mode);
+    const Config plain =
+        With(Base(root), {"cluster.mode=" + mode, "cluster.workers=2",
+                          "run.name=plain-" + mode});
+    const Config profiled =
+        With(plain, {"train.profile_from=5", "train.profile_steps=4",
+                     "run.name=profiled-" + mode});
+    auto a = RunConfig(plain);
+    auto b = RunConfig(profiled);
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    EXPECT_EQ(a->final_params, b->final_params);
+    const std::string who = mode == "local" ? "local" : "worker0";
+    EXPECT_FALSE(std::filesystem::exists(root + "/plain-" + mode + "/profile-" +
+                                         who + ".json"));
+    auto text =
+        ReadFile(root + "/profiled-" + mode + "/profile-" + who + ".json");
+    ASSERT_TRUE(text.ok()) << text.status().ToString();
+    const auto j = nlohmann::json::parse(*text);
+    EXPECT_EQ(j["steps"], 4);
+    EXPECT_EQ(j["first_step"], 5);
+    const auto ops = ProfileOps(j);
+    // One scope per step and phase; LibTorch's own operators inside them.
+    std::vector<std::string> phases = {"strata::step", "strata::batch",
+                                       "strata::forward_backward",
+                                       "strata::fetch_grads"};
+    if (mode == "sync") {
+      phases.push_back("strata::before_step");
+      phases.push_back("strata::after_step");
+    } else {
+      phases.push_back("strata::optimizer");
+    }
+    for (const std::string& p : phases) {
+      ASSERT_TRUE(ops.count(p)) << p;
+      EXPECT_EQ(ops.at(p).first, 4) << p;
+    }
+    ASSERT_TRUE(ops.count("aten::addmm"));
+    EXPECT_EQ(ops.at("aten::addmm").first % 4, 0);
+    EXPECT_GT(ops.at("aten::addmm").second, 0);
+    EXPECT_GE(ops.at("strata::step").second,
+              ops.at("strata::forward_backward").second);
+    // Worker 0 alone.
+    EXPECT_FALSE(std::filesystem::exists(root + "/profiled-" + mode +
+                                         "/profile-worker1.json"));
+  }
+  // A window that runs past the end keeps what it recorded.
+  auto c =
+      RunConfig(With(Base(root), {"train.profile_from=18",
+                                  "train.profile_steps=10", "run.name=late"}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto text = ReadFile(root + "/late/profile-local.json");
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_EQ(nlohmann::json::parse(*text)["steps"], 2);
+}
+
 TEST(ClusterTest, ShardingMethodAndSamplerReachTheWorkersAndTheReport) {
   // Stratified shards and stratified batches: the run learns and its shard
   // report (written by the run) describes 4 workers that each hold every
