@@ -2,8 +2,11 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/experiment_commands.h"
@@ -119,21 +122,34 @@ int RunTrain(const TrainArgs& args, const std::atomic<bool>* stop) {
     LogError("{}", data.status().message());
     return 1;
   }
-  auto summary = config->GetString("cluster.mode") == "local"
-                     ? TrainLocal(*config, *data, *run_dir, stop)
-                     : TrainCluster(*config, *data, *run_dir, stop);
-  if (!summary.ok()) {
-    LogError("{}", summary.status().message());
+  auto train = [&] {
+    return config->GetString("cluster.mode") == "local"
+               ? TrainLocal(*config, *data, *run_dir, stop)
+               : TrainCluster(*config, *data, *run_dir, stop);
+  };
+  std::optional<Result<RunSummary>> summary;
+  const char* on_thread = std::getenv("STRATA_TRAIN_ON_THREAD");
+  if (on_thread != nullptr && std::string(on_thread) == "1") {
+    // A diagnostic (docs/gpu.md): the run on a thread other than main, as a
+    // cluster's workers are.
+    std::thread t([&] { summary.emplace(train()); });
+    t.join();
+  } else {
+    summary.emplace(train());
+  }
+  if (!summary->ok()) {
+    LogError("{}", summary->status().message());
     return 1;
   }
+  const RunSummary& done = **summary;
   LogInfo(
       "done{}: train loss {:.4f} acc {:.4f} | val loss {:.4f} acc {:.4f} | "
       "{:.1f} s, {:.0f} samples/s",
-      summary->interrupted ? " (interrupted)" : "", summary->final_train_loss,
-      summary->final_train_acc, summary->final_val_loss, summary->final_val_acc,
-      summary->wall_s, summary->samples_per_s);
+      done.interrupted ? " (interrupted)" : "", done.final_train_loss,
+      done.final_train_acc, done.final_val_loss, done.final_val_acc,
+      done.wall_s, done.samples_per_s);
   std::printf("run directory: %s\n", run_dir->path().c_str());
-  return summary->interrupted ? 130 : 0;
+  return done.interrupted ? 130 : 0;
 }
 
 int RunNodeCommand(const NodeArgs& args, const std::atomic<bool>* stop) {
