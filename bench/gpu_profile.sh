@@ -2,11 +2,11 @@
 # Where the embedded 1 + 1 cluster's step loses against the single-process
 # trainer's: lenet on MNIST, the same runs on the GPU (one LibTorch thread)
 # and on the CPU (CPU_THREADS threads), each with a window of steps recorded
-# by LibTorch's profiler (train.profile_steps). Prints samples/s and worker
-# 0's compute seconds per run, then bench/profile_diff.py's tables: the
-# local trainer against itself on a thread other than main
-# (STRATA_TRAIN_ON_THREAD=1), against the pipelined sync worker, and against
-# the unpipelined one.
+# by LibTorch's profiler (train.profile_steps). Prints each run's whole-run
+# and steady-state samples/s (bench/steady_rate.py) and worker 0's compute
+# seconds, then bench/profile_diff.py's tables: the local trainer against
+# itself on a thread other than main (strata train --on-thread), against the
+# pipelined sync worker, and against the unpipelined one.
 #
 #   bench/gpu_profile.sh STRATA DATA_DIR [CPU_THREADS] [OUT_DIR]
 #
@@ -18,6 +18,11 @@ STRATA=${1:?usage: bench/gpu_profile.sh STRATA DATA_DIR [CPU_THREADS] [OUT_DIR]}
 DATA=${2:?usage: bench/gpu_profile.sh STRATA DATA_DIR [CPU_THREADS] [OUT_DIR]}
 THREADS=${3:-8}
 ROOT=${4:-$(mktemp -d /tmp/strata-profile.XXXXXX)}
+# Run names are fixed: an earlier run's directories would be read instead.
+if [ -n "$(ls -A "$ROOT" 2>/dev/null)" ]; then
+  echo "gpu_profile: $ROOT is not empty; name a new folder" >&2
+  exit 2
+fi
 HERE=$(dirname "$0")
 STEPS=${STEPS:-400}
 FROM=${FROM:-150}
@@ -39,18 +44,11 @@ run() {
     --set train.profile_from="$FROM" --set train.profile_steps="$COUNT" "$@" \
     >"$ROOT/$name.log" 2>&1
   local rc=$?
-  python3 - "$ROOT/$name/summary.json" "$rc" <<'PY'
-import json, sys
-try:
-    j = json.load(open(sys.argv[1]))
-    out = "%8.0f samples/s  train %.3f s" % (j["samples_per_s"], j["train_s"])
-    w = (j.get("workers") or [{}])[0]
-    if "compute_s" in w:
-        out += "  w0 compute %.3f comm %.3f" % (w["compute_s"], w["comm_s"])
-    print(out)
-except Exception as e:
-    print("failed (rc=%s): %s" % (sys.argv[2], e))
-PY
+  if [ $rc -ne 0 ]; then
+    echo "failed (rc=$rc): $(grep -E ' E\]' "$ROOT/$name.log" | head -1 | cut -c1-200)"
+    return
+  fi
+  python3 "$HERE/steady_rate.py" "$ROOT/$name"
 }
 
 devices=(cpu)
@@ -74,8 +72,8 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
     [ "$round" -gt 1 ] && r="-r$round"
     echo "== round $round: $dev, $t thread(s)${prof:+, unprofiled}"
     printf '%-30s %s\n' local "$(run "$dev-local$r" "${common[@]}" --set cluster.mode=local)"
-    printf '%-30s %s\n' local-on-thread "$(STRATA_TRAIN_ON_THREAD=1 run "$dev-local-thread$r" "${common[@]}" --set cluster.mode=local)"
-    printf '%-30s %s\n' local-on-thread-arena1 "$(MALLOC_ARENA_MAX=1 STRATA_TRAIN_ON_THREAD=1 run "$dev-local-thread-arena1$r" "${common[@]}" --set cluster.mode=local)"
+    printf '%-30s %s\n' local-on-thread "$(run "$dev-local-thread$r" --on-thread "${common[@]}" --set cluster.mode=local)"
+    printf '%-30s %s\n' local-on-thread-arena1 "$(MALLOC_ARENA_MAX=1 run "$dev-local-thread-arena1$r" --on-thread "${common[@]}" --set cluster.mode=local)"
     printf '%-30s %s\n' sync-1+1 "$(run "$dev-sync$r" "${common[@]}" --set cluster.mode=sync)"
     printf '%-30s %s\n' sync-1+1-arena1 "$(MALLOC_ARENA_MAX=1 run "$dev-sync-arena1$r" "${common[@]}" --set cluster.mode=sync)"
     printf '%-30s %s\n' sync-1+1-unpipelined "$(run "$dev-sync-nopipe$r" "${common[@]}" --set cluster.mode=sync --set cluster.pipeline=false)"

@@ -8,7 +8,8 @@
 #   scripts/gpu_devkit.sh OUT.tar.xz
 #
 # It takes the packages below and the libraries they need, leaving out
-# what any Linux with a C++ toolchain has (glibc, libstdc++, libgcc, zlib).
+# what any Linux with a C++ toolchain has (glibc, libstdc++, libgcc, zlib),
+# and checks that every library packed finds the libraries it needs.
 # Nothing is installed: `apt-get download` and `dpkg -x` into a scratch folder.
 set -euo pipefail
 OUT=${1:?usage: scripts/gpu_devkit.sh OUT.tar.xz}
@@ -24,7 +25,7 @@ ROOTS=(
   libopenblas-dev libopenblas0-pthread libopenblas-pthread-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
-SKIP='^(libc6|libc6-dev|libc-dev-bin|libgcc-s1|libstdc\+\+6|libstdc\+\+-.*-dev|gcc-.*-base|zlib1g|zlib1g-dev|libcrypt1|libcrypt-dev|linux-libc-dev|libnsl.*|libtirpc.*|debconf|dpkg|perl.*|libperl.*|coreutils|tar|sensible-utils|g\+\+.*|gcc.*|cpp|cpp-[0-9]*|libgomp1|libquadmath0|libgfortran5|libgfortran-.*-dev|libasan.*|libtsan.*|libubsan.*|liblsan.*|libitm.*|libatomic1|libcc1-0|binutils.*|libbinutils|libctf.*|libgprofng0|libjansson4|libisl23|libmpc3|libmpfr6|libgmp10|libzstd1|libsframe1|libtinfo6|libncursesw6|libc-bin|libsystemd0|libudev1|libcap2|libselinux1|libpcre2-8-0|liblz4-1|liblzma5|libgcrypt20|libgpg-error0|libssl3|libkrb5-3|libk5crypto3|libkrb5support0|libkeyutils1|libcom-err2|libgssapi-krb5-2|libdb5.3|libaudit.*|libbz2-1.0|libsemanage.*|libsepol2|libpam.*|libacl1|libattr1|libmd0|libbsd0|libuuid1|libblkid1|libmount1|adduser|cdebconf|install-info|passwd|libdebian-installer4|libnewt.*|libslang2|libtextwrap1|readline-common|libreadline8|libpam.*|libcap-ng0|libopenblas0-openmp|libopenblas0-serial|libopenblas-openmp-dev|libopenblas-serial-dev|libicu-dev|icu-devtools|libxml2-dev|libxml2|libicu72)$'
+SKIP='^(libc6|libc6-dev|libc-dev-bin|libgcc-s1|libstdc\+\+6|libstdc\+\+-.*-dev|gcc-.*-base|zlib1g|zlib1g-dev|libcrypt1|libcrypt-dev|linux-libc-dev|libnsl.*|libtirpc.*|debconf|dpkg|perl.*|libperl.*|coreutils|tar|sensible-utils|g\+\+.*|gcc.*|cpp|cpp-[0-9]*|libgomp1|libgfortran-.*-dev|libasan.*|libtsan.*|libubsan.*|liblsan.*|libitm.*|libatomic1|libcc1-0|binutils.*|libbinutils|libctf.*|libgprofng0|libjansson4|libisl23|libmpc3|libmpfr6|libgmp10|libzstd1|libsframe1|libtinfo6|libncursesw6|libc-bin|libsystemd0|libudev1|libcap2|libselinux1|libpcre2-8-0|liblz4-1|liblzma5|libgcrypt20|libgpg-error0|libdb5.3|libaudit.*|libbz2-1.0|libsemanage.*|libsepol2|libpam.*|libacl1|libattr1|libuuid1|libblkid1|libmount1|adduser|cdebconf|install-info|passwd|libdebian-installer4|libnewt.*|libslang2|libtextwrap1|readline-common|libreadline8|libpam.*|libcap-ng0|libopenblas0-openmp|libopenblas0-serial|libopenblas-openmp-dev|libopenblas-serial-dev|libicu-dev|icu-devtools|libxml2-dev|libxml2|libicu72)$'
 
 WORK=$(mktemp -d /tmp/strata-devkit.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
@@ -32,6 +33,12 @@ trap 'rm -rf "$WORK"' EXIT
 mapfile -t ALL < <(apt-cache depends --recurse --no-recommends --no-suggests \
   --no-conflicts --no-breaks --no-replaces --no-enhances "${ROOTS[@]}" |
   grep -v '^ ' | grep -v '^<' | sed 's/:any$//' | sort -u | grep -Ev "$SKIP")
+for r in "${ROOTS[@]}"; do
+  printf '%s\n' "${ALL[@]}" | grep -qx "$r" || {
+    echo "gpu_devkit: package $r not found by apt-cache (apt-get update?)" >&2
+    exit 1
+  }
+done
 echo "gpu_devkit: ${#ALL[@]} packages" >&2
 (cd "$WORK" && apt-get download "${ALL[@]}" >/dev/null)
 mkdir -p "$WORK/root"
@@ -42,6 +49,19 @@ rm -rf "$WORK/root/usr/share/doc" "$WORK/root/usr/share/man" \
 # Everything links shared, except the test and benchmark frameworks.
 find "$WORK/root" -name '*.a' ! -name 'libgtest*' ! -name 'libgmock*' \
   ! -name 'libbenchmark*' -delete
+# Every library a packed library needs is packed too, or is one that any
+# Linux with a C++ toolchain has.
+BASE='^(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|libz|ld-linux-x86-64|libcrypt|libresolv)\.so'
+# (readelf fails on the linker scripts some packages name lib*.so.)
+missing=$({ find "$WORK/root" -name '*.so*' -type f -exec readelf -d {} + 2>/dev/null || true; } |
+  sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' | sort -u | grep -Ev "$BASE" |
+  while read -r lib; do
+    [ -n "$(find "$WORK/root" -name "$lib" -print -quit)" ] || echo "$lib"
+  done)
+if [ -n "$missing" ]; then
+  echo "gpu_devkit: packed libraries need what is not packed: $(echo $missing)" >&2
+  exit 1
+fi
 # update-alternatives is not run: point the generic OpenBLAS names at the
 # pthread build (what scripts/setup.sh installs), for the sharding code's CBLAS.
 L=$WORK/root/usr/lib/x86_64-linux-gnu

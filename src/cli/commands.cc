@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,7 +29,8 @@ struct TrainArgs {
   std::string config_path;
   std::vector<std::string> overrides;
   bool processes = false;
-  std::string resume;  // a run directory to continue
+  std::string resume;      // a run directory to continue
+  bool on_thread = false;  // the run on a thread other than main (diagnostic)
 };
 
 struct NodeArgs {
@@ -128,8 +128,7 @@ int RunTrain(const TrainArgs& args, const std::atomic<bool>* stop) {
                : TrainCluster(*config, *data, *run_dir, stop);
   };
   std::optional<Result<RunSummary>> summary;
-  const char* on_thread = std::getenv("STRATA_TRAIN_ON_THREAD");
-  if (on_thread != nullptr && std::string(on_thread) == "1") {
+  if (args.on_thread) {
     // A diagnostic (docs/gpu.md): the run on a thread other than main, as a
     // cluster's workers are.
     std::thread t([&] { summary.emplace(train()); });
@@ -227,6 +226,11 @@ void AddCommands(CLI::App& app, int* exit_code, const std::atomic<bool>* stop) {
   train->add_flag("--processes", train_args->processes,
                   "run every cluster node as its own process (loopback TCP) "
                   "instead of threads");
+  train
+      ->add_flag("--on-thread", train_args->on_thread,
+                 "run the training on a thread other than main, as a "
+                 "cluster's workers are (a diagnostic; docs/gpu.md)")
+      ->group("");  // hidden from --help
   train
       ->add_option("--resume", train_args->resume,
                    "continue RUN_DIR from its newest checkpoint, with its own "

@@ -304,8 +304,8 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
     return Status::Ok();
   };
   StepProfiler profiler(config.GetInt("train.profile_from"),
-                        config.GetInt("train.profile_steps"), &run_dir,
-                        "local");
+                        config.GetInt("train.profile_steps"), &run_dir, "local",
+                        model.flat.on_device());
   // Step 0: the untrained model, so every curve starts from chance.
   if (first_step == 1) RETURN_IF_ERROR(evaluate(0, 0));
   for (int64_t step = first_step; step <= total_steps; ++step) {
@@ -318,8 +318,8 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
         RETURN_IF_ERROR(checkpoint(step - 1));
       break;
     }
-    const auto t0 = Clock::now();
     profiler.BeforeStep(step - 1);
+    const auto t0 = Clock::now();
     PhaseMark whole("strata::step");
     PhaseMark phase("strata::batch");
     const int64_t epoch = shuffler.Next(batch_size, &indices);

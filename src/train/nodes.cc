@@ -566,7 +566,7 @@ Result<WorkerMetrics> RunWorker(const Config& config,
   };
   // Worker 0 alone: LibTorch's profiler is one per process.
   StepProfiler profiler(o.profile_from, index == 0 ? o.profile_steps : 0,
-                        run_dir, fmt::format("worker{}", index));
+                        run_dir, fmt::format("worker{}", index), on_device);
   for (int64_t it = first_step; it < total; ++it) {
     // The run ended early (Ctrl-C): finish cleanly. Collectives first agree
     // on the step to stop at, so that no member is left waiting for another.
@@ -590,8 +590,8 @@ Result<WorkerMetrics> RunWorker(const Config& config,
       return Status::Cancelled(
           "worker {} crashed at iteration {} (cluster.fail_worker)", index, it);
     }
-    auto t0 = Clock::now();
     profiler.BeforeStep(it);
+    auto t0 = Clock::now();
     PhaseMark whole("strata::step");
     PhaseMark phase("strata::before_step");
     Status before = exchange->BeforeStep(it);
@@ -637,6 +637,7 @@ Result<WorkerMetrics> RunWorker(const Config& config,
     phase.Next("strata::fetch_grads");
     if (on_device && exchange->gradient_sink() == nullptr)
       model.flat.FetchGrads();
+    phase.End();
     if (stream != nullptr) {
       // `losses` stays empty unless the sampler wants them.
       stream->Ack(streamed.header.seq, losses);

@@ -1,7 +1,6 @@
 #include "train/step_profile.h"
 
 #include <torch/csrc/autograd/profiler_kineto.h>
-#include <torch/cuda.h>
 
 #include <algorithm>
 #include <atomic>
@@ -36,49 +35,70 @@ double DurationUs(const E& e, long) {
   return static_cast<double>(e.durationUs());
 }
 
-std::set<ActivityType> Activities() {
+std::set<ActivityType> Activities(bool gpu) {
   std::set<ActivityType> a{ActivityType::CPU};
-  if (torch::cuda::is_available()) a.insert(ActivityType::CUDA);
+  if (gpu) a.insert(ActivityType::CUDA);
   return a;
 }
 
 }  // namespace
 
 StepProfiler::StepProfiler(int64_t first, int64_t count,
-                           const RunDirectory* run_dir, std::string who)
-    : first_(first), count_(count), run_dir_(run_dir), who_(std::move(who)) {}
+                           const RunDirectory* run_dir, std::string who,
+                           bool gpu)
+    : first_(first),
+      count_(count),
+      run_dir_(run_dir),
+      who_(std::move(who)),
+      gpu_(gpu) {}
 
 StepProfiler::~StepProfiler() { Stop(); }
 
 void StepProfiler::Stop() {
-  if (!on_) return;
-  const Status st = Finish();
+  if (count_ <= 0 || done_) return;
+  done_ = true;
+  if (!on_) {
+    LogWarning("profile {}: the steps ended before step {}: nothing recorded",
+               who_, first_);
+    return;
+  }
+  Status st;
+  try {
+    st = Finish();
+  } catch (const std::exception& e) {
+    st = Status::Internal("{}", e.what());
+  }
   if (!st.ok()) LogWarning("profile {}: {}", who_, st.message());
 }
 
 void StepProfiler::BeforeStep(int64_t step) {
-  if (count_ <= 0 || step != first_ || on_) return;
+  // A resumed run may start inside the window.
+  if (count_ <= 0 || done_ || on_ || step < first_ || step >= first_ + count_)
+    return;
   bool expected = false;
   if (!g_profiling.compare_exchange_strong(expected, true)) {
     LogWarning(
         "profile {}: another profile is running in this process; "
-        "not profiling {}",
-        who_, who_);
+        "not recording this one",
+        who_);
+    done_ = true;
     return;
   }
   try {
     const ProfilerConfig config(ProfilerState::KINETO);
-    prof::prepareProfiler(config, Activities());
-    prof::enableProfiler(config, Activities());
+    prof::prepareProfiler(config, Activities(gpu_));
+    prof::enableProfiler(config, Activities(gpu_));
   } catch (const c10::Error& e) {
     LogWarning("profile {}: LibTorch's profiler did not start: {}", who_,
                e.what_without_backtrace());
     g_profiling = false;
+    done_ = true;
     return;
   }
   on_ = true;
   steps_ = 0;
-  LogInfo("profile {}: recording steps {} to {}", who_, first_,
+  first_recorded_ = step;
+  LogInfo("profile {}: recording steps {} to {}", who_, step,
           first_ + count_ - 1);
 }
 
@@ -138,7 +158,7 @@ Status StepProfiler::Finish() {
   }
   RETURN_IF_ERROR(run_dir_->WriteJson("profile-" + who_ + ".json",
                                       {{"who", who_},
-                                       {"first_step", first_},
+                                       {"first_step", first_recorded_},
                                        {"steps", steps_},
                                        {"trace", traced ? trace : ""},
                                        {"ops", ops}}));

@@ -1,10 +1,9 @@
 // A window of training steps recorded with LibTorch's profiler
 // (train.profile_steps, docs/training.md#profiling-a-window-of-steps): every
 // operator the step runs, with the step's own phases (strata::* scopes), and
-// with a LibTorch that has Kineto (the CUDA builds) the GPU's kernels and
+// with a LibTorch that has Kineto (pip's PyTorch) the GPU's kernels and
 // copies too.
-#ifndef STRATA_TRAIN_STEP_PROFILE_H_
-#define STRATA_TRAIN_STEP_PROFILE_H_
+#pragma once
 
 #include <ATen/record_function.h>
 
@@ -18,28 +17,37 @@ namespace strata {
 
 class RunDirectory;
 
-// Records steps [first, first + count) of the thread that calls it (and the
+// Records steps [first, first + count) of the thread that drives it (and the
 // threads LibTorch hands that thread's work to: autograd's device threads).
-// One profile per process at a time: a second asks in vain and says so.
-// count == 0: off, and every call is a no-op.
+// A run resumed inside the window records the rest of it. One profile per
+// process at a time: a second one asks in vain and says so. Whatever runs on
+// the thread between two steps of the window (an evaluation, a checkpoint) is
+// recorded too, outside the strata::step scope. A GPU's rows come from a
+// process-wide tracer: with several workers on one GPU in one process they
+// hold the others' kernels too. count == 0: off, and every call is a no-op.
+//
+// Not thread-safe: construct, drive and destroy it on one thread (LibTorch's
+// profiler state belongs to the thread that started it).
 class StepProfiler {
  public:
   // `who` names the files: profile-<who>.json (and, with Kineto,
   // trace-<who>.json, for chrome://tracing or Perfetto) in `run_dir`.
+  // `gpu`: the steps run on a GPU, whose activity is recorded too.
   StepProfiler(int64_t first, int64_t count, const RunDirectory* run_dir,
-               std::string who);
+               std::string who, bool gpu);
   ~StepProfiler();
   StepProfiler(const StepProfiler&) = delete;
   StepProfiler& operator=(const StepProfiler&) = delete;
 
-  // Before step `step` runs (steps counted as the caller does).
+  // Before step `step` runs (steps counted from 0).
   void BeforeStep(int64_t step);
   // After step `step`: the last step of the window writes the files and logs
   // where the steps' time went. A file that cannot be written is a warning:
   // the run goes on.
   void AfterStep(int64_t step);
-  // The steps ended before the window did: writes what was recorded (a no-op
-  // otherwise). The destructor does it too, for a run that failed.
+  // The steps are over: writes what was recorded if the window was still
+  // open, or says that it never opened. The destructor does it too, for a
+  // run that failed.
   void Stop();
 
  private:
@@ -49,14 +57,17 @@ class StepProfiler {
   const int64_t count_;
   const RunDirectory* run_dir_;
   const std::string who_;
+  const bool gpu_;
   bool on_ = false;
+  bool done_ = false;  // recorded and written, or said why not
   int64_t steps_ = 0;
+  int64_t first_recorded_ = 0;
 };
 
 // Names a phase of a step in a profile ("strata::forward_backward"): a
-// LibTorch user scope from construction or Next() to the next Next() or the
-// end of the scope. Costs a look-up of LibTorch's callbacks while nothing
-// records.
+// LibTorch user scope from construction or Next() to the next Next(), End()
+// or the end of the scope. Costs a look-up of LibTorch's callbacks while
+// nothing records. Not thread-safe: one thread's scope.
 class PhaseMark {
  public:
   explicit PhaseMark(const char* name) { Next(name); }
@@ -77,5 +88,3 @@ class PhaseMark {
 };
 
 }  // namespace strata
-
-#endif  // STRATA_TRAIN_STEP_PROFILE_H_

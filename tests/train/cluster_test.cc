@@ -395,6 +395,12 @@ TEST(ClusterTest, AProfiledWindowRecordsTheStepsPhasesAndChangesNoResult) {
   auto text = ReadFile(root + "/late/profile-local.json");
   ASSERT_TRUE(text.ok()) << text.status().ToString();
   EXPECT_EQ(nlohmann::json::parse(*text)["steps"], 2);
+  // A window after the last step records nothing, and the run is unharmed.
+  auto d =
+      RunConfig(With(Base(root), {"train.profile_from=20",
+                                  "train.profile_steps=5", "run.name=never"}));
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_FALSE(std::filesystem::exists(root + "/never/profile-local.json"));
 }
 
 TEST(ClusterTest, ShardingMethodAndSamplerReachTheWorkersAndTheReport) {
