@@ -1,3 +1,4 @@
+#include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -109,6 +110,34 @@ TEST(ClusterTest, SpinningChangesNoResultAndEndsWithTheRun) {
   ASSERT_TRUE(spinning.ok()) << spinning.status().ToString();
   ASSERT_FALSE(asleep->final_params.empty());
   EXPECT_EQ(asleep->final_params, spinning->final_params);
+}
+
+// LibTorch runs a large operator on an OpenMP team of the calling thread,
+// and libgomp keeps a thread's team until the thread ends. An in-process run
+// leaves none on the caller's thread: its idle threads would count beside
+// the workers' teams all run long, and once libgomp counts more OpenMP
+// threads than cores none of them spins between parallel regions
+// (docs/gpu.md, "The second H200 session").
+TEST(ClusterTest, ARunLeavesNoOpenMpTeamOnTheCallersThread) {
+  at::set_num_threads(2);  // a team of two wherever an operator is large
+  const auto threads = [] {
+    int n = 0;
+    for (const auto& e :
+         std::filesystem::directory_iterator("/proc/self/task")) {
+      (void)e;
+      ++n;
+    }
+    return n;
+  };
+  const std::string root = TempRoot();
+  // 16 x 4096 + 4096 x 10 weights: binding them runs in parallel.
+  const Config c = With(Base(root), {"cluster.mode=sync", "cluster.workers=1",
+                                     "model.hidden=4096", "train.iterations=3",
+                                     "cluster.threads_per_worker=2"});
+  const int before = threads();
+  auto r = RunConfig(c);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(threads(), before);
 }
 
 // cluster.inline_server: where a push or pull is handled (the sending
