@@ -244,6 +244,16 @@ Status RunNode(const Config& config, Role role, int index,
   // from the data servers); data servers and the evaluator load the data.
   ASSIGN_OR_RETURN(ClusterRunOptions options,
                    ClusterRunOptions::FromConfig(config));
+  // One process per node: LibTorch threads per process as configured
+  // (0 = this machine's cores shared among the workers). Set before the
+  // plan's probe model, which then starts an OpenMP team of that size on
+  // this thread (the one the role runs on), not one of every core.
+  int64_t threads = config.GetInt("cluster.threads_per_worker");
+  if (threads == 0) {
+    threads = std::max<int64_t>(
+        1, std::thread::hardware_concurrency() / roles.num_workers());
+  }
+  at::set_num_threads(static_cast<int>(threads));
   const bool streamed = role == Role::kWorker && options.data_servers > 0;
   DatasetSplits data;
   ClusterPlan plan;
@@ -256,14 +266,6 @@ Status RunNode(const Config& config, Role role, int index,
                                 role == Role::kWorker || role == Role::kData));
   }
   ASSIGN_OR_RETURN(auto t, BoundTransport(id, bind, curve, coordinator));
-  // One process per node: LibTorch threads per process as configured
-  // (0 = this machine's cores shared among the workers).
-  int64_t threads = config.GetInt("cluster.threads_per_worker");
-  if (threads == 0) {
-    threads = std::max<int64_t>(
-        1, std::thread::hardware_concurrency() / roles.num_workers());
-  }
-  at::set_num_threads(static_cast<int>(threads));
   LogInfo("{} at {} joining the coordinator at {}{}", who, t->endpoint(),
           coordinator, security);
   switch (role) {
