@@ -11,6 +11,7 @@
 #include "cli/experiment_commands.h"
 #include "cli/keys_command.h"
 #include "cli/shard_command.h"
+#include "cluster/run_mode.h"
 #include "common/config.h"
 #include "common/fs.h"
 #include "common/log.h"
@@ -80,6 +81,12 @@ int RunTrain(const TrainArgs& args, const std::atomic<bool>* stop) {
     return 2;
   }
   SetLogLevel(ParseLevel(config->GetString("run.log_level")));
+  Result<RunMode> mode = ParseRunMode(config->GetString("cluster.mode"));
+  if (!mode.ok()) {
+    LogError("{}", mode.status().message());
+    return 2;
+  }
+  const bool local = *mode == RunMode::kLocal;
   Result<RunDirectory> run_dir = Status::Internal("no run directory");
   if (!args.resume.empty()) {
     // Appends to the run's metrics; the summary is rewritten at the end.
@@ -95,7 +102,7 @@ int RunTrain(const TrainArgs& args, const std::atomic<bool>* stop) {
   }
   LogInfo("run directory: {}", run_dir->path());
   if (args.processes) {
-    if (config->GetString("cluster.mode") == "local") {
+    if (local) {
       LogError(
           "--processes needs a cluster mode (cluster.mode = sync, async or "
           "ssp), not local");
@@ -123,9 +130,8 @@ int RunTrain(const TrainArgs& args, const std::atomic<bool>* stop) {
     return 1;
   }
   auto train = [&] {
-    return config->GetString("cluster.mode") == "local"
-               ? TrainLocal(*config, *data, *run_dir, stop)
-               : TrainCluster(*config, *data, *run_dir, stop);
+    return local ? TrainLocal(*config, *data, *run_dir, stop)
+                 : TrainCluster(*config, *data, *run_dir, stop);
   };
   std::optional<Result<RunSummary>> summary;
   if (args.on_thread) {

@@ -3,7 +3,6 @@
 #include <torch/torch.h>
 
 #include <memory>
-#include <optional>
 #include <thread>
 
 #include "common/log.h"
@@ -84,16 +83,7 @@ Result<RunSummary> TrainCluster(const Config& config, const DatasetSplits& data,
   // A GPU that is not there fails the run before any node starts (only the
   // workers and the evaluator compute on it; PlaceModel checks in them).
   RETURN_IF_ERROR(CheckDevice(config.GetString("train.device")));
-  // The plan builds a probe model (ClusterPlan::SizeFor), whose LibTorch
-  // operators may start an OpenMP team on the calling thread. On a thread
-  // of its own, that team ends with it. Left on the main thread, it would
-  // stay all run long, idle, beside every worker's team; once libgomp counts
-  // more OpenMP threads than cores, all of them stop spinning between
-  // parallel regions and each region waits for sleeping threads to wake
-  // (docs/gpu.md, "The second H200 session").
-  std::optional<Result<ClusterPlan>> made;
-  std::thread([&] { made.emplace(ClusterPlan::Make(config, data)); }).join();
-  ASSIGN_OR_RETURN(ClusterPlan plan, std::move(*made));
+  ASSIGN_OR_RETURN(ClusterPlan plan, ClusterPlan::Make(config, data));
   const ClusterRunOptions& o = plan.options;
   const RoleTable& roles = o.roles;
   int64_t threads = config.GetInt("cluster.threads_per_worker");

@@ -1,5 +1,6 @@
 #include "train/roles.h"
 
+#include <optional>
 #include <thread>
 
 #include "cluster/cluster_metrics.h"
@@ -307,8 +308,18 @@ Result<ClusterPlan> ClusterPlan::Make(const Config& config,
 }
 
 Status ClusterPlan::SizeFor(const Config& config, const InputSpec& input) {
-  ASSIGN_OR_RETURN(Model probe,
-                   CreateModel(ModelOptions::FromConfig(config), input));
+  // The probe's LibTorch operators may start an OpenMP team on the thread
+  // that builds it. On a thread of its own, that team ends with it. Left on
+  // the caller's (the main thread, in process), it would stay all run long,
+  // idle, beside every worker's team; once libgomp counts more OpenMP
+  // threads than cores, none of them spins between parallel regions and
+  // each region waits for sleeping threads to wake (docs/gpu.md, "The
+  // second H200 session").
+  std::optional<Result<Model>> made;
+  std::thread([&] {
+    made.emplace(CreateModel(ModelOptions::FromConfig(config), input));
+  }).join();
+  ASSIGN_OR_RETURN(Model probe, std::move(*made));
   num_params = probe.flat.size();
   tensor_ends.clear();
   for (const auto& slot : probe.flat.slots())
