@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -258,8 +259,17 @@ TEST_P(ClusterResumeTest, ResumedRunEqualsTheUninterruptedOne) {
     // Asynchronous modes: not one order of updates; it resumes and
     // finishes, and trains as far. Two uninterrupted async runs of this
     // config end up to about 0.1 apart on its 64 validation examples
-    // (0.61 and 0.51 in one CI-like run), so the bound is 0.2.
-    EXPECT_LT(MaxAbsDiff(resumed->final_params, whole->final_params), 0.5);
+    // (0.61 and 0.51 in one CI-like run), so the bound is 0.2. How far
+    // their parameters end apart grows with the machine's load (0.53 and
+    // 0.54 against a fixed bound of 0.5, 2 of 30 runs beside two busy
+    // loops): the bound is 0.5, or twice the distance between two
+    // uninterrupted runs measured here, if that is larger.
+    auto again = RunConfig(With(c, {"run.name=again"}));
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    const double spread = MaxAbsDiff(again->final_params, whole->final_params);
+    EXPECT_LT(MaxAbsDiff(resumed->final_params, whole->final_params),
+              std::max(0.5, 2 * spread))
+        << "two uninterrupted runs ended " << spread << " apart";
     EXPECT_NEAR(resumed->final_val_acc, whole->final_val_acc, 0.2);
   }
   EXPECT_EQ(resumed->samples, whole->samples);
