@@ -20,6 +20,7 @@
 #include "train/batch.h"
 #include "train/data_service.h"
 #include "train/exchange.h"
+#include "train/own_thread.h"
 #include "train/step_profile.h"
 
 namespace strata {
@@ -729,13 +730,46 @@ Result<WorkerMetrics> RunWorker(const Config& config,
   return m;
 }
 
+namespace {
+
+// The evaluator's model. Built on a thread of its own (own_thread.h): its
+// initialisation's LibTorch operators would otherwise start an OpenMP team
+// on the evaluator's thread, which lives all run.
+Result<Model> CreateEvaluatorModel(const Config& config,
+                                   const DatasetSplits& data) {
+  ASSIGN_OR_RETURN(Model model, OnThreadOfItsOwn([&] {
+                     return CreateModel(ModelOptions::FromConfig(config),
+                                        InputSpecOf(data.train));
+                   }));
+  RETURN_IF_ERROR(PlaceModel(model, config.GetString("train.device")));
+  return model;
+}
+
+// One evaluation of an evaluator node: BatchNorm recalibrated on training
+// examples, then the validation set. On the CPU it runs on a thread of its
+// own (own_thread.h): the evaluator's thread lives all run, and the OpenMP
+// team an evaluation starts would otherwise stay there, idle, beside the
+// workers' teams between evaluations.
+Result<EvalResult> EvaluateSnapshot(Model& model, const DatasetSplits& data,
+                                    int64_t eval_batch) {
+  auto evaluate = [&]() -> Result<EvalResult> {
+    RETURN_IF_ERROR(RecalibrateBatchNorm(*model.net, data.train, eval_batch,
+                                         kBatchNormExamples)
+                        .status());
+    return Evaluate(*model.net, data.val, eval_batch);
+  };
+  // A GPU evaluation uses the thread's CUDA stream and handles: keep it.
+  if (model.flat.on_device()) return evaluate();
+  return OnThreadOfItsOwn(evaluate);
+}
+
+}  // namespace
+
 Status RunEvaluator(const Config& config, const ClusterRunOptions& o,
                     const DatasetSplits& data, PsClient& client,
                     const RunDirectory* run_dir, const std::atomic<bool>* done,
                     Clock::time_point start) {
-  ASSIGN_OR_RETURN(Model model, CreateModel(ModelOptions::FromConfig(config),
-                                            InputSpecOf(data.train)));
-  RETURN_IF_ERROR(PlaceModel(model, config.GetString("train.device")));
+  ASSIGN_OR_RETURN(Model model, CreateEvaluatorModel(config, data));
   const int k = client.layout().num_ranges();
   const int n = o.roles.num_workers();
   const int64_t grads_per_update = o.gradients_per_update;
@@ -772,11 +806,8 @@ Status RunEvaluator(const Config& config, const ClusterRunOptions& o,
     if (version == last_version) continue;
     last_version = version;
     model.flat.Upload();  // GPU: the parameters just received
-    RETURN_IF_ERROR(RecalibrateBatchNorm(*model.net, data.train, o.eval_batch,
-                                         kBatchNormExamples)
-                        .status());
     ASSIGN_OR_RETURN(EvalResult ev,
-                     Evaluate(*model.net, data.val, o.eval_batch));
+                     EvaluateSnapshot(model, data, o.eval_batch));
     nlohmann::json j{{"step", version * grads_per_update / n},
                      {"version", version},
                      {"wall_s", Seconds(start, Clock::now())},
@@ -856,9 +887,7 @@ Status RunPeerEvaluator(const Config& config, const ClusterRunOptions& o,
                         ClusterMember& member, const RunDirectory* run_dir,
                         const std::atomic<bool>* done,
                         Clock::time_point start) {
-  ASSIGN_OR_RETURN(Model model, CreateModel(ModelOptions::FromConfig(config),
-                                            InputSpecOf(data.train)));
-  RETURN_IF_ERROR(PlaceModel(model, config.GetString("train.device")));
+  ASSIGN_OR_RETURN(Model model, CreateEvaluatorModel(config, data));
   int64_t last_step = -1;
   bool first = true;
   while (!done->load()) {
@@ -886,11 +915,8 @@ Status RunPeerEvaluator(const Config& config, const ClusterRunOptions& o,
     if (gathered->min_step == last_step) continue;
     last_step = gathered->min_step;
     model.flat.Upload();  // GPU: the parameters just received
-    RETURN_IF_ERROR(RecalibrateBatchNorm(*model.net, data.train, o.eval_batch,
-                                         kBatchNormExamples)
-                        .status());
     ASSIGN_OR_RETURN(EvalResult ev,
-                     Evaluate(*model.net, data.val, o.eval_batch));
+                     EvaluateSnapshot(model, data, o.eval_batch));
     nlohmann::json j{{"step", gathered->min_step},
                      {"version", gathered->min_step},
                      {"wall_s", Seconds(start, Clock::now())},

@@ -19,6 +19,7 @@
 #include "train/checkpoint.h"
 #include "train/data_service.h"
 #include "train/model_file.h"
+#include "train/own_thread.h"
 
 namespace strata {
 namespace {
@@ -309,17 +310,14 @@ Result<ClusterPlan> ClusterPlan::Make(const Config& config,
 
 Status ClusterPlan::SizeFor(const Config& config, const InputSpec& input) {
   // The probe's LibTorch operators may start an OpenMP team on the thread
-  // that builds it. On a thread of its own, that team ends with it. Left on
-  // the caller's (the main thread, in process), it would stay all run long,
-  // idle, beside every worker's team; once libgomp counts more OpenMP
-  // threads than cores, none of them spins between parallel regions and
-  // each region waits for sleeping threads to wake (docs/gpu.md, "The
-  // second H200 session").
-  std::optional<Result<Model>> made;
-  std::thread([&] {
-    made.emplace(CreateModel(ModelOptions::FromConfig(config), input));
-  }).join();
-  ASSIGN_OR_RETURN(Model probe, std::move(*made));
+  // that builds it: built on a thread of its own (own_thread.h), not on the
+  // caller's (the main thread, in process), where the team would stay all
+  // run long, idle, beside every worker's (docs/gpu.md, "The second H200
+  // session").
+  ASSIGN_OR_RETURN(Model probe, OnThreadOfItsOwn([&] {
+                     return CreateModel(ModelOptions::FromConfig(config),
+                                        input);
+                   }));
   num_params = probe.flat.size();
   tensor_ends.clear();
   for (const auto& slot : probe.flat.slots())

@@ -1,16 +1,22 @@
+#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "common/fs.h"
 #include "sharding/methods.h"
@@ -19,6 +25,7 @@
 #include "train/cluster_test_util.h"
 #include "train/data_config.h"
 #include "train/local_trainer.h"
+#include "train/own_thread.h"
 #include "transport/rpc.h"
 #include "transport/spin_wait.h"
 #include "transport/ucx_transport.h"
@@ -112,6 +119,35 @@ TEST(ClusterTest, SpinningChangesNoResultAndEndsWithTheRun) {
   EXPECT_EQ(asleep->final_params, spinning->final_params);
 }
 
+// The process's threads, from /proc/self/task.
+int ProcessThreads() {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    (void)e;
+    ++n;
+  }
+  return n;
+}
+
+// The process's threads once they settle at `expected`, or after 2 s: a
+// team's threads end a moment after the thread that owned it.
+int ProcessThreadsSettlingAt(int expected) {
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  int n = ProcessThreads();
+  while (n != expected && std::chrono::steady_clock::now() < limit) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    n = ProcessThreads();
+  }
+  return n;
+}
+
+// A parallel operator: large enough for LibTorch to run it on an OpenMP team
+// when it has more than one thread.
+void ParallelWork() {
+  auto t = at::ones({1 << 20});
+  (void)t.sum().item<float>();
+}
+
 // LibTorch runs a large operator on an OpenMP team of the calling thread,
 // and libgomp keeps a thread's team until the thread ends. An in-process run
 // leaves none on the caller's thread: its idle threads would count beside
@@ -120,24 +156,117 @@ TEST(ClusterTest, SpinningChangesNoResultAndEndsWithTheRun) {
 // (docs/gpu.md, "The second H200 session").
 TEST(ClusterTest, ARunLeavesNoOpenMpTeamOnTheCallersThread) {
   at::set_num_threads(2);  // a team of two wherever an operator is large
-  const auto threads = [] {
-    int n = 0;
-    for (const auto& e :
-         std::filesystem::directory_iterator("/proc/self/task")) {
-      (void)e;
-      ++n;
-    }
-    return n;
-  };
   const std::string root = TempRoot();
   // 16 x 4096 + 4096 x 10 weights: binding them runs in parallel.
   const Config c = With(Base(root), {"cluster.mode=sync", "cluster.workers=1",
                                      "model.hidden=4096", "train.iterations=3",
                                      "cluster.threads_per_worker=2"});
-  const int before = threads();
+  const int before = ProcessThreads();
   auto r = RunConfig(c);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(threads(), before);
+  EXPECT_EQ(ProcessThreadsSettlingAt(before), before);
+}
+
+// OnThreadOfItsOwn returns fn's result, runs fn on another thread, and
+// rethrows what fn throws.
+TEST(OwnThreadTest, ReturnsTheResultAndRethrows) {
+  const std::thread::id caller = std::this_thread::get_id();
+  std::thread::id ran_on;
+  auto value = OnThreadOfItsOwn([&] {
+    ran_on = std::this_thread::get_id();
+    return std::make_unique<int>(7);  // move-only results come back
+  });
+  ASSERT_NE(value, nullptr);
+  EXPECT_EQ(*value, 7);
+  EXPECT_NE(ran_on, caller);
+  EXPECT_THROW(OnThreadOfItsOwn([]() -> int {
+                 throw std::runtime_error("from the other thread");
+               }),
+               std::runtime_error);
+}
+
+// A parallel operator starts a team that lives as long as its thread (the
+// control: a thread kept alive keeps one more thread, its team's), and one
+// run by OnThreadOfItsOwn leaves none behind.
+TEST(OwnThreadTest, ATeamStartedThereEndsWithTheWork) {
+  at::set_num_threads(2);
+  const int before = ProcessThreads();
+  std::atomic<bool> worked{false};
+  std::atomic<bool> release{false};
+  std::thread kept([&] {
+    ParallelWork();
+    worked = true;
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  while (!worked) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const int with_kept = ProcessThreads();
+  release = true;
+  kept.join();
+  // The kept thread and its team's second thread.
+  EXPECT_EQ(with_kept, before + 2);
+  EXPECT_EQ(ProcessThreadsSettlingAt(before), before);
+
+  OnThreadOfItsOwn([] {
+    ParallelWork();
+    return true;
+  });
+  EXPECT_EQ(ProcessThreadsSettlingAt(before), before);
+}
+
+// The evaluator's thread lives all run. Neither building its model nor an
+// evaluation leaves an OpenMP team there: a run with the evaluator on has,
+// most of the time, as many threads as one with it off. (The evaluator
+// evaluates the initial model, then not again: eval.every_s is large.)
+TEST(ClusterTest, TheEvaluatorKeepsNoOpenMpTeamBetweenEvaluations) {
+  at::set_num_threads(2);
+  const std::string root = TempRoot();
+  // 16 x 4096 + 4096 x 10 weights: building and evaluating them runs in
+  // parallel.
+  const Config c =
+      With(Base(root),
+           {"cluster.mode=sync", "cluster.workers=1", "cluster.servers=1",
+            "model.hidden=4096", "train.iterations=400",
+            "cluster.threads_per_worker=2", "eval.every_s=1000000"});
+  // The thread count seen most often while the run goes on.
+  const auto usual_threads = [](const Config& config) -> int {
+    std::atomic<bool> done{false};
+    Result<RunSummary> r = Status::Internal("not run");
+    std::thread run([&] {
+      r = RunConfig(config);
+      done = true;
+    });
+    std::map<int, int> seen;
+    const auto limit =
+        std::chrono::steady_clock::now() + std::chrono::minutes(2);
+    while (!done && std::chrono::steady_clock::now() < limit) {
+      ++seen[ProcessThreads()];
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    run.join();
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    int usual = 0;
+    int most = 0;
+    for (const auto& [threads, times] : seen) {
+      if (times > most) {
+        most = times;
+        usual = threads;
+      }
+    }
+    EXPECT_GT(most, 20) << "too short a run to sample";
+    return usual;
+  };
+  const int off = usual_threads(With(c, {"cluster.evaluator=false"}));
+  const int on = usual_threads(With(c, {"cluster.evaluator=true"}));
+  EXPECT_EQ(on, off);
+  // The evaluator did evaluate (its eval.jsonl has the initial model).
+  int evaluations = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(root)) {
+    if (e.path().filename() != "eval.jsonl") continue;
+    std::ifstream in(e.path());
+    for (std::string line; std::getline(in, line);)
+      if (line.find("\"final\"") == std::string::npos) ++evaluations;
+  }
+  EXPECT_GE(evaluations, 1);
 }
 
 // cluster.inline_server: where a push or pull is handled (the sending
