@@ -8,6 +8,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "common/own_thread.h"
 #include "models/torchscript.h"
 
 namespace strata {
@@ -299,6 +300,11 @@ Result<Model> CreateModel(const ModelOptions& options, const InputSpec& input) {
   }
   ASSIGN_OR_RETURN(model.flat, FlatParameters::Bind(*model.net));
   return model;
+}
+
+Result<Model> CreateModelOnThreadOfItsOwn(const ModelOptions& options,
+                                          const InputSpec& input) {
+  return OnThreadOfItsOwn([&] { return CreateModel(options, input); });
 }
 
 namespace {

@@ -98,6 +98,12 @@ struct Model {
 // Thread-safe (initialisation seeds LibTorch's generator under a lock).
 Result<Model> CreateModel(const ModelOptions& options, const InputSpec& input);
 
+// CreateModel on a short-lived thread of its own (common/own_thread.h), for
+// a caller whose thread lives all run: initialising the model runs LibTorch
+// operators, which would leave an idle OpenMP team on the caller's thread.
+Result<Model> CreateModelOnThreadOfItsOwn(const ModelOptions& options,
+                                          const InputSpec& input);
+
 // Moves a model made by CreateModel to `device` (train.device: "cpu",
 // "cuda" or "cuda:N") and binds its flat vector there (FlatParameters: on
 // a GPU the *_data() pointers become host mirrors; Upload() before the

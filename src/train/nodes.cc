@@ -13,6 +13,7 @@
 
 #include "cluster/coordinator.h"
 #include "common/log.h"
+#include "common/own_thread.h"
 #include "common/safetensors.h"
 #include "data/batch_cursor.h"
 #include "data/batch_sampler.h"
@@ -20,7 +21,6 @@
 #include "train/batch.h"
 #include "train/data_service.h"
 #include "train/exchange.h"
-#include "train/own_thread.h"
 #include "train/step_profile.h"
 
 namespace strata {
@@ -732,23 +732,21 @@ Result<WorkerMetrics> RunWorker(const Config& config,
 
 namespace {
 
-// The evaluator's model. Built on a thread of its own (own_thread.h): its
-// initialisation's LibTorch operators would otherwise start an OpenMP team
-// on the evaluator's thread, which lives all run.
+// The evaluator's model, built on a thread of its own: the evaluator's
+// thread lives all run.
 Result<Model> CreateEvaluatorModel(const Config& config,
                                    const DatasetSplits& data) {
-  ASSIGN_OR_RETURN(Model model, OnThreadOfItsOwn([&] {
-                     return CreateModel(ModelOptions::FromConfig(config),
-                                        InputSpecOf(data.train));
-                   }));
+  ASSIGN_OR_RETURN(Model model,
+                   CreateModelOnThreadOfItsOwn(ModelOptions::FromConfig(config),
+                                               InputSpecOf(data.train)));
   RETURN_IF_ERROR(PlaceModel(model, config.GetString("train.device")));
   return model;
 }
 
 // One evaluation of an evaluator node: BatchNorm recalibrated on training
 // examples, then the validation set. On the CPU it runs on a thread of its
-// own (own_thread.h): the evaluator's thread lives all run, and the OpenMP
-// team an evaluation starts would otherwise stay there, idle, beside the
+// own (common/own_thread.h): the evaluator's thread lives all run, and the
+// OpenMP team an evaluation starts would otherwise stay there, idle, beside the
 // workers' teams between evaluations.
 Result<EvalResult> EvaluateSnapshot(Model& model, const DatasetSplits& data,
                                     int64_t eval_batch) {

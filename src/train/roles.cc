@@ -19,7 +19,6 @@
 #include "train/checkpoint.h"
 #include "train/data_service.h"
 #include "train/model_file.h"
-#include "train/own_thread.h"
 
 namespace strata {
 namespace {
@@ -310,14 +309,12 @@ Result<ClusterPlan> ClusterPlan::Make(const Config& config,
 
 Status ClusterPlan::SizeFor(const Config& config, const InputSpec& input) {
   // The probe's LibTorch operators may start an OpenMP team on the thread
-  // that builds it: built on a thread of its own (own_thread.h), not on the
-  // caller's (the main thread, in process), where the team would stay all
+  // that builds it: built on a thread of its own (common/own_thread.h), not on
+  // the caller's (the main thread, in process), where the team would stay all
   // run long, idle, beside every worker's (docs/gpu.md, "The second H200
   // session").
-  ASSIGN_OR_RETURN(Model probe, OnThreadOfItsOwn([&] {
-                     return CreateModel(ModelOptions::FromConfig(config),
-                                        input);
-                   }));
+  ASSIGN_OR_RETURN(Model probe, CreateModelOnThreadOfItsOwn(
+                                    ModelOptions::FromConfig(config), input));
   num_params = probe.flat.size();
   tensor_ends.clear();
   for (const auto& slot : probe.flat.slots())
@@ -1073,6 +1070,8 @@ Status RunEvaluatorRole(const Config& config, const ClusterPlan& plan,
       }
       final_version = pulled->versions[0];
     }
+    // The final evaluation stays on this thread: training is over, so the
+    // team it may start sits beside no worker's.
     auto recalibrated = RecalibrateBatchNorm(*model->net, data.train,
                                              o.eval_batch, kBatchNormExamples);
     if (!recalibrated.ok()) {

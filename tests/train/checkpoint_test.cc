@@ -258,15 +258,15 @@ TEST_P(ClusterResumeTest, ResumedRunEqualsTheUninterruptedOne) {
   } else {
     // Asynchronous modes: not one order of updates; it resumes and
     // finishes, and trains as far. Two uninterrupted async runs of this
-    // config end up to about 0.1 apart on its 64 validation examples
-    // (0.61 and 0.51 in one CI-like run), so the bound is 0.2. How far
-    // their parameters end apart grows with the machine's load (0.53 and
-    // 0.54 against a fixed bound of 0.5, 2 of 30 runs beside two busy
-    // loops): the bound is 0.5, or twice the distance between two
-    // uninterrupted runs measured here, if that is larger.
-    auto again = RunConfig(With(c, {"run.name=again"}));
-    ASSERT_TRUE(again.ok()) << again.status().ToString();
-    const double spread = MaxAbsDiff(again->final_params, whole->final_params);
+    // config end up to about 0.1 apart in accuracy on its 128 validation
+    // examples (0.61 and 0.51 in one CI-like run), so that bound is 0.2.
+    // How far the resumed run's parameters end from the uninterrupted
+    // run's grows with the machine's load (0.53 and 0.54 against a fixed
+    // bound of 0.5 in 2 of 30 runs beside two busy loops), as does the
+    // distance between two uninterrupted runs: the bound is 0.5, or twice the
+    // distance between the two uninterrupted runs here (`cut` ran all its
+    // steps before its later checkpoints were dropped), if that is larger.
+    const double spread = MaxAbsDiff(cut->final_params, whole->final_params);
     EXPECT_LT(MaxAbsDiff(resumed->final_params, whole->final_params),
               std::max(0.5, 2 * spread))
         << "two uninterrupted runs ended " << spread << " apart";

@@ -19,13 +19,16 @@
 #include <vector>
 
 #include "common/fs.h"
+#include "common/own_thread.h"
+#include "models/models.h"
 #include "sharding/methods.h"
 #include "sharding/plan.h"
+#include "thread_util.h"
+#include "train/batch.h"
 #include "train/cluster_run.h"
 #include "train/cluster_test_util.h"
 #include "train/data_config.h"
 #include "train/local_trainer.h"
-#include "train/own_thread.h"
 #include "transport/rpc.h"
 #include "transport/spin_wait.h"
 #include "transport/ucx_transport.h"
@@ -35,6 +38,8 @@ namespace {
 
 using testing_util::Base;
 using testing_util::MaxAbsDiff;
+using testing_util::ProcessThreads;
+using testing_util::ProcessThreadsSettlingAt;
 using testing_util::RunConfig;
 using testing_util::TempRoot;
 using testing_util::With;
@@ -119,28 +124,6 @@ TEST(ClusterTest, SpinningChangesNoResultAndEndsWithTheRun) {
   EXPECT_EQ(asleep->final_params, spinning->final_params);
 }
 
-// The process's threads, from /proc/self/task.
-int ProcessThreads() {
-  int n = 0;
-  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
-    (void)e;
-    ++n;
-  }
-  return n;
-}
-
-// The process's threads once they settle at `expected`, or after 2 s: a
-// team's threads end a moment after the thread that owned it.
-int ProcessThreadsSettlingAt(int expected) {
-  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  int n = ProcessThreads();
-  while (n != expected && std::chrono::steady_clock::now() < limit) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    n = ProcessThreads();
-  }
-  return n;
-}
-
 // A parallel operator: large enough for LibTorch to run it on an OpenMP team
 // when it has more than one thread.
 void ParallelWork() {
@@ -167,24 +150,6 @@ TEST(ClusterTest, ARunLeavesNoOpenMpTeamOnTheCallersThread) {
   EXPECT_EQ(ProcessThreadsSettlingAt(before), before);
 }
 
-// OnThreadOfItsOwn returns fn's result, runs fn on another thread, and
-// rethrows what fn throws.
-TEST(OwnThreadTest, ReturnsTheResultAndRethrows) {
-  const std::thread::id caller = std::this_thread::get_id();
-  std::thread::id ran_on;
-  auto value = OnThreadOfItsOwn([&] {
-    ran_on = std::this_thread::get_id();
-    return std::make_unique<int>(7);  // move-only results come back
-  });
-  ASSERT_NE(value, nullptr);
-  EXPECT_EQ(*value, 7);
-  EXPECT_NE(ran_on, caller);
-  EXPECT_THROW(OnThreadOfItsOwn([]() -> int {
-                 throw std::runtime_error("from the other thread");
-               }),
-               std::runtime_error);
-}
-
 // A parallel operator starts a team that lives as long as its thread (the
 // control: a thread kept alive keeps one more thread, its team's), and one
 // run by OnThreadOfItsOwn leaves none behind.
@@ -206,17 +171,19 @@ TEST(OwnThreadTest, ATeamStartedThereEndsWithTheWork) {
   EXPECT_EQ(with_kept, before + 2);
   EXPECT_EQ(ProcessThreadsSettlingAt(before), before);
 
-  OnThreadOfItsOwn([] {
+  Status st = OnThreadOfItsOwn([] {
     ParallelWork();
-    return true;
+    return Status::Ok();
   });
+  EXPECT_TRUE(st.ok()) << st.ToString();
   EXPECT_EQ(ProcessThreadsSettlingAt(before), before);
 }
 
 // The evaluator's thread lives all run. Neither building its model nor an
 // evaluation leaves an OpenMP team there: a run with the evaluator on has,
-// most of the time, as many threads as one with it off. (The evaluator
-// evaluates the initial model, then not again: eval.every_s is large.)
+// most of the time, as many threads as runs with it off, before and after
+// it. (The evaluator evaluates the initial model, then not again:
+// eval.every_s is large.)
 TEST(ClusterTest, TheEvaluatorKeepsNoOpenMpTeamBetweenEvaluations) {
   at::set_num_threads(2);
   const std::string root = TempRoot();
@@ -227,6 +194,34 @@ TEST(ClusterTest, TheEvaluatorKeepsNoOpenMpTeamBetweenEvaluations) {
            {"cluster.mode=sync", "cluster.workers=1", "cluster.servers=1",
             "model.hidden=4096", "train.iterations=400",
             "cluster.threads_per_worker=2", "eval.every_s=1000000"});
+  // The control: what the evaluator does, on a thread that stays, keeps
+  // a team there (the thread and its team's second thread).
+  {
+    auto data = LoadDatasetFromConfig(c);
+    ASSERT_TRUE(data.ok()) << data.status().ToString();
+    const int before = ProcessThreads();
+    std::atomic<bool> evaluated{false};
+    std::atomic<bool> release{false};
+    std::thread kept([&] {
+      auto model =
+          CreateModel(ModelOptions::FromConfig(c), InputSpecOf(data->train));
+      EXPECT_TRUE(model.ok()) << model.status().ToString();
+      if (model.ok()) {
+        auto ev = Evaluate(*model->net, data->val, 2000);
+        EXPECT_TRUE(ev.ok()) << ev.status().ToString();
+      }
+      evaluated = true;
+      while (!release)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+    while (!evaluated)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const int with_kept = ProcessThreads();
+    release = true;
+    kept.join();
+    ASSERT_EQ(with_kept, before + 2);
+    ASSERT_EQ(ProcessThreadsSettlingAt(before), before);
+  }
   // The thread count seen most often while the run goes on.
   const auto usual_threads = [](const Config& config) -> int {
     std::atomic<bool> done{false};
@@ -257,7 +252,9 @@ TEST(ClusterTest, TheEvaluatorKeepsNoOpenMpTeamBetweenEvaluations) {
   };
   const int off = usual_threads(With(c, {"cluster.evaluator=false"}));
   const int on = usual_threads(With(c, {"cluster.evaluator=true"}));
+  const int off_after = usual_threads(With(c, {"cluster.evaluator=false"}));
   EXPECT_EQ(on, off);
+  EXPECT_EQ(on, off_after);
   // The evaluator did evaluate (its eval.jsonl has the initial model).
   int evaluations = 0;
   for (const auto& e : std::filesystem::recursive_directory_iterator(root)) {

@@ -6,7 +6,6 @@
 #include "transport/ucx_transport.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
@@ -24,6 +23,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "thread_util.h"
 #include "transport/placement.h"
 #include "transport/raw_garbage.h"
 #include "transport/wire.h"
@@ -204,16 +204,6 @@ TEST_F(UcxTransportTest, ALostPeerIsReportedAndItsReplacementReached) {
   }
 }
 
-// The number of threads of this process.
-size_t ThreadCount() {
-  size_t n = 0;
-  if (DIR* d = ::opendir("/proc/self/task")) {
-    while (dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
-    ::closedir(d);
-  }
-  return n;
-}
-
 // A peer whose process is killed (SIGKILL: nothing of it closes anything,
 // its kernel closes its sockets) is reported within seconds, in every mode.
 // The peers are children forked before this process has any other thread
@@ -221,7 +211,7 @@ size_t ThreadCount() {
 // after the fork, sends its endpoint through a pipe, and waits to be
 // killed.
 TEST_F(UcxTransportTest, AKilledPeerIsReported) {
-  if (ThreadCount() != 1) {
+  if (testing_util::ProcessThreads() != 1) {
     GTEST_SKIP() << "forks, so it runs only in a process with no other "
                     "thread (ctest runs it that way; or pass "
                     "--gtest_filter=UcxTransportTest.AKilledPeerIsReported)";

@@ -1,0 +1,33 @@
+#pragma once
+
+// Tests that count the process's threads (OpenMP teams, transports'
+// threads) read them through these.
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+namespace strata::testing_util {
+
+// The process's threads, from /proc/self/task.
+inline int ProcessThreads() {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    (void)e;
+    ++n;
+  }
+  return n;
+}
+
+// The process's threads once they settle at `expected`, or after 2 s: a
+// thread's OpenMP team ends a moment after the thread that owned it.
+inline int ProcessThreadsSettlingAt(int expected) {
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  int n = ProcessThreads();
+  while (n != expected && std::chrono::steady_clock::now() < limit) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    n = ProcessThreads();
+  }
+  return n;
+}
+
+}  // namespace strata::testing_util
