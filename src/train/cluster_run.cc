@@ -86,12 +86,7 @@ Result<RunSummary> TrainCluster(const Config& config, const DatasetSplits& data,
   ASSIGN_OR_RETURN(ClusterPlan plan, ClusterPlan::Make(config, data));
   const ClusterRunOptions& o = plan.options;
   const RoleTable& roles = o.roles;
-  int64_t threads = config.GetInt("cluster.threads_per_worker");
-  if (threads == 0) {
-    threads = std::max<int64_t>(
-        1, std::thread::hardware_concurrency() / roles.num_workers());
-  }
-  torch::set_num_threads(static_cast<int>(threads));
+  torch::set_num_threads(ThreadsPerWorker(config, roles.num_workers()));
   // Only in-process waits spin (spin_wait.h); the previous budget again
   // after this run.
   const ScopedSpinWait spin(

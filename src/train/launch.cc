@@ -244,16 +244,10 @@ Status RunNode(const Config& config, Role role, int index,
   // from the data servers); data servers and the evaluator load the data.
   ASSIGN_OR_RETURN(ClusterRunOptions options,
                    ClusterRunOptions::FromConfig(config));
-  // One process per node: LibTorch threads per process as configured
-  // (0 = this machine's cores shared among the workers). Set before the
-  // plan's probe model, which then starts an OpenMP team of that size on
-  // this thread (the one the role runs on), not one of every core.
-  int64_t threads = config.GetInt("cluster.threads_per_worker");
-  if (threads == 0) {
-    threads = std::max<int64_t>(
-        1, std::thread::hardware_concurrency() / roles.num_workers());
-  }
-  at::set_num_threads(static_cast<int>(threads));
+  // One process per node: LibTorch threads per process as configured (0 =
+  // this machine's cores shared among the workers), set before anything
+  // here runs a LibTorch operator.
+  at::set_num_threads(ThreadsPerWorker(config, roles.num_workers()));
   const bool streamed = role == Role::kWorker && options.data_servers > 0;
   DatasetSplits data;
   ClusterPlan plan;

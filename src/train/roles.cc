@@ -1,6 +1,6 @@
 #include "train/roles.h"
 
-#include <optional>
+#include <algorithm>
 #include <thread>
 
 #include "cluster/cluster_metrics.h"
@@ -305,6 +305,13 @@ Result<ClusterPlan> ClusterPlan::Make(const Config& config,
   }
   plan.SetIterations(data.train.size());
   return plan;
+}
+
+int ThreadsPerWorker(const Config& config, int num_workers) {
+  const int64_t threads = config.GetInt("cluster.threads_per_worker");
+  if (threads > 0) return static_cast<int>(threads);
+  return std::max(
+      1, static_cast<int>(std::thread::hardware_concurrency()) / num_workers);
 }
 
 Status ClusterPlan::SizeFor(const Config& config, const InputSpec& input) {

@@ -20,6 +20,10 @@ namespace strata {
 struct DataFacts;  // train/data_service.h
 struct InputSpec;  // models/models.h
 
+// LibTorch threads for each worker: cluster.threads_per_worker, or with 0
+// this machine's cores shared among the `num_workers` workers (at least 1).
+int ThreadsPerWorker(const Config& config, int num_workers);
+
 // What every node of a cluster derives, identically, from the run config and
 // the training data: the options, the parameter count and key layout, and
 // the per-worker iteration budget (equal for all workers, so sync steps
