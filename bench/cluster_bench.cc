@@ -7,7 +7,7 @@
 //   build/bench/cluster_bench [--reps 3] [--iterations 1500]
 //       [--threads 2,1] [--model mlp] [--modes async,sync] [--overlap 0|1]
 //       [--pipeline_kb KB] [--spin_us US] [--nospin 0|1] [--noinline 0|1]
-//       [--nowait 0|1] [--ucx 0|1]
+//       [--nowait 0|1] [--ucx 0|1] [--slice_kb KB] [--noslice 0|1]
 // One table per mode and thread count (train.threads for local,
 // cluster.threads_per_worker for the cluster; see docs/benchmarks.md).
 // --overlap 1 adds the cluster.overlap variants (async only); --nospin 1
@@ -16,6 +16,8 @@
 // cluster.inline_server = false: the server's own thread handles every push
 // and pull); --nowait 1 adds "tcp-lw" and "tcp-pipe-lw" (cluster.layer_wait
 // = false: the forward pass starts only once a step's pull is all in);
+// --noslice 1 adds "inproc-sl" and "tcp-sl" (pipelined, cluster.slice_kb =
+// 0: no layer computes in row slices; --slice_kb sets the others' size);
 // --ucx 1 adds "ucx" (pipelined, cluster.transport = "ucx": UCX between the
 // threads, shared memory and CMA by default; built with UCX only) and
 // "ucx-tcp" (the same with cluster.ucx_shared_memory = "off": UCX's TCP).
@@ -162,7 +164,7 @@ std::vector<int> ParseInts(const std::string& s) {
 double RunTable(const Config& base, const DatasetSplits& data, int threads,
                 int reps, const std::string& mode, bool with_overlap,
                 bool with_nospin, bool with_noinline, bool with_nowait,
-                bool with_ucx) {
+                bool with_noslice, bool with_ucx) {
   std::vector<Variant> variants;
   // Cluster variants: the transport, then "-pipe" for cluster.pipeline =
   // false (the default is layer-wise pipelining), or "+ovl" for
@@ -178,6 +180,10 @@ double RunTable(const Config& base, const DatasetSplits& data, int threads,
   if (with_nowait) {
     names.push_back("tcp-lw");
     names.push_back("tcp-pipe-lw");
+  }
+  if (with_noslice) {
+    names.push_back("inproc-sl");
+    names.push_back("tcp-sl");
   }
   if (with_overlap && mode == "async") {
     names.push_back("inproc+ovl");
@@ -204,6 +210,9 @@ double RunTable(const Config& base, const DatasetSplits& data, int threads,
       }
       if (var.name.find("-lw") != std::string::npos) {
         Set(var.config, "cluster.layer_wait=false");
+      }
+      if (var.name.find("-sl") != std::string::npos) {
+        Set(var.config, "cluster.slice_kb=0");
       }
       if (var.name == "ucx-tcp") {
         Set(var.config, "cluster.ucx_shared_memory=off");
@@ -284,6 +293,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> modes = {"async", "sync"};
   bool with_overlap = false;
   std::string pipeline_kb;
+  std::string slice_kb;
+  bool with_noslice = false;
   std::string spin_us;
   bool with_nospin = false;
   bool with_noinline = false;
@@ -312,6 +323,10 @@ int main(int argc, char** argv) {
       with_nowait = std::string(argv[i + 1]) == "1";
     } else if (a == "--ucx") {
       with_ucx = std::string(argv[i + 1]) == "1";
+    } else if (a == "--noslice") {
+      with_noslice = std::string(argv[i + 1]) == "1";
+    } else if (a == "--slice_kb") {
+      slice_kb = argv[i + 1];
     } else if (a == "--pipeline_kb") {
       pipeline_kb = argv[i + 1];
     } else if (a == "--reps") {
@@ -326,7 +341,8 @@ int main(int argc, char** argv) {
       Die("unknown flag " + a +
           " (--reps N, --iterations N, --threads N[,N...], --model NAME, "
           "--modes async,sync, --overlap 0|1, --pipeline_kb KB, --spin_us US, "
-          "--nospin 0|1, --noinline 0|1, --nowait 0|1)");
+          "--nospin 0|1, --noinline 0|1, --nowait 0|1, --ucx 0|1, "
+          "--slice_kb KB, --noslice 0|1)");
     }
   }
   if (threads.empty()) Die("--threads wants a list such as 2,1");
@@ -351,6 +367,7 @@ int main(int argc, char** argv) {
   Set(base, "cluster.workers=1");
   if (!pipeline_kb.empty()) Set(base, "cluster.pipeline_kb=" + pipeline_kb);
   if (!spin_us.empty()) Set(base, "cluster.spin_us=" + spin_us);
+  if (!slice_kb.empty()) Set(base, "cluster.slice_kb=" + slice_kb);
   const char* dd = std::getenv("STRATA_DATA_DIR");
   if (dd != nullptr) {
     Set(base, "data.dataset=mnist");
@@ -393,7 +410,7 @@ int main(int argc, char** argv) {
     for (int t : threads) {
       local.push_back(
           {t, RunTable(base, *data, t, reps, mode, with_overlap, with_nospin,
-                       with_noinline, with_nowait, with_ucx)});
+                       with_noinline, with_nowait, with_noslice, with_ucx)});
     }
   }
   // A single-process trainer that gets slower with more threads makes any

@@ -17,6 +17,39 @@ namespace {
 namespace nn = torch::nn;
 namespace F = torch::nn::functional;
 
+// The row slices of `weight` (2-D, bound to the flat vector that starts at
+// `base`) cut at the last row boundary at or before each of `cuts` inside
+// it (ClassifierImpl::SliceLayers): leaves of their own that alias the
+// weight's rows and whose gradients are the same rows of the weight's
+// gradient. Empty when no cut falls inside the weight's rows.
+std::vector<torch::Tensor> RowSlices(const torch::Tensor& weight,
+                                     const float* base,
+                                     const std::vector<int64_t>& cuts) {
+  if (weight.dim() != 2 || !weight.grad().defined()) return {};
+  const int64_t begin = weight.data_ptr<float>() - base;
+  const int64_t row = weight.size(1);
+  std::vector<int64_t> at{0};
+  for (int64_t c : cuts) {
+    if (c <= begin || c >= begin + weight.numel()) continue;
+    const int64_t r = (c - begin) / row;
+    if (r > at.back()) at.push_back(r);
+  }
+  if (at.size() == 1) return {};
+  at.push_back(weight.size(0));
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> slices;
+  for (size_t i = 0; i + 1 < at.size(); ++i) {
+    const int64_t n = at[i + 1] - at[i];
+    torch::Tensor s = weight.detach().narrow(0, at[i], n);
+    s.requires_grad_(true);
+    // Autograd adds into a gradient that is already there, in place: the
+    // weight's gradient rows in the flat gradient vector.
+    s.mutable_grad() = weight.grad().narrow(0, at[i], n);
+    slices.push_back(std::move(s));
+  }
+  return slices;
+}
+
 // 784-hidden-10 (paper 004 Sec. 3.2.1): one hidden ReLU layer.
 class MlpImpl : public ClassifierImpl {
  public:
@@ -26,14 +59,55 @@ class MlpImpl : public ClassifierImpl {
   bool awaits_layers() const override { return true; }
   torch::Tensor forward(torch::Tensor x) override {
     x = x.reshape({x.size(0), -1});
-    Await(*fc1_);
-    x = torch::relu(fc1_->forward(x));
+    if (slices_.empty()) {
+      Await(*fc1_);
+      x = torch::relu(fc1_->forward(x));
+    } else {
+      // fc1 slice by slice as its rows arrive; its bias follows its weight.
+      std::vector<torch::Tensor> parts;
+      parts.reserve(slices_.size());
+      for (const torch::Tensor& w : slices_) {
+        AwaitPart(w);
+        parts.push_back(torch::mm(x, w.t()));
+      }
+      Await(*fc1_);
+      x = torch::relu(torch::cat(parts, 1) + fc1_->bias);
+    }
     Await(*fc2_);
     return fc2_->forward(x);
+  }
+  // fc1 holds 99 % of the bytes (784 x 256 of 203,530 floats); fc2 is
+  // smaller than any useful range.
+  std::vector<torch::Tensor> sliceable_weights() override {
+    return {fc1_->weight};
+  }
+  int SliceLayers(const float* base,
+                  const std::vector<int64_t>& cuts) override {
+    slices_ = RowSlices(fc1_->weight, base, cuts);
+    return static_cast<int>(slices_.size());
+  }
+  std::vector<GradLeaf> grad_leaves() override {
+    std::vector<GradLeaf> leaves = ClassifierImpl::grad_leaves();
+    if (slices_.empty()) return leaves;
+    std::vector<GradLeaf> out;
+    for (GradLeaf& leaf : leaves) {
+      if (!leaf.tensor.is_same(fc1_->weight)) {
+        out.push_back(std::move(leaf));
+        continue;
+      }
+      const int64_t row = fc1_->weight.size(1);
+      int64_t at = 0;
+      for (const torch::Tensor& w : slices_) {
+        out.push_back(GradLeaf{leaf.name, w, at});
+        at += w.size(0) * row;
+      }
+    }
+    return out;
   }
 
  private:
   nn::Linear fc1_, fc2_;
+  std::vector<torch::Tensor> slices_;  // fc1's weight, sliced (SliceLayers)
 };
 
 // LeNet-style (paper 004 Sec. 3.2.2): conv 6@5x5, pool, conv 16@5x5, pool,
@@ -342,22 +416,32 @@ Result<torch::Device> ParseDevice(const std::string& device) {
 
 }  // namespace
 
+std::vector<ClassifierImpl::GradLeaf> ClassifierImpl::grad_leaves() {
+  std::vector<GradLeaf> leaves;
+  for (const auto& named : named_parameters())
+    leaves.push_back(GradLeaf{named.key(), named.value(), 0});
+  return leaves;
+}
+
 ClassifierImpl::ParamGate PrefixGate(const Model& model,
                                      std::function<void(int64_t end)> await) {
   const float* base = model.flat.param_data();
-  return [base, await = std::move(await),
-          ends = std::unordered_map<const torch::nn::Module*, int64_t>()](
-             const torch::nn::Module* layer) mutable {
-    if (layer == nullptr) return await(-1);
-    auto [at, fresh] = ends.try_emplace(layer, 0);
-    if (fresh) {
-      for (const torch::Tensor& p : layer->parameters()) {
-        at->second = std::max<int64_t>(
-            at->second, (p.data_ptr<float>() - base) + p.numel());
-      }
-    }
-    if (at->second > 0) await(at->second);
-  };
+  return
+      [base, await = std::move(await),
+       ends = std::unordered_map<const torch::nn::Module*, int64_t>()](
+          const torch::nn::Module* layer, const torch::Tensor* part) mutable {
+        if (part != nullptr)
+          return await((part->data_ptr<float>() - base) + part->numel());
+        if (layer == nullptr) return await(-1);
+        auto [at, fresh] = ends.try_emplace(layer, 0);
+        if (fresh) {
+          for (const torch::Tensor& p : layer->parameters()) {
+            at->second = std::max<int64_t>(
+                at->second, (p.data_ptr<float>() - base) + p.numel());
+          }
+        }
+        if (at->second > 0) await(at->second);
+      };
 }
 
 Status CheckDevice(const std::string& device) {

@@ -48,20 +48,62 @@ class ClassifierImpl : public torch::nn::Module {
   // parameters, in the order of its parameters, says so here; the others
   // (scripted models) get every parameter before forward() starts.
   virtual bool awaits_layers() const { return false; }
-  // Called with the layer about to run, or with null for every parameter
-  // (ForwardBackward calls AwaitAll() before the backward pass). It returns
-  // once the layer's parameters are in, or throws ParamWaitError. Unset:
-  // Await() does nothing.
-  using ParamGate = std::function<void(const torch::nn::Module* layer)>;
+  // Called with the layer about to run (`part` null), with the part of a
+  // parameter about to be read (`layer` null; a row slice, see
+  // SliceLayers), or with both null for every parameter (ForwardBackward
+  // calls AwaitAll() before the backward pass). It returns once those
+  // parameters are in, or throws ParamWaitError. Unset: Await() does
+  // nothing.
+  using ParamGate = std::function<void(const torch::nn::Module* layer,
+                                       const torch::Tensor* part)>;
   void set_param_gate(ParamGate gate) { gate_ = std::move(gate); }
   void AwaitAll() {
-    if (gate_) gate_(nullptr);
+    if (gate_) gate_(nullptr, nullptr);
   }
+
+  // Row slices (cluster.slice_kb, docs/cluster.md; P3-style): a model
+  // may compute a large fully-connected layer as several products over row
+  // slices of its weight, each slice a leaf tensor of its own that aliases
+  // the weight's rows (its values and its gradient are those rows of the
+  // flat vectors). The forward pass then waits for each slice's rows only,
+  // and autograd accumulates each slice's gradient as soon as the backward
+  // pass has computed it, so both can travel while the rest is computed.
+  // `cuts` are offsets into the flat parameter vector (a parameter server's
+  // range bounds): a weight of more than one range is cut at the last row
+  // boundary at or before each cut inside it. The results equal the
+  // unsliced layer's to float rounding (smaller matrix products sum in
+  // another order). Called once, after FlatParameters::Bind and before
+  // training, on a CPU model, with `base` the flat parameter vector's
+  // first float (FlatParameters::param_data); models without such layers
+  // ignore it. Returns the number of slices made (0: none).
+  virtual int SliceLayers(const float* base, const std::vector<int64_t>& cuts) {
+    static_cast<void>(base);
+    static_cast<void>(cuts);
+    return 0;
+  }
+  // The weights SliceLayers may cut (2-D, a row after a row in the flat
+  // vector): a run that will slice them cuts its key ranges inside them at
+  // row boundaries only (ClusterPlan::SizeFor).
+  virtual std::vector<torch::Tensor> sliceable_weights() { return {}; }
+  // The tensors autograd accumulates this model's gradients into: every
+  // parameter, except that a sliced weight is its slices. `name` is the
+  // parameter's, `offset` the first float of the tensor within it.
+  struct GradLeaf {
+    std::string name;
+    torch::Tensor tensor;
+    int64_t offset = 0;
+  };
+  virtual std::vector<GradLeaf> grad_leaves();
 
  protected:
   // Before `layer` reads its parameters (and every parameter before them).
   void Await(const torch::nn::Module& layer) {
-    if (gate_) gate_(&layer);
+    if (gate_) gate_(&layer, nullptr);
+  }
+  // Before a row slice `part` (a view into the flat parameters) is read
+  // (and every parameter before it).
+  void AwaitPart(const torch::Tensor& part) {
+    if (gate_) gate_(nullptr, &part);
   }
 
  private:
@@ -115,9 +157,10 @@ Status PlaceModel(Model& model, const std::string& device);
 Status CheckDevice(const std::string& device);
 
 // A gate for model.net (ClassifierImpl::set_param_gate) that calls
-// `await(end)` before a layer runs, with `end` the end, in floats of the
-// flat vector, of that layer's parameters (a prefix: every parameter before
-// them too); -1 for every parameter. Layers without parameters are let
+// `await(end)` before a layer runs (or a part of a parameter is read), with
+// `end` the end, in floats of the flat vector, of that layer's parameters
+// (or of the part; a prefix: every parameter before them too); -1 for
+// every parameter. Layers without parameters are let
 // through. The flat vector must be on the CPU (param_data() is the
 // parameters themselves). `await` throws ParamWaitError to stop the
 // forward pass.

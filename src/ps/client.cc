@@ -450,28 +450,57 @@ Result<PushResult> PushHandle::Wait(std::chrono::milliseconds timeout) {
     }
   }
   result.bytes = bytes_;
-  for (size_t i = 0; i < calls_.size(); ++i) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    ASSIGN_OR_RETURN(Message ack, calls_[i]->Wait(std::max(
-                                      left, std::chrono::milliseconds(0))));
-    versions.emplace_back(indices_[i], ack.header.clock);
-    const bool dropped = ack.header.flags & kAckDropped;
-    if (dropped) ++result.dropped_ranges;
-    NoteStaleness(ack, &result);
-    // A gradient dropped as late (sync k-of-n) brings no parameters.
-    if (dest_ != nullptr && !dropped) {
-      // Payload 0 is the step size; the parameters follow (protocol.h).
-      ASSIGN_OR_RETURN(const uint64_t got,
-                       client_->TakeParameters(static_cast<size_t>(indices_[i]),
-                                               ack, 1, dest_));
-      result.pulled_bytes += got;
-    }
-  }
+  for (size_t i = 0; i < calls_.size(); ++i) RETURN_IF_ERROR(Take(i, deadline));
+  result.dropped_ranges += got_.dropped_ranges;
+  result.pulled_bytes += got_.pulled_bytes;
+  result.staleness = std::max(result.staleness, got_.staleness);
+  versions.insert(versions.end(), got_versions_.begin(), got_versions_.end());
   std::sort(versions.begin(), versions.end());
   for (const auto& [index, version] : versions)
     result.versions.push_back(version);
   return result;
+}
+
+Status PushHandle::WaitFor(size_t ranges, std::chrono::milliseconds timeout) {
+  STRATA_CHECK(!leader_first_ && lead_ack_ == nullptr);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  size_t found = 0;
+  for (size_t i = 0; i < calls_.size(); ++i) {
+    if (static_cast<size_t>(indices_[i]) >= ranges) continue;
+    ++found;
+    RETURN_IF_ERROR(Take(i, deadline));
+  }
+  if (found <
+      std::min(ranges, static_cast<size_t>(client_->layout_.num_ranges()))) {
+    return Status::FailedPrecondition(
+        "waiting for the first {} range(s) of a push, of which {} were sent",
+        ranges, found);
+  }
+  return Status::Ok();
+}
+
+Status PushHandle::Take(size_t i,
+                        std::chrono::steady_clock::time_point deadline) {
+  if (taken_.size() < calls_.size()) taken_.resize(calls_.size(), false);
+  if (taken_[i]) return Status::Ok();
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  ASSIGN_OR_RETURN(Message ack, calls_[i]->Wait(std::max(
+                                    left, std::chrono::milliseconds(0))));
+  got_versions_.emplace_back(indices_[i], ack.header.clock);
+  const bool dropped = ack.header.flags & kAckDropped;
+  if (dropped) ++got_.dropped_ranges;
+  NoteStaleness(ack, &got_);
+  // A gradient dropped as late (sync k-of-n) brings no parameters.
+  if (dest_ != nullptr && !dropped) {
+    // Payload 0 is the step size; the parameters follow (protocol.h).
+    ASSIGN_OR_RETURN(const uint64_t got,
+                     client_->TakeParameters(static_cast<size_t>(indices_[i]),
+                                             ack, 1, dest_));
+    got_.pulled_bytes += got;
+  }
+  taken_[i] = true;
+  return Status::Ok();
 }
 
 Status PullHandle::WaitFor(size_t ranges, std::chrono::milliseconds timeout) {

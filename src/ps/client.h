@@ -37,9 +37,24 @@ class PushHandle {
   // kDeadlineExceeded names the server that did not answer in time; a
   // server's error reply becomes its status.
   Result<PushResult> Wait(std::chrono::milliseconds timeout);
+  // A push-pull sent range by range (BeginPush with `dest`, not
+  // leader-first): waits for the acks of the layout's first `ranges`
+  // ranges only (in key order, the order the forward pass reads them);
+  // once it returns Ok their parameters are in `dest`, final, while later
+  // ones may still be arriving. Every one of those ranges must have been
+  // sent (PushRange). Wait() then waits for the rest and reports them all.
+  Status WaitFor(size_t ranges, std::chrono::milliseconds timeout);
 
  private:
   friend class PsClient;
+  // Waits (until `deadline`) for calls_[i]'s ack and books it into got_
+  // (taking its parameters with `dest_`); once per call.
+  Status Take(size_t i, std::chrono::steady_clock::time_point deadline);
+  // What the acks taken so far said: versions by layout index, and the
+  // counts of a PushResult.
+  std::vector<bool> taken_;
+  std::vector<std::pair<int, int64_t>> got_versions_;
+  PushResult got_;
   std::vector<std::shared_ptr<RpcCall>> calls_;
   std::vector<std::shared_ptr<PayloadPlacement>> placements_;
   uint64_t bytes_ = 0;

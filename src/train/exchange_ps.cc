@@ -72,6 +72,13 @@ class PushPullExchange final : public Exchange {
       reducer_->set_off_switch("cluster.pipeline = false");
       // The ranges left when the backward pass ends go from this thread.
       reducer_->set_caller_finishes(true);
+      // Layer by layer across steps: the next forward pass waits in
+      // AwaitParams() for the acks of the ranges it reads (their parameters
+      // come with them), not for every ack at the end of this step. Not
+      // leader-first (sync k-of-n: which step a gradient joins is known
+      // only from the lead's ack) nor with cluster.overlap.
+      defer_acks_ = env.forward_awaits && (sync_ || async_) &&
+                    !o_.leader_first && !o_.overlap;
     }
     if (o_.overlap) {
       side_grads_ = std::make_shared<std::vector<float>>(
@@ -85,6 +92,7 @@ class PushPullExchange final : public Exchange {
     // reducer's thread stops before the push it sends into.
     reducer_.reset();
     step_push_.reset();
+    acks_.reset();
     inflight_.reset();
     pending_.reset();
   }
@@ -98,7 +106,10 @@ class PushPullExchange final : public Exchange {
     resumed_ = true;
     return RestoreResiduals(client_, state);
   }
-  Status Quiesce(int64_t steps) override { return FinishInflight(steps); }
+  Status Quiesce(int64_t steps) override {
+    RETURN_IF_ERROR(CompleteAcks());
+    return FinishInflight(steps);
+  }
 
   Status Start() override {
     // Resumed: the servers restored their ranges from the checkpoint.
@@ -132,10 +143,19 @@ class PushPullExchange final : public Exchange {
       }
       RETURN_IF_ERROR(Pull(it));
     }
+    if (acks_) {
+      // The previous step's acks are still arriving: the forward pass
+      // waits for them range by range (AwaitParams), and this step's push
+      // begins once all are in, before the backward pass.
+      acks_step_ = it;
+      acks_layered_ = false;
+      return Status::Ok();
+    }
     return BeginStep(it);
   }
 
   Status AwaitParams(int64_t end) override {
+    if (acks_) return AwaitAcks(end);
     if (!pending_ || end == 0) return Status::Ok();
     const size_t all = pending_->num_ranges();
     const size_t ranges =
@@ -206,6 +226,7 @@ class PushPullExchange final : public Exchange {
     // after its loop, so the pull is given up on, and nothing lands in the
     // model after this.
     pending_.reset();
+    RETURN_IF_ERROR(CompleteAcks());
     RETURN_IF_ERROR(FinishInflight(steps));
     if (left_) return Status::Ok();
     auto left = client_.Leave()->Wait(o_.request_timeout);
@@ -326,8 +347,53 @@ class PushPullExchange final : public Exchange {
       return sent.WithContext(
           fmt::format("worker {} push at iteration {}", env_.index, it));
     }
+    if (defer_acks_ && pulled_with_push_) {
+      // Every range is sent; the next forward pass takes their acks as it
+      // reaches each range (AwaitParams). Nothing writes the gradient
+      // buffer before they are all in: the worker zeroes it for the next
+      // backward pass after AwaitParams(-1).
+      acks_ = std::move(step_push_);
+      acks_it_ = it;
+      acks_step_ = -1;
+      return Status::Ok();
+    }
     Status done = CompletePush(*step_push_, it);
     step_push_.reset();
+    return done;
+  }
+
+  // The forward pass of step acks_step_ reaches model.params [0, end)
+  // (end < 0: all of them): waits for the acks of those ranges of step
+  // acks_it_'s push; once all are in, books the push and begins the step.
+  Status AwaitAcks(int64_t end) {
+    if (end == 0) return Status::Ok();
+    const size_t all = static_cast<size_t>(env_.layout->num_ranges());
+    const size_t ranges =
+        end < 0 || end >= env_.model.size
+            ? all
+            : static_cast<size_t>(env_.layout->RangeOf(end - 1)) + 1;
+    if (ranges < all) {
+      Status in = acks_->WaitFor(ranges, o_.request_timeout);
+      if (!in.ok()) {
+        acks_.reset();  // nothing lands in the model after a failure
+        return in.WithContext(fmt::format("worker {} push at iteration {}",
+                                          env_.index, acks_it_));
+      }
+      if (!acks_layered_) ++m_.layered_acks;
+      acks_layered_ = true;
+      return Status::Ok();
+    }
+    const int64_t step = acks_step_;
+    RETURN_IF_ERROR(CompleteAcks());
+    return step >= 0 ? BeginStep(step) : Status::Ok();
+  }
+
+  // Waits for the acks of a push whose completion was left to the next
+  // forward pass (defer_acks_), if any, and books it.
+  Status CompleteAcks() {
+    if (!acks_) return Status::Ok();
+    Status done = CompletePush(*acks_, acks_it_);
+    acks_.reset();
     return done;
   }
 
@@ -394,6 +460,15 @@ class PushPullExchange final : public Exchange {
   // push of the step in progress.
   std::unique_ptr<PushHandle> step_push_;
   std::unique_ptr<BucketReducer> reducer_;
+  // env.forward_awaits with pipelining (sync, async): the push of step
+  // acks_it_, every range sent, whose acks the forward pass of step
+  // acks_step_ (-1 before BeforeStep) waits for range by range, and
+  // whether it went on with part of them (counted once in layered_acks).
+  bool defer_acks_ = false;
+  std::unique_ptr<PushHandle> acks_;
+  int64_t acks_it_ = 0;
+  int64_t acks_step_ = -1;
+  bool acks_layered_ = false;
 };
 
 // EASGD (paper 002, Zhang et al.): each worker trains alone with its own

@@ -220,6 +220,8 @@ Result<ClusterRunOptions> ClusterRunOptions::FromConfig(const Config& c) {
   o.pipeline = c.GetBool("cluster.pipeline");
   o.inline_server = c.GetBool("cluster.inline_server");
   o.layer_wait = c.GetBool("cluster.layer_wait");
+  o.slice_floats = static_cast<int64_t>(c.GetFloat("cluster.slice_kb") * 1024 /
+                                        sizeof(float));
   if (o.pipeline && FamilyOf(o.mode) == ExchangeFamily::kPushPull &&
       !o.overlap) {
     o.pipeline_floats = std::max<int64_t>(
@@ -317,14 +319,38 @@ Result<WorkerMetrics> RunWorker(const Config& config,
   bool param_wait_failed = false;
   if (env.forward_awaits) {
     model.net->set_param_gate(PrefixGate(
-        model, [&exchange, &param_wait_s, &param_wait_failed](int64_t end) {
+        model,
+        [&exchange, &param_wait_s, &param_wait_failed, &model](int64_t end) {
           const auto t = Clock::now();
           Status in = exchange->AwaitParams(end);
           param_wait_s += Seconds(t, Clock::now());
-          if (in.ok()) return;
+          if (in.ok()) {
+            // Before the backward pass: the previous step's push may have
+            // read the gradient buffer until every parameter was in
+            // (pipelined sync and async take their acks here).
+            if (end < 0) model.flat.ZeroGrad();
+            return;
+          }
           param_wait_failed = true;
           throw ParamWaitError(std::move(in));
         }));
+    // P3-style row slices of the large layers, cut at the ranges' bounds:
+    // each slice's gradient leaves as soon as the backward pass has it, and
+    // the next forward pass starts on a slice once its range is back.
+    // Only a layer the plan cut at its rows for that (ClusterPlan::SizeFor:
+    // larger than cluster.slice_kb); a server's share may end inside a
+    // smaller one, which stays whole.
+    bool sliced_by_plan = false;
+    for (const torch::Tensor& w : model.net->sliceable_weights())
+      sliced_by_plan = sliced_by_plan || w.numel() > o.slice_floats;
+    if (o.slice_floats > 0 && sliced_by_plan && o.pipeline_floats > 0 &&
+        env.layout != nullptr && env.layout->num_ranges() > 1) {
+      std::vector<int64_t> cuts;
+      for (const KeyRange& r : env.layout->ranges()) cuts.push_back(r.begin);
+      const int slices = model.net->SliceLayers(model.flat.param_data(), cuts);
+      if (slices > 0 && index == 0)
+        LogDebug("worker 0: a layer computes in {} row slices", slices);
+    }
   }
   // The gate points at this frame's exchange: gone with it.
   struct ClearGateAtExit {
@@ -385,15 +411,17 @@ Result<WorkerMetrics> RunWorker(const Config& config,
   if (GradientSink* sink = exchange->gradient_sink()) {
     std::map<std::string, const FlatParameters::Slot*> slots;
     for (const auto& slot : model.flat.slots()) slots[slot.name] = &slot;
-    for (const auto& named : model.net->named_parameters()) {
-      auto it = slots.find(named.key());
+    // Each tensor autograd accumulates into: a parameter, or a row slice of
+    // one (cluster.slice_kb).
+    for (const ClassifierImpl::GradLeaf& leaf : model.net->grad_leaves()) {
+      auto it = slots.find(leaf.name);
       if (it == slots.end()) {
         return Status::Internal("parameter {} has no slot in the flat vector",
-                                named.key());
+                                leaf.name);
       }
-      const int64_t offset = it->second->offset;
-      const int64_t numel = it->second->numel;
-      torch::Tensor p = named.value();
+      const int64_t offset = it->second->offset + leaf.offset;
+      const int64_t numel = leaf.tensor.numel();
+      torch::Tensor p = leaf.tensor;
       if (sink->in_place()) {
         // The accumulator is kept alive here: autograd holds it weakly and
         // would otherwise make a new one (without the hook) each step.
@@ -401,7 +429,7 @@ Result<WorkerMetrics> RunWorker(const Config& config,
             torch::autograd::impl::grad_accumulator(p);
         if (acc == nullptr) {
           return Status::Internal("parameter {} has no gradient accumulator",
-                                  named.key());
+                                  leaf.name);
         }
         FlatParameters* flat = on_device ? &model.flat : nullptr;
         const uintptr_t key = acc->add_post_hook(
@@ -620,7 +648,8 @@ Result<WorkerMetrics> RunWorker(const Config& config,
       batch = batcher.Gather(indices);
     }
     phase.Next("strata::forward_backward");
-    model.flat.ZeroGrad();
+    // With a gate, after every parameter is in (above).
+    if (!env.forward_awaits) model.flat.ZeroGrad();
     // GPU: the parameters BeforeStep brought, queued ahead of the forward
     // pass. Nothing writes them again before the step's gradient copies,
     // which follow this copy on the device, have been waited for.

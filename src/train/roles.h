@@ -32,7 +32,8 @@ struct ClusterPlan {
   ClusterRunOptions options;
   KeyLayout layout;
   int64_t num_params = 0;
-  // Where each of the model's tensors ends in the flat vector (increasing):
+  // Where each of the model's tensors ends in the flat vector (increasing),
+  // and each row of a weight the workers will slice (cluster.slice_kb):
   // the layout's ranges are cut there (KeyLayout::Aligned). Servers learn
   // them from the run facts (RunFacts).
   std::vector<int64_t> tensor_ends;

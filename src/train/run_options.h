@@ -91,6 +91,11 @@ struct ClusterRunOptions {
   // waits for its own ranges only (cluster.layer_wait; CPU workers with a
   // built-in model).
   bool layer_wait = true;
+  // With pipelining and layer_wait: a built-in model's fully-connected
+  // layers larger than slice_floats compute in row slices of about that
+  // many floats, each a range of the layout (cluster.slice_kb;
+  // ClassifierImpl::SliceLayers). 0: off.
+  int64_t slice_floats = 0;
   // In process, servers handle pushes and pulls on the sender's thread
   // when idle (cluster.inline_server; RpcEndpoint::SetInlineHandling).
   bool inline_server = true;

@@ -26,6 +26,10 @@ struct WorkerMetrics {
   // cluster.layer_wait: pulls whose forward pass started on its first
   // layers before waiting for the whole pull.
   int64_t layered_pulls = 0;
+  // cluster.layer_wait, pipelined sync and async: steps whose forward pass
+  // started on its first layers while the previous push's acks (which
+  // bring the parameters) were still arriving.
+  int64_t layered_acks = 0;
   // Parameter-server modes: pulls sent on their own, before a step (the
   // parameters a push-pull's ack brings are not counted).
   int64_t pulls = 0;
@@ -62,6 +66,7 @@ struct WorkerMetrics {
             {"dropped_gradients", dropped_gradients},
             {"exchanges", exchanges},
             {"layered_pulls", layered_pulls},
+            {"layered_acks", layered_acks},
             {"pulls", pulls},
             {"staleness_sum", staleness_sum},
             {"staleness_count", staleness_count},
@@ -79,6 +84,7 @@ struct WorkerMetrics {
     dropped_gradients = j.value("dropped_gradients", int64_t{0});
     exchanges = j.value("exchanges", int64_t{0});
     layered_pulls = j.value("layered_pulls", int64_t{0});
+    layered_acks = j.value("layered_acks", int64_t{0});
     pulls = j.value("pulls", int64_t{0});
     staleness_sum = j.value("staleness_sum", int64_t{0});
     staleness_count = j.value("staleness_count", int64_t{0});
