@@ -286,15 +286,16 @@ std::vector<ConfigKey> MakeSchema() {
            "sync and async get their parameters with the push's ack), the "
            "forward pass starts while the ranges arrive, and each layer "
            "waits only for its own parameters (exact; docs/cluster.md)"),
-      Float("cluster.slice_kb", 256,
+      Float("cluster.slice_kb", -1,
             "with cluster.pipeline and cluster.layer_wait: a built-in "
             "model's fully-connected layers larger than this (mlp's fc1) "
             "compute in row slices of about this size, each its own range, "
             "so that each slice's gradient leaves as soon as it is computed "
             "and the next forward pass starts on a slice once its range is "
             "back (P3-style; equal to the unsliced layer to float rounding; "
-            "0 = off; docs/cluster.md)",
-            0, 4194304),
+            "0 = off; negative, the default: 256 over tcp, ucx and with "
+            "--processes, off in one process over inproc; docs/cluster.md)",
+            -1, 4194304),
       Bool("cluster.overlap", false,
            "async only: the push (and pull) of iteration t travels while "
            "iteration t+1 computes, hiding communication behind compute; "

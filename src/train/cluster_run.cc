@@ -77,9 +77,17 @@ void Guarded(const std::string& who, F&& body) {
 
 }  // namespace
 
-Result<RunSummary> TrainCluster(const Config& config, const DatasetSplits& data,
+Result<RunSummary> TrainCluster(const Config& given, const DatasetSplits& data,
                                 const RunDirectory& run_dir,
                                 const std::atomic<bool>* stop) {
+  Config config = given;
+  // cluster.slice_kb's default: no row slices between threads over the
+  // in-process transport, where a round trip is short and the slices' own
+  // cost was more than they hid (docs/benchmarks.md, "Row slices").
+  if (config.GetFloat("cluster.slice_kb") < 0 &&
+      config.GetString("cluster.transport") == "inproc") {
+    RETURN_IF_ERROR(config.ApplyOverride("cluster.slice_kb=0"));
+  }
   // A GPU that is not there fails the run before any node starts (only the
   // workers and the evaluator compute on it; PlaceModel checks in them).
   RETURN_IF_ERROR(CheckDevice(config.GetString("train.device")));

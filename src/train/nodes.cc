@@ -220,7 +220,10 @@ Result<ClusterRunOptions> ClusterRunOptions::FromConfig(const Config& c) {
   o.pipeline = c.GetBool("cluster.pipeline");
   o.inline_server = c.GetBool("cluster.inline_server");
   o.layer_wait = c.GetBool("cluster.layer_wait");
-  o.slice_floats = static_cast<int64_t>(c.GetFloat("cluster.slice_kb") * 1024 /
+  // Negative: the default for nodes that talk over a network transport
+  // (TrainCluster turns it off in process over inproc).
+  const double slice_kb = c.GetFloat("cluster.slice_kb");
+  o.slice_floats = static_cast<int64_t>((slice_kb < 0 ? 256 : slice_kb) * 1024 /
                                         sizeof(float));
   if (o.pipeline && FamilyOf(o.mode) == ExchangeFamily::kPushPull &&
       !o.overlap) {
