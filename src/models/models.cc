@@ -17,14 +17,12 @@ namespace {
 namespace nn = torch::nn;
 namespace F = torch::nn::functional;
 
-// The row slices of `weight` (2-D, bound to the flat vector that starts at
-// `base`) cut at the last row boundary at or before each of `cuts` inside
-// it (ClassifierImpl::SliceLayers): leaves of their own that alias the
-// weight's rows and whose gradients are the same rows of the weight's
-// gradient. Empty when no cut falls inside the weight's rows.
-std::vector<torch::Tensor> RowSlices(const torch::Tensor& weight,
-                                     const float* base,
-                                     const std::vector<int64_t>& cuts) {
+// The first row of each slice of `weight` (2-D, bound to the flat vector
+// that starts at `base`) cut at the last row boundary at or before each of
+// `cuts` inside it (ClassifierImpl::SliceLayers), and its row count last.
+// Empty when no cut falls inside the weight's rows.
+std::vector<int64_t> SliceRows(const torch::Tensor& weight, const float* base,
+                               const std::vector<int64_t>& cuts) {
   if (weight.dim() != 2 || !weight.grad().defined()) return {};
   const int64_t begin = weight.data_ptr<float>() - base;
   const int64_t row = weight.size(1);
@@ -36,19 +34,26 @@ std::vector<torch::Tensor> RowSlices(const torch::Tensor& weight,
   }
   if (at.size() == 1) return {};
   at.push_back(weight.size(0));
-  torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> slices;
-  for (size_t i = 0; i + 1 < at.size(); ++i) {
-    const int64_t n = at[i + 1] - at[i];
-    torch::Tensor s = weight.detach().narrow(0, at[i], n);
-    s.requires_grad_(true);
-    // Autograd adds into a gradient that is already there, in place: the
-    // weight's gradient rows in the flat gradient vector.
-    s.mutable_grad() = weight.grad().narrow(0, at[i], n);
-    slices.push_back(std::move(s));
-  }
-  return slices;
+  return at;
 }
+
+class MlpImpl;
+
+// x W^T over the row slices of a sliced weight (MlpImpl::SliceLayers): the
+// forward pass waits for each slice's rows, first slice first; the
+// backward pass accumulates each slice's gradient rows into the weight's
+// gradient, first slice first, and reports each at once. The weight is an
+// input so that the product takes part in autograd, but its gradient is
+// written here, not returned: autograd's accumulation would report it only
+// whole, after the last slice.
+struct SlicedProduct : torch::autograd::Function<SlicedProduct> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx,
+                               torch::Tensor x, torch::Tensor weight,
+                               MlpImpl* net);
+  static torch::autograd::variable_list backward(
+      torch::autograd::AutogradContext* ctx,
+      torch::autograd::variable_list grads);
+};
 
 // 784-hidden-10 (paper 004 Sec. 3.2.1): one hidden ReLU layer.
 class MlpImpl : public ClassifierImpl {
@@ -59,19 +64,14 @@ class MlpImpl : public ClassifierImpl {
   bool awaits_layers() const override { return true; }
   torch::Tensor forward(torch::Tensor x) override {
     x = x.reshape({x.size(0), -1});
-    if (slices_.empty()) {
+    if (rows_.empty()) {
       Await(*fc1_);
       x = torch::relu(fc1_->forward(x));
     } else {
       // fc1 slice by slice as its rows arrive; its bias follows its weight.
-      std::vector<torch::Tensor> parts;
-      parts.reserve(slices_.size());
-      for (const torch::Tensor& w : slices_) {
-        AwaitPart(w);
-        parts.push_back(torch::mm(x, w.t()));
-      }
+      torch::Tensor product = SlicedProduct::apply(x, fc1_->weight, this);
       Await(*fc1_);
-      x = torch::relu(torch::cat(parts, 1) + fc1_->bias);
+      x = torch::relu(product + fc1_->bias);
     }
     Await(*fc2_);
     return fc2_->forward(x);
@@ -83,32 +83,72 @@ class MlpImpl : public ClassifierImpl {
   }
   int SliceLayers(const float* base,
                   const std::vector<int64_t>& cuts) override {
-    slices_ = RowSlices(fc1_->weight, base, cuts);
+    rows_ = SliceRows(fc1_->weight, base, cuts);
+    slices_.clear();
+    grad_slices_.clear();
+    for (size_t k = 0; k + 1 < rows_.size(); ++k) {
+      const int64_t n = rows_[k + 1] - rows_[k];
+      slices_.push_back(fc1_->weight.detach().narrow(0, rows_[k], n));
+      grad_slices_.push_back(fc1_->weight.grad().narrow(0, rows_[k], n));
+    }
     return static_cast<int>(slices_.size());
   }
-  std::vector<GradLeaf> grad_leaves() override {
-    std::vector<GradLeaf> leaves = ClassifierImpl::grad_leaves();
-    if (slices_.empty()) return leaves;
-    std::vector<GradLeaf> out;
-    for (GradLeaf& leaf : leaves) {
-      if (!leaf.tensor.is_same(fc1_->weight)) {
-        out.push_back(std::move(leaf));
-        continue;
-      }
-      const int64_t row = fc1_->weight.size(1);
-      int64_t at = 0;
-      for (const torch::Tensor& w : slices_) {
-        out.push_back(GradLeaf{leaf.name, w, at});
-        at += w.size(0) * row;
-      }
-    }
+  std::vector<torch::Tensor> autograd_parameters() override {
+    std::vector<torch::Tensor> all = parameters();
+    if (rows_.empty()) return all;
+    std::vector<torch::Tensor> out;
+    for (torch::Tensor& p : all)
+      if (!p.is_same(fc1_->weight)) out.push_back(std::move(p));
     return out;
+  }
+
+  // SlicedProduct's two passes.
+  torch::Tensor ForwardSlices(const torch::Tensor& x) {
+    std::vector<torch::Tensor> parts;
+    parts.reserve(slices_.size());
+    for (const torch::Tensor& w : slices_) {
+      AwaitPart(w);
+      parts.push_back(torch::mm(x, w.t()));
+    }
+    return torch::cat(parts, 1);
+  }
+  void BackwardSlices(const torch::Tensor& grad, const torch::Tensor& x) {
+    for (size_t k = 0; k < grad_slices_.size(); ++k) {
+      grad_slices_[k].addmm_(
+          grad.narrow(1, rows_[k], rows_[k + 1] - rows_[k]).t(), x);
+      ReportGrad(grad_slices_[k]);
+    }
   }
 
  private:
   nn::Linear fc1_, fc2_;
-  std::vector<torch::Tensor> slices_;  // fc1's weight, sliced (SliceLayers)
+  // SliceLayers: the first row of each slice of fc1's weight (and its row
+  // count last), and each slice's rows of the weight and of its gradient.
+  std::vector<int64_t> rows_;
+  std::vector<torch::Tensor> slices_;
+  std::vector<torch::Tensor> grad_slices_;
 };
+
+torch::Tensor SlicedProduct::forward(torch::autograd::AutogradContext* ctx,
+                                     torch::Tensor x, torch::Tensor weight,
+                                     MlpImpl* net) {
+  ctx->save_for_backward({x, weight});
+  // The network outlives the graph of its own forward pass.
+  ctx->saved_data["net"] = reinterpret_cast<int64_t>(net);
+  return net->ForwardSlices(x);
+}
+
+torch::autograd::variable_list SlicedProduct::backward(
+    torch::autograd::AutogradContext* ctx,
+    torch::autograd::variable_list grads) {
+  auto* net = reinterpret_cast<MlpImpl*>(ctx->saved_data["net"].toInt());
+  const torch::autograd::variable_list saved = ctx->get_saved_variables();
+  const torch::Tensor& grad = grads[0];
+  torch::Tensor grad_x;
+  if (ctx->needs_input_grad(0)) grad_x = torch::mm(grad, saved[1]);
+  net->BackwardSlices(grad, saved[0]);
+  return {grad_x, torch::Tensor(), torch::Tensor()};
+}
 
 // LeNet-style (paper 004 Sec. 3.2.2): conv 6@5x5, pool, conv 16@5x5, pool,
 // then an MLP 120-84-classes. The flattened size follows the input.
@@ -415,13 +455,6 @@ Result<torch::Device> ParseDevice(const std::string& device) {
 }
 
 }  // namespace
-
-std::vector<ClassifierImpl::GradLeaf> ClassifierImpl::grad_leaves() {
-  std::vector<GradLeaf> leaves;
-  for (const auto& named : named_parameters())
-    leaves.push_back(GradLeaf{named.key(), named.value(), 0});
-  return leaves;
-}
 
 ClassifierImpl::ParamGate PrefixGate(const Model& model,
                                      std::function<void(int64_t end)> await) {

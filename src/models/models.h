@@ -63,11 +63,12 @@ class ClassifierImpl : public torch::nn::Module {
 
   // Row slices (cluster.slice_kb, docs/cluster.md; P3-style): a model
   // may compute a large fully-connected layer as several products over row
-  // slices of its weight, each slice a leaf tensor of its own that aliases
-  // the weight's rows (its values and its gradient are those rows of the
-  // flat vectors). The forward pass then waits for each slice's rows only,
-  // and autograd accumulates each slice's gradient as soon as the backward
-  // pass has computed it, so both can travel while the rest is computed.
+  // slices of its weight. The forward pass then waits for each slice's rows
+  // only (first slice first), and the backward pass computes the slices'
+  // gradients in the same order, first slice first, each accumulated into
+  // the weight's gradient rows (the flat gradient vector) and reported to
+  // the GradReport at once. So the slice the next forward pass reads first
+  // is the first to leave, and its parameters the first to come back.
   // `cuts` are offsets into the flat parameter vector (a parameter server's
   // range bounds): a weight of more than one range is cut at the last row
   // boundary at or before each cut inside it. The results equal the
@@ -85,15 +86,16 @@ class ClassifierImpl : public torch::nn::Module {
   // vector): a run that will slice them cuts its key ranges inside them at
   // row boundaries only (ClusterPlan::SizeFor).
   virtual std::vector<torch::Tensor> sliceable_weights() { return {}; }
-  // The tensors autograd accumulates this model's gradients into: every
-  // parameter, except that a sliced weight is its slices. `name` is the
-  // parameter's, `offset` the first float of the tensor within it.
-  struct GradLeaf {
-    std::string name;
-    torch::Tensor tensor;
-    int64_t offset = 0;
-  };
-  virtual std::vector<GradLeaf> grad_leaves();
+  // The parameters whose gradients autograd accumulates (every parameter
+  // but a sliced weight, whose slices go to the GradReport instead).
+  virtual std::vector<torch::Tensor> autograd_parameters() {
+    return parameters();
+  }
+  // Told, on the backward pass's thread, each row slice of a sliced
+  // weight's gradient (a view into the flat gradient vector) once it is
+  // accumulated there. Unset: nobody is told.
+  using GradReport = std::function<void(const torch::Tensor& grad_rows)>;
+  void set_grad_report(GradReport report) { report_ = std::move(report); }
 
  protected:
   // Before `layer` reads its parameters (and every parameter before them).
@@ -105,9 +107,13 @@ class ClassifierImpl : public torch::nn::Module {
   void AwaitPart(const torch::Tensor& part) {
     if (gate_) gate_(nullptr, &part);
   }
+  void ReportGrad(const torch::Tensor& grad_rows) {
+    if (report_) report_(grad_rows);
+  }
 
  private:
   ParamGate gate_;
+  GradReport report_;
 };
 
 // What a ParamGate throws when the parameters it waited for never came (a

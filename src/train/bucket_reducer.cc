@@ -52,6 +52,8 @@ void BucketReducer::BeginStep() {
     std::lock_guard<std::mutex> lock(mu_);
     std::fill(filled_.begin(), filled_.end(), 0);
     std::fill(launched_.begin(), launched_.end(), false);
+    full_.clear();
+    next_full_ = 0;
     finishing_ = false;
     ++step_;
   }
@@ -90,8 +92,10 @@ void BucketReducer::Ready(int64_t offset, const float* grad, int64_t count) {
     bool full = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      const bool was_full = filled_[b] >= BucketSize(b);
       filled_[b] += hi - lo;
       full = filled_[b] >= BucketSize(b);
+      if (fill_order_ && full && !was_full) full_.push_back(b);
     }
     // Only a full bucket gives the reducer's thread something to do: no
     // wake-up (a system call on this, the backward pass's, thread) before.
@@ -123,7 +127,19 @@ Status BucketReducer::FinishStep(std::chrono::milliseconds timeout) {
         timeout.count());
   }
   if (caller_finishes_) {
-    for (int b = num_buckets() - 1; b >= 0 && error_.ok(); --b) {
+    // Fill order: the full buckets not sent yet in the order they filled,
+    // then those that got no gradient (zero), in key order.
+    std::vector<int> order;
+    if (fill_order_) {
+      order.assign(full_.begin() + static_cast<std::ptrdiff_t>(next_full_),
+                   full_.end());
+      for (int b = 0; b < num_buckets(); ++b)
+        if (filled_[b] < BucketSize(b)) order.push_back(b);
+    } else {
+      for (int b = num_buckets() - 1; b >= 0; --b) order.push_back(b);
+    }
+    for (int b : order) {
+      if (!error_.ok()) break;
       if (launched_[b]) continue;
       launched_[b] = true;
       ReduceBucket(b, lock);
@@ -156,12 +172,42 @@ bool BucketReducer::BackwardGoesOn(int b) const {
   return false;
 }
 
+void BucketReducer::ServeInFillOrder(std::unique_lock<std::mutex>& lock) {
+  auto backward_goes_on = [&] {
+    for (int b = 0; b < num_buckets(); ++b)
+      if (filled_[b] < BucketSize(b)) return true;
+    return false;
+  };
+  while (true) {
+    // As last-first: this thread takes a full bucket only while the
+    // backward pass goes on; the caller sends what is left when it ends.
+    cv_.wait(lock, [&] {
+      return stop_ || finishing_ || step_ != serving_ ||
+             (next_full_ < full_.size() && backward_goes_on());
+    });
+    if (stop_ || finishing_ || step_ != serving_) return;
+    const int b = full_[next_full_++];
+    launched_[b] = true;
+    if (!error_.ok()) continue;  // a failed group: skip the rest
+    reducing_ = true;
+    ReduceBucket(b, lock);
+    reducing_ = false;
+    cv_.notify_all();  // FinishStep() may wait
+  }
+}
+
 void BucketReducer::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     cv_.wait(lock, [&] { return stop_ || serving_ < step_; });
     if (stop_) return;
     serving_ = step_;
+    if (fill_order_ && caller_finishes_) {
+      ServeInFillOrder(lock);
+      if (stop_) return;
+      cv_.notify_all();
+      continue;
+    }
     // Last bucket first: the backward pass produces late layers first.
     for (int b = num_buckets() - 1; b >= 0; --b) {
       cv_.wait(lock, [&] {

@@ -73,6 +73,14 @@ class BucketReducer final : public GradientSink {
   // bounds its wait for the reducer's thread; its own `reduce` calls take
   // what they take (a push bounds its own waits). Before the first step.
   void set_caller_finishes(bool on) { caller_finishes_ = on; }
+  // With set_caller_finishes: buckets are reduced in the order they fill
+  // (the first bucket to fill first), not last bucket first. For
+  // parameter-server pushes, where each range is its own message: a model
+  // whose backward pass reports its first layer's row slices first
+  // (cluster.slice_kb) then sends them in the order the next forward pass
+  // reads them. For a backward pass that fills the last buckets first it is
+  // the same order. Before the first step.
+  void set_fill_order(bool on) { fill_order_ = on; }
   ~BucketReducer() override;
   BucketReducer(const BucketReducer&) = delete;
   BucketReducer& operator=(const BucketReducer&) = delete;
@@ -103,6 +111,8 @@ class BucketReducer final : public GradientSink {
   void ReduceBucket(int b, std::unique_lock<std::mutex>& lock);
   // Whether a bucket below `b` is still waiting for gradients. Under mu_.
   bool BackwardGoesOn(int b) const;
+  // Fill order: the reducer thread's part of a step. Under mu_ (`lock`).
+  void ServeInFillOrder(std::unique_lock<std::mutex>& lock);
   int64_t BucketSize(int b) const { return begin_[b + 1] - begin_[b]; }
 
   const ReduceFn reduce_;
@@ -110,6 +120,9 @@ class BucketReducer final : public GradientSink {
   float* const in_place_;
   std::string off_switch_ = "cluster.bucket_overlap = false";
   bool caller_finishes_ = false;
+  bool fill_order_ = false;
+  std::vector<int> full_;  // GUARDED_BY(mu_) fill order: the full buckets
+  size_t next_full_ = 0;   // GUARDED_BY(mu_) full_[next_full_] is next
   const std::shared_ptr<void> in_place_owner_;
   std::vector<int64_t> begin_;  // bucket b is [begin_[b], begin_[b + 1])
   std::mutex mu_;

@@ -72,6 +72,9 @@ class PushPullExchange final : public Exchange {
       reducer_->set_off_switch("cluster.pipeline = false");
       // The ranges left when the backward pass ends go from this thread.
       reducer_->set_caller_finishes(true);
+      // Each range is its own message: in the order the backward pass
+      // fills them (a sliced first layer reports its first slice first).
+      reducer_->set_fill_order(true);
       // Layer by layer across steps: the next forward pass waits in
       // AwaitParams() for the acks of the ranges it reads (their parameters
       // come with them), not for every ack at the end of this step. Not

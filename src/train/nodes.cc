@@ -414,17 +414,32 @@ Result<WorkerMetrics> RunWorker(const Config& config,
   if (GradientSink* sink = exchange->gradient_sink()) {
     std::map<std::string, const FlatParameters::Slot*> slots;
     for (const auto& slot : model.flat.slots()) slots[slot.name] = &slot;
-    // Each tensor autograd accumulates into: a parameter, or a row slice of
-    // one (cluster.slice_kb).
-    for (const ClassifierImpl::GradLeaf& leaf : model.net->grad_leaves()) {
-      auto it = slots.find(leaf.name);
+    // A sliced weight (cluster.slice_kb) reports its row slices itself, as
+    // the backward pass accumulates them; autograd the other parameters.
+    const std::vector<torch::Tensor> by_autograd =
+        model.net->autograd_parameters();
+    if (by_autograd.size() < model.flat.slots().size()) {
+      const float* grads = model.flat.grad_data();
+      model.net->set_grad_report([sink, grads](const torch::Tensor& rows) {
+        const float* at = rows.data_ptr<float>();
+        sink->Ready(at - grads, sink->in_place() ? nullptr : at, rows.numel());
+      });
+    }
+    for (const auto& named : model.net->named_parameters()) {
+      if (std::none_of(by_autograd.begin(), by_autograd.end(),
+                       [&](const torch::Tensor& t) {
+                         return t.is_same(named.value());
+                       })) {
+        continue;
+      }
+      auto it = slots.find(named.key());
       if (it == slots.end()) {
         return Status::Internal("parameter {} has no slot in the flat vector",
-                                leaf.name);
+                                named.key());
       }
-      const int64_t offset = it->second->offset + leaf.offset;
-      const int64_t numel = leaf.tensor.numel();
-      torch::Tensor p = leaf.tensor;
+      const int64_t offset = it->second->offset;
+      const int64_t numel = it->second->numel;
+      torch::Tensor p = named.value();
       if (sink->in_place()) {
         // The accumulator is kept alive here: autograd holds it weakly and
         // would otherwise make a new one (without the hook) each step.
@@ -432,7 +447,7 @@ Result<WorkerMetrics> RunWorker(const Config& config,
             torch::autograd::impl::grad_accumulator(p);
         if (acc == nullptr) {
           return Status::Internal("parameter {} has no gradient accumulator",
-                                  leaf.name);
+                                  named.key());
         }
         FlatParameters* flat = on_device ? &model.flat : nullptr;
         const uintptr_t key = acc->add_post_hook(
@@ -459,14 +474,16 @@ Result<WorkerMetrics> RunWorker(const Config& config,
     }
   }
   struct RemoveHooksAtExit {
+    ClassifierImpl* net;
     std::vector<std::pair<torch::Tensor, unsigned>>* hooks;
     std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>>*
         post_hooks;
     ~RemoveHooksAtExit() {
       for (auto& [p, id] : *hooks) p.remove_hook(id);
       for (auto& [acc, key] : *post_hooks) acc->del_post_hook(key);
+      net->set_grad_report(nullptr);
     }
-  } remove_hooks_at_exit{&hooks, &post_hooks};
+  } remove_hooks_at_exit{model.net.get(), &hooks, &post_hooks};
   RETURN_IF_ERROR(member.Barrier(0, o.request_timeout));
 
   // Batches come from the worker's own sampler over its shard, or from the

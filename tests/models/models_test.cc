@@ -80,46 +80,39 @@ TEST_P(ModelShapeTest, ForwardAsksForEachLayersParametersBeforeReadingThem) {
 }
 
 // cluster.slice_kb: the MLP's fc1 in row slices cut at the last row
-// boundary at or before each cut. The slices alias the weight's rows (values
-// and gradients in the flat vectors), the forward pass asks for each slice's
-// rows before reading them, and the logits and every gradient equal the
+// boundary at or before each cut. The forward pass asks for each slice's rows
+// before reading them, first slice first; the backward pass accumulates each
+// slice's gradient rows into the flat gradient vector and reports them in the
+// same order, first slice first (not autograd: fc1.weight is left out of the
+// parameters it accumulates). The logits and every gradient equal the
 // unsliced layer's to float rounding (the sliced products sum in another
 // order, so not bit for bit).
-TEST(ModelTest, SlicedLayerAsksSliceBySliceAndMatchesTheWholeLayer) {
+TEST(ModelTest, SlicedLayerAsksAndReportsSliceBySliceAndMatchesTheWholeLayer) {
   const InputSpec in{1, 1, 12, 5};  // fc1: 40 rows of 12
   auto whole = CreateModel(ModelOptions{"mlp", 40, 3, ""}, in);
   auto sliced = CreateModel(ModelOptions{"mlp", 40, 3, ""}, in);
   ASSERT_TRUE(whole.ok() && sliced.ok());
   ASSERT_EQ(sliced->net->sliceable_weights().size(), 1u);
+  EXPECT_EQ(sliced->net->autograd_parameters().size(), 4u);
   // Cuts at 16 rows (192), inside row 33 (400 -> 396) and past fc1.weight
-  // (480 + 10, fc1.bias: ignored).
+  // (480 + 10, fc1.bias: ignored): slices of 16, 17 and 7 rows.
   EXPECT_EQ(
       sliced->net->SliceLayers(sliced->flat.param_data(), {192, 400, 490}), 3);
-  // The leaves: fc1.weight as three slices of 16, 17 and 7 rows, in order,
-  // then the other parameters whole.
-  const auto leaves = sliced->net->grad_leaves();
-  ASSERT_EQ(leaves.size(), 6u);
-  const std::vector<int64_t> offsets = {0, 192, 396};
-  const std::vector<int64_t> rows = {16, 17, 7};
-  const float* base = sliced->flat.param_data();
-  const float* grad_base = sliced->flat.grad_data();
-  for (size_t i = 0; i < 3; ++i) {
-    SCOPED_TRACE(i);
-    EXPECT_EQ(leaves[i].name, "fc1.weight");
-    EXPECT_EQ(leaves[i].offset, offsets[i]);
-    EXPECT_EQ(leaves[i].tensor.size(0), rows[i]);
-    EXPECT_EQ(leaves[i].tensor.data_ptr<float>(), base + offsets[i]);
-    EXPECT_EQ(leaves[i].tensor.grad().data_ptr<float>(),
-              grad_base + offsets[i]);
-    EXPECT_TRUE(leaves[i].tensor.is_leaf());
-  }
-  EXPECT_EQ(leaves[3].name, "fc1.bias");
-  EXPECT_EQ(leaves[5].name, "fc2.bias");
+  const auto by_autograd = sliced->net->autograd_parameters();
+  ASSERT_EQ(by_autograd.size(), 3u);
+  for (const torch::Tensor& p : by_autograd)
+    EXPECT_NE(p.numel(), 480) << "fc1.weight is reported by its slices";
   const int64_t size = sliced->flat.size();
-  // The forward pass asks for each slice's rows, then the rest.
   std::vector<int64_t> asked;
   sliced->net->set_param_gate(PrefixGate(
       *sliced, [&](int64_t end) { asked.push_back(end < 0 ? size : end); }));
+  const float* grads = sliced->flat.grad_data();
+  std::vector<std::pair<int64_t, int64_t>> reported;  // offset, floats
+  sliced->net->set_grad_report([&](const torch::Tensor& rows) {
+    // Already accumulated when told.
+    EXPECT_GT(rows.abs().sum().item<float>(), 0.0f);
+    reported.emplace_back(rows.data_ptr<float>() - grads, rows.numel());
+  });
   torch::manual_seed(0);
   auto x = torch::randn({8, 1, 1, 12});
   auto y = torch::randint(0, 5, {8}, torch::kLong);
@@ -129,11 +122,11 @@ TEST(ModelTest, SlicedLayerAsksSliceBySliceAndMatchesTheWholeLayer) {
   EXPECT_TRUE(torch::allclose(a, b, 1e-5, 1e-6));
   torch::nn::functional::cross_entropy(a, y).backward();
   torch::nn::functional::cross_entropy(b, y).backward();
-  // Every gradient, the sliced weight's included, is in the flat buffer.
+  EXPECT_EQ(reported, (std::vector<std::pair<int64_t, int64_t>>{
+                          {0, 192}, {192, 204}, {396, 84}}));
   EXPECT_GT(sliced->flat.grads().abs().sum().item<float>(), 0.0f);
   EXPECT_TRUE(
       torch::allclose(whole->flat.grads(), sliced->flat.grads(), 1e-5, 1e-6));
-  // The weight itself is not in the sliced graph: its .grad stays the view.
   EXPECT_TRUE(sliced->flat.IsBound(*sliced->net));
   // A model with nothing to slice, or cuts outside the layer: no slices.
   auto again = CreateModel(ModelOptions{"mlp", 40, 3, ""}, in);

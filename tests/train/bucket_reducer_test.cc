@@ -231,6 +231,58 @@ TEST(BucketReducerTest, TheCallerReducesWhatIsLeftWhenItFinishes) {
   EXPECT_EQ(seen[2].second, me);
 }
 
+// set_fill_order (parameter-server pushes): buckets go in the order they
+// fill, the first to fill first, whatever their place; the reducer's thread
+// takes them while the backward pass goes on, the caller the rest, then any
+// bucket that got no gradient. Without it (the control) the same reports go
+// last bucket first.
+TEST(BucketReducerTest, FillOrderSendsBucketsInTheOrderTheyFill) {
+  for (const bool fill_order : {true, false}) {
+    SCOPED_TRACE(fill_order);
+    std::vector<float> grads(9, 1.0f);
+    std::mutex mu;
+    std::vector<int64_t> seen;  // offsets, in the order sent
+    BucketReducer r(
+        {0, 2, 4, 6, 9},
+        [&](float* data, size_t) {
+          std::lock_guard<std::mutex> lock(mu);
+          seen.push_back(data - grads.data());
+          return Status::Ok();
+        },
+        grads.data(), std::make_shared<int>(0));
+    r.set_caller_finishes(true);
+    r.set_fill_order(fill_order);
+    auto seen_now = [&] {
+      std::lock_guard<std::mutex> lock(mu);
+      return seen.size();
+    };
+    auto wait_for = [&](size_t n) {
+      const auto end = std::chrono::steady_clock::now() + milliseconds(5000);
+      while (seen_now() < n && std::chrono::steady_clock::now() < end)
+        std::this_thread::sleep_for(milliseconds(1));
+    };
+    for (int step = 0; step < 2; ++step) {
+      SCOPED_TRACE(step);
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        seen.clear();
+      }
+      r.BeginStep();
+      // The last bucket (a late layer), then a sliced first layer's slices
+      // first to last: buckets 0 and 1; bucket 2 never gets a gradient.
+      r.Ready(6, nullptr, 3);
+      if (fill_order) wait_for(1);
+      r.Ready(0, nullptr, 2);
+      if (fill_order) wait_for(2);
+      r.Ready(2, nullptr, 2);
+      ASSERT_TRUE(r.FinishStep(milliseconds(5000)).ok());
+      std::lock_guard<std::mutex> lock(mu);
+      EXPECT_EQ(seen, fill_order ? (std::vector<int64_t>{6, 0, 2, 4})
+                                 : (std::vector<int64_t>{6, 4, 2, 0}));
+    }
+  }
+}
+
 TEST(BucketReducerTest, AFailureOnTheCallersThreadIsReturnedNamingTheBucket) {
   std::vector<float> grads(4, 1.0f);
   BucketReducer r(
