@@ -161,10 +161,7 @@ class PushPullExchange final : public Exchange {
     if (acks_) return AwaitAcks(end);
     if (!pending_ || end == 0) return Status::Ok();
     const size_t all = pending_->num_ranges();
-    const size_t ranges =
-        end < 0 || end >= env_.model.size
-            ? all
-            : static_cast<size_t>(env_.layout->RangeOf(end - 1)) + 1;
+    const size_t ranges = RangesThrough(end);
     // Each wait may take the request timeout: the forward pass's compute
     // between two layers does not count against the pull.
     if (ranges < all) {
@@ -371,10 +368,7 @@ class PushPullExchange final : public Exchange {
   Status AwaitAcks(int64_t end) {
     if (end == 0) return Status::Ok();
     const size_t all = static_cast<size_t>(env_.layout->num_ranges());
-    const size_t ranges =
-        end < 0 || end >= env_.model.size
-            ? all
-            : static_cast<size_t>(env_.layout->RangeOf(end - 1)) + 1;
+    const size_t ranges = RangesThrough(end);
     if (ranges < all) {
       Status in = acks_->WaitFor(ranges, o_.request_timeout);
       if (!in.ok()) {
@@ -389,6 +383,14 @@ class PushPullExchange final : public Exchange {
     const int64_t step = acks_step_;
     RETURN_IF_ERROR(CompleteAcks());
     return step >= 0 ? BeginStep(step) : Status::Ok();
+  }
+
+  // How many ranges, in key order, hold model.params [0, end) (end < 0:
+  // all of them).
+  size_t RangesThrough(int64_t end) const {
+    const size_t all = static_cast<size_t>(env_.layout->num_ranges());
+    if (end < 0 || end >= env_.model.size) return all;
+    return static_cast<size_t>(env_.layout->RangeOf(end - 1)) + 1;
   }
 
   // Waits for the acks of a push whose completion was left to the next
