@@ -199,9 +199,11 @@ Status ServerGroup::RestoreState(const std::vector<Buffer>& state) {
   if (!same_cut && !uniform) {
     return Status::DataLoss(
         "{}: saved in {} ranges at different versions, which cannot be cut "
-        "into this node's {} ranges (restore with the cluster.pipeline and "
-        "cluster.pipeline_kb the checkpoint was written with, and a strata "
-        "that cuts a model into ranges the same way)",
+        "into this node's {} ranges (restore with the cluster.pipeline, "
+        "cluster.pipeline_kb and cluster.slice_kb the checkpoint was written "
+        "with, and a strata that cuts a model into ranges the same way; "
+        "slice_kb's default differs between one process over inproc and "
+        "TCP, UCX or --processes)",
         what, ranges.size(), servers.size());
   }
   for (size_t i = 0; i < servers.size(); ++i) {

@@ -351,6 +351,7 @@ Result<WorkerMetrics> RunWorker(const Config& config,
       std::vector<int64_t> cuts;
       for (const KeyRange& r : env.layout->ranges()) cuts.push_back(r.begin);
       const int slices = model.net->SliceLayers(model.flat.param_data(), cuts);
+      m.layer_slices = slices;
       if (slices > 0 && index == 0)
         LogDebug("worker 0: a layer computes in {} row slices", slices);
     }

@@ -333,9 +333,11 @@ Status ClusterPlan::SizeFor(const Config& config, const InputSpec& input) {
   // 25 % slower here: the BLAS kernels' tiles are 16 wide; and each slice
   // costs its products a fixed overhead, about 40 us a step.)
   constexpr int64_t kSliceRows = 16;
+  // Only settings every node shares decide it (not train.device, which a
+  // node may set for itself): a GPU worker computes the layer whole, on
+  // ranges cut the same way.
   if (options.slice_floats > 0 && options.pipeline_floats > 0 &&
-      options.layer_wait && config.GetString("train.device") == "cpu" &&
-      probe.net->awaits_layers()) {
+      options.layer_wait && probe.net->awaits_layers()) {
     for (const torch::Tensor& w : probe.net->sliceable_weights()) {
       if (w.numel() <= options.slice_floats) continue;
       const int64_t at = w.data_ptr<float>() - probe.flat.param_data();

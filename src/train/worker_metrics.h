@@ -30,6 +30,9 @@ struct WorkerMetrics {
   // started on its first layers while the previous push's acks (which
   // bring the parameters) were still arriving.
   int64_t layered_acks = 0;
+  // cluster.slice_kb: the row slices this worker computes a layer in (0:
+  // none).
+  int64_t layer_slices = 0;
   // Parameter-server modes: pulls sent on their own, before a step (the
   // parameters a push-pull's ack brings are not counted).
   int64_t pulls = 0;
@@ -67,6 +70,7 @@ struct WorkerMetrics {
             {"exchanges", exchanges},
             {"layered_pulls", layered_pulls},
             {"layered_acks", layered_acks},
+            {"layer_slices", layer_slices},
             {"pulls", pulls},
             {"staleness_sum", staleness_sum},
             {"staleness_count", staleness_count},
@@ -85,6 +89,7 @@ struct WorkerMetrics {
     exchanges = j.value("exchanges", int64_t{0});
     layered_pulls = j.value("layered_pulls", int64_t{0});
     layered_acks = j.value("layered_acks", int64_t{0});
+    layer_slices = j.value("layer_slices", int64_t{0});
     pulls = j.value("pulls", int64_t{0});
     staleness_sum = j.value("staleness_sum", int64_t{0});
     staleness_count = j.value("staleness_count", int64_t{0});

@@ -241,12 +241,14 @@ TEST(BucketReducerTest, FillOrderSendsBucketsInTheOrderTheyFill) {
     SCOPED_TRACE(fill_order);
     std::vector<float> grads(9, 1.0f);
     std::mutex mu;
-    std::vector<int64_t> seen;  // offsets, in the order sent
+    std::vector<int64_t> seen;        // offsets, in the order sent
+    std::vector<std::thread::id> by;  // and the thread that sent each
     BucketReducer r(
         {0, 2, 4, 6, 9},
         [&](float* data, size_t) {
           std::lock_guard<std::mutex> lock(mu);
           seen.push_back(data - grads.data());
+          by.push_back(std::this_thread::get_id());
           return Status::Ok();
         },
         grads.data(), std::make_shared<int>(0));
@@ -266,6 +268,7 @@ TEST(BucketReducerTest, FillOrderSendsBucketsInTheOrderTheyFill) {
       {
         std::lock_guard<std::mutex> lock(mu);
         seen.clear();
+        by.clear();
       }
       r.BeginStep();
       // The last bucket (a late layer), then a sliced first layer's slices
@@ -279,6 +282,14 @@ TEST(BucketReducerTest, FillOrderSendsBucketsInTheOrderTheyFill) {
       std::lock_guard<std::mutex> lock(mu);
       EXPECT_EQ(seen, fill_order ? (std::vector<int64_t>{6, 0, 2, 4})
                                  : (std::vector<int64_t>{6, 4, 2, 0}));
+      // The first two went from the reducer's thread as they filled, while
+      // the backward pass went on; the zero bucket from the caller's.
+      ASSERT_EQ(by.size(), 4u);
+      if (fill_order) {
+        EXPECT_NE(by[0], std::this_thread::get_id());
+        EXPECT_NE(by[1], std::this_thread::get_id());
+      }
+      EXPECT_EQ(by[3], std::this_thread::get_id());
     }
   }
 }

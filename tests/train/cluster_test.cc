@@ -421,7 +421,10 @@ TEST_P(SlicedPipelineTest, SlicedRunsEndWithinRoundingOfTheUnpipelinedRun) {
     EXPECT_LT(MaxAbsDiff(runs["cluster.slice_kb=1"].final_params, plain), 1e-4);
     // The control: pipelined without slices is exact.
     EXPECT_EQ(runs["cluster.slice_kb=0"].final_params, plain);
+    for (const nlohmann::json& w : summaries["cluster.slice_kb=0"]["workers"])
+      EXPECT_EQ(w["layer_slices"].get<int64_t>(), 0) << w.dump();
     for (const nlohmann::json& w : summaries["cluster.slice_kb=1"]["workers"]) {
+      EXPECT_EQ(w["layer_slices"].get<int64_t>(), 4) << w.dump();
       EXPECT_EQ(w["layered_acks"].get<int64_t>(), 19) << w.dump();
       EXPECT_EQ(w["pulls"].get<int64_t>(), 1) << w.dump();
     }
