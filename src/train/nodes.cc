@@ -345,9 +345,9 @@ Result<WorkerMetrics> RunWorker(const Config& config,
     // smaller one, which stays whole.
     bool sliced_by_plan = false;
     for (const torch::Tensor& w : model.net->sliceable_weights())
-      sliced_by_plan = sliced_by_plan || w.numel() > o.slice_floats;
-    if (o.slice_floats > 0 && sliced_by_plan && o.pipeline_floats > 0 &&
-        env.layout != nullptr && env.layout->num_ranges() > 1) {
+      sliced_by_plan = sliced_by_plan || o.SlicesWeight(w.numel());
+    if (sliced_by_plan && env.layout != nullptr &&
+        env.layout->num_ranges() > 1) {
       std::vector<int64_t> cuts;
       for (const KeyRange& r : env.layout->ranges()) cuts.push_back(r.begin);
       const int slices = model.net->SliceLayers(model.flat.param_data(), cuts);

@@ -336,10 +336,9 @@ Status ClusterPlan::SizeFor(const Config& config, const InputSpec& input) {
   // Only settings every node shares decide it (not train.device, which a
   // node may set for itself): a GPU worker computes the layer whole, on
   // ranges cut the same way.
-  if (options.slice_floats > 0 && options.pipeline_floats > 0 &&
-      options.layer_wait && probe.net->awaits_layers()) {
+  if (probe.net->awaits_layers()) {
     for (const torch::Tensor& w : probe.net->sliceable_weights()) {
-      if (w.numel() <= options.slice_floats) continue;
+      if (!options.SlicesWeight(w.numel())) continue;
       const int64_t at = w.data_ptr<float>() - probe.flat.param_data();
       const int64_t rows = w.size(0);
       const int64_t slices =

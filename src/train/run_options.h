@@ -96,6 +96,13 @@ struct ClusterRunOptions {
   // many floats, each a range of the layout (cluster.slice_kb;
   // ClassifierImpl::SliceLayers). 0: off.
   int64_t slice_floats = 0;
+  // Whether a sliceable weight of `floats` floats is cut into row slices:
+  // the plan's cut points (ClusterPlan::SizeFor) and the worker's slicing
+  // (RunWorker) both ask this.
+  bool SlicesWeight(int64_t floats) const {
+    return slice_floats > 0 && pipeline_floats > 0 && layer_wait &&
+           floats > slice_floats;
+  }
   // In process, servers handle pushes and pulls on the sender's thread
   // when idle (cluster.inline_server; RpcEndpoint::SetInlineHandling).
   bool inline_server = true;
