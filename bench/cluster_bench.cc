@@ -8,6 +8,7 @@
 //       [--threads 2,1] [--model mlp] [--modes async,sync] [--overlap 0|1]
 //       [--pipeline_kb KB] [--spin_us US] [--nospin 0|1] [--noinline 0|1]
 //       [--nowait 0|1] [--ucx 0|1] [--slice_kb KB] [--noslice 0|1]
+//       [--only VARIANT,...]
 // One table per mode and thread count (train.threads for local,
 // cluster.threads_per_worker for the cluster; see docs/benchmarks.md).
 // --overlap 1 adds the cluster.overlap variants (async only); --nospin 1
@@ -18,7 +19,8 @@
 // = false: the forward pass starts only once a step's pull is all in);
 // --noslice 1 adds "inproc-sl" and "tcp-sl" (pipelined, cluster.slice_kb =
 // 0: no layer computes in row slices; --slice_kb sets the others' size);
-// --ucx 1 adds "ucx" (pipelined, cluster.transport = "ucx": UCX between the
+// --only tcp,tcp-sl runs those variants alone (with local, for the
+// ratios); --ucx 1 adds "ucx" (pipelined, cluster.transport = "ucx": UCX between the
 // threads, shared memory and CMA by default; built with UCX only) and
 // "ucx-tcp" (the same with cluster.ucx_shared_memory = "off": UCX's TCP).
 // Uses real MNIST when STRATA_DATA_DIR is set (STRATA_DATA_DIR/mnist), else
@@ -161,6 +163,9 @@ std::vector<int> ParseInts(const std::string& s) {
 
 // One table: local, inproc and tcp with `threads` LibTorch threads each.
 // Returns the local trainer's median loop samples/s.
+// --only: the variants to run (empty: all that the flags ask for).
+std::vector<std::string> g_only;
+
 double RunTable(const Config& base, const DatasetSplits& data, int threads,
                 int reps, const std::string& mode, bool with_overlap,
                 bool with_nospin, bool with_noinline, bool with_nowait,
@@ -192,6 +197,15 @@ double RunTable(const Config& base, const DatasetSplits& data, int threads,
   if (with_ucx) {
     names.push_back("ucx");
     names.push_back("ucx-tcp");
+  }
+  if (!g_only.empty()) {  // --only: those, and local for the ratios
+    names.erase(std::remove_if(names.begin(), names.end(),
+                               [](const std::string& n) {
+                                 return n != "local" &&
+                                        std::find(g_only.begin(), g_only.end(),
+                                                  n) == g_only.end();
+                               }),
+                names.end());
   }
   for (const std::string& name : names) {
     Variant var{name, base, {}};
@@ -302,13 +316,14 @@ int main(int argc, char** argv) {
   bool with_ucx = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
-    if (a == "--modes") {
-      modes.clear();
+    if (a == "--modes" || a == "--only") {
+      std::vector<std::string>& into = a == "--modes" ? modes : g_only;
+      into.clear();
       std::string list = argv[i + 1];
       for (size_t start = 0; start <= list.size();) {
         size_t end = list.find(',', start);
         if (end == std::string::npos) end = list.size();
-        if (end > start) modes.push_back(list.substr(start, end - start));
+        if (end > start) into.push_back(list.substr(start, end - start));
         start = end + 1;
       }
     } else if (a == "--overlap") {
@@ -342,7 +357,7 @@ int main(int argc, char** argv) {
           " (--reps N, --iterations N, --threads N[,N...], --model NAME, "
           "--modes async,sync, --overlap 0|1, --pipeline_kb KB, --spin_us US, "
           "--nospin 0|1, --noinline 0|1, --nowait 0|1, --ucx 0|1, "
-          "--slice_kb KB, --noslice 0|1)");
+          "--slice_kb KB, --noslice 0|1, --only VARIANT[,VARIANT...])");
     }
   }
   if (threads.empty()) Die("--threads wants a list such as 2,1");

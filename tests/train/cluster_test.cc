@@ -29,6 +29,7 @@
 #include "train/cluster_test_util.h"
 #include "train/data_config.h"
 #include "train/local_trainer.h"
+#include "train/roles.h"
 #include "transport/rpc.h"
 #include "transport/spin_wait.h"
 #include "transport/ucx_transport.h"
@@ -434,6 +435,49 @@ TEST_P(SlicedPipelineTest, SlicedRunsEndWithinRoundingOfTheUnpipelinedRun) {
 INSTANTIATE_TEST_SUITE_P(All, SlicedPipelineTest,
                          ::testing::Values("inproc", "tcp", "ucx"),
                          [](const auto& info) { return info.param; });
+
+// The plan's cut points for row slices (ClusterPlan::SizeFor): fc1.weight
+// in the fewest equal slices of at most cluster.slice_kb, each a multiple
+// of 16 rows, each a range of its own; the tensors after it keep ranges of
+// at most cluster.pipeline_kb; slice_kb = 0 leaves the weight whole.
+TEST(ClusterPlanTest, RowSlicesCutTheWeightAtMultiplesOf16Rows) {
+  auto ranges = [](int64_t dim, const std::string& slice_kb) {
+    Config c = With(Base(TempRoot()),
+                    {"cluster.mode=sync", "cluster.servers=1",
+                     "model.hidden=64", "cluster.pipeline_kb=1",
+                     "cluster.slice_kb=" + slice_kb});
+    ClusterPlan plan;
+    Result<ClusterRunOptions> o = ClusterRunOptions::FromConfig(c);
+    EXPECT_TRUE(o.ok()) << o.status().ToString();
+    if (!o.ok()) return std::vector<KeyRange>{};
+    plan.options = *o;
+    Status st = plan.SizeFor(c, InputSpec{1, 1, dim, 10});
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return plan.layout.ranges();
+  };
+  // The tensors after fc1.weight: fc1.bias (64), fc2.weight (640) and
+  // fc2.bias (10), one range each at pipeline_kb = 1 (256 floats).
+  const std::vector<KeyRange> tail = {{0, 64}, {64, 704}, {704, 714}};
+  auto with_tail = [&](std::vector<KeyRange> head, int64_t at) {
+    for (const KeyRange& r : tail) head.push_back({at + r.begin, at + r.end});
+    return head;
+  };
+  // 64 inputs: fc1.weight 64 x 64 = 4096 floats. 4 KiB: four slices of
+  // 16 rows (1024 floats).
+  EXPECT_EQ(ranges(64, "4"),
+            with_tail({{0, 1024}, {1024, 2048}, {2048, 3072}, {3072, 4096}},
+                      4096));
+  // 3 KiB (768 floats, 12 rows): six slices would do, but 12 rows round up
+  // to 16: four slices of 16 rows again.
+  EXPECT_EQ(ranges(64, "3"), ranges(64, "4"));
+  // 8 KiB: two slices of 32 rows.
+  EXPECT_EQ(ranges(64, "8"), with_tail({{0, 2048}, {2048, 4096}}, 4096));
+  // 16 inputs, 1 KiB: four slices of 16 rows (256 floats).
+  EXPECT_EQ(ranges(16, "1"),
+            with_tail({{0, 256}, {256, 512}, {512, 768}, {768, 1024}}, 1024));
+  // Not sliced: fc1.weight whole.
+  EXPECT_EQ(ranges(64, "0"), with_tail({{0, 4096}}, 4096));
+}
 
 class LayerWaitTest : public ::testing::TestWithParam<std::string> {};
 
