@@ -20,9 +20,9 @@
 // --noslice 1 adds "inproc-sl" and "tcp-sl" (pipelined, cluster.slice_kb =
 // 0: no layer computes in row slices; --slice_kb sets the others' size);
 // --only tcp,tcp-sl runs those variants alone (with local, for the
-// ratios); --ucx 1 adds "ucx" (pipelined, cluster.transport = "ucx": UCX between the
-// threads, shared memory and CMA by default; built with UCX only) and
-// "ucx-tcp" (the same with cluster.ucx_shared_memory = "off": UCX's TCP).
+// ratios); --ucx 1 adds "ucx" (pipelined, cluster.transport = "ucx": UCX
+// between the threads, shared memory and CMA by default; built with UCX only)
+// and "ucx-tcp" (the same with cluster.ucx_shared_memory = "off": UCX's TCP).
 // Uses real MNIST when STRATA_DATA_DIR is set (STRATA_DATA_DIR/mnist), else
 // synthetic 1x28x28 data.
 //

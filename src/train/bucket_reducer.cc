@@ -91,10 +91,18 @@ void BucketReducer::Ready(int64_t offset, const float* grad, int64_t count) {
     }
     bool full = false;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::unique_lock<std::mutex> lock(mu_);
       const bool was_full = filled_[b] >= BucketSize(b);
       filled_[b] += hi - lo;
       full = filled_[b] >= BucketSize(b);
+      if (send_on_fill_ && fill_order_) {
+        // Sent here, now (set_send_on_fill); the reducer's thread is idle.
+        if (full && !was_full && !launched_[b] && error_.ok()) {
+          launched_[b] = true;
+          ReduceBucket(b, lock);
+        }
+        continue;
+      }
       if (fill_order_ && full && !was_full) full_.push_back(b);
     }
     // Only a full bucket gives the reducer's thread something to do: no

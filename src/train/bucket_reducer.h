@@ -81,6 +81,14 @@ class BucketReducer final : public GradientSink {
   // reads them. For a backward pass that fills the last buckets first it is
   // the same order. Before the first step.
   void set_fill_order(bool on) { fill_order_ = on; }
+  // With set_fill_order: each bucket is reduced on the thread that filled
+  // it (Ready()), at once, and the reducer's thread never is: no thread
+  // hand-off per bucket, for a `reduce` that only hands the bytes on (a
+  // push over a network transport, whose own I/O thread sends them). Not
+  // where `reduce` may work long on the caller's thread (an in-process
+  // server handling a push inline) or block it (a GPU worker's wait for
+  // its gradient copies). Before the first step.
+  void set_send_on_fill(bool on) { send_on_fill_ = on; }
   ~BucketReducer() override;
   BucketReducer(const BucketReducer&) = delete;
   BucketReducer& operator=(const BucketReducer&) = delete;
@@ -121,6 +129,7 @@ class BucketReducer final : public GradientSink {
   std::string off_switch_ = "cluster.bucket_overlap = false";
   bool caller_finishes_ = false;
   bool fill_order_ = false;
+  bool send_on_fill_ = false;
   std::vector<int> full_;  // GUARDED_BY(mu_) fill order: the full buckets
   size_t next_full_ = 0;   // GUARDED_BY(mu_) full_[next_full_] is next
   const std::shared_ptr<void> in_place_owner_;

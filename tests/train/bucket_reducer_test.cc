@@ -231,6 +231,30 @@ TEST(BucketReducerTest, TheCallerReducesWhatIsLeftWhenItFinishes) {
   EXPECT_EQ(seen[2].second, me);
 }
 
+// What a reducer sent: each bucket's offset into `base`, in the order
+// sent, and the thread that sent it.
+struct SendLog {
+  explicit SendLog(const float* base) : base(base) {}
+  void Record(const float* data) {
+    std::lock_guard<std::mutex> lock(mu);
+    seen.push_back(data - base);
+    by.push_back(std::this_thread::get_id());
+  }
+  std::vector<int64_t> Seen() {
+    std::lock_guard<std::mutex> lock(mu);
+    return seen;
+  }
+  void Clear() {
+    std::lock_guard<std::mutex> lock(mu);
+    seen.clear();
+    by.clear();
+  }
+  const float* base;
+  std::mutex mu;
+  std::vector<int64_t> seen;
+  std::vector<std::thread::id> by;
+};
+
 // set_fill_order (parameter-server pushes): buckets go in the order they
 // fill, the first to fill first, whatever their place; the reducer's thread
 // takes them while the backward pass goes on, the caller the rest, then any
@@ -240,36 +264,24 @@ TEST(BucketReducerTest, FillOrderSendsBucketsInTheOrderTheyFill) {
   for (const bool fill_order : {true, false}) {
     SCOPED_TRACE(fill_order);
     std::vector<float> grads(9, 1.0f);
-    std::mutex mu;
-    std::vector<int64_t> seen;        // offsets, in the order sent
-    std::vector<std::thread::id> by;  // and the thread that sent each
+    SendLog log(grads.data());
     BucketReducer r(
         {0, 2, 4, 6, 9},
         [&](float* data, size_t) {
-          std::lock_guard<std::mutex> lock(mu);
-          seen.push_back(data - grads.data());
-          by.push_back(std::this_thread::get_id());
+          log.Record(data);
           return Status::Ok();
         },
         grads.data(), std::make_shared<int>(0));
     r.set_caller_finishes(true);
     r.set_fill_order(fill_order);
-    auto seen_now = [&] {
-      std::lock_guard<std::mutex> lock(mu);
-      return seen.size();
-    };
     auto wait_for = [&](size_t n) {
       const auto end = std::chrono::steady_clock::now() + milliseconds(5000);
-      while (seen_now() < n && std::chrono::steady_clock::now() < end)
+      while (log.Seen().size() < n && std::chrono::steady_clock::now() < end)
         std::this_thread::sleep_for(milliseconds(1));
     };
     for (int step = 0; step < 2; ++step) {
       SCOPED_TRACE(step);
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        seen.clear();
-        by.clear();
-      }
+      log.Clear();
       r.BeginStep();
       // The last bucket (a late layer), then a sliced first layer's slices
       // first to last: buckets 0 and 1; bucket 2 never gets a gradient.
@@ -279,11 +291,12 @@ TEST(BucketReducerTest, FillOrderSendsBucketsInTheOrderTheyFill) {
       if (fill_order) wait_for(2);
       r.Ready(2, nullptr, 2);
       ASSERT_TRUE(r.FinishStep(milliseconds(5000)).ok());
-      std::lock_guard<std::mutex> lock(mu);
-      EXPECT_EQ(seen, fill_order ? (std::vector<int64_t>{6, 0, 2, 4})
-                                 : (std::vector<int64_t>{6, 4, 2, 0}));
+      EXPECT_EQ(log.Seen(), fill_order ? (std::vector<int64_t>{6, 0, 2, 4})
+                                       : (std::vector<int64_t>{6, 4, 2, 0}));
       // The first two went from the reducer's thread as they filled, while
       // the backward pass went on; the zero bucket from the caller's.
+      std::lock_guard<std::mutex> lock(log.mu);
+      const std::vector<std::thread::id>& by = log.by;
       ASSERT_EQ(by.size(), 4u);
       if (fill_order) {
         EXPECT_NE(by[0], std::this_thread::get_id());
@@ -292,6 +305,60 @@ TEST(BucketReducerTest, FillOrderSendsBucketsInTheOrderTheyFill) {
       EXPECT_EQ(by[3], std::this_thread::get_id());
     }
   }
+}
+
+// set_send_on_fill (parameter-server pushes over a network transport): each
+// bucket goes from the thread that filled it, before Ready() returns, in
+// the order they fill; FinishStep() sends only the buckets that got no
+// gradient. A failed send stops the sending and is returned naming the
+// bucket.
+TEST(BucketReducerTest, SendOnFillSendsEachBucketFromTheFillingThreadAtOnce) {
+  std::vector<float> grads(9, 1.0f);
+  SendLog log(grads.data());
+  bool fail_first = false;
+  BucketReducer r(
+      {0, 2, 4, 6, 9},
+      [&](float* data, size_t) {
+        log.Record(data);
+        return fail_first && data == grads.data()
+                   ? Status::Unavailable("server lost")
+                   : Status::Ok();
+      },
+      grads.data(), std::make_shared<int>(0));
+  r.set_caller_finishes(true);
+  r.set_fill_order(true);
+  r.set_send_on_fill(true);
+  auto sent = [&] { return log.Seen(); };
+  for (int step = 0; step < 2; ++step) {
+    SCOPED_TRACE(step);
+    log.Clear();
+    r.BeginStep();
+    r.Ready(6, nullptr, 3);
+    EXPECT_EQ(sent(), (std::vector<int64_t>{6}));
+    r.Ready(0, nullptr, 1);  // half of bucket 0: not yet
+    EXPECT_EQ(sent(), (std::vector<int64_t>{6}));
+    r.Ready(1, nullptr, 1);
+    EXPECT_EQ(sent(), (std::vector<int64_t>{6, 0}));
+    r.Ready(2, nullptr, 2);
+    EXPECT_EQ(sent(), (std::vector<int64_t>{6, 0, 2}));
+    ASSERT_TRUE(r.FinishStep(milliseconds(5000)).ok());
+    // Bucket [4, 6) got no gradient: a zero one, from FinishStep().
+    EXPECT_EQ(sent(), (std::vector<int64_t>{6, 0, 2, 4}));
+    std::lock_guard<std::mutex> lock(log.mu);
+    for (const std::thread::id& id : log.by)
+      EXPECT_EQ(id, std::this_thread::get_id());
+  }
+  fail_first = true;
+  log.Clear();
+  r.BeginStep();
+  r.Ready(0, nullptr, 2);
+  r.Ready(2, nullptr, 2);  // after the failure: not sent
+  Status st = r.FinishStep(milliseconds(5000));
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("server lost"), std::string::npos);
+  EXPECT_NE(st.message().find("bucket 0 of 4"), std::string::npos)
+      << st.message();
+  EXPECT_EQ(sent(), (std::vector<int64_t>{0}));
 }
 
 TEST(BucketReducerTest, AFailureOnTheCallersThreadIsReturnedNamingTheBucket) {

@@ -442,10 +442,10 @@ INSTANTIATE_TEST_SUITE_P(All, SlicedPipelineTest,
 // at most cluster.pipeline_kb; slice_kb = 0 leaves the weight whole.
 TEST(ClusterPlanTest, RowSlicesCutTheWeightAtMultiplesOf16Rows) {
   auto ranges = [](int64_t dim, const std::string& slice_kb) {
-    Config c = With(Base(TempRoot()),
-                    {"cluster.mode=sync", "cluster.servers=1",
-                     "model.hidden=64", "cluster.pipeline_kb=1",
-                     "cluster.slice_kb=" + slice_kb});
+    Config c =
+        With(Base(TempRoot()),
+             {"cluster.mode=sync", "cluster.servers=1", "model.hidden=64",
+              "cluster.pipeline_kb=1", "cluster.slice_kb=" + slice_kb});
     ClusterPlan plan;
     Result<ClusterRunOptions> o = ClusterRunOptions::FromConfig(c);
     EXPECT_TRUE(o.ok()) << o.status().ToString();
@@ -464,9 +464,9 @@ TEST(ClusterPlanTest, RowSlicesCutTheWeightAtMultiplesOf16Rows) {
   };
   // 64 inputs: fc1.weight 64 x 64 = 4096 floats. 4 KiB: four slices of
   // 16 rows (1024 floats).
-  EXPECT_EQ(ranges(64, "4"),
-            with_tail({{0, 1024}, {1024, 2048}, {2048, 3072}, {3072, 4096}},
-                      4096));
+  EXPECT_EQ(
+      ranges(64, "4"),
+      with_tail({{0, 1024}, {1024, 2048}, {2048, 3072}, {3072, 4096}}, 4096));
   // 3 KiB (768 floats, 12 rows): six slices would do, but 12 rows round up
   // to 16: four slices of 16 rows again.
   EXPECT_EQ(ranges(64, "3"), ranges(64, "4"));
