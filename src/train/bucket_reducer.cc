@@ -1,6 +1,7 @@
 #include "train/bucket_reducer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "transport/spin_wait.h"
@@ -8,6 +9,8 @@
 namespace strata {
 
 namespace {
+
+std::atomic<uint64_t> g_sent_on_fill{0};  // BucketReducer::SentOnFill()
 
 std::vector<int64_t> EvenBounds(int64_t size, int64_t bucket_floats) {
   const int64_t bucket = std::max<int64_t>(1, bucket_floats);
@@ -36,6 +39,8 @@ BucketReducer::BucketReducer(std::vector<int64_t> bounds, ReduceFn reduce,
   launched_.assign(begin_.size() - 1, false);
   thread_ = std::thread([this] { Loop(); });
 }
+
+uint64_t BucketReducer::SentOnFill() { return g_sent_on_fill.load(); }
 
 BucketReducer::~BucketReducer() {
   {
@@ -95,10 +100,11 @@ void BucketReducer::Ready(int64_t offset, const float* grad, int64_t count) {
       const bool was_full = filled_[b] >= BucketSize(b);
       filled_[b] += hi - lo;
       full = filled_[b] >= BucketSize(b);
-      if (send_on_fill_ && fill_order_) {
+      if (send_on_fill_ && fill_order_ && caller_finishes_) {
         // Sent here, now (set_send_on_fill); the reducer's thread is idle.
         if (full && !was_full && !launched_[b] && error_.ok()) {
           launched_[b] = true;
+          g_sent_on_fill.fetch_add(1, std::memory_order_relaxed);
           ReduceBucket(b, lock);
         }
         continue;

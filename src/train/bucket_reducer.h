@@ -81,14 +81,18 @@ class BucketReducer final : public GradientSink {
   // reads them. For a backward pass that fills the last buckets first it is
   // the same order. Before the first step.
   void set_fill_order(bool on) { fill_order_ = on; }
-  // With set_fill_order: each bucket is reduced on the thread that filled
-  // it (Ready()), at once, and the reducer's thread never is: no thread
+  // With set_fill_order and set_caller_finishes (otherwise ignored): each
+  // bucket is reduced on the thread that filled it (Ready()), at once, and
+  // the reducer's thread never is: no thread
   // hand-off per bucket, for a `reduce` that only hands the bytes on (a
   // push over a network transport, whose own I/O thread sends them). Not
   // where `reduce` may work long on the caller's thread (an in-process
   // server handling a push inline) or block it (a GPU worker's wait for
   // its gradient copies). Before the first step.
   void set_send_on_fill(bool on) { send_on_fill_ = on; }
+  // Buckets sent that way so far, by every reducer of this process (a
+  // diagnostic: tests check that the path is taken).
+  static uint64_t SentOnFill();
   ~BucketReducer() override;
   BucketReducer(const BucketReducer&) = delete;
   BucketReducer& operator=(const BucketReducer&) = delete;

@@ -960,15 +960,15 @@ Result<WorkerMetrics> RunWorkerRole(const Config& config,
           index, served_plan.num_params,
           facts.value("num_params", int64_t{-1}));
     }
-    // The servers cut their ranges where the data servers' plan says; a
-    // worker cutting elsewhere (another cluster.slice_kb or pipeline_kb)
-    // would push ranges no server has.
+    // The servers cut their ranges at the data servers' tensor ends (and
+    // row cuts); a worker cutting elsewhere (another cluster.slice_kb)
+    // would push ranges no server has. (cluster.pipeline_kb, which groups
+    // them into ranges, each node reads from its own config.)
     const nlohmann::json ends = facts.value("tensor_ends", nlohmann::json());
     if (ends.is_array() && ends != nlohmann::json(served_plan.tensor_ends)) {
       return Status::FailedPrecondition(
           "worker {}: the model's key ranges are cut at {} here but at {} on "
-          "the data servers (the same cluster.slice_kb and "
-          "cluster.pipeline_kb everywhere?)",
+          "the data servers (the same cluster.slice_kb everywhere?)",
           index, nlohmann::json(served_plan.tensor_ends).dump(), ends.dump());
     }
     p = &served_plan;
