@@ -178,8 +178,9 @@ void BucketReducer::ReduceBucket(int b, std::unique_lock<std::mutex>& lock) {
 }
 
 bool BucketReducer::BackwardGoesOn(int b) const {
-  // The caller finishes: once every bucket from b down is full, the
-  // backward pass is about to end and its thread sends them itself.
+  // The caller finishes: once every bucket below b is full, the backward
+  // pass is about to end and its thread sends them itself (b =
+  // num_buckets(): once every bucket is full).
   for (int j = 0; j < b; ++j) {
     if (filled_[j] < BucketSize(j)) return true;
   }
@@ -187,17 +188,12 @@ bool BucketReducer::BackwardGoesOn(int b) const {
 }
 
 void BucketReducer::ServeInFillOrder(std::unique_lock<std::mutex>& lock) {
-  auto backward_goes_on = [&] {
-    for (int b = 0; b < num_buckets(); ++b)
-      if (filled_[b] < BucketSize(b)) return true;
-    return false;
-  };
   while (true) {
     // As last-first: this thread takes a full bucket only while the
     // backward pass goes on; the caller sends what is left when it ends.
     cv_.wait(lock, [&] {
       return stop_ || finishing_ || step_ != serving_ ||
-             (next_full_ < full_.size() && backward_goes_on());
+             (next_full_ < full_.size() && BackwardGoesOn(num_buckets()));
     });
     if (stop_ || finishing_ || step_ != serving_) return;
     const int b = full_[next_full_++];
