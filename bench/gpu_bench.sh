@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU workers against CPU workers (train.device): samples/s of lenet (MNIST)
 # and resnet20 (synthetic 3x32x32 images, CIFAR-10's shape) for the
-# single-process trainer, a sync cluster of 1 server + 1 worker and an
+# single-process trainer (on the GPU: updating on the device, and on the
+# host, train.local_optimizer), a sync cluster of 1 server + 1 worker and an
 # all-reduce of 2 workers (the batch split between them), in process, on the
 # CPU and on the GPU, with the share of the worker's step spent in
 # communication (comm_s / (compute_s + comm_s) of metrics.jsonl) and where
@@ -79,6 +80,11 @@ for model in lenet resnet20; do
             --set cluster.threads_per_worker="$THREADS" --set train.device=$dev)
     printf '%-9s %-6s %-20s %s\n' $model $dev local \
       "$(run $model-$dev-local "${common[@]}" --set cluster.mode=local)"
+    # On the GPU local updates on the device (train.local_optimizer =
+    # auto); this row is the host's update, two copies a step, beside it.
+    [ $dev = cuda ] && printf '%-9s %-6s %-20s %s\n' $model $dev "local, host update" \
+      "$(run $model-$dev-local-host "${common[@]}" --set cluster.mode=local \
+        --set train.local_optimizer=host)"
     printf '%-9s %-6s %-20s %s\n' $model $dev "sync 1+1 inproc" \
       "$(run $model-$dev-sync "${common[@]}" --set cluster.mode=sync \
         --set cluster.servers=1 --set cluster.workers=1)"

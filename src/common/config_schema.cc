@@ -144,6 +144,13 @@ std::vector<ConfigKey> MakeSchema() {
       Str("train.device", "cpu",
           "where workers, the evaluator and the local trainer compute: cpu, "
           "cuda or cuda:N (needs a CUDA LibTorch; docs/gpu.md)"),
+      Str("train.local_optimizer", "auto",
+          "where the single-process trainer (cluster.mode = local) applies "
+          "its update: host = the servers' own code on the host copy, bit "
+          "for bit what the cluster modes compute; torch = LibTorch tensor "
+          "operations on the model's device (on a GPU, no copies a step); "
+          "auto = torch on a GPU, host on the CPU",
+          {"auto", "host", "torch"}),
       Int("train.eval_batch_size", 1000, "batch size for evaluation", 1,
           1 << 20),
 

@@ -107,9 +107,21 @@ bool FlatParameters::IsBound(torch::nn::Module& module) const {
   return i == slots_.size();
 }
 
-void FlatParameters::ZeroGrad() {
-  grads_.zero_();
-  if (dev_) dev_->grads.zero_();
+torch::Tensor FlatParameters::compute_params() const {
+  return dev_ ? dev_->params : params_;
+}
+
+torch::Tensor FlatParameters::compute_grads() const {
+  return dev_ ? dev_->grads : grads_;
+}
+
+void FlatParameters::ZeroGrad(bool host_mirror) {
+  if (!dev_) {
+    grads_.zero_();
+    return;
+  }
+  if (host_mirror) grads_.zero_();
+  dev_->grads.zero_();
 }
 
 void FlatParameters::Upload(bool wait) {

@@ -60,11 +60,18 @@ class FlatParameters {
   const float* grad_data() const { return grads_.data_ptr<float>(); }
   torch::Tensor params() const { return params_; }
   torch::Tensor grads() const { return grads_; }
+  // The buffers the module computes with: the device ones on a GPU (not
+  // synchronized with the host mirrors; see Upload() and DownloadParams()),
+  // params() and grads() on the CPU.
+  torch::Tensor compute_params() const;
+  torch::Tensor compute_grads() const;
   const std::vector<Slot>& slots() const { return slots_; }
   // Sets every gradient to zero (in place: the views stay bound; on a GPU
   // the host mirror too, so that a parameter that gets no gradient in a
-  // step reads zero there).
-  void ZeroGrad();
+  // step reads zero there; with host_mirror = false only the device's, for
+  // a caller that never reads the host gradients, as the single-process
+  // trainer updating on the device).
+  void ZeroGrad(bool host_mirror = true);
   // The device the module computes on; on_device() unless it is the CPU.
   torch::Device device() const { return device_; }
   bool on_device() const { return !device_.is_cpu(); }

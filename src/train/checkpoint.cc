@@ -190,17 +190,21 @@ Status CheckResumeConfig(const std::string& saved_toml, const Config& now) {
     for (const char* prefix : {"checkpoint.", "metrics."})
       if (k.rfind(prefix, 0) == 0) return true;
     if (k.rfind("run.", 0) == 0) return k != "run.seed";
+    // train.local_optimizer: where the local trainer updates; both of its
+    // optimizers keep the same state.
     static const std::vector<std::string> keys = {
         "train.log_every",
         "train.profile_steps",
         "train.profile_from",
         "train.threads",
+        "train.local_optimizer",
         "cluster.threads_per_worker",
         "cluster.heartbeat_interval_ms",
         "cluster.heartbeat_timeout_ms",
         "cluster.request_timeout_ms",
         "cluster.metrics_address",
-        "data.dir"};
+        "data.dir",
+    };
     return std::find(keys.begin(), keys.end(), k) != keys.end();
   };
   auto text = [](const Config& c, const ConfigKey& k) -> std::string {

@@ -2,7 +2,9 @@
 
 #include <torch/torch.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <numeric>
@@ -19,6 +21,7 @@
 #include "train/model_file.h"
 #include "train/progress.h"
 #include "train/step_profile.h"
+#include "train/tensor_optimizer.h"
 
 namespace strata {
 
@@ -111,14 +114,13 @@ Result<std::string> ExportLocalCheckpoint(const std::string& run_dir,
 // buffers, the optimizer's state, the sampler's cursor, the augmentation
 // generator and the counters, and the run's config.
 Result<std::map<std::string, std::string>> LocalCheckpointFiles(
-    const Config& config, Model& model, const Optimizer& optimizer,
+    const Config& config, Model& model, const OptimizerState& os,
     const BatchSampler& sampler, const Batcher& batcher,
     const nlohmann::json& counters) {
   std::vector<SafeTensor> params = {
       SafeTensor::Floats("flat", {model.flat.size()}, model.flat.param_data())};
   for (const auto& [name, value] : NamedBuffers(model))
     params.push_back(ToSafeTensor(name, value));
-  const OptimizerState os = optimizer.SaveState();
   std::vector<SafeTensor> opt;
   for (const auto& [name, values] : os.buffers) {
     opt.push_back(SafeTensor::Floats(
@@ -140,7 +142,7 @@ Result<std::map<std::string, std::string>> LocalCheckpointFiles(
 // Puts a checkpoint's state back; returns its counters. DataLoss naming the
 // file that does not fit this model.
 Result<nlohmann::json> RestoreLocalCheckpoint(const Checkpoint& c, Model& model,
-                                              Optimizer& optimizer,
+                                              OptimizerState* optimizer,
                                               BatchSampler& sampler,
                                               Batcher& batcher) {
   RETURN_IF_ERROR(RestoreModelFromCheckpoint(c, model));
@@ -151,12 +153,18 @@ Result<nlohmann::json> RestoreLocalCheckpoint(const Checkpoint& c, Model& model,
       DecodeSafetensors(*opt_bytes, c.dir + "/optimizer.safetensors"));
   OptimizerState os;
   for (const auto& t : opt.tensors) os.buffers[t.name] = t.ToFloats();
-  os.steps = std::stoll(opt.metadata.count("steps") ? opt.metadata.at("steps")
-                                                    : std::string("0"));
-  Status restored = optimizer.RestoreState(os);
-  if (!restored.ok())
-    return Status::DataLoss("{}/optimizer.safetensors: {}", c.dir,
-                            restored.message());
+  if (opt.metadata.count("steps")) {
+    const std::string& text = opt.metadata.at("steps");
+    char* end = nullptr;
+    errno = 0;
+    os.steps = std::strtoll(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || errno != 0 || os.steps < 0)
+      return Status::DataLoss(
+          "{}/optimizer.safetensors: its \"steps\" is \"{}\", not a step "
+          "count",
+          c.dir, text);
+  }
+  *optimizer = std::move(os);
   ASSIGN_OR_RETURN(const std::string* state_text, c.File("state.json"));
   nlohmann::json state = nlohmann::json::parse(*state_text, nullptr, false);
   if (state.is_discarded() || !state.contains("sampler") ||
@@ -219,8 +227,24 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
   const int64_t log_every = config.GetInt("train.log_every");
   const int64_t eval_batch = config.GetInt("train.eval_batch_size");
 
-  auto optimizer =
-      MakeOptimizer(OptimizerOptions::FromConfig(config), model.flat.size());
+  // train.local_optimizer: the servers' flat optimizer on the host copy, or
+  // its rules as LibTorch operations on the model's device.
+  const std::string where = config.GetString("train.local_optimizer");
+  const bool on_device =
+      where == "torch" || (where == "auto" && model.flat.on_device());
+  const OptimizerOptions oo = OptimizerOptions::FromConfig(config);
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<TensorOptimizer> device_optimizer;
+  if (on_device) {
+    ASSIGN_OR_RETURN(
+        device_optimizer,
+        TensorOptimizer::Create(oo, model.flat.size(), model.flat.device()));
+  } else {
+    optimizer = MakeOptimizer(oo, model.flat.size());
+  }
+  auto save_optimizer = [&] {
+    return on_device ? device_optimizer->SaveState() : optimizer->SaveState();
+  };
   const LrSchedule schedule = LrSchedule::FromConfig(config, total_steps);
   Batcher batcher(data.train, config.GetBool("data.augment"),
                   seed ^ 0x5bd1e995);
@@ -238,9 +262,14 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
     ASSIGN_OR_RETURN(Checkpoint c, LoadNewestCheckpoint(run_dir.path()));
     ASSIGN_OR_RETURN(const std::string* saved, c.File("config.toml"));
     RETURN_IF_ERROR(CheckResumeConfig(*saved, config));
-    ASSIGN_OR_RETURN(
-        nlohmann::json counters,
-        RestoreLocalCheckpoint(c, model, *optimizer, *sampler, batcher));
+    OptimizerState os;
+    ASSIGN_OR_RETURN(nlohmann::json counters,
+                     RestoreLocalCheckpoint(c, model, &os, *sampler, batcher));
+    Status restored = on_device ? device_optimizer->RestoreState(os)
+                                : optimizer->RestoreState(os);
+    if (!restored.ok())
+      return Status::DataLoss("{}/optimizer.safetensors: {}", c.dir,
+                              restored.message());
     first_step = c.step + 1;
     resumed_from = c.dir;
     resumed_train_s = counters.value("train_s", 0.0);
@@ -253,10 +282,12 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
 
   LogInfo(
       "training {} ({} parameters) on {} ({} train / {} val), batch {}, "
-      "{} steps ({} per epoch), {} threads, device {}",
+      "{} steps ({} per epoch), {} threads, device {}, optimizer on {}",
       mo.name, model.flat.size(), data.train.name, data.train.size(),
       data.val.size(), batch_size, total_steps, per_epoch, threads,
-      model.flat.device().str());
+      model.flat.device().str(),
+      on_device ? model.flat.device().str() + " (LibTorch operations)"
+                : std::string("the host"));
 
   RunSummary s;
   s.parameters = model.flat.size();
@@ -285,6 +316,8 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
 
   int64_t last_epoch = resumed_epoch;
   auto checkpoint = [&](int64_t step) -> Status {
+    // On a GPU the host copy is stale while the device updates.
+    if (on_device) model.flat.DownloadParams();
     const InputSpec in = InputSpecOf(data.train);
     nlohmann::json counters{
         {"step", step},
@@ -293,8 +326,8 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
         {"train_s", train_s},
         {"input", {in.channels, in.height, in.width, in.num_classes}}};
     ASSIGN_OR_RETURN(auto files,
-                     LocalCheckpointFiles(config, model, *optimizer, *sampler,
-                                          batcher, counters));
+                     LocalCheckpointFiles(config, model, save_optimizer(),
+                                          *sampler, batcher, counters));
     ASSIGN_OR_RETURN(
         std::string dir,
         WriteCheckpoint(run_dir.path(), step, files,
@@ -326,23 +359,31 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
     last_epoch = epoch;
     Batch batch = batcher.Gather(indices);
     phase.Next("strata::forward_backward");
-    model.flat.ZeroGrad();
+    model.flat.ZeroGrad(/*host_mirror=*/!on_device);
     ASSIGN_OR_RETURN(
         StepResult r,
         ForwardBackward(*model.net, batch,
                         shuffler.wants_losses() ? &losses : nullptr));
     if (shuffler.wants_losses()) shuffler.Observe(indices, losses.data());
-    // GPU: the gradients come back, the update runs on the host copy (the
-    // same optimizer code as the servers'), the parameters go back over.
-    phase.Next("strata::fetch_grads");
-    model.flat.FetchGrads();
-    phase.Next("strata::optimizer");
     const double lr = schedule.Rate(step - 1);
-    optimizer->Step(model.flat.param_data(), model.flat.grad_data(), lr);
-    // Queued; the next step's FetchGrads waits for it before the optimizer
-    // writes the host copy again.
-    phase.Next("strata::upload");
-    model.flat.Upload(/*wait=*/false);
+    if (on_device) {
+      // Queued on the device after the backward pass; nothing crosses to
+      // the host (ForwardBackward already waited for the loss).
+      phase.Next("strata::optimizer");
+      RETURN_IF_ERROR(device_optimizer->Step(model.flat.compute_params(),
+                                             model.flat.compute_grads(), lr));
+    } else {
+      // GPU: the gradients come back, the update runs on the host copy (the
+      // same optimizer code as the servers'), the parameters go back over.
+      phase.Next("strata::fetch_grads");
+      model.flat.FetchGrads();
+      phase.Next("strata::optimizer");
+      optimizer->Step(model.flat.param_data(), model.flat.grad_data(), lr);
+      // Queued; the next step's FetchGrads waits for it before the optimizer
+      // writes the host copy again.
+      phase.Next("strata::upload");
+      model.flat.Upload(/*wait=*/false);
+    }
     phase.End();
     whole.End();
     train_s += Seconds(t0, Clock::now());
@@ -377,6 +418,7 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
   }
   profiler.Stop();
   progress.Finish();
+  if (on_device) model.flat.DownloadParams();
   RETURN_IF_ERROR(evaluate(s.steps, last_epoch));
 
   ASSIGN_OR_RETURN(EvalResult tr, Evaluate(*model.net, data.train, eval_batch));
@@ -396,6 +438,7 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
   j["dataset"] = data.train.name;
   j["mode"] = "local";
   j["threads"] = threads;
+  j["optimizer_on"] = on_device ? "device" : "host";
   if (!resumed_from.empty()) {
     j["resumed_from"] = resumed_from;
     j["resumed_at_step"] = first_step - 1;

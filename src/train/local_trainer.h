@@ -40,7 +40,9 @@ struct RunSummary {
 
 // Single-process training (cluster.mode = "local"): draws shuffled
 // mini-batches, runs forward/backward in LibTorch, applies the flat
-// optimizer (the same code the parameter servers run), evaluates on the
+// optimizer (the same code the parameter servers run, on the host copy; or,
+// with train.local_optimizer, its rules as LibTorch operations on the
+// model's device: TensorOptimizer), evaluates on the
 // validation split on a schedule and writes metrics.jsonl, eval.jsonl and
 // summary.json into `run_dir`. Final train metrics come from a full
 // evaluation pass over the training split, final validation metrics from one
@@ -59,7 +61,7 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
 // optimizer.safetensors, state.json (`counters`, the sampler's cursor, the
 // augmentation generator) and config.toml.
 Result<std::map<std::string, std::string>> LocalCheckpointFiles(
-    const Config& config, Model& model, const Optimizer& optimizer,
+    const Config& config, Model& model, const OptimizerState& optimizer,
     const BatchSampler& sampler, const Batcher& batcher,
     const nlohmann::json& counters);
 
@@ -75,10 +77,12 @@ Result<std::string> ExportLocalCheckpoint(const std::string& run_dir,
                                           int64_t step,
                                           const std::string& out_dir);
 
-// Puts a checkpoint's state back into objects built from the same config;
-// returns its counters. DataLoss naming the file that does not fit.
+// Puts a checkpoint's state back into objects built from the same config,
+// and its optimizer's state into *optimizer (for the caller's optimizer,
+// which checks it); returns its counters. DataLoss naming the file that
+// does not fit.
 Result<nlohmann::json> RestoreLocalCheckpoint(const Checkpoint& c, Model& model,
-                                              Optimizer& optimizer,
+                                              OptimizerState* optimizer,
                                               BatchSampler& sampler,
                                               Batcher& batcher);
 

@@ -154,15 +154,61 @@ TEST_P(LocalResumeTest, ResumedRunEqualsTheUninterruptedOneBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(
     Optimizers, LocalResumeTest,
-    ::testing::Values(ResumeCase{"sgd_momentum_shuffle", {}},
-                      ResumeCase{"adam_stratified",
-                                 {"train.optimizer=adam", "train.lr=0.01",
-                                  "data.sampler=stratified"}},
-                      ResumeCase{
-                          "resnet_batchnorm",
-                          {"data.synthetic.shape=3x8x8", "model.name=resnet20",
-                           "train.iterations=40"}}),
+    ::testing::Values(
+        ResumeCase{"sgd_momentum_shuffle", {}},
+        ResumeCase{"adam_stratified",
+                   {"train.optimizer=adam", "train.lr=0.01",
+                    "data.sampler=stratified"}},
+        ResumeCase{"resnet_batchnorm",
+                   {"data.synthetic.shape=3x8x8", "model.name=resnet20",
+                    "train.iterations=40"}},
+        // The update as LibTorch operations (on the CPU here;
+        // on a GPU in a CUDA build).
+        ResumeCase{"torch_sgd_momentum", {"train.local_optimizer=torch"}},
+        ResumeCase{"torch_adam",
+                   {"train.local_optimizer=torch", "train.optimizer=adam",
+                    "train.lr=0.01"}}),
     [](const auto& info) { return info.param.name; });
+
+// train.local_optimizer may change on resume: both optimizers save the same
+// state. A run updating with LibTorch's operations, resumed at step 20 with
+// the host's loop (and the other way round), ends within float rounding of
+// the uninterrupted run (tensor_optimizer_test shows that one that lost the
+// momentum would not).
+TEST(LocalResumeTest, TheOptimizersStateCarriesAcrossTrainLocalOptimizer) {
+  const std::string root = TempRoot();
+  const Config c = With(Base(root), {"train.iterations=40", "data.shuffle=true",
+                                     "checkpoint.every_updates=10"});
+  auto data = LoadDatasetFromConfig(c);
+  ASSERT_TRUE(data.ok());
+  for (const auto& [first, then] :
+       {std::pair<std::string, std::string>{"torch", "host"},
+        std::pair<std::string, std::string>{"host", "torch"}}) {
+    SCOPED_TRACE(first + " then " + then);
+    const std::string name = first + "_" + then;
+    auto whole = RunConfig(With(
+        c, {"run.name=" + name + "_whole", "train.local_optimizer=" + first}));
+    ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+    const Config cut =
+        With(c, {"run.name=" + name, "train.local_optimizer=" + first});
+    ASSERT_TRUE(RunConfig(cut).ok());
+    ASSERT_NO_FATAL_FAILURE(DropLaterCheckpoints(root + "/" + name));
+    auto dir = RunDirectory::Open(root + "/" + name);
+    ASSERT_TRUE(dir.ok());
+    auto resumed = TrainLocal(
+        With(cut, {"checkpoint.resume=true", "train.local_optimizer=" + then}),
+        *data, *dir, nullptr);
+    ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+    EXPECT_EQ(resumed->steps, 40);
+    // Float rounding of the two updates (one fused multiply-add or two
+    // roundings), grown over 20 steps with momentum 0.9.
+    EXPECT_LT(MaxAbsDiff(resumed->final_params, whole->final_params), 1e-4);
+    auto summary = ReadFile(root + "/" + name + "/summary.json");
+    ASSERT_TRUE(summary.ok());
+    const auto j = nlohmann::json::parse(*summary);
+    EXPECT_EQ(j.value("optimizer_on", ""), then == "torch" ? "device" : "host");
+  }
+}
 
 TEST(CheckpointExportTest, AChosenCheckpointsModelIsExportedWithItsNames) {
   const std::string root = TempRoot();
