@@ -735,6 +735,30 @@ nlohmann::json RunFactsJson(const ClusterPlan& plan) {
                         {"iterations", plan.options.iterations}};
 }
 
+Status CheckPlanAgainstRunFacts(const std::string& who, const ClusterPlan& plan,
+                                const nlohmann::json& facts) {
+  const int64_t theirs = facts.value("num_params", int64_t{-1});
+  if (theirs != plan.num_params) {
+    return Status::FailedPrecondition(
+        "{}: the model has {} parameters here but {} on the data servers "
+        "(the same config everywhere?)",
+        who, plan.num_params, theirs);
+  }
+  // The servers cut their ranges at the data servers' tensor ends (and row
+  // cuts); a worker cutting elsewhere (another cluster.slice_kb) would push
+  // ranges no server has. (cluster.pipeline_kb, which groups them into
+  // ranges, each node reads from its own config.) Facts without tensor ends
+  // come from a data server that predates them.
+  const nlohmann::json ends = facts.value("tensor_ends", nlohmann::json());
+  if (ends.is_array() && ends != nlohmann::json(plan.tensor_ends)) {
+    return Status::FailedPrecondition(
+        "{}: the model's key ranges are cut at {} here but at {} on the data "
+        "servers (the same cluster.slice_kb everywhere?)",
+        who, nlohmann::json(plan.tensor_ends).dump(), ends.dump());
+  }
+  return Status::Ok();
+}
+
 std::string RunFacts(const ClusterPlan& plan) {
   return RunFactsJson(plan).dump();
 }
@@ -953,24 +977,8 @@ Result<WorkerMetrics> RunWorkerRole(const Config& config,
     ASSIGN_OR_RETURN(DataFacts df, DataFacts::FromJson(
                                        facts.value("data", nlohmann::json())));
     ASSIGN_OR_RETURN(served_plan, ClusterPlan::FromDataFacts(config, df));
-    if (facts.value("num_params", int64_t{-1}) != served_plan.num_params) {
-      return Status::FailedPrecondition(
-          "worker {}: the model has {} parameters here but {} on the data "
-          "servers (the same config everywhere?)",
-          index, served_plan.num_params,
-          facts.value("num_params", int64_t{-1}));
-    }
-    // The servers cut their ranges at the data servers' tensor ends (and
-    // row cuts); a worker cutting elsewhere (another cluster.slice_kb)
-    // would push ranges no server has. (cluster.pipeline_kb, which groups
-    // them into ranges, each node reads from its own config.)
-    const nlohmann::json ends = facts.value("tensor_ends", nlohmann::json());
-    if (ends.is_array() && ends != nlohmann::json(served_plan.tensor_ends)) {
-      return Status::FailedPrecondition(
-          "worker {}: the model's key ranges are cut at {} here but at {} on "
-          "the data servers (the same cluster.slice_kb everywhere?)",
-          index, nlohmann::json(served_plan.tensor_ends).dump(), ends.dump());
-    }
+    RETURN_IF_ERROR(CheckPlanAgainstRunFacts(fmt::format("worker {}", index),
+                                             served_plan, facts));
     p = &served_plan;
     shape.channels = df.channels;
     shape.height = df.height;

@@ -62,6 +62,13 @@ struct ClusterPlan {
 // ends, the iterations per worker.
 nlohmann::json RunFactsJson(const ClusterPlan& plan);
 
+// A data-service worker's check of its own plan against the run facts the
+// data servers announced (RunFactsJson). FailedPrecondition, naming `who`,
+// when the parameter count differs, or the tensor ends (another
+// cluster.slice_kb: the worker would push ranges no server has).
+Status CheckPlanAgainstRunFacts(const std::string& who, const ClusterPlan& plan,
+                                const nlohmann::json& facts);
+
 // A node's state from the checkpoint the run resumes from (no payloads: a
 // fresh start), asked of the coordinator once the node joined
 // (kRestoreRequest; docs/checkpoints.md).

@@ -359,6 +359,33 @@ TEST(BucketReducerTest, SendOnFillSendsEachBucketFromTheFillingThreadAtOnce) {
   EXPECT_NE(st.message().find("bucket 0 of 4"), std::string::npos)
       << st.message();
   EXPECT_EQ(sent(), (std::vector<int64_t>{0}));
+
+  // A gradient for a bucket already sent (a parameter used twice in the
+  // graph): with send-on-fill the bucket went the moment it filled, so the
+  // late part is always an error, named, and the bucket is not sent again.
+  // (A fresh reducer: a failed step's error stays.)
+  fail_first = false;
+  log.Clear();
+  BucketReducer twice(
+      {0, 2, 4, 6, 9},
+      [&](float* data, size_t) {
+        log.Record(data);
+        return Status::Ok();
+      },
+      grads.data(), std::make_shared<int>(0));
+  twice.set_caller_finishes(true);
+  twice.set_fill_order(true);
+  twice.set_send_on_fill(true);
+  twice.BeginStep();
+  twice.Ready(6, nullptr, 3);
+  twice.Ready(7, nullptr, 1);
+  twice.Ready(0, nullptr, 2);  // after the error: not sent
+  st = twice.FinishStep(milliseconds(5000));
+  EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(st.message().find("[7, 8) arrived after its bucket 3 was sent"),
+            std::string::npos)
+      << st.message();
+  EXPECT_EQ(sent(), (std::vector<int64_t>{6}));
 }
 
 TEST(BucketReducerTest, AFailureOnTheCallersThreadIsReturnedNamingTheBucket) {

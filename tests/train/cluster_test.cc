@@ -489,6 +489,50 @@ TEST(ClusterPlanTest, RowSlicesCutTheWeightAtMultiplesOf16Rows) {
   EXPECT_EQ(ranges(64, "0"), with_tail({{0, 4096}}, 4096));
 }
 
+// A data-service worker compares its plan with the run facts the data
+// servers announced: a worker with another cluster.slice_kb (its ranges cut
+// elsewhere) or another model is refused, naming the setting.
+TEST(ClusterPlanTest, ADataServiceWorkerCuttingElsewhereIsRefused) {
+  auto plan = [](const std::string& slice_kb, const std::string& hidden) {
+    Config c = With(
+        Base(TempRoot()),
+        {"cluster.mode=sync", "cluster.servers=1", "model.hidden=" + hidden,
+         "cluster.pipeline_kb=1", "cluster.slice_kb=" + slice_kb});
+    ClusterPlan p;
+    Result<ClusterRunOptions> o = ClusterRunOptions::FromConfig(c);
+    EXPECT_TRUE(o.ok()) << o.status().ToString();
+    if (o.ok()) p.options = *o;
+    Status st = p.SizeFor(c, InputSpec{1, 1, 64, 10});
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return p;
+  };
+  const ClusterPlan sliced = plan("4", "64"), whole = plan("0", "64");
+  const nlohmann::json facts = RunFactsJson(sliced);
+  EXPECT_TRUE(CheckPlanAgainstRunFacts("worker 0", sliced, facts).ok());
+  // The same model cut elsewhere: the same parameter count, other ends.
+  ASSERT_EQ(whole.num_params, sliced.num_params);
+  ASSERT_NE(whole.tensor_ends, sliced.tensor_ends);
+  Status s = CheckPlanAgainstRunFacts("worker 1", whole, facts);
+  EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(s.message().find("worker 1"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("cluster.slice_kb"), std::string::npos)
+      << s.message();
+  // Another model: named by its parameter counts.
+  const ClusterPlan other = plan("4", "32");
+  s = CheckPlanAgainstRunFacts("worker 2", other, facts);
+  EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(s.message().find(std::to_string(other.num_params) +
+                             " parameters here but " +
+                             std::to_string(sliced.num_params)),
+            std::string::npos)
+      << s.message();
+  // Facts without tensor ends (a data server from before them): the count
+  // alone is checked.
+  nlohmann::json old_facts = facts;
+  old_facts.erase("tensor_ends");
+  EXPECT_TRUE(CheckPlanAgainstRunFacts("worker 1", whole, old_facts).ok());
+}
+
 class LayerWaitTest : public ::testing::TestWithParam<std::string> {};
 
 // cluster.layer_wait is exact: where a worker pulls before a step (ssp,
