@@ -8,16 +8,8 @@ namespace {
 // state.buffers[name] into *out, which must keep its size.
 Status Take(const OptimizerState& state, const char* name, int64_t size,
             std::vector<float>* out) {
-  auto it = state.buffers.find(name);
-  if (it == state.buffers.end())
-    return Status::InvalidArgument(
-        "optimizer state has no \"{}\" buffer (saved by another optimizer?)",
-        name);
-  if (static_cast<int64_t>(it->second.size()) != size)
-    return Status::InvalidArgument(
-        "optimizer state \"{}\" holds {} values; this optimizer has {}", name,
-        it->second.size(), size);
-  *out = it->second;
+  ASSIGN_OR_RETURN(const std::vector<float>* values, state.Buffer(name, size));
+  *out = *values;
   return Status::Ok();
 }
 
@@ -145,6 +137,20 @@ class Adam final : public Optimizer {
 };
 
 }  // namespace
+
+Result<const std::vector<float>*> OptimizerState::Buffer(
+    const std::string& name, int64_t size) const {
+  auto it = buffers.find(name);
+  if (it == buffers.end())
+    return Status::InvalidArgument(
+        "optimizer state has no \"{}\" buffer (saved by another optimizer?)",
+        name);
+  if (static_cast<int64_t>(it->second.size()) != size)
+    return Status::InvalidArgument(
+        "optimizer state \"{}\" holds {} values; this optimizer has {}", name,
+        it->second.size(), size);
+  return &it->second;
+}
 
 OptimizerOptions OptimizerOptions::FromConfig(const Config& c) {
   OptimizerOptions o;

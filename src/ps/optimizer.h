@@ -46,6 +46,12 @@ struct FloatPiece {
 struct OptimizerState {
   std::map<std::string, std::vector<float>> buffers;
   int64_t steps = 0;
+
+  // The buffer `name`, checked to hold `size` values. InvalidArgument
+  // naming the buffer when it is missing (a state saved by another
+  // optimizer) or of another size.
+  Result<const std::vector<float>*> Buffer(const std::string& name,
+                                           int64_t size) const;
 };
 
 class Optimizer {

@@ -26,21 +26,6 @@ Status CheckTensor(const char* what, const torch::Tensor& t, int64_t size,
   return Status::Ok();
 }
 
-// state.buffers[name], checked to hold `size` values.
-Result<const std::vector<float>*> Find(const OptimizerState& state,
-                                       const char* name, int64_t size) {
-  auto it = state.buffers.find(name);
-  if (it == state.buffers.end())
-    return Status::InvalidArgument(
-        "optimizer state has no \"{}\" buffer (saved by another optimizer?)",
-        name);
-  if (static_cast<int64_t>(it->second.size()) != size)
-    return Status::InvalidArgument(
-        "optimizer state \"{}\" holds {} values; this optimizer has {}", name,
-        it->second.size(), size);
-  return &it->second;
-}
-
 std::vector<float> ToHost(const torch::Tensor& t) {
   const torch::Tensor h = t.to(torch::kCPU).contiguous();
   const float* p = h.data_ptr<float>();
@@ -140,12 +125,12 @@ Status TensorOptimizer::RestoreState(const OptimizerState& state) {
   std::vector<std::pair<torch::Tensor*, const std::vector<float>*>> take;
   if (momentum_.defined()) {
     ASSIGN_OR_RETURN(const std::vector<float>* b,
-                     Find(state, "momentum", size_));
+                     state.Buffer("momentum", size_));
     take.emplace_back(&momentum_, b);
   }
   if (m_.defined()) {
-    ASSIGN_OR_RETURN(const std::vector<float>* m, Find(state, "m", size_));
-    ASSIGN_OR_RETURN(const std::vector<float>* v, Find(state, "v", size_));
+    ASSIGN_OR_RETURN(const std::vector<float>* m, state.Buffer("m", size_));
+    ASSIGN_OR_RETURN(const std::vector<float>* v, state.Buffer("v", size_));
     take.emplace_back(&m_, m);
     take.emplace_back(&v_, v);
   }

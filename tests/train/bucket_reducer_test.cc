@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -255,6 +256,25 @@ struct SendLog {
   std::vector<std::thread::id> by;
 };
 
+// A reducer over buckets [0, 2) [2, 4) [4, 6) [6, 9) of `grads`, in place,
+// the caller finishing, with set_fill_order and set_send_on_fill as given;
+// each send is recorded in `log` and answered by `answer` (OK if null).
+std::unique_ptr<BucketReducer> RecordingReducer(
+    std::vector<float>& grads, SendLog& log, bool fill_order, bool send_on_fill,
+    std::function<Status(const float*)> answer = nullptr) {
+  auto r = std::make_unique<BucketReducer>(
+      std::vector<int64_t>{0, 2, 4, 6, 9},
+      [&log, answer](float* data, size_t) {
+        log.Record(data);
+        return answer ? answer(data) : Status::Ok();
+      },
+      grads.data(), std::make_shared<int>(0));
+  r->set_caller_finishes(true);
+  r->set_fill_order(fill_order);
+  r->set_send_on_fill(send_on_fill);
+  return r;
+}
+
 // set_fill_order (parameter-server pushes): buckets go in the order they
 // fill, the first to fill first, whatever their place; the reducer's thread
 // takes them while the backward pass goes on, the caller the rest, then any
@@ -265,15 +285,9 @@ TEST(BucketReducerTest, FillOrderSendsBucketsInTheOrderTheyFill) {
     SCOPED_TRACE(fill_order);
     std::vector<float> grads(9, 1.0f);
     SendLog log(grads.data());
-    BucketReducer r(
-        {0, 2, 4, 6, 9},
-        [&](float* data, size_t) {
-          log.Record(data);
-          return Status::Ok();
-        },
-        grads.data(), std::make_shared<int>(0));
-    r.set_caller_finishes(true);
-    r.set_fill_order(fill_order);
+    std::unique_ptr<BucketReducer> reducer =
+        RecordingReducer(grads, log, fill_order, /*send_on_fill=*/false);
+    BucketReducer& r = *reducer;
     auto wait_for = [&](size_t n) {
       const auto end = std::chrono::steady_clock::now() + milliseconds(5000);
       while (log.Seen().size() < n && std::chrono::steady_clock::now() < end)
@@ -316,18 +330,14 @@ TEST(BucketReducerTest, SendOnFillSendsEachBucketFromTheFillingThreadAtOnce) {
   std::vector<float> grads(9, 1.0f);
   SendLog log(grads.data());
   bool fail_first = false;
-  BucketReducer r(
-      {0, 2, 4, 6, 9},
-      [&](float* data, size_t) {
-        log.Record(data);
-        return fail_first && data == grads.data()
-                   ? Status::Unavailable("server lost")
-                   : Status::Ok();
-      },
-      grads.data(), std::make_shared<int>(0));
-  r.set_caller_finishes(true);
-  r.set_fill_order(true);
-  r.set_send_on_fill(true);
+  std::unique_ptr<BucketReducer> reducer =
+      RecordingReducer(grads, log, /*fill_order=*/true, /*send_on_fill=*/true,
+                       [&](const float* d) {
+                         return fail_first && d == grads.data()
+                                    ? Status::Unavailable("server lost")
+                                    : Status::Ok();
+                       });
+  BucketReducer& r = *reducer;
   auto sent = [&] { return log.Seen(); };
   for (int step = 0; step < 2; ++step) {
     SCOPED_TRACE(step);
@@ -364,18 +374,10 @@ TEST(BucketReducerTest, SendOnFillSendsEachBucketFromTheFillingThreadAtOnce) {
   // graph): with send-on-fill the bucket went the moment it filled, so the
   // late part is always an error, named, and the bucket is not sent again.
   // (A fresh reducer: a failed step's error stays.)
-  fail_first = false;
   log.Clear();
-  BucketReducer twice(
-      {0, 2, 4, 6, 9},
-      [&](float* data, size_t) {
-        log.Record(data);
-        return Status::Ok();
-      },
-      grads.data(), std::make_shared<int>(0));
-  twice.set_caller_finishes(true);
-  twice.set_fill_order(true);
-  twice.set_send_on_fill(true);
+  std::unique_ptr<BucketReducer> fresh =
+      RecordingReducer(grads, log, /*fill_order=*/true, /*send_on_fill=*/true);
+  BucketReducer& twice = *fresh;
   twice.BeginStep();
   twice.Ready(6, nullptr, 3);
   twice.Ready(7, nullptr, 1);
