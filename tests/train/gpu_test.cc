@@ -144,11 +144,17 @@ void ExpectTheGpuRunEndsWhereTheCpuRunEnds(const Config& c) {
   EXPECT_NEAR(cpu->final_train_loss, gpu->final_train_loss, 1e-3);
 }
 
-// The single-process trainer on the GPU (host optimizer, a fetch and an
-// upload per step).
+// The single-process trainer on the GPU: updating on the device
+// (train.local_optimizer = auto there; the CPU run updates on the host),
+// and with the host's update (a fetch and an upload per step). Both end
+// where the CPU run ends.
 TEST(GpuTest, LocalOnTheGpuEndsWhereTheCpuRunEnds) {
   if (!HaveGpu()) GTEST_SKIP() << kNoGpu;
-  ExpectTheGpuRunEndsWhereTheCpuRunEnds(Base(TempRoot()));
+  for (const char* where : {"auto", "host"}) {
+    SCOPED_TRACE(where);
+    ExpectTheGpuRunEndsWhereTheCpuRunEnds(With(
+        Base(TempRoot()), {std::string("train.local_optimizer=") + where}));
+  }
 }
 
 // A sync run with 2 GPU workers (pipelined ranges: their gradients leave
