@@ -24,7 +24,9 @@ namespace strata {
 // device buffers, and params()/grads() and the *_data() pointers are host
 // mirrors of them in pinned memory: what the parameter-server client and
 // the exchange strategies read and write. The host parameters are the
-// authoritative copy (a pull writes them); Upload() copies them to the
+// authoritative copy (a pull writes them; the one exception is the local
+// trainer updating compute_params() on the device, which calls
+// DownloadParams() when it needs the host copy); Upload() copies them to the
 // device before the forward pass. FetchGrads() copies the gradients back
 // after the backward pass; during it, DownloadGrads() starts the copy of one
 // parameter's range on a side stream as soon as autograd has accumulated it

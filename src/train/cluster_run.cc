@@ -91,6 +91,13 @@ Result<RunSummary> TrainCluster(const Config& given, const DatasetSplits& data,
   // A GPU that is not there fails the run before any node starts (only the
   // workers and the evaluator compute on it; PlaceModel checks in them).
   RETURN_IF_ERROR(CheckDevice(config.GetString("train.device")));
+  if (config.GetString("train.local_optimizer") != "auto") {
+    LogWarning(
+        "train.local_optimizer = \"{}\" applies to cluster.mode = local: in "
+        "cluster modes the servers (or the workers' exchange) apply the "
+        "update; ignored",
+        config.GetString("train.local_optimizer"));
+  }
   ASSIGN_OR_RETURN(ClusterPlan plan, ClusterPlan::Make(config, data));
   const ClusterRunOptions& o = plan.options;
   const RoleTable& roles = o.roles;

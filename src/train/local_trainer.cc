@@ -177,6 +177,113 @@ Result<nlohmann::json> RestoreLocalCheckpoint(const Checkpoint& c, Model& model,
   return state;
 }
 
+namespace {
+
+// The single-process trainer's update (train.local_optimizer): where it
+// runs, and what its state and the host copy of the parameters need.
+class LocalUpdate {
+ public:
+  virtual ~LocalUpdate() = default;
+  // Zeroes the gradients before a step's backward pass.
+  virtual void ZeroGrad(FlatParameters& flat) = 0;
+  // Applies the step's gradients, marking its phases in `phase`. Internal
+  // for a LibTorch failure.
+  virtual Status Step(FlatParameters& flat, double lr, PhaseMark& phase) = 0;
+  // Brings the host copy of the parameters up to date (before a checkpoint
+  // and at the end). Internal if the device failed.
+  virtual Status SyncHost(FlatParameters& flat) = 0;
+  virtual Result<OptimizerState> SaveState() const = 0;
+  virtual Status RestoreState(const OptimizerState& state) = 0;
+  // "host" or "device" (summary.json's optimizer_on).
+  virtual const char* where() const = 0;
+};
+
+// The servers' flat optimizer on the host copy. On a GPU the gradients come
+// back and the parameters go over at every step.
+class HostUpdate final : public LocalUpdate {
+ public:
+  HostUpdate(const OptimizerOptions& o, int64_t size)
+      : optimizer_(MakeOptimizer(o, size)) {}
+  void ZeroGrad(FlatParameters& flat) override { flat.ZeroGrad(); }
+  Status Step(FlatParameters& flat, double lr, PhaseMark& phase) override {
+    try {
+      phase.Next("strata::fetch_grads");
+      flat.FetchGrads();
+      phase.Next("strata::optimizer");
+      optimizer_->Step(flat.param_data(), flat.grad_data(), lr);
+      // Queued; the next step's FetchGrads waits for it before the
+      // optimizer writes the host copy again.
+      phase.Next("strata::upload");
+      flat.Upload(/*wait=*/false);
+    } catch (const c10::Error& e) {
+      return Status::Internal("the update's copies to and from {}: {}",
+                              flat.device().str(), e.what_without_backtrace());
+    }
+    return Status::Ok();
+  }
+  Status SyncHost(FlatParameters&) override { return Status::Ok(); }
+  Result<OptimizerState> SaveState() const override {
+    return optimizer_->SaveState();
+  }
+  Status RestoreState(const OptimizerState& state) override {
+    return optimizer_->RestoreState(state);
+  }
+  const char* where() const override { return "host"; }
+
+ private:
+  std::unique_ptr<Optimizer> optimizer_;
+};
+
+// TensorOptimizer on the model's device: on a GPU, no parameter or gradient
+// crosses to the host during training; the device copy is the current one.
+class DeviceUpdate final : public LocalUpdate {
+ public:
+  explicit DeviceUpdate(std::unique_ptr<TensorOptimizer> optimizer)
+      : optimizer_(std::move(optimizer)) {}
+  void ZeroGrad(FlatParameters& flat) override {
+    flat.ZeroGrad(/*host_mirror=*/false);  // nothing reads it
+  }
+  Status Step(FlatParameters& flat, double lr, PhaseMark& phase) override {
+    // Queued on the device after the backward pass.
+    phase.Next("strata::optimizer");
+    return optimizer_->Step(flat.compute_params(), flat.compute_grads(), lr);
+  }
+  Status SyncHost(FlatParameters& flat) override {
+    // A failure of a kernel queued earlier surfaces at this wait.
+    try {
+      flat.DownloadParams();
+    } catch (const c10::Error& e) {
+      return Status::Internal("copying the parameters from {} to the host: {}",
+                              flat.device().str(), e.what_without_backtrace());
+    }
+    return Status::Ok();
+  }
+  Result<OptimizerState> SaveState() const override {
+    return optimizer_->SaveState();
+  }
+  Status RestoreState(const OptimizerState& state) override {
+    return optimizer_->RestoreState(state);
+  }
+  const char* where() const override { return "device"; }
+
+ private:
+  std::unique_ptr<TensorOptimizer> optimizer_;
+};
+
+Result<std::unique_ptr<LocalUpdate>> MakeLocalUpdate(
+    const Config& config, const FlatParameters& flat) {
+  const std::string where = config.GetString("train.local_optimizer");
+  const OptimizerOptions o = OptimizerOptions::FromConfig(config);
+  if (where == "torch" || (where == "auto" && flat.on_device())) {
+    ASSIGN_OR_RETURN(std::unique_ptr<TensorOptimizer> t,
+                     TensorOptimizer::Create(o, flat.size(), flat.device()));
+    return std::unique_ptr<LocalUpdate>(new DeviceUpdate(std::move(t)));
+  }
+  return std::unique_ptr<LocalUpdate>(new HostUpdate(o, flat.size()));
+}
+
+}  // namespace
+
 Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
                               const RunDirectory& run_dir,
                               const std::atomic<bool>* stop) {
@@ -227,24 +334,8 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
   const int64_t log_every = config.GetInt("train.log_every");
   const int64_t eval_batch = config.GetInt("train.eval_batch_size");
 
-  // train.local_optimizer: the servers' flat optimizer on the host copy, or
-  // its rules as LibTorch operations on the model's device.
-  const std::string where = config.GetString("train.local_optimizer");
-  const bool on_device =
-      where == "torch" || (where == "auto" && model.flat.on_device());
-  const OptimizerOptions oo = OptimizerOptions::FromConfig(config);
-  std::unique_ptr<Optimizer> optimizer;
-  std::unique_ptr<TensorOptimizer> device_optimizer;
-  if (on_device) {
-    ASSIGN_OR_RETURN(
-        device_optimizer,
-        TensorOptimizer::Create(oo, model.flat.size(), model.flat.device()));
-  } else {
-    optimizer = MakeOptimizer(oo, model.flat.size());
-  }
-  auto save_optimizer = [&] {
-    return on_device ? device_optimizer->SaveState() : optimizer->SaveState();
-  };
+  ASSIGN_OR_RETURN(std::unique_ptr<LocalUpdate> update,
+                   MakeLocalUpdate(config, model.flat));
   const LrSchedule schedule = LrSchedule::FromConfig(config, total_steps);
   Batcher batcher(data.train, config.GetBool("data.augment"),
                   seed ^ 0x5bd1e995);
@@ -265,8 +356,7 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
     OptimizerState os;
     ASSIGN_OR_RETURN(nlohmann::json counters,
                      RestoreLocalCheckpoint(c, model, &os, *sampler, batcher));
-    Status restored = on_device ? device_optimizer->RestoreState(os)
-                                : optimizer->RestoreState(os);
+    Status restored = update->RestoreState(os);
     if (!restored.ok())
       return Status::DataLoss("{}/optimizer.safetensors: {}", c.dir,
                               restored.message());
@@ -286,8 +376,9 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
       mo.name, model.flat.size(), data.train.name, data.train.size(),
       data.val.size(), batch_size, total_steps, per_epoch, threads,
       model.flat.device().str(),
-      on_device ? model.flat.device().str() + " (LibTorch operations)"
-                : std::string("the host"));
+      update->where() == std::string("device")
+          ? model.flat.device().str() + " (LibTorch operations)"
+          : std::string("the host"));
 
   RunSummary s;
   s.parameters = model.flat.size();
@@ -316,8 +407,8 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
 
   int64_t last_epoch = resumed_epoch;
   auto checkpoint = [&](int64_t step) -> Status {
-    // On a GPU the host copy is stale while the device updates.
-    if (on_device) model.flat.DownloadParams();
+    RETURN_IF_ERROR(update->SyncHost(model.flat));
+    ASSIGN_OR_RETURN(const OptimizerState optimizer_state, update->SaveState());
     const InputSpec in = InputSpecOf(data.train);
     nlohmann::json counters{
         {"step", step},
@@ -326,7 +417,7 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
         {"train_s", train_s},
         {"input", {in.channels, in.height, in.width, in.num_classes}}};
     ASSIGN_OR_RETURN(auto files,
-                     LocalCheckpointFiles(config, model, save_optimizer(),
+                     LocalCheckpointFiles(config, model, optimizer_state,
                                           *sampler, batcher, counters));
     ASSIGN_OR_RETURN(
         std::string dir,
@@ -359,31 +450,14 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
     last_epoch = epoch;
     Batch batch = batcher.Gather(indices);
     phase.Next("strata::forward_backward");
-    model.flat.ZeroGrad(/*host_mirror=*/!on_device);
+    update->ZeroGrad(model.flat);
     ASSIGN_OR_RETURN(
         StepResult r,
         ForwardBackward(*model.net, batch,
                         shuffler.wants_losses() ? &losses : nullptr));
     if (shuffler.wants_losses()) shuffler.Observe(indices, losses.data());
     const double lr = schedule.Rate(step - 1);
-    if (on_device) {
-      // Queued on the device after the backward pass; nothing crosses to
-      // the host (ForwardBackward already waited for the loss).
-      phase.Next("strata::optimizer");
-      RETURN_IF_ERROR(device_optimizer->Step(model.flat.compute_params(),
-                                             model.flat.compute_grads(), lr));
-    } else {
-      // GPU: the gradients come back, the update runs on the host copy (the
-      // same optimizer code as the servers'), the parameters go back over.
-      phase.Next("strata::fetch_grads");
-      model.flat.FetchGrads();
-      phase.Next("strata::optimizer");
-      optimizer->Step(model.flat.param_data(), model.flat.grad_data(), lr);
-      // Queued; the next step's FetchGrads waits for it before the optimizer
-      // writes the host copy again.
-      phase.Next("strata::upload");
-      model.flat.Upload(/*wait=*/false);
-    }
+    RETURN_IF_ERROR(update->Step(model.flat, lr, phase));
     phase.End();
     whole.End();
     train_s += Seconds(t0, Clock::now());
@@ -418,7 +492,7 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
   }
   profiler.Stop();
   progress.Finish();
-  if (on_device) model.flat.DownloadParams();
+  RETURN_IF_ERROR(update->SyncHost(model.flat));
   RETURN_IF_ERROR(evaluate(s.steps, last_epoch));
 
   ASSIGN_OR_RETURN(EvalResult tr, Evaluate(*model.net, data.train, eval_batch));
@@ -438,7 +512,7 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
   j["dataset"] = data.train.name;
   j["mode"] = "local";
   j["threads"] = threads;
-  j["optimizer_on"] = on_device ? "device" : "host";
+  j["optimizer_on"] = update->where();
   if (!resumed_from.empty()) {
     j["resumed_from"] = resumed_from;
     j["resumed_at_step"] = first_step - 1;

@@ -71,17 +71,18 @@ Status TensorOptimizer::Step(torch::Tensor params, const torch::Tensor& grads,
     // is the caller's).
     const torch::Tensor d = wd != 0.0 ? grads.add(params, wd) : grads;
     if (o_.kind == OptimizerOptions::Kind::kAdam) {
-      ++steps_;
+      const double t = static_cast<double>(steps_ + 1);
       const double b1 = AsFloat(o_.beta1);
       const double b2 = AsFloat(o_.beta2);
-      const double bc1 = 1.0 - std::pow(o_.beta1, static_cast<double>(steps_));
-      const double bc2 = 1.0 - std::pow(o_.beta2, static_cast<double>(steps_));
+      const double bc1 = 1.0 - std::pow(o_.beta1, t);
+      const double bc2 = 1.0 - std::pow(o_.beta2, t);
       m_.mul_(b1).add_(d, AsFloat(1.0f - static_cast<float>(b1)));
       v_.mul_(b2).addcmul_(d, d, AsFloat(1.0f - static_cast<float>(b2)));
       // The host's operation order: (sqrt(v) / sqrt(bc2)) + eps.
       const torch::Tensor denom =
           v_.sqrt().div_(AsFloat(std::sqrt(bc2))).add_(AsFloat(o_.eps));
       params.addcdiv_(m_, denom, -AsFloat(lr / bc1));
+      ++steps_;
       return Status::Ok();
     }
     const double a = AsFloat(lr);
@@ -109,12 +110,17 @@ Status TensorOptimizer::Step(torch::Tensor params, const torch::Tensor& grads,
   return Status::Ok();
 }
 
-OptimizerState TensorOptimizer::SaveState() const {
+Result<OptimizerState> TensorOptimizer::SaveState() const {
   OptimizerState s;
-  if (momentum_.defined()) s.buffers["momentum"] = ToHost(momentum_);
-  if (m_.defined()) {
-    s.buffers["m"] = ToHost(m_);
-    s.buffers["v"] = ToHost(v_);
+  try {
+    if (momentum_.defined()) s.buffers["momentum"] = ToHost(momentum_);
+    if (m_.defined()) {
+      s.buffers["m"] = ToHost(m_);
+      s.buffers["v"] = ToHost(v_);
+    }
+  } catch (const c10::Error& e) {
+    return Status::Internal("copying the optimizer state from {}: {}",
+                            device_.str(), e.what_without_backtrace());
   }
   s.steps = steps_;
   return s;

@@ -23,6 +23,9 @@ namespace strata {
 // (one rounding where the host loop rounds twice), and CUDA's do. Its state
 // is saved and restored in the host optimizer's form (same buffer names and
 // step count), so a checkpoint written with either resumes with the other.
+// Other roundings differ too: LibTorch's CPU addcdiv computes
+// (value * m) / denom where the host computes value * (m / denom), and CUDA
+// divides by a scalar as a multiplication by its reciprocal.
 // Not thread-safe: one thread steps it.
 class TensorOptimizer {
  public:
@@ -39,11 +42,13 @@ class TensorOptimizer {
   // device; `grads` is left as it was. Queued on the device's current
   // stream (it returns before a GPU has run it). InvalidArgument naming the
   // tensor that does not fit; Internal for a LibTorch failure (the
-  // parameters may then be half updated).
+  // parameters and the state may then be half updated, the step count not).
   Status Step(torch::Tensor params, const torch::Tensor& grads, double lr);
 
   // The state as the host optimizer keeps it (waits for the device).
-  OptimizerState SaveState() const;
+  // Internal if the device failed (a kernel queued earlier may report it
+  // here).
+  Result<OptimizerState> SaveState() const;
   // Takes a state saved by either optimizer of the same kind and size.
   // InvalidArgument naming the buffer that is missing or of the wrong size;
   // the optimizer is unchanged then.

@@ -177,36 +177,43 @@ INSTANTIATE_TEST_SUITE_P(
 // momentum would not).
 TEST(LocalResumeTest, TheOptimizersStateCarriesAcrossTrainLocalOptimizer) {
   const std::string root = TempRoot();
-  const Config c = With(Base(root), {"train.iterations=40", "data.shuffle=true",
-                                     "checkpoint.every_updates=10"});
-  auto data = LoadDatasetFromConfig(c);
+  const Config base =
+      With(Base(root), {"train.iterations=40", "data.shuffle=true",
+                        "checkpoint.every_updates=10"});
+  auto data = LoadDatasetFromConfig(base);
   ASSERT_TRUE(data.ok());
-  for (const auto& [first, then] :
-       {std::pair<std::string, std::string>{"torch", "host"},
-        std::pair<std::string, std::string>{"host", "torch"}}) {
-    SCOPED_TRACE(first + " then " + then);
-    const std::string name = first + "_" + then;
-    auto whole = RunConfig(With(
-        c, {"run.name=" + name + "_whole", "train.local_optimizer=" + first}));
+  struct Case {
+    std::string first, then, optimizer, lr;
+  };
+  for (const Case& k : {Case{"torch", "host", "sgd", "0.1"},
+                        Case{"host", "torch", "sgd", "0.1"},
+                        Case{"torch", "host", "adam", "0.01"}}) {
+    SCOPED_TRACE(k.first + " then " + k.then + ", " + k.optimizer);
+    const std::string name = k.first + "_" + k.then + "_" + k.optimizer;
+    const Config c =
+        With(base, {"train.optimizer=" + k.optimizer, "train.lr=" + k.lr});
+    auto whole = RunConfig(With(c, {"run.name=" + name + "_whole",
+                                    "train.local_optimizer=" + k.first}));
     ASSERT_TRUE(whole.ok()) << whole.status().ToString();
     const Config cut =
-        With(c, {"run.name=" + name, "train.local_optimizer=" + first});
+        With(c, {"run.name=" + name, "train.local_optimizer=" + k.first});
     ASSERT_TRUE(RunConfig(cut).ok());
     ASSERT_NO_FATAL_FAILURE(DropLaterCheckpoints(root + "/" + name));
     auto dir = RunDirectory::Open(root + "/" + name);
     ASSERT_TRUE(dir.ok());
-    auto resumed = TrainLocal(
-        With(cut, {"checkpoint.resume=true", "train.local_optimizer=" + then}),
-        *data, *dir, nullptr);
+    auto resumed = TrainLocal(With(cut, {"checkpoint.resume=true",
+                                         "train.local_optimizer=" + k.then}),
+                              *data, *dir, nullptr);
     ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
     EXPECT_EQ(resumed->steps, 40);
     // Float rounding of the two updates (one fused multiply-add or two
-    // roundings), grown over 20 steps with momentum 0.9.
+    // roundings), grown over 20 steps with momentum 0.9 or Adam.
     EXPECT_LT(MaxAbsDiff(resumed->final_params, whole->final_params), 1e-4);
     auto summary = ReadFile(root + "/" + name + "/summary.json");
     ASSERT_TRUE(summary.ok());
     const auto j = nlohmann::json::parse(*summary);
-    EXPECT_EQ(j.value("optimizer_on", ""), then == "torch" ? "device" : "host");
+    EXPECT_EQ(j.value("optimizer_on", ""),
+              k.then == "torch" ? "device" : "host");
   }
 }
 
