@@ -84,6 +84,21 @@ TEST(CheckpointTest, AnotherConfigIsRefusedNamingTheKeys) {
             std::string::npos)
       << st.message();
   EXPECT_NE(st.message().find("cluster.workers"), std::string::npos);
+  // A checkpoint of a run in one process over inproc holds the slice_kb it
+  // chose (0); resumed with its default (-1, as --processes does), the
+  // refusal says how to resume it. The setting asked for explicitly is
+  // refused without that hint.
+  Config in_process = a;
+  ASSERT_TRUE(in_process.ApplyOverride("cluster.slice_kb=0").ok());
+  st = CheckResumeConfig(in_process.ToToml(), a);
+  EXPECT_NE(st.message().find("--set cluster.slice_kb=0 resumes it"),
+            std::string::npos)
+      << st.message();
+  Config asked = a;
+  ASSERT_TRUE(asked.ApplyOverride("cluster.slice_kb=8").ok());
+  st = CheckResumeConfig(in_process.ToToml(), asked);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.message().find("resumes it"), std::string::npos) << st.message();
 }
 
 // Removes the checkpoints of steps 30 and 40 of `run` (which must exist), as
