@@ -263,8 +263,19 @@ double RunTable(const Config& base, const DatasetSplits& data, int threads,
       ratios[i].push_back(loop[i] / loop[0]);
     }
   }
-  std::printf("%-11s %11s %9s %8s %14s %8s %11s\n", "variant", "loop smp/s",
-              "vs local", "comm ms", "summary smp/s", "call s", "call smp/s");
+  // The spread over reps, beside each median: on a shared machine it is
+  // often as large as the effect measured (local: its slowest and fastest
+  // rep's samples/s; the others: their lowest and highest ratio).
+  auto range = [](const std::vector<double>& v, const char* format) {
+    char out[48];
+    std::snprintf(out, sizeof(out), format,
+                  *std::min_element(v.begin(), v.end()),
+                  *std::max_element(v.begin(), v.end()));
+    return std::string(out);
+  };
+  std::printf("%-11s %11s %9s %13s %8s %14s %8s %11s\n", "variant",
+              "loop smp/s", "vs local", "range", "comm ms", "summary smp/s",
+              "call s", "call smp/s");
   for (size_t i = 0; i < variants.size(); ++i) {
     std::vector<double> loop, summary, call, call_s, comm;
     for (const Measured& m : variants[i].runs) {
@@ -276,9 +287,11 @@ double RunTable(const Config& base, const DatasetSplits& data, int threads,
     }
     char vs[32] = "-";
     if (i > 0) std::snprintf(vs, sizeof(vs), "%.3f", Median(ratios[i]));
-    std::printf("%-11s %11.0f %9s %8.3f %14.0f %8.2f %11.0f\n",
-                variants[i].name.c_str(), Median(loop), vs, Median(comm),
-                Median(summary), Median(call_s), Median(call));
+    const std::string spread =
+        i > 0 ? range(ratios[i], "%.2f-%.2f") : range(loop, "%.0f-%.0f");
+    std::printf("%-11s %11.0f %9s %13s %8.3f %14.0f %8.2f %11.0f\n",
+                variants[i].name.c_str(), Median(loop), vs, spread.c_str(),
+                Median(comm), Median(summary), Median(call_s), Median(call));
   }
   for (size_t i = 1; i < variants.size(); ++i) {
     // Issue 13's targets, for the pipelined variants (the default): in
@@ -288,9 +301,10 @@ double RunTable(const Config& base, const DatasetSplits& data, int threads,
     const double target = variants[i].name == "inproc" ? 0.95 : 0.9;
     std::printf(
         "target 1+1 %s cluster (%s, pipelined) >= %.2fx single-process "
-        "samples/s, %d thread(s): %s (%.3f)\n",
+        "samples/s, %d thread(s): %s (median %.3f, reps %s)\n",
         mode.c_str(), variants[i].name.c_str(), target, threads,
-        ratio >= target ? "met" : "NOT met", ratio);
+        ratio >= target ? "met" : "NOT met", ratio,
+        range(ratios[i], "%.2f-%.2f").c_str());
   }
   std::printf("\n");
   std::vector<double> local;
@@ -412,7 +426,9 @@ int main(int argc, char** argv) {
       "evaluation). call s: wall time of the whole call (set-up and "
       "final\nevaluation included). Variants alternate, starting with a "
       "different one each rep;\nmedians over reps; vs local = median over "
-      "reps of cluster/local loop smp/s of the\nsame rep. %u hardware "
+      "reps of cluster/local loop smp/s of the\nsame rep; range = the "
+      "lowest and highest of those ratios (local: of its\nsamples/s). %u "
+      "hardware "
       "threads; OPENBLAS_NUM_THREADS %s, OMP_WAIT_POLICY %s.\n\n",
       model.c_str(), data->train.name.c_str(),
       static_cast<long long>(data->train.size()),
