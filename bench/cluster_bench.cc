@@ -161,10 +161,11 @@ std::vector<int> ParseInts(const std::string& s) {
   return out;
 }
 
-// One table: local, inproc and tcp with `threads` LibTorch threads each.
-// Returns the local trainer's median loop samples/s.
 // --only: the variants to run (empty: all that the flags ask for).
 std::vector<std::string> g_only;
+
+// One table: local, inproc and tcp with `threads` LibTorch threads each.
+// Returns the local trainer's median loop samples/s.
 
 double RunTable(const Config& base, const DatasetSplits& data, int threads,
                 int reps, const std::string& mode, bool with_overlap,

@@ -71,8 +71,8 @@ class FlatParameters {
   // Sets every gradient to zero (in place: the views stay bound; on a GPU
   // the host mirror too, so that a parameter that gets no gradient in a
   // step reads zero there; with host_mirror = false only the device's, for
-  // a caller that never reads the host gradients, as the single-process
-  // trainer updating on the device).
+  // a caller that never reads the host gradients before a FetchGrads(), as
+  // the single-process trainer).
   void ZeroGrad(bool host_mirror = true);
   // The device the module computes on; on_device() unless it is the CPU.
   torch::Device device() const { return device_; }

@@ -184,8 +184,6 @@ namespace {
 class LocalUpdate {
  public:
   virtual ~LocalUpdate() = default;
-  // Zeroes the gradients before a step's backward pass.
-  virtual void ZeroGrad(FlatParameters& flat) = 0;
   // Applies the step's gradients, marking its phases in `phase`. Internal
   // for a LibTorch failure.
   virtual Status Step(FlatParameters& flat, double lr, PhaseMark& phase) = 0;
@@ -204,7 +202,6 @@ class HostUpdate final : public LocalUpdate {
  public:
   HostUpdate(const OptimizerOptions& o, int64_t size)
       : optimizer_(MakeOptimizer(o, size)) {}
-  void ZeroGrad(FlatParameters& flat) override { flat.ZeroGrad(); }
   Status Step(FlatParameters& flat, double lr, PhaseMark& phase) override {
     try {
       phase.Next("strata::fetch_grads");
@@ -240,9 +237,6 @@ class DeviceUpdate final : public LocalUpdate {
  public:
   explicit DeviceUpdate(std::unique_ptr<TensorOptimizer> optimizer)
       : optimizer_(std::move(optimizer)) {}
-  void ZeroGrad(FlatParameters& flat) override {
-    flat.ZeroGrad(/*host_mirror=*/false);  // nothing reads it
-  }
   Status Step(FlatParameters& flat, double lr, PhaseMark& phase) override {
     // Queued on the device after the backward pass.
     phase.Next("strata::optimizer");
@@ -450,7 +444,9 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
     last_epoch = epoch;
     Batch batch = batcher.Gather(indices);
     phase.Next("strata::forward_backward");
-    update->ZeroGrad(model.flat);
+    // Not a GPU's host mirror: nothing reads it before FetchGrads (host
+    // update) overwrites it, or ever (device update).
+    model.flat.ZeroGrad(/*host_mirror=*/false);
     ASSIGN_OR_RETURN(
         StepResult r,
         ForwardBackward(*model.net, batch,

@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "optimizer_options_util.h"
 #include "ps/optimizer.h"
 
 namespace strata {
@@ -260,27 +261,16 @@ TEST_P(OptimizerParityTest, FlatStepMatchesTorchOptim) {
                    CreateModel({"lenet", 0, 11, ""}, in)->flat.params()));
 }
 
-OptimizerOptions Sgd(double m, bool nesterov, double wd) {
-  OptimizerOptions o;
-  o.momentum = m;
-  o.nesterov = nesterov;
-  o.weight_decay = wd;
-  return o;
-}
-OptimizerOptions AdamOpt(double wd) {
-  OptimizerOptions o;
-  o.kind = OptimizerOptions::Kind::kAdam;
-  o.weight_decay = wd;
-  return o;
-}
+using testing_util::AdamOptions;
+using testing_util::SgdOptions;
 
 INSTANTIATE_TEST_SUITE_P(
     All, OptimizerParityTest,
-    ::testing::Values(OptCase{"plain_sgd", Sgd(0, false, 0)},
-                      OptCase{"momentum", Sgd(0.9, false, 0)},
-                      OptCase{"nesterov_wd", Sgd(0.9, true, 5e-4)},
-                      OptCase{"adam", AdamOpt(0)},
-                      OptCase{"adam_wd", AdamOpt(1e-3)}),
+    ::testing::Values(OptCase{"plain_sgd", SgdOptions(0, false, 0)},
+                      OptCase{"momentum", SgdOptions(0.9, false, 0)},
+                      OptCase{"nesterov_wd", SgdOptions(0.9, true, 5e-4)},
+                      OptCase{"adam", AdamOptions(0)},
+                      OptCase{"adam_wd", AdamOptions(1e-3)}),
     [](const auto& info) { return info.param.label; });
 
 }  // namespace

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "optimizer_options_util.h"
+
 namespace strata {
 namespace {
 
@@ -26,19 +28,8 @@ struct Case {
 };
 void PrintTo(const Case& c, std::ostream* os) { *os << c.label; }
 
-OptimizerOptions Sgd(double m, bool nesterov, double wd) {
-  OptimizerOptions o;
-  o.momentum = m;
-  o.nesterov = nesterov;
-  o.weight_decay = wd;
-  return o;
-}
-OptimizerOptions Adam(double wd) {
-  OptimizerOptions o;
-  o.kind = OptimizerOptions::Kind::kAdam;
-  o.weight_decay = wd;
-  return o;
-}
+using testing_util::AdamOptions;
+using testing_util::SgdOptions;
 
 constexpr int64_t kSize = 4099;  // not a multiple of any vector width
 
@@ -159,17 +150,18 @@ TEST_P(TensorOptimizerTest, StateCarriesOverToTheHostOptimizerAndBack) {
 
 INSTANTIATE_TEST_SUITE_P(
     Rules, TensorOptimizerTest,
-    ::testing::Values(Case{"plain_sgd", Sgd(0, false, 0), 0.1},
-                      Case{"sgd_weight_decay", Sgd(0, false, 5e-4), 0.1},
-                      Case{"momentum", Sgd(0.9, false, 0), 0.05},
-                      Case{"nesterov_weight_decay", Sgd(0.9, true, 5e-4), 0.05},
-                      Case{"adam", Adam(0), 0.01},
-                      Case{"adam_weight_decay", Adam(1e-3), 0.01}),
+    ::testing::Values(Case{"plain_sgd", SgdOptions(0, false, 0), 0.1},
+                      Case{"sgd_weight_decay", SgdOptions(0, false, 5e-4), 0.1},
+                      Case{"momentum", SgdOptions(0.9, false, 0), 0.05},
+                      Case{"nesterov_weight_decay", SgdOptions(0.9, true, 5e-4),
+                           0.05},
+                      Case{"adam", AdamOptions(0), 0.01},
+                      Case{"adam_weight_decay", AdamOptions(1e-3), 0.01}),
     [](const auto& info) { return info.param.label; });
 
 TEST(TensorOptimizerErrorsTest,
      AStateThatDoesNotFitIsRefusedAndNothingChanges) {
-  const OptimizerOptions o = Sgd(0.9, false, 0);
+  const OptimizerOptions o = SgdOptions(0.9, false, 0);
   auto opt = TensorOptimizer::Create(o, kSize, torch::kCPU);
   ASSERT_TRUE(opt.ok());
   std::mt19937 rng(3);
@@ -178,7 +170,7 @@ TEST(TensorOptimizerErrorsTest,
   const Result<OptimizerState> before = (*opt)->SaveState();
   ASSERT_TRUE(before.ok());
 
-  OptimizerState adam_state = MakeOptimizer(Adam(0), kSize)->SaveState();
+  OptimizerState adam_state = MakeOptimizer(AdamOptions(0), kSize)->SaveState();
   Status s = (*opt)->RestoreState(adam_state);
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
   EXPECT_NE(s.message().find("\"momentum\""), std::string::npos) << s.message();
@@ -197,7 +189,8 @@ TEST(TensorOptimizerErrorsTest,
 }
 
 TEST(TensorOptimizerErrorsTest, TensorsThatDoNotFitAreNamed) {
-  auto opt = TensorOptimizer::Create(Sgd(0, false, 0), kSize, torch::kCPU);
+  auto opt =
+      TensorOptimizer::Create(SgdOptions(0, false, 0), kSize, torch::kCPU);
   ASSERT_TRUE(opt.ok());
   torch::Tensor p = torch::zeros({kSize});
   const torch::Tensor before = p.clone();
