@@ -47,9 +47,11 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/config.h"
@@ -164,6 +166,40 @@ std::vector<int> ParseInts(const std::string& s) {
 // --only: the variants to run (empty: all that the flags ask for).
 std::vector<std::string> g_only;
 
+// Every variant RunTable can make, with the flag that adds it where one must.
+const std::vector<std::pair<std::string, std::string>> kVariants = {
+    {"local", ""},
+    {"inproc", ""},
+    {"tcp", ""},
+    {"inproc-pipe", ""},
+    {"tcp-pipe", ""},
+    {"inproc-spin", "--nospin 1"},
+    {"tcp-spin", "--nospin 1"},
+    {"inproc-inl", "--noinline 1"},
+    {"tcp-lw", "--nowait 1"},
+    {"tcp-pipe-lw", "--nowait 1"},
+    {"inproc-sl", "--noslice 1"},
+    {"tcp-sl", "--noslice 1"},
+    {"inproc+ovl", "--overlap 1, async only"},
+    {"tcp+ovl", "--overlap 1, async only"},
+    {"ucx", "--ucx 1"},
+    {"ucx-tcp", "--ucx 1"},
+};
+
+// Dies naming the variants if an --only name is none of them.
+void CheckOnly() {
+  for (const std::string& name : g_only) {
+    bool known = false;
+    std::string all;
+    for (const auto& [v, flag] : kVariants) {
+      known = known || v == name;
+      all += (all.empty() ? "" : ", ") + v +
+             (flag.empty() ? "" : " (" + flag + ")");
+    }
+    if (!known) Die("--only: no variant '" + name + "'; the variants: " + all);
+  }
+}
+
 // One table: local, inproc and tcp with `threads` LibTorch threads each.
 // Returns the local trainer's median loop samples/s.
 
@@ -176,29 +212,17 @@ double RunTable(const Config& base, const DatasetSplits& data, int threads,
   // false (the default is layer-wise pipelining), or "+ovl" for
   // cluster.overlap = true (async only: the push-pull of step t travels
   // while step t+1 computes; gradients one update staler).
-  std::vector<std::string> names = {"local", "inproc", "tcp", "inproc-pipe",
-                                    "tcp-pipe"};
-  if (with_nospin) {
-    names.push_back("inproc-spin");
-    names.push_back("tcp-spin");
-  }
-  if (with_noinline) names.push_back("inproc-inl");
-  if (with_nowait) {
-    names.push_back("tcp-lw");
-    names.push_back("tcp-pipe-lw");
-  }
-  if (with_noslice) {
-    names.push_back("inproc-sl");
-    names.push_back("tcp-sl");
-  }
-  if (with_overlap && mode == "async") {
-    names.push_back("inproc+ovl");
-    names.push_back("tcp+ovl");
-  }
-  if (with_ucx) {
-    names.push_back("ucx");
-    names.push_back("ucx-tcp");
-  }
+  const std::map<std::string, bool> flags = {
+      {"", true},
+      {"--nospin 1", with_nospin},
+      {"--noinline 1", with_noinline},
+      {"--nowait 1", with_nowait},
+      {"--noslice 1", with_noslice},
+      {"--overlap 1, async only", with_overlap && mode == "async"},
+      {"--ucx 1", with_ucx}};
+  std::vector<std::string> names;
+  for (const auto& [name, flag] : kVariants)
+    if (flags.at(flag)) names.push_back(name);
   if (!g_only.empty()) {  // --only: those, and local for the ratios
     names.erase(std::remove_if(names.begin(), names.end(),
                                [](const std::string& n) {
@@ -207,6 +231,13 @@ double RunTable(const Config& base, const DatasetSplits& data, int threads,
                                                   n) == g_only.end();
                                }),
                 names.end());
+    if (names.size() == 1 &&
+        std::find(g_only.begin(), g_only.end(), "local") == g_only.end()) {
+      std::printf(
+          "(no --only variant in the %s table: the flag that adds them may "
+          "be missing, or they are async only)\n",
+          mode.c_str());
+    }
   }
   for (const std::string& name : names) {
     Variant var{name, base, {}};
@@ -376,6 +407,7 @@ int main(int argc, char** argv) {
     }
   }
   if (threads.empty()) Die("--threads wants a list such as 2,1");
+  CheckOnly();
   SetLogLevel(LogLevel::kWarning);
   const auto bench_start = Clock::now();
 
