@@ -151,9 +151,14 @@ TEST(DecentralizedTest, EveryModeTrains) {
   ASSERT_TRUE(local.ok());
   for (const char* mode :
        {"dpsgd", "gossip", "easgd", "local-sgd", "tree-easgd"}) {
-    auto got = RunConfig(
-        With(Base(root), {std::string("cluster.mode=") + mode,
-                          "cluster.workers=4", "train.iterations=60"}));
+    // Gossip's pushes land when the threads' timing lets them, so its final
+    // model varies from run to run: at 60 steps its train accuracy ranged
+    // 0.19-0.42 here (under load, below the bar about once in 15 runs), at
+    // 120 steps 0.32-0.58.
+    const bool gossip = std::string(mode) == "gossip";
+    auto got = RunConfig(With(
+        Base(root), {std::string("cluster.mode=") + mode, "cluster.workers=4",
+                     gossip ? "train.iterations=120" : "train.iterations=60"}));
     ASSERT_TRUE(got.ok()) << mode << ": " << got.status().ToString();
     // Twice chance on 10 classes, and the model moved.
     EXPECT_GT(got->final_train_acc, 0.2) << mode;
