@@ -144,6 +144,12 @@ std::vector<ConfigKey> MakeSchema() {
       Str("train.device", "cpu",
           "where workers, the evaluator and the local trainer compute: cpu, "
           "cuda or cuda:N (needs a CUDA LibTorch; docs/gpu.md)"),
+      Bool("train.emulate_gpu_buffers", false,
+           "with train.device = cpu: lay the parameters and gradients out "
+           "as on a GPU (the model computes in buffers apart from the host "
+           "copy, and they are copied at the points a GPU's would be), to "
+           "check the GPU's data path without a GPU; slower, for tests "
+           "(docs/gpu.md)"),
       Str("train.local_optimizer", "auto",
           "where the single-process trainer (cluster.mode = local) applies "
           "its update: host = the servers' own code on the host copy, bit "

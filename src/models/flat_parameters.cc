@@ -15,6 +15,8 @@ namespace strata {
 // The GPU side: the buffers the module's parameters and gradients are views
 // of, the side stream the gradient copies run on, and per parameter the
 // events that order its copy after its gradient and mark the copy done.
+// Emulated on the CPU: the buffers only (no stream, no events; every copy
+// is done when its call returns).
 struct FlatParameters::DeviceState {
   torch::Tensor params;
   torch::Tensor grads;
@@ -25,7 +27,8 @@ struct FlatParameters::DeviceState {
 };
 
 Result<FlatParameters> FlatParameters::Bind(torch::nn::Module& module,
-                                            torch::Device device) {
+                                            torch::Device device,
+                                            bool emulate_device) {
   FlatParameters flat;
   flat.device_ = device;
   auto named = module.named_parameters(/*recurse=*/true);
@@ -44,11 +47,20 @@ Result<FlatParameters> FlatParameters::Bind(torch::nn::Module& module,
   flat.size_ = total;
   torch::Tensor bound_params, bound_grads;
   try {
-    if (device.is_cpu()) {
+    if (device.is_cpu() && !emulate_device) {
       flat.params_ = torch::empty({total}, torch::kFloat32);
       flat.grads_ = torch::zeros({total}, torch::kFloat32);
       bound_params = flat.params_;
       bound_grads = flat.grads_;
+    } else if (device.is_cpu()) {
+      flat.params_ = torch::empty({total}, torch::kFloat32);
+      flat.grads_ = torch::zeros({total}, torch::kFloat32);
+      auto dev = std::make_shared<DeviceState>();
+      dev->params = torch::empty({total}, torch::kFloat32);
+      dev->grads = torch::zeros({total}, torch::kFloat32);
+      bound_params = dev->params;
+      bound_grads = dev->grads;
+      flat.dev_ = std::move(dev);
     } else {
       auto host =
           torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(true);
@@ -128,6 +140,12 @@ void FlatParameters::Upload(bool wait) {
   if (dev_) dev_->params.copy_(params_, /*non_blocking=*/!wait);
 }
 
+void FlatParameters::UploadRange(int64_t offset, int64_t count) {
+  if (!dev_ || count <= 0) return;
+  dev_->params.narrow(0, offset, count)
+      .copy_(params_.narrow(0, offset, count), /*non_blocking=*/true);
+}
+
 void FlatParameters::DownloadParams() {
   if (dev_) params_.copy_(dev_->params);
 }
@@ -144,6 +162,10 @@ size_t FlatParameters::SlotAt(int64_t offset) const {
 
 void FlatParameters::DownloadGrads(int64_t offset, int64_t count) {
   if (!dev_ || count <= 0) return;
+  if (!dev_->side) {  // emulated: copied by the time anyone waits
+    grads_.narrow(0, offset, count).copy_(dev_->grads.narrow(0, offset, count));
+    return;
+  }
   const size_t slot = SlotAt(offset);
   c10::impl::VirtualGuardImpl impl(device_.type());
   // The copy waits for what the current stream has queued (the gradient),
@@ -159,7 +181,7 @@ void FlatParameters::DownloadGrads(int64_t offset, int64_t count) {
 }
 
 void FlatParameters::WaitGrads(int64_t offset, int64_t count) {
-  if (!dev_ || count <= 0) return;
+  if (!dev_ || !dev_->side || count <= 0) return;
   for (size_t slot = SlotAt(offset);
        slot < dev_->offsets.size() && dev_->offsets[slot] < offset + count;
        ++slot) {

@@ -31,7 +31,8 @@ namespace strata {
 // after the backward pass; during it, DownloadGrads() starts the copy of one
 // parameter's range on a side stream as soon as autograd has accumulated it
 // and WaitGrads() waits for a range (layer-wise pipelining). On the CPU
-// these are no-ops: there is one buffer of each.
+// these are no-ops: there is one buffer of each, unless Bind was asked to
+// emulate a device's buffers there (below).
 // Not thread-safe, except DownloadGrads() (the backward pass's thread) and
 // WaitGrads() (a reducer's thread), provided a parameter's DownloadGrads()
 // happens before any WaitGrads() of its range (the pipelining reducer's
@@ -52,8 +53,14 @@ class FlatParameters {
   // Copies the module's current parameter values into a new flat vector and
   // rebinds parameters and gradients as views. InvalidArgument if a
   // parameter is not a float32 tensor on `device` (the CPU, or a GPU).
+  // With emulate_device on the CPU (train.emulate_gpu_buffers), the module
+  // computes in buffers apart from the host copy, as on a GPU, and every
+  // copy call above moves data between them (at once: there are no streams
+  // to wait for): the GPU's data path, checkable without a GPU. Ignored on
+  // a GPU.
   static Result<FlatParameters> Bind(torch::nn::Module& module,
-                                     torch::Device device = torch::kCPU);
+                                     torch::Device device = torch::kCPU,
+                                     bool emulate_device = false);
 
   int64_t size() const { return size_; }
   float* param_data() { return params_.data_ptr<float>(); }
@@ -74,10 +81,14 @@ class FlatParameters {
   // a caller that never reads the host gradients before a FetchGrads(), as
   // the single-process trainer).
   void ZeroGrad(bool host_mirror = true);
-  // The device the module computes on; on_device() unless it is the CPU.
+  // The device the module computes on.
   torch::Device device() const { return device_; }
-  bool on_device() const { return !device_.is_cpu(); }
-  // GPU only (no-ops on the CPU). Upload: host parameters to the device on
+  // Whether the module computes in buffers apart from the host copy: on a
+  // GPU, or emulating one on the CPU.
+  bool on_device() const { return dev_ != nullptr; }
+  // With device buffers (on_device(); no-ops otherwise; emulated on the
+  // CPU, each copy is done when its call returns and WaitGrads does
+  // nothing). Upload: host parameters to the device on
   // the current stream; with wait = false it returns at once (the forward
   // pass is queued after it), and the host parameters must not be written
   // until something waits for that stream (the caller's job: the worker
@@ -87,7 +98,10 @@ class FlatParameters {
   // count) of one parameter to the host. WaitGrads: waits until every
   // started copy that overlaps [offset, offset + count) is done.
   // DownloadParams: device parameters to the host, waiting for it.
+  // UploadRange: Upload(wait = false) of the floats [offset, offset +
+  // count) only (the forward pass waiting layer by layer).
   void Upload(bool wait = true);
+  void UploadRange(int64_t offset, int64_t count);
   void FetchGrads();
   void DownloadGrads(int64_t offset, int64_t count);
   void WaitGrads(int64_t offset, int64_t count);
@@ -98,12 +112,12 @@ class FlatParameters {
 
  private:
   struct DeviceState;
-  // The slot holding float `offset` (GPU only).
+  // The slot holding float `offset` (a GPU's events; not emulated).
   size_t SlotAt(int64_t offset) const;
   torch::Tensor params_;  // host (the module's own on the CPU)
   torch::Tensor grads_;
   torch::Device device_ = torch::kCPU;
-  std::shared_ptr<DeviceState> dev_;  // GPU only
+  std::shared_ptr<DeviceState> dev_;  // on_device() only
   int64_t size_ = 0;
   std::vector<Slot> slots_;
 };

@@ -423,8 +423,10 @@ Result<Model> CreateModelOnThreadOfItsOwn(const ModelOptions& options,
 
 namespace {
 
-// The device train.device names, or why it cannot be used here.
-Result<torch::Device> ParseDevice(const std::string& device) {
+// The device train.device names, or why it cannot be used here (with
+// train.emulate_gpu_buffers: a GPU is refused).
+Result<torch::Device> ParseDevice(const std::string& device,
+                                  bool emulate_gpu_buffers) {
   if (device == "cpu") return torch::Device(torch::kCPU);
   std::optional<torch::Device> d;
   try {
@@ -436,6 +438,12 @@ Result<torch::Device> ParseDevice(const std::string& device) {
     return Status::InvalidArgument(
         "train.device = \"{}\": not a device (\"cpu\", \"cuda\" or "
         "\"cuda:N\")",
+        device);
+  }
+  if (emulate_gpu_buffers) {
+    return Status::InvalidArgument(
+        "train.emulate_gpu_buffers = true lays a GPU's buffers out on the "
+        "CPU, but train.device = \"{}\" is a GPU: set one of them",
         device);
   }
   if (!torch::cuda::is_available()) {
@@ -458,7 +466,7 @@ Result<torch::Device> ParseDevice(const std::string& device) {
 
 ClassifierImpl::ParamGate PrefixGate(const Model& model,
                                      std::function<void(int64_t end)> await) {
-  const float* base = model.flat.param_data();
+  const float* base = model.flat.compute_params().data_ptr<float>();
   return
       [base, await = std::move(await),
        ends = std::unordered_map<const torch::nn::Module*, int64_t>()](
@@ -477,13 +485,19 @@ ClassifierImpl::ParamGate PrefixGate(const Model& model,
       };
 }
 
-Status CheckDevice(const std::string& device) {
-  return ParseDevice(device).status();
+Status CheckDevice(const std::string& device, bool emulate_gpu_buffers) {
+  return ParseDevice(device, emulate_gpu_buffers).status();
 }
 
-Status PlaceModel(Model& model, const std::string& device) {
-  ASSIGN_OR_RETURN(torch::Device d, ParseDevice(device));
-  if (d.is_cpu()) return Status::Ok();
+Status PlaceModel(Model& model, const std::string& device,
+                  bool emulate_gpu_buffers) {
+  ASSIGN_OR_RETURN(torch::Device d, ParseDevice(device, emulate_gpu_buffers));
+  if (d.is_cpu()) {
+    if (emulate_gpu_buffers && !model.flat.on_device()) {
+      ASSIGN_OR_RETURN(model.flat, FlatParameters::Bind(*model.net, d, true));
+    }
+    return Status::Ok();
+  }
   try {
     // A scripted module's buffers (BatchNorm statistics) are not registered
     // with the wrapper: move the script itself; its parameters are the

@@ -155,21 +155,25 @@ Result<Model> CreateModelOnThreadOfItsOwn(const ModelOptions& options,
 // Moves a model made by CreateModel to `device` (train.device: "cpu",
 // "cuda" or "cuda:N") and binds its flat vector there (FlatParameters: on
 // a GPU the *_data() pointers become host mirrors; Upload() before the
-// forward pass, FetchGrads() after the backward pass). "cpu" does nothing.
-// InvalidArgument for a name that is not such a device; FailedPrecondition,
-// naming train.device, where this LibTorch has no CUDA or sees no GPU.
-Status PlaceModel(Model& model, const std::string& device);
+// forward pass, FetchGrads() after the backward pass). "cpu" does nothing,
+// unless emulate_gpu_buffers (train.emulate_gpu_buffers): then the flat
+// vector is bound as on a GPU, with buffers on the CPU (FlatParameters::
+// Bind's emulate_device). InvalidArgument for a name that is not such a
+// device, or a GPU with emulate_gpu_buffers; FailedPrecondition, naming
+// train.device, where this LibTorch has no CUDA or sees no GPU.
+Status PlaceModel(Model& model, const std::string& device,
+                  bool emulate_gpu_buffers = false);
 // The same checks alone, for a run to fail before it starts its nodes.
-Status CheckDevice(const std::string& device);
+Status CheckDevice(const std::string& device, bool emulate_gpu_buffers = false);
 
 // A gate for model.net (ClassifierImpl::set_param_gate) that calls
 // `await(end)` before a layer runs (or a part of a parameter is read), with
 // `end` the end, in floats of the flat vector, of that layer's parameters
 // (or of the part; a prefix: every parameter before them too); -1 for
 // every parameter. Layers without parameters are let
-// through. The flat vector must be on the CPU (param_data() is the
-// parameters themselves). `await` throws ParamWaitError to stop the
-// forward pass.
+// through. Offsets are taken from model.flat.compute_params() (on a GPU the
+// layers' tensors are views of the device buffer). `await` throws
+// ParamWaitError to stop the forward pass.
 ClassifierImpl::ParamGate PrefixGate(const Model& model,
                                      std::function<void(int64_t end)> await);
 

@@ -197,6 +197,10 @@ Result<StepResult> ForwardBackward(ClassifierImpl& net, const Batch& batch,
       r.accuracy = correct.item<double>() / n;
     } else {
       // One copy back, so one wait for the device per step instead of two.
+      // It also waits for everything queued before it, the uploads of the
+      // parameters included: callers rewrite the host copy (pulls, merges,
+      // optimizer steps) once this returns, and rely on that. Keep it a
+      // blocking copy (docs/gpu.md, "Each step").
       torch::Tensor both =
           torch::stack({loss.detach(), correct.to(torch::kFloat)}).cpu();
       r.loss = both[0].item<double>();

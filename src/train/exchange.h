@@ -52,11 +52,13 @@ struct ExchangeEnv {
   // GPU workers (train.device): a strategy whose gradient sink works in
   // place (GradientSink::in_place) calls this before reading the gradient
   // floats [offset, offset + count) of model.grads, to wait until their
-  // copy from the device has landed. Null on the CPU. Other sinks get each
+  // copy from the device has landed. Null on the CPU (set where its
+  // buffers are emulated, train.emulate_gpu_buffers). Other sinks get each
   // gradient on the host, and AfterStep() finds all of them there.
   std::function<void(int64_t offset, int64_t count)> grads_ready;
   // The worker's forward pass asks for the parameters layer by layer
-  // (cluster.layer_wait, a model that awaits_layers(), on the CPU): a
+  // (cluster.layer_wait, a model that awaits_layers(); on a GPU each
+  // layer's parameters are uploaded as they are let through): a
   // strategy may then leave a pull arriving when BeforeStep() returns and
   // wait for each prefix in AwaitParams().
   bool forward_awaits = false;

@@ -282,7 +282,8 @@ Result<WorkerMetrics> RunWorker(const Config& config,
   ClusterMember& member = *env.member;
   ASSIGN_OR_RETURN(Model model, CreateModel(ModelOptions::FromConfig(config),
                                             InputSpecOf(train)));
-  RETURN_IF_ERROR(PlaceModel(model, config.GetString("train.device")));
+  RETURN_IF_ERROR(PlaceModel(model, config.GetString("train.device"),
+                             config.GetBool("train.emulate_gpu_buffers")));
   const bool on_device = model.flat.on_device();
   // On a GPU an in-place gradient sink's ranges wait for their own
   // gradients' copies only (the hooks below start them).
@@ -305,8 +306,9 @@ Result<WorkerMetrics> RunWorker(const Config& config,
   env.params_mu = &published->mu;
   // The forward pass may start while a pull is still arriving: each layer
   // of a built-in model waits for its own parameters (ClassifierImpl::
-  // Await). On a GPU the parameters go over whole before the forward pass.
-  env.forward_awaits = o.layer_wait && !on_device && model.net->awaits_layers();
+  // Await). On a GPU each layer's parameters are then queued for upload as
+  // they arrive, ahead of that layer's kernels.
+  env.forward_awaits = o.layer_wait && model.net->awaits_layers();
   published->Publish(env.model.params, env.model.size, 0);
   // The model goes away with this function: whatever happens, leave a copy
   // of it (and no pointer into it) behind for the evaluator.
@@ -320,14 +322,25 @@ Result<WorkerMetrics> RunWorker(const Config& config,
   // not compute, in the metrics.
   double param_wait_s = 0;
   bool param_wait_failed = false;
+  // GPU: the floats of the host copy uploaded so far this step (a prefix).
+  int64_t uploaded = 0;
   if (env.forward_awaits) {
-    model.net->set_param_gate(PrefixGate(
-        model,
-        [&exchange, &param_wait_s, &param_wait_failed, &model](int64_t end) {
+    model.net->set_param_gate(
+        PrefixGate(model, [&exchange, &param_wait_s, &param_wait_failed, &model,
+                           &uploaded](int64_t end) {
           const auto t = Clock::now();
           Status in = exchange->AwaitParams(end);
           param_wait_s += Seconds(t, Clock::now());
           if (in.ok()) {
+            // GPU: the layer's kernels follow its parameters' copy on the
+            // same stream. Nothing writes the range on the host before the
+            // step's push of it, which waits for its gradient's copy, and
+            // that follows the forward pass on the device.
+            const int64_t to = end < 0 ? model.flat.size() : end;
+            if (to > uploaded) {
+              model.flat.UploadRange(uploaded, to - uploaded);
+              uploaded = to;
+            }
             // Before the backward pass: the previous step's push may have
             // read the gradient buffer until every parameter was in
             // (pipelined sync and async take their acks here).
@@ -343,10 +356,11 @@ Result<WorkerMetrics> RunWorker(const Config& config,
     // Only a layer the plan cut at its rows for that (ClusterPlan::SizeFor:
     // larger than cluster.slice_kb); a server's share may end inside a
     // smaller one, which stays whole.
+    // Not on a GPU: its kernels take the layer whole (docs/gpu.md).
     bool sliced_by_plan = false;
     for (const torch::Tensor& w : model.net->sliceable_weights())
       sliced_by_plan = sliced_by_plan || o.SlicesWeight(w.numel());
-    if (sliced_by_plan && env.layout != nullptr &&
+    if (sliced_by_plan && !on_device && env.layout != nullptr &&
         env.layout->num_ranges() > 1) {
       std::vector<int64_t> cuts;
       for (const KeyRange& r : env.layout->ranges()) cuts.push_back(r.begin);
@@ -616,7 +630,8 @@ Result<WorkerMetrics> RunWorker(const Config& config,
   };
   // Worker 0 alone: LibTorch's profiler is one per process.
   StepProfiler profiler(o.profile_from, index == 0 ? o.profile_steps : 0,
-                        run_dir, fmt::format("worker{}", index), on_device);
+                        run_dir, fmt::format("worker{}", index),
+                        !model.flat.device().is_cpu());
   for (int64_t it = first_step; it < total; ++it) {
     // The run ended early (Ctrl-C): finish cleanly. Collectives first agree
     // on the step to stop at, so that no member is left waiting for another.
@@ -672,9 +687,14 @@ Result<WorkerMetrics> RunWorker(const Config& config,
     // With a gate, after every parameter is in (above).
     if (!env.forward_awaits) model.flat.ZeroGrad();
     // GPU: the parameters BeforeStep brought, queued ahead of the forward
-    // pass. Nothing writes them again before the step's gradient copies,
-    // which follow this copy on the device, have been waited for.
-    model.flat.Upload(/*wait=*/false);
+    // pass (with a gate, layer by layer as they arrive, above). Nothing
+    // writes them again before the step's gradient copies, which follow
+    // this copy on the device, have been waited for.
+    if (env.forward_awaits) {
+      uploaded = 0;
+    } else {
+      model.flat.Upload(/*wait=*/false);
+    }
     param_wait_s = 0;
     Result<StepResult> stepped =
         ForwardBackward(*model.net, batch, want_losses ? &losses : nullptr);
@@ -789,7 +809,8 @@ Result<Model> CreateEvaluatorModel(const Config& config,
   ASSIGN_OR_RETURN(Model model,
                    CreateModelOnThreadOfItsOwn(ModelOptions::FromConfig(config),
                                                InputSpecOf(data.train)));
-  RETURN_IF_ERROR(PlaceModel(model, config.GetString("train.device")));
+  RETURN_IF_ERROR(PlaceModel(model, config.GetString("train.device"),
+                             config.GetBool("train.emulate_gpu_buffers")));
   return model;
 }
 
@@ -807,7 +828,7 @@ Result<EvalResult> EvaluateSnapshot(Model& model, const DatasetSplits& data,
     return Evaluate(*model.net, data.val, eval_batch);
   };
   // A GPU evaluation uses the thread's CUDA stream and handles: keep it.
-  if (model.flat.on_device()) return evaluate();
+  if (!model.flat.device().is_cpu()) return evaluate();
   return OnThreadOfItsOwn(evaluate);
 }
 

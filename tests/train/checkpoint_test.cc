@@ -161,6 +161,11 @@ TEST_P(LocalResumeTest, ResumedRunEqualsTheUninterruptedOneBitForBit) {
   EXPECT_EQ(resumed->final_params, whole->final_params);
   EXPECT_EQ(resumed->steps, 40);
   EXPECT_EQ(resumed->samples, whole->samples);
+  // The last 20 steps moved the parameters (a run whose host copy never
+  // left the checkpoint's would pass the equality above).
+  auto half = RunConfig(With(c, {"run.name=half", "train.iterations=20"}));
+  ASSERT_TRUE(half.ok()) << half.status().ToString();
+  EXPECT_GT(MaxAbsDiff(half->final_params, whole->final_params), 1e-3);
   auto summary = ReadFile(root + "/cut/summary.json");
   ASSERT_TRUE(summary.ok());
   EXPECT_NE(summary->find("\"resumed_at_step\": 20"), std::string::npos)
@@ -182,7 +187,15 @@ INSTANTIATE_TEST_SUITE_P(
         ResumeCase{"torch_sgd_momentum", {"train.local_optimizer=torch"}},
         ResumeCase{"torch_adam",
                    {"train.local_optimizer=torch", "train.optimizer=adam",
-                    "train.lr=0.01"}}),
+                    "train.lr=0.01"}},
+        // The GPU's data path with its buffers on the CPU: the device
+        // update (auto there) must bring the host copy up to date before
+        // each checkpoint, and the host update must upload what it resumed.
+        ResumeCase{"emulated_gpu_device_update",
+                   {"train.emulate_gpu_buffers=true"}},
+        ResumeCase{
+            "emulated_gpu_host_update",
+            {"train.emulate_gpu_buffers=true", "train.local_optimizer=host"}}),
     [](const auto& info) { return info.param.name; });
 
 // train.local_optimizer may change on resume: both optimizers save the same
@@ -390,6 +403,18 @@ INSTANTIATE_TEST_SUITE_P(
              "cluster.pipeline_kb=1", "cluster.slice_kb=1"},
             true},
         ClusterResumeCase{"allreduce", {"cluster.mode=allreduce"}, true},
+        // The GPU's data path, its buffers emulated on the CPU: the resumed
+        // parameters (the servers' in sync; the worker's own in local-sgd)
+        // reach the buffers the model computes with only by the upload
+        // before each layer (cluster.layer_wait).
+        ClusterResumeCase{
+            "sync_emulated_gpu",
+            {"cluster.mode=sync", "train.emulate_gpu_buffers=true"},
+            true},
+        ClusterResumeCase{"local_sgd_emulated_gpu",
+                          {"cluster.mode=local-sgd", "cluster.average_every=3",
+                           "train.emulate_gpu_buffers=true"},
+                          true},
         ClusterResumeCase{"ring", {"cluster.mode=ring"}, true},
         ClusterResumeCase{"local_sgd",
                           {"cluster.mode=local-sgd", "cluster.average_every=3"},

@@ -1,14 +1,18 @@
 // GPU workers (train.device). Without CUDA (CI, Debian's LibTorch) the
 // device must be a clear error before any node starts, and the CPU path of
-// the flat buffers is unchanged; with a GPU the tests marked so run and
-// compare against the CPU.
+// the flat buffers is unchanged. The GPU's data path is checked against the
+// CPU on a GPU where there is one, and everywhere with its buffers emulated
+// on the CPU (GpuPathTest).
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "common/fs.h"
 #include "models/models.h"
 #include "train/batch.h"
 #include "train/cluster_test_util.h"
@@ -29,7 +33,8 @@ constexpr const char* kNoGpu =
     "on a GPU machine (docs/gpu.md)";
 
 TEST(DeviceConfigTest, CudaWithoutAGpuFailsTheRunNamingTheKey) {
-  if (HaveGpu()) GTEST_SKIP() << "this machine has a GPU: GpuTest runs instead";
+  if (HaveGpu())
+    GTEST_SKIP() << "this machine has a GPU: GpuPathTest runs there";
   const std::string root = TempRoot();
   for (const char* mode : {"cluster.mode=local", "cluster.mode=sync"}) {
     SCOPED_TRACE(mode);
@@ -63,6 +68,25 @@ TEST(DeviceConfigTest, ANameThatIsNoDeviceIsRefused) {
   EXPECT_EQ(m.flat.param_data(), before);
 }
 
+// Emulating a GPU's buffers is for the CPU: with a GPU named, the run is
+// refused naming both keys (on any machine: before CUDA is looked for).
+TEST(DeviceConfigTest, EmulatingOnAGpuIsRefusedNamingBothKeys) {
+  const std::string root = TempRoot();
+  for (const char* mode : {"cluster.mode=local", "cluster.mode=sync"}) {
+    SCOPED_TRACE(mode);
+    auto r = RunConfig(With(Base(root), {mode, "train.device=cuda:0",
+                                         "train.emulate_gpu_buffers=true"}));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("train.emulate_gpu_buffers"),
+              std::string::npos)
+        << r.status().ToString();
+    EXPECT_NE(r.status().message().find("train.device = \"cuda:0\""),
+              std::string::npos)
+        << r.status().ToString();
+  }
+}
+
 // On the CPU there is one buffer of each: the copy calls change nothing,
 // and binding a module for a device its parameters are not on is refused
 // naming the parameter and both devices.
@@ -90,34 +114,127 @@ TEST(DeviceConfigTest, CpuBuffersIgnoreTheCopiesAndAWrongDeviceIsNamed) {
       << wrong.status().ToString();
 }
 
-// The buffers on a GPU: the module's tensors are views of the device
-// buffers, the host mirrors follow Upload/FetchGrads, and ranges copied with
-// DownloadGrads are on the host once WaitGrads returns. (Here the copies
-// start after the backward pass; the sync test below starts them from the
-// autograd hooks, during it.)
-TEST(GpuTest, DeviceBuffersAndHostMirrorsAgree) {
-  if (!HaveGpu()) GTEST_SKIP() << kNoGpu;
+// Where a test runs the GPU's data path: on a GPU (skipped without one), or
+// with the GPU's buffers emulated on the CPU (train.emulate_gpu_buffers),
+// which every machine has. The emulation runs the same copies between the
+// host copy and the buffers the model computes with, at once instead of on
+// streams, so it checks that each is made at the right point; it cannot
+// check the streams' ordering.
+struct DevicePath {
+  std::string name;
+  bool gpu;
+};
+
+class GpuPathTest : public ::testing::TestWithParam<DevicePath> {
+ protected:
+  void SetUp() override {
+    if (GetParam().gpu && !HaveGpu()) GTEST_SKIP() << kNoGpu;
+  }
+  // The settings that put a run on this path.
+  std::string Setting() const {
+    return GetParam().gpu ? "train.device=cuda"
+                          : "train.emulate_gpu_buffers=true";
+  }
+  // Binds m's flat vector on this path.
+  Status Place(Model& m) const {
+    return GetParam().gpu ? PlaceModel(m, "cuda") : PlaceModel(m, "cpu", true);
+  }
+  // Runs `c` on the CPU and on this path; both must end with the same
+  // parameters and train loss: bit for bit where the emulation computes
+  // with the CPU's own kernels in the same order (`tolerance` 0), else
+  // within `tolerance`. On a GPU, cuBLAS sums in another order than the
+  // CPU, so 1e-3 (this MLP has no convolution, so cuDNN's TF32 default
+  // plays no part).
+  void ExpectItEndsWhereTheCpuRunEnds(const Config& c, double tolerance = 0) {
+    auto cpu = RunConfig(With(c, {"run.name=cpu"}));
+    auto dev = RunConfig(With(c, {"run.name=dev", Setting()}));
+    ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+    ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+    ASSERT_FALSE(cpu->final_params.empty());
+    if (GetParam().gpu) tolerance = std::max(tolerance, 1e-3);
+    if (tolerance == 0) {
+      EXPECT_EQ(cpu->final_params, dev->final_params);
+      EXPECT_EQ(cpu->final_train_loss, dev->final_train_loss);
+    } else {
+      EXPECT_LT(MaxAbsDiff(cpu->final_params, dev->final_params), tolerance);
+      EXPECT_NEAR(cpu->final_train_loss, dev->final_train_loss, tolerance);
+    }
+    // The run trained: its parameters left their starting point.
+    auto start = RunConfig(With(c, {"run.name=start", "train.iterations=1"}));
+    ASSERT_TRUE(start.ok()) << start.status().ToString();
+    EXPECT_GT(MaxAbsDiff(start->final_params, dev->final_params), 1e-3);
+  }
+  // The workers of the run on this path in `c`'s run directory, from its
+  // summary.json (after ExpectItEndsWhereTheCpuRunEnds).
+  static nlohmann::json DevWorkers(const Config& c) {
+    auto text = ReadFile(c.GetString("run.dir") + "/dev/summary.json");
+    EXPECT_TRUE(text.ok()) << text.status().ToString();
+    return text.ok() ? nlohmann::json::parse(*text)["workers"]
+                     : nlohmann::json::array();
+  }
+  // Not vacuous: waiting layer by layer, every step after the first took
+  // its parameters range by range as the forward pass reached them (the
+  // uploads between layers ran), and none did without it.
+  static void ExpectLayerByLayer(const Config& c, const char* counter,
+                                 bool layer_wait) {
+    const nlohmann::json workers = DevWorkers(c);
+    ASSERT_FALSE(workers.empty());
+    for (const nlohmann::json& w : workers) {
+      if (layer_wait) {
+        EXPECT_GE(w[counter].get<int64_t>(), 19) << w.dump();
+      } else {
+        EXPECT_EQ(w[counter].get<int64_t>(), 0) << w.dump();
+      }
+    }
+  }
+};
+
+// The buffers: the module's tensors are views of the device buffers, the
+// host copy reaches them only through Upload (UploadRange: that range
+// only), and ranges copied with DownloadGrads are on the host once
+// WaitGrads returns. (Here the copies start after the backward pass; the
+// sync tests below start them from the autograd hooks, during it.)
+TEST_P(GpuPathTest, DeviceBuffersAndHostMirrorsAgree) {
   Model m = *CreateModel({"lenet", 0, 1, ""}, InputSpec{1, 28, 28, 10});
   const std::vector<float> init(m.flat.param_data(),
                                 m.flat.param_data() + m.flat.size());
-  ASSERT_TRUE(PlaceModel(m, "cuda").ok());
+  ASSERT_TRUE(Place(m).ok());
   ASSERT_TRUE(m.flat.on_device());
   ASSERT_TRUE(m.flat.IsBound(*m.net));
   EXPECT_EQ(std::vector<float>(m.flat.param_data(),
                                m.flat.param_data() + m.flat.size()),
             init);
+  auto device_params = [&m] {
+    torch::Tensor t = m.flat.compute_params().cpu().contiguous();
+    return std::vector<float>(t.data_ptr<float>(),
+                              t.data_ptr<float>() + t.numel());
+  };
+  EXPECT_NE(m.flat.compute_params().data_ptr<float>(), m.flat.param_data());
   for (int64_t i = 0; i < m.flat.size(); ++i) m.flat.param_data()[i] *= 0.5f;
+  EXPECT_EQ(device_params(), init) << "the host copy reached the device";
+  // One range: the first parameter's tail and the second's head.
+  const int64_t from = m.flat.slots()[1].offset - 3, count = 10;
+  m.flat.UploadRange(from, count);
+  if (GetParam().gpu) torch::cuda::synchronize();
+  std::vector<float> want = init;
+  for (int64_t i = from; i < from + count; ++i) want[i] *= 0.5f;
+  EXPECT_EQ(device_params(), want);
   m.flat.Upload();
-  torch::Tensor on_device =
+  torch::Tensor first =
       m.net->parameters()[0].detach().flatten().cpu().contiguous();
-  for (int64_t i = 0; i < on_device.numel(); ++i)
-    ASSERT_EQ(on_device.data_ptr<float>()[i], 0.5f * init[i]);
+  for (int64_t i = 0; i < first.numel(); ++i)
+    ASSERT_EQ(first.data_ptr<float>()[i], 0.5f * init[i]);
 
   torch::manual_seed(3);
   Batch batch{torch::randn({8, 1, 28, 28}),
               torch::randint(0, 10, {8}, torch::kLong)};
   m.flat.ZeroGrad();
   ASSERT_TRUE(ForwardBackward(*m.net, batch).ok());
+  // Nothing has come back yet.
+  EXPECT_EQ(MaxAbsDiff(std::vector<float>(m.flat.grad_data(),
+                                          m.flat.grad_data() + m.flat.size()),
+                       std::vector<float>(m.flat.size(), 0.0f)),
+            0.0);
   for (const auto& slot : m.flat.slots())
     m.flat.DownloadGrads(slot.offset, slot.numel);
   m.flat.WaitGrads(0, m.flat.size());
@@ -128,61 +245,90 @@ TEST(GpuTest, DeviceBuffersAndHostMirrorsAgree) {
                                  m.flat.grad_data() + m.flat.size());
   EXPECT_EQ(ranged, whole);
   EXPECT_GT(MaxAbsDiff(whole, std::vector<float>(whole.size(), 0.0f)), 0.0);
+  // The device's parameters come back over the host copy.
+  std::fill(m.flat.param_data(), m.flat.param_data() + m.flat.size(), 0.0f);
+  m.flat.DownloadParams();
+  for (int64_t i = 0; i < m.flat.size(); ++i)
+    ASSERT_EQ(m.flat.param_data()[i], 0.5f * init[i]);
 }
 
-// Runs `c` on the CPU and on the GPU; both must end with the same
-// parameters and train loss to float tolerance: cuBLAS sums in another
-// order than the CPU (this MLP has no convolution, so cuDNN's TF32 default
-// plays no part).
-void ExpectTheGpuRunEndsWhereTheCpuRunEnds(const Config& c) {
-  auto cpu = RunConfig(c);
-  auto gpu = RunConfig(With(c, {"train.device=cuda"}));
-  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
-  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
-  ASSERT_FALSE(cpu->final_params.empty());
-  EXPECT_LT(MaxAbsDiff(cpu->final_params, gpu->final_params), 1e-3);
-  EXPECT_NEAR(cpu->final_train_loss, gpu->final_train_loss, 1e-3);
-}
-
-// The single-process trainer on the GPU: updating on the device
-// (train.local_optimizer = auto there; the CPU run updates on the host),
-// and with the host's update (a fetch and an upload per step). Both end
-// where the CPU run ends.
-TEST(GpuTest, LocalOnTheGpuEndsWhereTheCpuRunEnds) {
-  if (!HaveGpu()) GTEST_SKIP() << kNoGpu;
+// The single-process trainer: updating on the device (train.local_optimizer
+// = auto there; the CPU run updates on the host) and with the host's update
+// (a fetch and an upload per step). Both end where the CPU run ends: the
+// host update bit for bit when emulated, the device update within float
+// rounding (LibTorch's kernels against the host loop, tensor_optimizer_test;
+// grown over 20 steps with momentum 0.9).
+TEST_P(GpuPathTest, LocalEndsWhereTheCpuRunEnds) {
   for (const char* where : {"auto", "host"}) {
     SCOPED_TRACE(where);
-    ExpectTheGpuRunEndsWhereTheCpuRunEnds(With(
-        Base(TempRoot()), {std::string("train.local_optimizer=") + where}));
+    const std::string root = TempRoot();
+    ExpectItEndsWhereTheCpuRunEnds(
+        With(Base(root), {std::string("train.local_optimizer=") + where}),
+        std::string(where) == "auto" ? 1e-4 : 0);
+    auto summary = ReadFile(root + "/dev/summary.json");
+    ASSERT_TRUE(summary.ok());
+    EXPECT_EQ(nlohmann::json::parse(*summary).value("optimizer_on", ""),
+              std::string(where) == "auto" ? "device" : "host");
   }
 }
 
-// A sync run with 2 GPU workers (pipelined ranges: their gradients leave
-// the device range by range).
-TEST(GpuTest, SyncOnTheGpuEndsWhereTheCpuRunEnds) {
-  if (!HaveGpu()) GTEST_SKIP() << kNoGpu;
-  ExpectTheGpuRunEndsWhereTheCpuRunEnds(With(
-      Base(TempRoot()),
-      {"cluster.mode=sync", "cluster.workers=2", "cluster.pipeline_kb=0.1"}));
+// Sync with 2 workers, pipelined ranges: their gradients leave the device
+// range by range from the autograd hooks, and the next forward pass uploads
+// each layer's parameters as their acks arrive (cluster.layer_wait) or all
+// of them before it starts (without), in process and over TCP.
+TEST_P(GpuPathTest, SyncEndsWhereTheCpuRunEnds) {
+  for (const char* transport : {"inproc", "tcp"}) {
+    for (const char* wait : {"true", "false"}) {
+      SCOPED_TRACE(std::string(transport) + ", layer_wait " + wait);
+      const Config c =
+          With(Base(TempRoot()), {"cluster.mode=sync", "cluster.workers=2",
+                                  "cluster.pipeline_kb=0.1",
+                                  std::string("cluster.transport=") + transport,
+                                  std::string("cluster.layer_wait=") + wait});
+      ExpectItEndsWhereTheCpuRunEnds(c);
+      ExpectLayerByLayer(c, "layered_acks", std::string(wait) == "true");
+    }
+  }
 }
 
-// The decentralized path on the GPU: 2 workers all-reduce their gradients
-// (the autograd hooks hand each bucket over from the device).
-TEST(GpuTest, AllReduceOnTheGpuEndsWhereTheCpuRunEnds) {
-  if (!HaveGpu()) GTEST_SKIP() << kNoGpu;
-  ExpectTheGpuRunEndsWhereTheCpuRunEnds(
+// Async with one worker (a fixed order), pipelined: the acks bring each
+// range's parameters, uploaded layer by layer by the next forward pass.
+TEST_P(GpuPathTest, AsyncEndsWhereTheCpuRunEnds) {
+  const Config c = With(
+      Base(TempRoot()),
+      {"cluster.mode=async", "cluster.workers=1", "cluster.pipeline_kb=0.1"});
+  ExpectItEndsWhereTheCpuRunEnds(c);
+  ExpectLayerByLayer(c, "layered_acks", true);
+}
+
+// The decentralized path: 2 workers all-reduce their gradients (the
+// autograd hooks hand each bucket over from the device) and update the
+// host copy, which the next forward pass uploads.
+TEST_P(GpuPathTest, AllReduceEndsWhereTheCpuRunEnds) {
+  ExpectItEndsWhereTheCpuRunEnds(
       With(Base(TempRoot()), {"cluster.mode=allreduce", "cluster.workers=2"}));
 }
 
-// ssp pulls before every step; on the GPU the whole pull is in before the
-// one upload (no layer-by-layer wait there). One worker keeps the order
-// fixed.
-TEST(GpuTest, SspPullingEveryStepOnTheGpuEndsWhereTheCpuRunEnds) {
-  if (!HaveGpu()) GTEST_SKIP() << kNoGpu;
-  ExpectTheGpuRunEndsWhereTheCpuRunEnds(With(
-      Base(TempRoot()),
-      {"cluster.mode=ssp", "cluster.workers=1", "cluster.pipeline_kb=0.1"}));
+// ssp pulls before every step: the forward pass starts while the pull
+// arrives and uploads each layer once its ranges are in (layer_wait), or
+// after the whole pull (without). One worker keeps the order fixed.
+TEST_P(GpuPathTest, SspPullingEveryStepEndsWhereTheCpuRunEnds) {
+  for (const char* wait : {"true", "false"}) {
+    SCOPED_TRACE(std::string("layer_wait ") + wait);
+    const Config c =
+        With(Base(TempRoot()), {"cluster.mode=ssp", "cluster.workers=1",
+                                "cluster.pipeline_kb=0.1",
+                                std::string("cluster.layer_wait=") + wait});
+    ExpectItEndsWhereTheCpuRunEnds(c);
+    ExpectLayerByLayer(c, "layered_pulls", std::string(wait) == "true");
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(Paths, GpuPathTest,
+                         ::testing::Values(DevicePath{"EmulatedOnTheCpu",
+                                                      false},
+                                           DevicePath{"Gpu", true}),
+                         [](const auto& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace strata
