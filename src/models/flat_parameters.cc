@@ -47,35 +47,28 @@ Result<FlatParameters> FlatParameters::Bind(torch::nn::Module& module,
   flat.size_ = total;
   torch::Tensor bound_params, bound_grads;
   try {
-    if (device.is_cpu() && !emulate_device) {
-      flat.params_ = torch::empty({total}, torch::kFloat32);
-      flat.grads_ = torch::zeros({total}, torch::kFloat32);
-      bound_params = flat.params_;
-      bound_grads = flat.grads_;
-    } else if (device.is_cpu()) {
-      flat.params_ = torch::empty({total}, torch::kFloat32);
-      flat.grads_ = torch::zeros({total}, torch::kFloat32);
-      auto dev = std::make_shared<DeviceState>();
-      dev->params = torch::empty({total}, torch::kFloat32);
-      dev->grads = torch::zeros({total}, torch::kFloat32);
-      bound_params = dev->params;
-      bound_grads = dev->grads;
-      flat.dev_ = std::move(dev);
-    } else {
-      auto host =
-          torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(true);
-      flat.params_ = torch::empty({total}, host);
-      flat.grads_ = torch::zeros({total}, host);
+    // The host copy: pinned on a GPU, so that copies to and from it can be
+    // asynchronous.
+    const bool gpu = !device.is_cpu();
+    auto host =
+        torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(gpu);
+    flat.params_ = torch::empty({total}, host);
+    flat.grads_ = torch::zeros({total}, host);
+    bound_params = flat.params_;
+    bound_grads = flat.grads_;
+    if (gpu || emulate_device) {
       auto dev = std::make_shared<DeviceState>();
       auto on = torch::TensorOptions().dtype(torch::kFloat32).device(device);
       dev->params = torch::empty({total}, on);
       dev->grads = torch::zeros({total}, on);
-      c10::impl::VirtualGuardImpl impl(device.type());
-      dev->side = impl.getStreamFromGlobalPool(device);
-      for (const Slot& slot : flat.slots_) {
-        dev->offsets.push_back(slot.offset);
-        dev->ready.push_back(std::make_unique<c10::Event>(device.type()));
-        dev->done.push_back(std::make_unique<c10::Event>(device.type()));
+      if (gpu) {
+        c10::impl::VirtualGuardImpl impl(device.type());
+        dev->side = impl.getStreamFromGlobalPool(device);
+        for (const Slot& slot : flat.slots_) {
+          dev->offsets.push_back(slot.offset);
+          dev->ready.push_back(std::make_unique<c10::Event>(device.type()));
+          dev->done.push_back(std::make_unique<c10::Event>(device.type()));
+        }
       }
       bound_params = dev->params;
       bound_grads = dev->grads;

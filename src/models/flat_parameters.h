@@ -86,6 +86,8 @@ class FlatParameters {
   // Whether the module computes in buffers apart from the host copy: on a
   // GPU, or emulating one on the CPU.
   bool on_device() const { return dev_ != nullptr; }
+  // Whether it computes on a GPU (CUDA streams, a GPU profile).
+  bool on_gpu() const { return !device_.is_cpu(); }
   // With device buffers (on_device(); no-ops otherwise; emulated on the
   // CPU, each copy is done when its call returns and WaitGrads does
   // nothing). Upload: host parameters to the device on

@@ -390,6 +390,13 @@ ModelOptions ModelOptions::FromConfig(const Config& config) {
   return o;
 }
 
+DeviceOptions DeviceOptions::FromConfig(const Config& config) {
+  DeviceOptions o;
+  o.device = config.GetString("train.device");
+  o.emulate_gpu_buffers = config.GetBool("train.emulate_gpu_buffers");
+  return o;
+}
+
 const std::vector<std::string>& ModelNames() {
   static const std::vector<std::string> names = {
       "mlp",      "lenet",    "cnn4",       "resnet20",
@@ -425,8 +432,8 @@ namespace {
 
 // The device train.device names, or why it cannot be used here (with
 // train.emulate_gpu_buffers: a GPU is refused).
-Result<torch::Device> ParseDevice(const std::string& device,
-                                  bool emulate_gpu_buffers) {
+Result<torch::Device> ParseDevice(const DeviceOptions& where) {
+  const std::string& device = where.device;
   if (device == "cpu") return torch::Device(torch::kCPU);
   std::optional<torch::Device> d;
   try {
@@ -440,7 +447,7 @@ Result<torch::Device> ParseDevice(const std::string& device,
         "\"cuda:N\")",
         device);
   }
-  if (emulate_gpu_buffers) {
+  if (where.emulate_gpu_buffers) {
     return Status::InvalidArgument(
         "train.emulate_gpu_buffers = true lays a GPU's buffers out on the "
         "CPU, but train.device = \"{}\" is a GPU: set one of them",
@@ -485,15 +492,14 @@ ClassifierImpl::ParamGate PrefixGate(const Model& model,
       };
 }
 
-Status CheckDevice(const std::string& device, bool emulate_gpu_buffers) {
-  return ParseDevice(device, emulate_gpu_buffers).status();
+Status CheckDevice(const DeviceOptions& where) {
+  return ParseDevice(where).status();
 }
 
-Status PlaceModel(Model& model, const std::string& device,
-                  bool emulate_gpu_buffers) {
-  ASSIGN_OR_RETURN(torch::Device d, ParseDevice(device, emulate_gpu_buffers));
+Status PlaceModel(Model& model, const DeviceOptions& where) {
+  ASSIGN_OR_RETURN(torch::Device d, ParseDevice(where));
   if (d.is_cpu()) {
-    if (emulate_gpu_buffers && !model.flat.on_device()) {
+    if (where.emulate_gpu_buffers && !model.flat.on_device()) {
       ASSIGN_OR_RETURN(model.flat, FlatParameters::Bind(*model.net, d, true));
     }
     return Status::Ok();
@@ -506,8 +512,8 @@ Status PlaceModel(Model& model, const std::string& device,
       ts->script().to(d);
     model.net->to(d);
   } catch (const c10::Error& e) {
-    return Status::Internal("moving model '{}' to {}: {}", model.name, device,
-                            e.what_without_backtrace());
+    return Status::Internal("moving model '{}' to {}: {}", model.name,
+                            where.device, e.what_without_backtrace());
   }
   ASSIGN_OR_RETURN(model.flat, FlatParameters::Bind(*model.net, d));
   return Status::Ok();

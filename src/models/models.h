@@ -36,6 +36,17 @@ struct ModelOptions {
   static ModelOptions FromConfig(const Config& config);
 };
 
+// Where a model computes (PlaceModel).
+struct DeviceOptions {
+  std::string device = "cpu";  // cpu, cuda or cuda:N
+  // On the CPU, the flat vector bound as on a GPU (FlatParameters::Bind's
+  // emulate_device).
+  bool emulate_gpu_buffers = false;
+
+  // train.device and train.emulate_gpu_buffers from a run config.
+  static DeviceOptions FromConfig(const Config& config);
+};
+
 // Base of every strata model: maps a batch [N, C, H, W] (or [N, D]) to
 // logits [N, num_classes]. Not thread-safe: one model per training thread.
 class ClassifierImpl : public torch::nn::Module {
@@ -152,19 +163,17 @@ Result<Model> CreateModel(const ModelOptions& options, const InputSpec& input);
 Result<Model> CreateModelOnThreadOfItsOwn(const ModelOptions& options,
                                           const InputSpec& input);
 
-// Moves a model made by CreateModel to `device` (train.device: "cpu",
-// "cuda" or "cuda:N") and binds its flat vector there (FlatParameters: on
-// a GPU the *_data() pointers become host mirrors; Upload() before the
-// forward pass, FetchGrads() after the backward pass). "cpu" does nothing,
-// unless emulate_gpu_buffers (train.emulate_gpu_buffers): then the flat
-// vector is bound as on a GPU, with buffers on the CPU (FlatParameters::
-// Bind's emulate_device). InvalidArgument for a name that is not such a
-// device, or a GPU with emulate_gpu_buffers; FailedPrecondition, naming
+// Moves a model made by CreateModel to `where.device` ("cpu", "cuda" or
+// "cuda:N") and binds its flat vector there (FlatParameters: on a GPU the
+// *_data() pointers become host mirrors; Upload() before the forward pass,
+// FetchGrads() after the backward pass). "cpu" does nothing, unless
+// where.emulate_gpu_buffers: then the flat vector is bound as on a GPU, with
+// buffers on the CPU. InvalidArgument for a name that is not such a device,
+// or a GPU with emulate_gpu_buffers; FailedPrecondition, naming
 // train.device, where this LibTorch has no CUDA or sees no GPU.
-Status PlaceModel(Model& model, const std::string& device,
-                  bool emulate_gpu_buffers = false);
+Status PlaceModel(Model& model, const DeviceOptions& where);
 // The same checks alone, for a run to fail before it starts its nodes.
-Status CheckDevice(const std::string& device, bool emulate_gpu_buffers = false);
+Status CheckDevice(const DeviceOptions& where);
 
 // A gate for model.net (ClassifierImpl::set_param_gate) that calls
 // `await(end)` before a layer runs (or a part of a parameter is read), with

@@ -90,8 +90,7 @@ Result<RunSummary> TrainCluster(const Config& given, const DatasetSplits& data,
   }
   // A GPU that is not there fails the run before any node starts (only the
   // workers and the evaluator compute on it; PlaceModel checks in them).
-  RETURN_IF_ERROR(CheckDevice(config.GetString("train.device"),
-                              config.GetBool("train.emulate_gpu_buffers")));
+  RETURN_IF_ERROR(CheckDevice(DeviceOptions::FromConfig(config)));
   if (config.GetString("train.local_optimizer") != "auto") {
     LogWarning(
         "train.local_optimizer = \"{}\" applies to cluster.mode = local: in "

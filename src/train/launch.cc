@@ -449,8 +449,7 @@ Result<nlohmann::json> TrainProcesses(const Config& config,
   RETURN_IF_ERROR(CheckMetricsAddress(o));
   // The nodes run on this machine: a GPU that is not there fails the run
   // here rather than in each worker.
-  RETURN_IF_ERROR(CheckDevice(config.GetString("train.device"),
-                              config.GetBool("train.emulate_gpu_buffers")));
+  RETURN_IF_ERROR(CheckDevice(DeviceOptions::FromConfig(config)));
   // The first life resumes from the checkpoint checked here; a restarted
   // one reads the newest again.
   ASSIGN_OR_RETURN(std::shared_ptr<const Checkpoint> resume_from,

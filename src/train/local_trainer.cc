@@ -289,8 +289,7 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
   const uint64_t seed = static_cast<uint64_t>(config.GetInt("run.seed"));
   const ModelOptions mo = ModelOptions::FromConfig(config);
   ASSIGN_OR_RETURN(Model model, CreateModel(mo, InputSpecOf(data.train)));
-  RETURN_IF_ERROR(PlaceModel(model, config.GetString("train.device"),
-                             config.GetBool("train.emulate_gpu_buffers")));
+  RETURN_IF_ERROR(PlaceModel(model, DeviceOptions::FromConfig(config)));
 
   const int64_t batch_size = config.GetInt("train.batch_size");
   std::vector<int64_t> all(data.train.size());
@@ -424,7 +423,7 @@ Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
   };
   StepProfiler profiler(config.GetInt("train.profile_from"),
                         config.GetInt("train.profile_steps"), &run_dir, "local",
-                        !model.flat.device().is_cpu());
+                        model.flat.on_gpu());
   // Step 0: the untrained model, so every curve starts from chance.
   if (first_step == 1) RETURN_IF_ERROR(evaluate(0, 0));
   for (int64_t step = first_step; step <= total_steps; ++step) {

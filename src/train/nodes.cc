@@ -282,8 +282,7 @@ Result<WorkerMetrics> RunWorker(const Config& config,
   ClusterMember& member = *env.member;
   ASSIGN_OR_RETURN(Model model, CreateModel(ModelOptions::FromConfig(config),
                                             InputSpecOf(train)));
-  RETURN_IF_ERROR(PlaceModel(model, config.GetString("train.device"),
-                             config.GetBool("train.emulate_gpu_buffers")));
+  RETURN_IF_ERROR(PlaceModel(model, DeviceOptions::FromConfig(config)));
   const bool on_device = model.flat.on_device();
   // On a GPU an in-place gradient sink's ranges wait for their own
   // gradients' copies only (the hooks below start them).
@@ -631,7 +630,7 @@ Result<WorkerMetrics> RunWorker(const Config& config,
   // Worker 0 alone: LibTorch's profiler is one per process.
   StepProfiler profiler(o.profile_from, index == 0 ? o.profile_steps : 0,
                         run_dir, fmt::format("worker{}", index),
-                        !model.flat.device().is_cpu());
+                        model.flat.on_gpu());
   for (int64_t it = first_step; it < total; ++it) {
     // The run ended early (Ctrl-C): finish cleanly. Collectives first agree
     // on the step to stop at, so that no member is left waiting for another.
@@ -809,8 +808,7 @@ Result<Model> CreateEvaluatorModel(const Config& config,
   ASSIGN_OR_RETURN(Model model,
                    CreateModelOnThreadOfItsOwn(ModelOptions::FromConfig(config),
                                                InputSpecOf(data.train)));
-  RETURN_IF_ERROR(PlaceModel(model, config.GetString("train.device"),
-                             config.GetBool("train.emulate_gpu_buffers")));
+  RETURN_IF_ERROR(PlaceModel(model, DeviceOptions::FromConfig(config)));
   return model;
 }
 
@@ -828,7 +826,7 @@ Result<EvalResult> EvaluateSnapshot(Model& model, const DatasetSplits& data,
     return Evaluate(*model.net, data.val, eval_batch);
   };
   // A GPU evaluation uses the thread's CUDA stream and handles: keep it.
-  if (!model.flat.device().is_cpu()) return evaluate();
+  if (model.flat.on_gpu()) return evaluate();
   return OnThreadOfItsOwn(evaluate);
 }
 

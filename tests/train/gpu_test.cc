@@ -62,8 +62,8 @@ TEST(DeviceConfigTest, ANameThatIsNoDeviceIsRefused) {
   // "cpu" (the default) and "cpu:0" change nothing.
   Model m = *CreateModel({"mlp", 8, 1, ""}, InputSpec{1, 1, 4, 3});
   const float* before = m.flat.param_data();
-  ASSERT_TRUE(PlaceModel(m, "cpu").ok());
-  ASSERT_TRUE(PlaceModel(m, "cpu:0").ok());
+  ASSERT_TRUE(PlaceModel(m, {"cpu"}).ok());
+  ASSERT_TRUE(PlaceModel(m, {"cpu:0"}).ok());
   EXPECT_FALSE(m.flat.on_device());
   EXPECT_EQ(m.flat.param_data(), before);
 }
@@ -137,7 +137,8 @@ class GpuPathTest : public ::testing::TestWithParam<DevicePath> {
   }
   // Binds m's flat vector on this path.
   Status Place(Model& m) const {
-    return GetParam().gpu ? PlaceModel(m, "cuda") : PlaceModel(m, "cpu", true);
+    return GetParam().gpu ? PlaceModel(m, {"cuda"})
+                          : PlaceModel(m, {"cpu", true});
   }
   // Runs `c` on the CPU and on this path; both must end with the same
   // parameters and train loss: bit for bit where the emulation computes
