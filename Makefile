@@ -19,11 +19,16 @@ configure: setup
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The embedded default: synthetic data, a small model, no arguments.
-demo: build
+# The embedded default: synthetic data, a small model, no arguments. Builds
+# only the strata binary and the libraries it links (no tests, no benches).
+demo: configure
+	cmake --build $(BUILD) -j $(JOBS) --target strata
 	$(STRATA) train
 
-# Every test; the real-data ones need STRATA_DATA_DIR (e.g. ../shared/data).
+# Every test, with the checks of the layering (scripts/check_layers.py), the
+# docs' file references (scripts/check_doc_paths.py) and the clang
+# thread-safety pass (scripts/thread_safety.sh) among them; the real-data
+# tests need STRATA_DATA_DIR (e.g. ../shared/data).
 test: build
 	cd $(BUILD) && ctest --output-on-failure --timeout 1500
 

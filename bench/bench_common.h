@@ -28,9 +28,9 @@
 #include <vector>
 
 #include "common/status.h"
-#include "transport/inproc_transport.h"
+#include "transport/inproc/transport.h"
 #include "transport/transport.h"
-#include "transport/zmq_transport.h"
+#include "transport/zmq/transport.h"
 
 namespace strata::bench {
 

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "common/fs.h"
-#include "train/checkpoint.h"
-#include "train/local_trainer.h"
+#include "run/checkpoint.h"
+#include "worker/local_trainer.h"
 
 using namespace strata;
 using Clock = std::chrono::steady_clock;

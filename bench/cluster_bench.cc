@@ -10,7 +10,8 @@
 //       [--nowait 0|1] [--ucx 0|1] [--slice_kb KB] [--noslice 0|1]
 //       [--only VARIANT,...]
 // One table per mode and thread count (train.threads for local,
-// cluster.threads_per_worker for the cluster; see docs/benchmarks.md).
+// cluster.threads_per_worker for the cluster; see
+// docs/results/2026-11-22-cluster-bench-mlp.md).
 // --overlap 1 adds the cluster.overlap variants (async only); --nospin 1
 // adds "-spin" variants (pipelined, cluster.spin_us = 0: threads sleep at
 // once instead of polling first); --noinline 1 adds "inproc-inl" (pipelined,
@@ -56,10 +57,10 @@
 
 #include "common/config.h"
 #include "common/log.h"
-#include "train/cluster_run.h"
-#include "train/data_config.h"
-#include "train/local_trainer.h"
-#include "train/run_dir.h"
+#include "data/load.h"
+#include "launch/threads.h"
+#include "run/run_dir.h"
+#include "worker/local_trainer.h"
 
 namespace {
 
@@ -486,7 +487,8 @@ int main(int argc, char** argv) {
             "caution: local with %d threads (%.0f smp/s) is slower than with "
             "%d (%.0f smp/s):\nintra-op threads oversubscribe the cores "
             "(OpenMP spin-waits, OpenBLAS's own\npool; see "
-            "docs/benchmarks.md), so the %d-thread ratios above measure that, "
+            "docs/results/2026-11-22-cluster-bench-mlp.md), so the %d-thread "
+            "ratios above measure that, "
             "not the\nparameter server.\n",
             t, rate, t1, rate1, t);
       }

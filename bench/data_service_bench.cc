@@ -1,5 +1,5 @@
-// The mini-batch streaming service (docs/data_service.md), measured side by
-// side in one run:
+// The mini-batch streaming service (docs/design/data_service.md), measured side
+// by side in one run:
 //
 //   1. Throughput. One data server feeding 4 stream clients over loopback
 //      TCP (ZeroMQ), each taking batches as fast as it can (prefetch 2,
@@ -25,16 +25,17 @@
 #include <vector>
 
 #include "bench_common.h"
-#include "cluster/coordinator.h"
 #include "cluster/node.h"
 #include "common/config.h"
 #include "common/fs.h"
 #include "common/log.h"
+#include "coordinator/coordinator.h"
+#include "data/load.h"
+#include "dataservice/batch_stream.h"
+#include "dataservice/data_role.h"
+#include "launch/threads.h"
 #include "ps/protocol.h"
-#include "train/cluster_run.h"
-#include "train/data_config.h"
-#include "train/data_service.h"
-#include "train/roles.h"
+#include "worker/plan_probe.h"
 
 namespace {
 
@@ -68,7 +69,7 @@ Throughput ServiceOnce(const Config& config, const DatasetSplits& data,
   Set(c, "cluster.data_servers=1");
   Set(c, "cluster.workers=" + std::to_string(workers));
   Set(c, "train.iterations=" + std::to_string(batches));
-  auto plan = ClusterPlan::Make(c, data);
+  auto plan = MakeClusterPlan(c, data);
   if (!plan.ok()) Die(plan.status().ToString());
   // Only what streaming needs: no parameter servers, no evaluator.
   plan->options.roles =
@@ -80,8 +81,14 @@ Throughput ServiceOnce(const Config& config, const DatasetSplits& data,
   coordinator.Start();
   const std::string endpoint = coordinator.transport().endpoint();
   std::thread data_thread([&] {
-    Status st = RunDataRole(c, *plan, 0, data, Tcp(roles.DataServerId(0)),
-                            endpoint, nullptr, nullptr);
+    RoleContext ctx;
+    ctx.config = &c;
+    ctx.plan = &*plan;
+    ctx.role = Role::kData;
+    ctx.transport = Tcp(roles.DataServerId(0));
+    ctx.coordinator = endpoint;
+    ctx.data = &data;
+    Status st = RunDataRole(ctx);
     (void)st;
   });
   std::vector<std::thread> clients;
@@ -115,7 +122,7 @@ Throughput ServiceOnce(const Config& config, const DatasetSplits& data,
          Status::Code::kDeadlineExceeded) {
   }
   Message m;
-  m.header.type = kStatsRequest;
+  m.header.type = MessageType::kStatsRequest;
   auto reply = coordinator.Request(roles.DataServerId(0), std::move(m))
                    ->Wait(std::chrono::milliseconds(10000));
   if (!reply.ok()) Die("data server stats: " + reply.status().ToString());

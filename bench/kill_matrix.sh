@@ -10,7 +10,7 @@
 # cluster.fail_node = ROLE vanishing 1 s after it joined); the cell gives the
 # run's wall time and how it ended.
 # RESTART=1: the processes column with checkpoints every 50 steps and
-# cluster.restart = true (docs/checkpoints.md).
+# cluster.restart = true (docs/design/checkpoints.md).
 # bench/kill_matrix.sh [BUILD_DIR] [processes|threads|both]. Every wait is
 # bounded (90 s; 120 s per threads run).
 set -uo pipefail

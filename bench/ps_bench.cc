@@ -69,12 +69,12 @@
 #include "ps/optimizer.h"
 #include "ps/server.h"
 #include "ps/server_group.h"
-#include "transport/inproc_transport.h"
+#include "transport/inproc/transport.h"
 #include "transport/rpc.h"
 #include "transport/spin_wait.h"
 #include "transport/transport.h"
-#include "transport/ucx_transport.h"
-#include "transport/zmq_transport.h"
+#include "transport/ucx/transport.h"
+#include "transport/zmq/transport.h"
 
 namespace strata {
 namespace {

@@ -19,7 +19,7 @@ echo "== torchscript_bench"
 if [ -n "${STRATA_DATA_DIR:-}" ]; then
   echo "== metrics_overhead"
   "$(dirname "$0")/metrics_overhead.sh" "$build"
-  # cluster.compression none / fp16 / int8, one rep (docs/compression.md
+  # cluster.compression none / fp16 / int8, one rep (docs/design/compression.md
   # quotes 5: bench/compression.sh build 5).
   echo "== compression"
   "$(dirname "$0")/compression.sh" "$build" 1

@@ -16,9 +16,9 @@
 #include "common/config.h"
 #include "common/fs.h"
 #include "common/log.h"
-#include "train/data_config.h"
-#include "train/local_trainer.h"
-#include "train/run_dir.h"
+#include "data/load.h"
+#include "run/run_dir.h"
+#include "worker/local_trainer.h"
 
 namespace {
 

@@ -38,9 +38,9 @@
 #include "bench_common.h"
 #include "common/log.h"
 #include "common/status.h"
-#include "transport/inproc_transport.h"
+#include "transport/inproc/transport.h"
 #include "transport/transport.h"
-#include "transport/zmq_transport.h"
+#include "transport/zmq/transport.h"
 
 namespace strata {
 namespace {

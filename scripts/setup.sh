@@ -10,7 +10,7 @@ PACKAGES=(
   libopenblas0-pthread    # fast BLAS for LibTorch (the reference BLAS is ~10x slower)
   libopenblas-dev         # cblas.h + libopenblas.so for src/sharding (PCA, KMeans)
   libzmq3-dev cppzmq-dev  # transport
-  libucx-dev              # UCX, for bench/ucx_bench (the same-host data plane study, docs/transport.md)
+  libucx-dev              # UCX, for bench/ucx_bench (the same-host data plane study, docs/design/transport.md)
   libgloo-dev             # collectives (all-reduce, reduce-scatter, all-gather) for the decentralized modes
   libprotobuf-dev protobuf-compiler  # TensorBoard event files (src/metrics)
   libcpp-httplib-dev      # HTTP: Prometheus /metrics on the coordinator, `strata serve`
@@ -19,6 +19,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
   clang-format
   chromium                # headless browser for the report test (tests/experiment)
+  slurm-wlm munge         # a real single-node Slurm for the srun test (tests/launch/slurm_test.sh)
+  clang                   # the thread-safety pass (scripts/thread_safety.sh, -Wthread-safety)
 )
 
 missing=()

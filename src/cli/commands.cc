@@ -16,12 +16,13 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "data/download.h"
-#include "train/cluster_run.h"
-#include "train/data_config.h"
-#include "train/launch.h"
-#include "train/local_trainer.h"
-#include "train/model_file.h"
-#include "train/run_dir.h"
+#include "data/load.h"
+#include "launch/node.h"
+#include "launch/processes.h"
+#include "launch/threads.h"
+#include "models/model_file.h"
+#include "run/run_dir.h"
+#include "worker/local_trainer.h"
 
 namespace strata {
 namespace {
@@ -74,6 +75,51 @@ Result<Config> ResolveConfig(const TrainArgs& args) {
   return config;
 }
 
+// The run directory: a new one, or the resumed run's (metrics are
+// appended, the summary rewritten at the end).
+Result<RunDirectory> TrainRunDirectory(const TrainArgs& args,
+                                       const Config& config) {
+  if (args.resume.empty()) return RunDirectory::Create(config);
+  ASSIGN_OR_RETURN(RunDirectory dir, RunDirectory::Open(args.resume));
+  dir.SetTensorBoard(config.GetBool("metrics.tensorboard"));
+  return dir;
+}
+
+// The end of a run: its final figures, where it is; 130 when interrupted.
+int Done(const Result<RunSummary>& summary, const RunDirectory& run_dir) {
+  if (!summary.ok()) {
+    LogError("{}", summary.status().message());
+    return 1;
+  }
+  const RunSummary& done = *summary;
+  LogInfo(
+      "done{}: train loss {:.4f} acc {:.4f} | val loss {:.4f} acc {:.4f} | "
+      "{:.1f} s, {:.0f} samples/s",
+      done.interrupted ? " (interrupted)" : "", done.final_train_loss,
+      done.final_train_acc, done.final_val_loss, done.final_val_acc,
+      done.wall_s, done.samples_per_s);
+  std::printf("run directory: %s\n", run_dir.path().c_str());
+  return done.interrupted ? 130 : 0;
+}
+
+// In this process: the local trainer or a cluster of threads.
+Result<RunSummary> TrainHere(const TrainArgs& args, const Config& config,
+                             bool local, const RunDirectory& run_dir,
+                             const std::atomic<bool>* stop) {
+  ASSIGN_OR_RETURN(DatasetSplits data, LoadDatasetFromConfig(config));
+  auto train = [&] {
+    return local ? TrainLocal(config, data, run_dir, stop)
+                 : TrainCluster(config, data, run_dir, stop);
+  };
+  if (!args.on_thread) return train();
+  // A diagnostic (docs/results/2026-11-26-gpu-h200-profile.md): the run on
+  // a thread other than main, as a cluster's workers are.
+  std::optional<Result<RunSummary>> summary;
+  std::thread t([&] { summary.emplace(train()); });
+  t.join();
+  return std::move(*summary);
+}
+
 int RunTrain(const TrainArgs& args, const std::atomic<bool>* stop) {
   auto config = ResolveConfig(args);
   if (!config.ok()) {
@@ -87,74 +133,24 @@ int RunTrain(const TrainArgs& args, const std::atomic<bool>* stop) {
     return 2;
   }
   const bool local = *mode == RunMode::kLocal;
-  Result<RunDirectory> run_dir = Status::Internal("no run directory");
-  if (!args.resume.empty()) {
-    // Appends to the run's metrics; the summary is rewritten at the end.
-    run_dir = RunDirectory::Open(args.resume);
-    if (run_dir.ok())
-      run_dir->SetTensorBoard(config->GetBool("metrics.tensorboard"));
-  } else {
-    run_dir = RunDirectory::Create(*config);
+  if (args.processes && local) {
+    LogError(
+        "--processes needs a cluster mode (cluster.mode = sync, async or "
+        "ssp), not local");
+    return 2;
   }
+  Result<RunDirectory> run_dir = TrainRunDirectory(args, *config);
   if (!run_dir.ok()) {
     LogError("{}", run_dir.status().message());
     return 1;
   }
   LogInfo("run directory: {}", run_dir->path());
-  if (args.processes) {
-    if (local) {
-      LogError(
-          "--processes needs a cluster mode (cluster.mode = sync, async or "
-          "ssp), not local");
-      return 2;
-    }
-    auto summary = TrainProcesses(*config, *run_dir, SelfExe(), stop);
-    if (!summary.ok()) {
-      LogError("{}", summary.status().message());
-      return 1;
-    }
-    LogInfo(
-        "done{}: train loss {:.4f} acc {:.4f} | val loss {:.4f} acc {:.4f} | "
-        "{:.1f} s",
-        summary->value("interrupted", false) ? " (interrupted)" : "",
-        summary->value("final_train_loss", 0.0),
-        summary->value("final_train_acc", 0.0),
-        summary->value("final_val_loss", 0.0),
-        summary->value("final_val_acc", 0.0), summary->value("wall_s", 0.0));
-    std::printf("run directory: %s\n", run_dir->path().c_str());
-    return summary->value("interrupted", false) ? 130 : 0;
-  }
-  auto data = LoadDatasetFromConfig(*config);
-  if (!data.ok()) {
-    LogError("{}", data.status().message());
-    return 1;
-  }
-  auto train = [&] {
-    return local ? TrainLocal(*config, *data, *run_dir, stop)
-                 : TrainCluster(*config, *data, *run_dir, stop);
-  };
-  std::optional<Result<RunSummary>> summary;
-  if (args.on_thread) {
-    // A diagnostic (docs/gpu.md): the run on a thread other than main, as a
-    // cluster's workers are.
-    std::thread t([&] { summary.emplace(train()); });
-    t.join();
-  } else {
-    summary.emplace(train());
-  }
-  if (!summary->ok()) {
-    LogError("{}", summary->status().message());
-    return 1;
-  }
-  const RunSummary& done = **summary;
-  LogInfo(
-      "done{}: train loss {:.4f} acc {:.4f} | val loss {:.4f} acc {:.4f} | "
-      "{:.1f} s, {:.0f} samples/s",
-      done.interrupted ? " (interrupted)" : "", done.final_train_loss,
-      done.final_train_acc, done.final_val_loss, done.final_val_acc,
-      done.wall_s, done.samples_per_s);
-  std::printf("run directory: %s\n", run_dir->path().c_str());
-  return done.interrupted ? 130 : 0;
+  if (!args.processes)
+    return Done(TrainHere(args, *config, local, *run_dir, stop), *run_dir);
+  Result<ClusterSummary> summary =
+      TrainProcesses(*config, *run_dir, SelfExe(), stop);
+  if (!summary.ok()) return Done(summary.status(), *run_dir);
+  return Done(summary->Brief(0, 0), *run_dir);
 }
 
 int RunNodeCommand(const NodeArgs& args, const std::atomic<bool>* stop) {
@@ -235,12 +231,13 @@ void AddCommands(CLI::App& app, int* exit_code, const std::atomic<bool>* stop) {
   train
       ->add_flag("--on-thread", train_args->on_thread,
                  "run the training on a thread other than main, as a "
-                 "cluster's workers are (a diagnostic; docs/gpu.md)")
+                 "cluster's workers are (a diagnostic; "
+                 "docs/results/2026-11-26-gpu-h200-profile.md)")
       ->group("");  // hidden from --help
   train
       ->add_option("--resume", train_args->resume,
                    "continue RUN_DIR from its newest checkpoint, with its own "
-                   "config (local runs; docs/checkpoints.md)")
+                   "config (local runs; docs/design/checkpoints.md)")
       ->check(CLI::ExistingDirectory);
   train->footer("\n" + Config::SchemaHelp());
 
@@ -295,7 +292,7 @@ void AddCommands(CLI::App& app, int* exit_code, const std::atomic<bool>* stop) {
       "Check a finished run's trained model (model.safetensors: every "
       "parameter and buffer under the model's tensor names, and model.json: "
       "its architecture) and copy both to a directory, for use outside "
-      "strata (docs/models.md).");
+      "strata (docs/design/models.md).");
   exp->add_option("run_dir", *export_run, "run directory")
       ->required()
       ->check(CLI::ExistingDirectory);
@@ -304,9 +301,10 @@ void AddCommands(CLI::App& app, int* exit_code, const std::atomic<bool>* stop) {
                   "only check them in place, or <run_dir>/export-step-<N> "
                   "with --checkpoint)");
   auto export_step = std::make_shared<std::string>();
-  exp->add_option("--checkpoint", *export_step,
-                  "export a checkpoint's model instead of the final one: its "
-                  "step, or \"newest\" (local runs; docs/checkpoints.md)");
+  exp->add_option(
+      "--checkpoint", *export_step,
+      "export a checkpoint's model instead of the final one: its "
+      "step, or \"newest\" (local runs; docs/design/checkpoints.md)");
   exp->callback([=]() {
     if (!export_step->empty()) {
       int64_t step = -1;

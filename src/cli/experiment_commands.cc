@@ -23,7 +23,7 @@ void AddExperimentCommands(CLI::App& app, int* exit_code,
       "experiment",
       "Run a grid of settings x repeats (each run a child `strata train`), "
       "then write summary.json, summary.csv and report.html. Run it again to "
-      "resume: finished runs are kept. See docs/experiments.md.");
+      "resume: finished runs are kept. See docs/guide/experiments.md.");
   exp->add_option("-c,--config", opts->spec_path, "experiment file (TOML)")
       ->required()
       ->check(CLI::ExistingFile);

@@ -6,8 +6,8 @@
 namespace strata {
 
 // Registers `strata experiment` and `strata report` on `app` (see
-// docs/experiments.md). Handlers set *exit_code; `stop` is the Ctrl-C flag.
-// Not thread-safe (called once from AddCommands).
+// docs/guide/experiments.md). Handlers set *exit_code; `stop` is the Ctrl-C
+// flag. Not thread-safe (called once from AddCommands).
 void AddExperimentCommands(CLI::App& app, int* exit_code,
                            const std::atomic<bool>* stop);
 

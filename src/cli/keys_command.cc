@@ -6,7 +6,7 @@
 
 #include "common/fs.h"
 #include "common/log.h"
-#include "transport/curve_keys.h"
+#include "transport/zmq/curve_keys.h"
 
 namespace strata {
 

@@ -9,10 +9,10 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "data/load.h"
 #include "sharding/plan.h"
 #include "sharding/report.h"
 #include "sharding/resolve.h"
-#include "train/data_config.h"
 
 namespace strata {
 namespace {
@@ -130,7 +130,7 @@ void AddShardCommand(CLI::App& app, int* exit_code) {
       "Assign the training examples of a run's dataset to workers: write a "
       "shard plan (for data.shard_plan) and its report. The dataset comes "
       "from the run config (-c, --set), as for `strata train`. See "
-      "docs/sharding.md.");
+      "docs/design/sharding.md.");
   cmd->add_option("-c,--config", a->config_path, "TOML run config")
       ->check(CLI::ExistingFile);
   cmd->add_option("--set", a->overrides,

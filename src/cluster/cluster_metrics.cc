@@ -49,7 +49,7 @@ ClusterMetrics::ClusterMetrics(
 void ClusterMetrics::Update(NodeId node, const std::string& status_json,
                             std::chrono::steady_clock::time_point now) {
   nlohmann::json j = nlohmann::json::parse(status_json, nullptr, false);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (j.is_discarded() || !j.is_object()) {
     ++status_errors_;
     return;
@@ -67,12 +67,12 @@ void ClusterMetrics::Update(NodeId node, const std::string& status_json,
 }
 
 void ClusterMetrics::SetPhase(RunPhase phase) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   phase_ = phase;
 }
 
 void ClusterMetrics::SetLost(std::vector<std::string> lost) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   lost_ = std::move(lost);
 }
 
@@ -109,14 +109,126 @@ double Num(const nlohmann::json& j, const char* key) {
   return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
 }
 
+// A counter (or gauge) family read from one key of each node's status.
+struct Counter {
+  const char* name;
+  const char* key;
+  const char* type;
+  const char* help;
+};
+
+const Counter kWorkerCounters[] = {
+    {"strata_worker_steps_total", "iterations", "counter",
+     "Training iterations the worker completed."},
+    {"strata_worker_samples_total", "samples", "counter",
+     "Training examples the worker processed."},
+    {"strata_worker_compute_seconds_total", "compute_s", "counter",
+     "Seconds in forward, backward and batch assembly."},
+    {"strata_worker_communication_seconds_total", "comm_s", "counter",
+     "Seconds in pushes, pulls, collectives, peer exchanges and clocks."},
+    {"strata_worker_data_wait_seconds_total", "data_wait_s", "counter",
+     "Seconds waiting for the data service's next batch."},
+    {"strata_worker_pushed_bytes_total", "bytes_pushed", "counter",
+     "Bytes the worker sent (to servers or peers)."},
+    {"strata_worker_pulled_bytes_total", "bytes_pulled", "counter",
+     "Bytes the worker received (from servers or peers)."},
+    {"strata_worker_dropped_gradients_total", "dropped_gradients", "counter",
+     "The worker's gradients a server dropped as late."},
+};
+
+const Counter kServerCounters[] = {
+    {"strata_server_updates_total", "updates", "counter",
+     "Optimizer steps the server applied (its version)."},
+    {"strata_server_applied_gradients_total", "applied_gradients", "counter",
+     "Gradients that went into an update."},
+    {"strata_server_dropped_gradients_total", "dropped", "counter",
+     "Late gradients dropped (sync k-of-n)."},
+    {"strata_server_deferred_gradients_total", "deferred", "counter",
+     "Late gradients carried into the next step."},
+};
+
+using IndexedStatus = std::vector<std::pair<int, nlohmann::json>>;
+
+void RenderWorkers(std::string* out, const IndexedStatus& workers,
+                   const std::map<int, double>& rates) {
+  if (workers.empty()) return;
+  for (const Counter& c : kWorkerCounters) {
+    Family f(out, c.name, c.type, c.help);
+    for (const auto& [w, j] : workers)
+      f.Sample(fmt::format("worker=\"{}\"", w), Num(j, c.key));
+  }
+  Family f(out, "strata_worker_samples_per_second", "gauge",
+           "Examples per second over the last seconds.");
+  for (const auto& [w, rate] : rates)
+    f.Sample(fmt::format("worker=\"{}\"", w), rate);
+}
+
+// Server `s`'s staleness counts (its status' "staleness" object) as the
+// buckets, sum and count of one histogram.
+void RenderStaleness(Family& h, int s, const nlohmann::json& j) {
+  std::map<int64_t, int64_t> counts;
+  auto st = j.find("staleness");
+  if (st != j.end() && st->is_object()) {
+    for (const auto& [k, v] : st->items()) {
+      if (!v.is_number_integer()) continue;
+      try {
+        counts[std::stoll(k)] += v.get<int64_t>();
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  int64_t total = 0;
+  double sum = 0;
+  for (const auto& [k, v] : counts) {
+    total += v;
+    sum += static_cast<double>(k) * static_cast<double>(v);
+  }
+  for (int64_t le : ClusterMetrics::StalenessBuckets()) {
+    int64_t below = 0;
+    for (const auto& [k, v] : counts)
+      if (k <= le) below += v;
+    h.Sample(fmt::format("server=\"{}\",le=\"{}\"", s, le),
+             static_cast<double>(below), "_bucket");
+  }
+  h.Sample(fmt::format("server=\"{}\",le=\"+Inf\"", s),
+           static_cast<double>(total), "_bucket");
+  h.Sample(fmt::format("server=\"{}\"", s), sum, "_sum");
+  h.Sample(fmt::format("server=\"{}\"", s), static_cast<double>(total),
+           "_count");
+}
+
+void RenderServers(std::string* out, const IndexedStatus& servers) {
+  if (servers.empty()) return;
+  for (const Counter& c : kServerCounters) {
+    Family f(out, c.name, c.type, c.help);
+    for (const auto& [s, j] : servers)
+      f.Sample(fmt::format("server=\"{}\"", s), Num(j, c.key));
+  }
+  Family h(out, "strata_server_gradient_staleness", "histogram",
+           "Staleness of the applied gradients (updates between the "
+           "version a gradient was computed on and the one it was applied "
+           "to).");
+  for (const auto& [s, j] : servers) RenderStaleness(h, s, j);
+}
+
+// Samples per second between the first and the last report of the window
+// (0 with fewer than two).
+double SampleRate(
+    const std::deque<std::pair<std::chrono::steady_clock::time_point, double>>&
+        samples) {
+  if (samples.size() < 2) return 0;
+  const double dt = std::chrono::duration<double>(samples.back().first -
+                                                  samples.front().first)
+                        .count();
+  if (dt <= 0) return 0;
+  return (samples.back().second - samples.front().second) / dt;
+}
+
 }  // namespace
 
-std::string ClusterMetrics::Render() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::string out;
+void ClusterMetrics::RenderRun(std::string* out) const {
   {
-    Family f(&out, "strata_run_info", "gauge",
-             "The run's settings (always 1).");
+    Family f(out, "strata_run_info", "gauge", "The run's settings (always 1).");
     std::string labels;
     for (const auto& [k, v] : labels_) {
       labels +=
@@ -125,7 +237,7 @@ std::string ClusterMetrics::Render() const {
     f.Sample(labels, 1);
   }
   {
-    Family f(&out, "strata_run_state", "gauge",
+    Family f(out, "strata_run_state", "gauge",
              "1 for the phase the run is in, 0 for the others.");
     for (RunPhase p :
          {RunPhase::kJoining, RunPhase::kTraining, RunPhase::kFinishing,
@@ -135,140 +247,51 @@ std::string ClusterMetrics::Render() const {
     }
   }
   {
-    Family f(&out, "strata_nodes", "gauge", "Nodes of the run per role.");
+    Family f(out, "strata_nodes", "gauge", "Nodes of the run per role.");
     for (Role r : {Role::kServer, Role::kWorker, Role::kData}) {
       f.Sample(fmt::format("role=\"{}\"", RoleName(r)), roles_.Count(r));
     }
   }
+  RenderLost(out);
   {
-    Family f(&out, "strata_lost_nodes", "gauge",
-             "Nodes declared lost (no heartbeat within the timeout).");
-    f.Sample("", static_cast<double>(lost_.size()));
-  }
-  if (!lost_.empty()) {
-    Family f(&out, "strata_lost_node", "gauge",
-             "A node declared lost (always 1), named.");
-    for (const auto& name : lost_)
-      f.Sample("node=\"" + PrometheusLabel(name) + "\"", 1);
-  }
-  {
-    Family f(&out, "strata_status_errors_total", "counter",
+    Family f(out, "strata_status_errors_total", "counter",
              "Heartbeat statuses that were not a JSON object (ignored).");
     f.Sample("", static_cast<double>(status_errors_));
   }
+}
 
-  // Workers.
-  std::vector<std::pair<int, nlohmann::json>> workers, servers;
+void ClusterMetrics::RenderLost(std::string* out) const {
+  {
+    Family f(out, "strata_lost_nodes", "gauge",
+             "Nodes declared lost (no heartbeat within the timeout).");
+    f.Sample("", static_cast<double>(lost_.size()));
+  }
+  if (lost_.empty()) return;
+  Family f(out, "strata_lost_node", "gauge",
+           "A node declared lost (always 1), named.");
+  for (const auto& name : lost_)
+    f.Sample("node=\"" + PrometheusLabel(name) + "\"", 1);
+}
+
+std::string ClusterMetrics::Render() const {
+  MutexLock lock(&mu_);
+  std::string out;
+  RenderRun(&out);
+  IndexedStatus workers, servers;
   std::map<int, double> rates;
   for (const auto& [id, n] : nodes_) {
     Role role;
     int index = 0;
     if (!roles_.RoleOf(id, &role, &index).ok()) continue;
-    const nlohmann::json& j = n.status;
     if (role == Role::kWorker) {
-      workers.emplace_back(index, j);
-      double rate = 0;
-      if (n.samples.size() >= 2) {
-        const double dt = std::chrono::duration<double>(n.samples.back().first -
-                                                        n.samples.front().first)
-                              .count();
-        if (dt > 0)
-          rate = (n.samples.back().second - n.samples.front().second) / dt;
-      }
-      rates[index] = rate;
+      workers.emplace_back(index, n.status);
+      rates[index] = SampleRate(n.samples);
     } else if (role == Role::kServer) {
-      servers.emplace_back(index, j);
+      servers.emplace_back(index, n.status);
     }
   }
-  struct Counter {
-    const char* name;
-    const char* key;
-    const char* type;
-    const char* help;
-  };
-  const Counter worker_counters[] = {
-      {"strata_worker_steps_total", "iterations", "counter",
-       "Training iterations the worker completed."},
-      {"strata_worker_samples_total", "samples", "counter",
-       "Training examples the worker processed."},
-      {"strata_worker_compute_seconds_total", "compute_s", "counter",
-       "Seconds in forward, backward and batch assembly."},
-      {"strata_worker_communication_seconds_total", "comm_s", "counter",
-       "Seconds in pushes, pulls, collectives, peer exchanges and clocks."},
-      {"strata_worker_data_wait_seconds_total", "data_wait_s", "counter",
-       "Seconds waiting for the data service's next batch."},
-      {"strata_worker_pushed_bytes_total", "bytes_pushed", "counter",
-       "Bytes the worker sent (to servers or peers)."},
-      {"strata_worker_pulled_bytes_total", "bytes_pulled", "counter",
-       "Bytes the worker received (from servers or peers)."},
-      {"strata_worker_dropped_gradients_total", "dropped_gradients", "counter",
-       "The worker's gradients a server dropped as late."},
-  };
-  if (!workers.empty()) {
-    for (const Counter& c : worker_counters) {
-      Family f(&out, c.name, c.type, c.help);
-      for (const auto& [w, j] : workers)
-        f.Sample(fmt::format("worker=\"{}\"", w), Num(j, c.key));
-    }
-    Family f(&out, "strata_worker_samples_per_second", "gauge",
-             "Examples per second over the last seconds.");
-    for (const auto& [w, rate] : rates)
-      f.Sample(fmt::format("worker=\"{}\"", w), rate);
-  }
-
-  // Servers.
-  const Counter server_counters[] = {
-      {"strata_server_updates_total", "updates", "counter",
-       "Optimizer steps the server applied (its version)."},
-      {"strata_server_applied_gradients_total", "applied_gradients", "counter",
-       "Gradients that went into an update."},
-      {"strata_server_dropped_gradients_total", "dropped", "counter",
-       "Late gradients dropped (sync k-of-n)."},
-      {"strata_server_deferred_gradients_total", "deferred", "counter",
-       "Late gradients carried into the next step."},
-  };
-  if (!servers.empty()) {
-    for (const Counter& c : server_counters) {
-      Family f(&out, c.name, c.type, c.help);
-      for (const auto& [s, j] : servers)
-        f.Sample(fmt::format("server=\"{}\"", s), Num(j, c.key));
-    }
-    Family h(&out, "strata_server_gradient_staleness", "histogram",
-             "Staleness of the applied gradients (updates between the "
-             "version a gradient was computed on and the one it was applied "
-             "to).");
-    for (const auto& [s, j] : servers) {
-      std::map<int64_t, int64_t> counts;
-      auto st = j.find("staleness");
-      if (st != j.end() && st->is_object()) {
-        for (const auto& [k, v] : st->items()) {
-          if (!v.is_number_integer()) continue;
-          try {
-            counts[std::stoll(k)] += v.get<int64_t>();
-          } catch (const std::exception&) {
-          }
-        }
-      }
-      int64_t total = 0;
-      double sum = 0;
-      for (const auto& [k, v] : counts) {
-        total += v;
-        sum += static_cast<double>(k) * static_cast<double>(v);
-      }
-      for (int64_t le : StalenessBuckets()) {
-        int64_t below = 0;
-        for (const auto& [k, v] : counts)
-          if (k <= le) below += v;
-        h.Sample(fmt::format("server=\"{}\",le=\"{}\"", s, le),
-                 static_cast<double>(below), "_bucket");
-      }
-      h.Sample(fmt::format("server=\"{}\",le=\"+Inf\"", s),
-               static_cast<double>(total), "_bucket");
-      h.Sample(fmt::format("server=\"{}\"", s), sum, "_sum");
-      h.Sample(fmt::format("server=\"{}\"", s), static_cast<double>(total),
-               "_count");
-    }
-  }
+  RenderWorkers(&out, workers, rates);
+  RenderServers(&out, servers);
   return out;
 }
 

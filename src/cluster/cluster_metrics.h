@@ -1,7 +1,7 @@
 #pragma once
 
-// The coordinator's Prometheus view of a run (docs/metrics.md): every node
-// reports its live counters with its heartbeats (ClusterMember::
+// The coordinator's Prometheus view of a run (docs/design/metrics.md): every
+// node reports its live counters with its heartbeats (ClusterMember::
 // SetStatusSource); this keeps the latest report of each node and renders
 // them in Prometheus' text exposition format (version 0.0.4) for /metrics.
 // No LibTorch here.
@@ -9,13 +9,13 @@
 #include <chrono>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "cluster/roles.h"
+#include "cluster/role_table.h"
+#include "common/mutex.h"
 
 namespace strata {
 
@@ -36,12 +36,12 @@ class ClusterMetrics {
   // text is ignored (counted in strata_status_errors_total). Thread-safe.
   void Update(NodeId node, const std::string& status_json,
               std::chrono::steady_clock::time_point now =
-                  std::chrono::steady_clock::now());
-  void SetPhase(RunPhase phase);
-  void SetLost(std::vector<std::string> lost);
+                  std::chrono::steady_clock::now()) EXCLUDES(mu_);
+  void SetPhase(RunPhase phase) EXCLUDES(mu_);
+  void SetLost(std::vector<std::string> lost) EXCLUDES(mu_);
 
   // The exposition text. Thread-safe.
-  std::string Render() const;
+  std::string Render() const EXCLUDES(mu_);
 
   // Histogram buckets (upper bounds) of strata_server_gradient_staleness.
   static const std::vector<int64_t>& StalenessBuckets();
@@ -53,13 +53,17 @@ class ClusterMetrics {
     std::deque<std::pair<std::chrono::steady_clock::time_point, double>>
         samples;
   };
+  // The run-wide families: settings, phase, nodes, lost nodes, errors.
+  void RenderRun(std::string* out) const REQUIRES(mu_);
+  void RenderLost(std::string* out) const REQUIRES(mu_);
+
   const RoleTable roles_;
   const std::vector<std::pair<std::string, std::string>> labels_;
-  mutable std::mutex mu_;
-  std::map<NodeId, NodeState> nodes_;    // GUARDED_BY(mu_)
-  RunPhase phase_ = RunPhase::kJoining;  // GUARDED_BY(mu_)
-  std::vector<std::string> lost_;        // GUARDED_BY(mu_)
-  int64_t status_errors_ = 0;            // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::map<NodeId, NodeState> nodes_ GUARDED_BY(mu_);
+  RunPhase phase_ GUARDED_BY(mu_) = RunPhase::kJoining;
+  std::vector<std::string> lost_ GUARDED_BY(mu_);
+  int64_t status_errors_ GUARDED_BY(mu_) = 0;
 };
 
 // A label value escaped for the exposition format (\\, \", \n).

@@ -6,15 +6,15 @@ namespace strata {
 
 void Mailbox::Put(Message msg) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     messages_.push_back(std::move(msg));
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 Result<Message> Mailbox::Take(MessageType type, NodeId sender, int64_t clock,
                               std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto match = [&](const Message& m) {
     return m.header.type == type && m.header.sender == sender &&
            m.header.clock == clock;
@@ -28,7 +28,7 @@ Result<Message> Mailbox::Take(MessageType type, NodeId sender, int64_t clock,
       return m;
     }
     if (closed_) return Status::Cancelled("{}", reason_);
-    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
+    if (!cv_.WaitUntil(deadline)) {
       return Status::DeadlineExceeded(
           "no {} for step {} from node {} within {} ms", MessageTypeName(type),
           clock, sender, timeout.count());
@@ -37,7 +37,7 @@ Result<Message> Mailbox::Take(MessageType type, NodeId sender, int64_t clock,
 }
 
 std::vector<Message> Mailbox::TakeAll(MessageType type) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<Message> out;
   for (auto it = messages_.begin(); it != messages_.end();) {
     if (it->header.type == type) {
@@ -52,11 +52,11 @@ std::vector<Message> Mailbox::TakeAll(MessageType type) {
 
 void Mailbox::Close(const std::string& reason) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     closed_ = true;
     reason_ = reason;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 }  // namespace strata

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "transport/message.h"
 
@@ -29,11 +30,11 @@ class Mailbox {
   void Close(const std::string& reason);
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Message> messages_;  // GUARDED_BY(mu_)
-  bool closed_ = false;           // GUARDED_BY(mu_)
-  std::string reason_;            // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar cv_{&mu_};
+  std::deque<Message> messages_ GUARDED_BY(mu_);
+  bool closed_ GUARDED_BY(mu_) = false;
+  std::string reason_ GUARDED_BY(mu_);
 };
 
 }  // namespace strata

@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "cluster/coordinator.h"
+#include "cluster/protocol.h"
 #include "common/log.h"
 
 namespace strata {
@@ -110,9 +110,9 @@ void ClusterMember::StartHeartbeats() {
     // coordinator answered once or the node has joined.
     bool answered = false;
     std::shared_ptr<RpcCall> in_flight;
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     while (!stop_heartbeats_ && !shutdown_.load()) {
-      lock.unlock();
+      lock.Unlock();
       if (in_flight && in_flight->Ready()) {
         if (in_flight->Wait(std::chrono::milliseconds(0)).ok()) {
           last_reply = std::chrono::steady_clock::now();
@@ -139,8 +139,11 @@ void ClusterMember::StartHeartbeats() {
             "lost the coordinator: no reply to heartbeats for {:.1f} s",
             std::chrono::duration<double>(silent).count()));
       }
-      lock.lock();
-      cv_.wait_for(lock, heartbeat_interval_, [&] { return stop_heartbeats_; });
+      lock.Lock();
+      const auto until = std::chrono::steady_clock::now() + heartbeat_interval_;
+      while (!stop_heartbeats_) {
+        if (!cv_.WaitUntil(until)) break;
+      }
     }
   });
 }
@@ -148,20 +151,20 @@ void ClusterMember::StartHeartbeats() {
 void ClusterMember::ShutdownLocally(const std::string& reason) {
   LogError("{}: {}", roles_.Describe(rpc_.node_id()), reason);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     reason_ = reason;
   }
   shutdown_ = true;
-  cv_.notify_all();
+  cv_.SignalAll();
   rpc_.CancelPending(Status::Unavailable("{}", reason));
 }
 
 void ClusterMember::StopHeartbeats() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_heartbeats_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (heartbeat_.joinable()) heartbeat_.join();
 }
 
@@ -205,15 +208,15 @@ void ClusterMember::OnMessage(const Message& msg) {
   }
   if (msg.header.flags & kShutdownStopTraining) {
     stop_training_ = true;
-    cv_.notify_all();
+    cv_.SignalAll();
     return;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (msg.header.flags & kShutdownError) reason_ = ErrorText(msg);
   }
   shutdown_ = true;
-  cv_.notify_all();
+  cv_.SignalAll();
   if (msg.header.flags & kShutdownError) {
     rpc_.CancelPending(Status::Unavailable(
         "the coordinator stopped the run: {}", ErrorText(msg)));
@@ -221,13 +224,17 @@ void ClusterMember::OnMessage(const Message& msg) {
 }
 
 std::string ClusterMember::shutdown_reason() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return reason_;
 }
 
 bool ClusterMember::WaitForShutdown(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, timeout, [&] { return shutdown_.load(); });
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  MutexLock lock(&mu_);
+  while (!shutdown_.load()) {
+    if (!cv_.WaitUntil(until)) break;
+  }
+  return shutdown_.load();
 }
 
 }  // namespace strata

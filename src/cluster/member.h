@@ -9,7 +9,8 @@
 #include <string>
 #include <thread>
 
-#include "cluster/roles.h"
+#include "cluster/role_table.h"
+#include "common/mutex.h"
 #include "transport/rpc.h"
 
 namespace strata {
@@ -85,10 +86,10 @@ class ClusterMember {
   std::atomic<bool> shutdown_{false};
   std::atomic<bool> stop_training_{false};
   std::atomic<bool> joined_{false};  // Join() succeeded
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::string reason_;                          // GUARDED_BY(mu_)
-  bool stop_heartbeats_ = false;                // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  CondVar cv_{&mu_};
+  std::string reason_ GUARDED_BY(mu_);
+  bool stop_heartbeats_ GUARDED_BY(mu_) = false;
   std::function<std::string()> status_source_;  // set before heartbeats
   std::thread heartbeat_;
 };

@@ -1,6 +1,6 @@
 #include "cluster/node.h"
 
-#include "cluster/coordinator.h"
+#include "cluster/protocol.h"
 #include "common/log.h"
 
 namespace strata {
@@ -22,7 +22,7 @@ void Node::Dispatch(Message msg) {
   if (msg.header.type == MessageType::kShutdown) {
     member_.OnMessage(msg);
   }
-  if (msg.header.type == kNodeRejoined) {
+  if (msg.header.type == MessageType::kNodeRejoined) {
     // A restarted node is back at a new address: move there, and send it
     // again what its predecessor never answered.
     const NodeId id = static_cast<NodeId>(msg.header.clock);

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "cluster/member.h"
-#include "cluster/roles.h"
+#include "cluster/role_table.h"
 #include "transport/rpc.h"
 
 namespace strata {

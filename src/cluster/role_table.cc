@@ -1,4 +1,4 @@
-#include "cluster/roles.h"
+#include "cluster/role_table.h"
 
 #include <fmt/format.h>
 

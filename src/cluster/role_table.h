@@ -10,7 +10,7 @@
 namespace strata {
 
 // kData: a data server of the mini-batch streaming service
-// (docs/data_service.md).
+// (docs/design/data_service.md).
 enum class Role { kCoordinator, kServer, kWorker, kEvaluator, kData };
 const char* RoleName(Role role);
 Result<Role> ParseRole(const std::string& name);

@@ -70,4 +70,9 @@ bool WorkerLossFatal(RunMode mode) {
          f == ExchangeFamily::kNeighbour;
 }
 
+bool Lockstep(RunMode mode) {
+  return mode == RunMode::kSync ||
+         FamilyOf(mode) == ExchangeFamily::kCollective;
+}
+
 }  // namespace strata

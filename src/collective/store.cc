@@ -11,7 +11,7 @@ CoordinatorStore::CoordinatorStore(RpcEndpoint& rpc, NodeId coordinator,
 void CoordinatorStore::set(const std::string& key,
                            const std::vector<char>& data) {
   Message m;
-  m.header.type = kStoreSet;
+  m.header.type = MessageType::kStoreSet;
   m.payloads.push_back(Buffer::CopyOf(key.data(), key.size()));
   m.payloads.push_back(Buffer::CopyOf(data.data(), data.size()));
   auto reply = rpc_.Request(coordinator_, std::move(m))->Wait(timeout_);
@@ -23,7 +23,7 @@ void CoordinatorStore::set(const std::string& key,
 
 std::vector<char> CoordinatorStore::get(const std::string& key) {
   Message m;
-  m.header.type = kStoreGet;
+  m.header.type = MessageType::kStoreGet;
   m.payloads.push_back(Buffer::CopyOf(key.data(), key.size()));
   auto reply = rpc_.Request(coordinator_, std::move(m))->Wait(timeout_);
   if (!reply.ok()) {

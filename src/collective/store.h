@@ -14,10 +14,6 @@ namespace strata {
 //   kStoreSet  payload 0 = key, payload 1 = value; the reply acknowledges.
 //   kStoreGet  payload 0 = key; the reply (payload 0 = value) comes once the
 //              key has been set.
-inline constexpr MessageType kStoreSet = static_cast<MessageType>(
-    static_cast<uint16_t>(MessageType::kFirstUserType) + 10);
-inline constexpr MessageType kStoreGet = static_cast<MessageType>(
-    static_cast<uint16_t>(MessageType::kFirstUserType) + 11);
 
 // Gloo's rendezvous store over the coordinator: the nodes of a collective
 // publish and look up their addresses through the node that already knows

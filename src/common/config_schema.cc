@@ -91,7 +91,7 @@ std::vector<ConfigKey> MakeSchema() {
            "torchscript"}),
       Int("checkpoint.every_updates", 0,
           "write a checkpoint every this many steps (0 = off; also at the end "
-          "and on Ctrl-C when any checkpointing is on; docs/checkpoints.md)",
+          "and on Ctrl-C when any checkpointing is on; docs/design/checkpoints.md)",
           0, 1000000000),
       Float("checkpoint.every_s", 0,
             "write a checkpoint every this many seconds (0 = off)", 0, 1e9),
@@ -100,10 +100,10 @@ std::vector<ConfigKey> MakeSchema() {
            "continue from the run directory's newest checkpoint (set by "
            "strata train --resume)"),
       Bool("metrics.tensorboard", true,
-           "write TensorBoard event files into <run>/tb/ (docs/metrics.md)"),
+           "write TensorBoard event files into <run>/tb/ (docs/design/metrics.md)"),
       Str("model.path", "",
           "torchscript: a module saved with torch.jit.script(model).save(path) "
-          "(docs/models.md)"),
+          "(docs/design/models.md)"),
       Int("model.hidden", 256, "mlp: hidden units", 1, 1 << 20),
 
       // train
@@ -143,13 +143,13 @@ std::vector<ConfigKey> MakeSchema() {
           0, 1024),
       Str("train.device", "cpu",
           "where workers, the evaluator and the local trainer compute: cpu, "
-          "cuda or cuda:N (needs a CUDA LibTorch; docs/gpu.md)"),
+          "cuda or cuda:N (needs a CUDA LibTorch; docs/guide/gpu.md)"),
       Bool("train.emulate_gpu_buffers", false,
            "with train.device = cpu: lay the parameters and gradients out "
            "as on a GPU (the model computes in buffers apart from the host "
            "copy, and they are copied at the points a GPU's would be), to "
            "check the GPU's data path without a GPU; slower, for tests "
-           "(docs/gpu.md)"),
+           "(docs/design/gpu.md)"),
       Str("train.local_optimizer", "auto",
           "where the single-process trainer (cluster.mode = local) applies "
           "its update: host = the servers' own code on the host copy, bit "
@@ -188,7 +188,7 @@ std::vector<ConfigKey> MakeSchema() {
           "shard plan file from `strata shard`; empty = compute one with "
           "data.sharding.method"),
       Str("data.sharding.method", "mod",
-          "how examples are assigned to workers (docs/sharding.md)",
+          "how examples are assigned to workers (docs/design/sharding.md)",
           {"random", "mod", "stratified", "distribution-aware",
            "class-clusters"}),
       Int("data.sharding.seed", -1, "sharding seed; -1 = run.seed", -1, 1e18),
@@ -224,14 +224,14 @@ std::vector<ConfigKey> MakeSchema() {
           "scheduling mode: local = single-process trainer; sync, async, ssp = "
           "parameter-server cluster; easgd = elastic averaging with the "
           "servers; allreduce, ring, local-sgd, dpsgd, gossip = decentralized "
-          "(no servers; docs/decentralized.md)",
+          "(no servers; docs/design/decentralized.md)",
           {"local", "sync", "async", "ssp", "easgd", "allreduce", "ring",
            "local-sgd", "dpsgd", "gossip", "tree-easgd"}),
       Int("cluster.servers", 2,
           "parameter servers (k); decentralized modes run none", 1, 1024),
       Int("cluster.data_servers", 0,
           "data servers of the mini-batch streaming service (0 = every "
-          "worker loads the data itself; docs/data_service.md)",
+          "worker loads the data itself; docs/design/data_service.md)",
           0, 1024),
       Str("cluster.sync_reduce", "mean",
           "sync: the server applies the mean or the sum of a step's gradients",
@@ -287,7 +287,7 @@ std::vector<ConfigKey> MakeSchema() {
            "server's keys are cut into ranges of cluster.pipeline_kb, a "
            "worker pushes each range as the backward pass finishes it, and "
            "the servers apply it and send its parameters back at once "
-           "(exact: no extra staleness; docs/cluster.md)"),
+           "(exact: no extra staleness; docs/design/pipelining.md)"),
       Float("cluster.pipeline_kb", 128,
             "layer-wise pipelining: the most a range (bucket) holds, in KiB "
             "of float32 parameters (a server's keys are cut into the fewest "
@@ -298,7 +298,7 @@ std::vector<ConfigKey> MakeSchema() {
            "worker pulls before a step (the first step, every ssp step; "
            "sync and async get their parameters with the push's ack), the "
            "forward pass starts while the ranges arrive, and each layer "
-           "waits only for its own parameters (exact; docs/cluster.md)"),
+           "waits only for its own parameters (exact; docs/design/pipelining.md)"),
       Float("cluster.slice_kb", -1,
             "with cluster.pipeline and cluster.layer_wait: a built-in "
             "model's fully-connected layers larger than this (mlp's fc1) "
@@ -307,7 +307,7 @@ std::vector<ConfigKey> MakeSchema() {
             "and the next forward pass starts on a slice once its range is "
             "back (P3-style; equal to the unsliced layer to float rounding; "
             "0 = off; negative, the default: 256 over tcp, ucx and with "
-            "--processes, off in one process over inproc; docs/cluster.md)",
+            "--processes, off in one process over inproc; docs/design/pipelining.md)",
             -1, 4194304),
       Bool("cluster.overlap", false,
            "async only: the push (and pull) of iteration t travels while "
@@ -316,7 +316,7 @@ std::vector<ConfigKey> MakeSchema() {
       Str("cluster.compression", "none",
           "parameter-server modes: gradient pushes go as float32 (none), "
           "IEEE half (fp16, 0.5x the bytes) or int8 with a scale per 256 "
-          "values and error feedback (about 0.25x) (docs/compression.md)",
+          "values and error feedback (about 0.25x) (docs/design/compression.md)",
           {"none", "fp16", "int8"}),
       Bool("cluster.compress_pulls", true,
            "with cluster.compression: workers' pulls come back with the same "
@@ -336,7 +336,7 @@ std::vector<ConfigKey> MakeSchema() {
           "copy; --processes uses tcp), tcp (ZeroMQ), ucx (UCX active "
           "messages: shared memory and cross-memory attach between nodes on "
           "one machine, TCP or RDMA between machines; "
-          "cluster.ucx_shared_memory; docs/transport.md; with --processes "
+          "cluster.ucx_shared_memory; docs/design/transport.md; with --processes "
           "too; strata node takes it from --bind ucx://...)",
           {"inproc", "tcp", "ucx"}),
       Str("cluster.ucx_shared_memory", "auto",
@@ -349,12 +349,12 @@ std::vector<ConfigKey> MakeSchema() {
           "on every connection; off: never (every byte through UCX's TCP "
           "transport). In process and for --processes children; strata node "
           "reads STRATA_UCX_SHARED_MEMORY (auto, 1, 0). The connecting "
-          "node's setting decides for a connection (docs/transport.md)",
+          "node's setting decides for a connection (docs/design/transport.md)",
           {"auto", "on", "off"}),
       Str("cluster.security", "none",
           "ZeroMQ TCP between nodes: none = plain TCP (loopback or a trusted "
           "network); curve = CurveZMQ authentication and encryption with the "
-          "cluster key pair in cluster.keys_dir (docs/cluster.md, Security)",
+          "cluster key pair in cluster.keys_dir (docs/design/security.md, Security)",
           {"none", "curve"}),
       Str("cluster.keys_dir", "",
           "with cluster.security = \"curve\": the directory `strata keys "
@@ -365,25 +365,25 @@ std::vector<ConfigKey> MakeSchema() {
           "thread that waits for a message or a reply polls this many "
           "microseconds before it sleeps, so that an answer coming within "
           "the window needs no wake-up (slow on virtual machines); 0 = "
-          "sleep at once (docs/transport.md)",
+          "sleep at once (docs/design/transport.md)",
           0, 100000),
       Bool("cluster.inline_server", true,
            "in-process clusters: a server with nothing queued handles a "
            "push or a pull on the sending worker's thread instead of waking "
            "its own, so the update runs where the gradient was just made; "
-           "over UCX, on the transport's progress thread (docs/transport.md)"),
+           "over UCX, on the transport's progress thread (docs/design/transport.md)"),
       Int("cluster.threads_per_worker", 1,
           "LibTorch threads per worker in a cluster (0 = cores / workers)", 0,
           1024),
       Int("cluster.heartbeat_interval_ms", 500, "heartbeat period", 10, 600000),
       Str("cluster.metrics_address", "",
           "host:port where the coordinator serves Prometheus /metrics "
-          "(e.g. 127.0.0.1:9464; empty = off; docs/metrics.md)"),
+          "(e.g. 127.0.0.1:9464; empty = off; docs/design/metrics.md)"),
       Bool("cluster.restart", false,
            "strata train --processes: when a lost node stops the run, start "
            "every node again from the newest checkpoint (needs "
            "checkpoint.every_updates or checkpoint.every_s; "
-           "docs/checkpoints.md)"),
+           "docs/design/checkpoints.md)"),
       Int("cluster.max_restarts", 3, "restarts cluster.restart may make", 0,
           1000),
       Float("cluster.restart_timeout_s", 60,

@@ -4,13 +4,15 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <mutex>
+
+#include "common/mutex.h"
 
 namespace strata {
 namespace {
 // The level is the one piece of process-wide state: it only filters output.
 std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
-std::mutex g_write_mu;
+// Whole lines: one fwrite each, never interleaved.
+Mutex g_write_mu;
 }  // namespace
 
 void SetLogLevel(LogLevel level) { g_level = static_cast<int>(level); }
@@ -29,7 +31,7 @@ void LogLine(LogLevel level, const std::string& message) {
   std::string line = fmt::format("[strata {:02}:{:02}:{:02}.{:03} {}] {}\n",
                                  tm.tm_hour, tm.tm_min, tm.tm_sec, ms,
                                  kTag[static_cast<int>(level)], message);
-  std::lock_guard<std::mutex> lock(g_write_mu);
+  MutexLock lock(&g_write_mu);
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
 }

@@ -7,7 +7,7 @@
 // (offsets into the data section, which the tensors cover without holes or
 // overlaps) and may hold "__metadata__" (string to string). Python's
 // `safetensors` and PyTorch read what WriteSafetensors writes
-// (docs/models.md). No LibTorch here.
+// (docs/design/models.md). No LibTorch here.
 
 #include <cstdint>
 #include <map>

@@ -59,9 +59,7 @@ Result<std::unique_ptr<BatchCursor>> BatchCursor::Make(
                          options.shuffle, options.max_boost));
     c->samplers_.push_back(std::move(sampler));
   }
-  c->clustered_ =
-      !cluster_ids.empty() && (options.sampler == "loss-aware" ||
-                               options.sampler == "cluster-stratified");
+  c->clustered_ = !cluster_ids.empty() && UsesClusters(options.sampler);
   c->drawn_.assign(slots, 0);
   c->queues_.resize(slots);
   return c;
@@ -159,7 +157,7 @@ nlohmann::json BatchCursor::SaveState() const {
                      {"queue", queue}});
   }
   return {{"assignment", AssignmentName(options_.assignment)},
-          {"sampler", options_.sampler},
+          {"sampler", SamplerKindName(options_.sampler)},
           {"workers", options_.num_workers},
           {"batch_size", options_.batch_size},
           {"next_seq", next_seq_},
@@ -174,7 +172,8 @@ Status BatchCursor::RestoreState(const nlohmann::json& state) {
   try {
     if (state.at("assignment").get<std::string>() !=
             AssignmentName(options_.assignment) ||
-        state.at("sampler").get<std::string>() != options_.sampler ||
+        state.at("sampler").get<std::string>() !=
+            SamplerKindName(options_.sampler) ||
         state.at("workers").get<int>() != options_.num_workers ||
         state.at("batch_size").get<int64_t>() != options_.batch_size) {
       return bad(fmt::format(
@@ -183,8 +182,9 @@ Status BatchCursor::RestoreState(const nlohmann::json& state) {
           state.at("assignment").get<std::string>(),
           state.at("sampler").get<std::string>(),
           state.at("workers").get<int>(), state.at("batch_size").get<int64_t>(),
-          AssignmentName(options_.assignment), options_.sampler,
-          options_.num_workers, options_.batch_size));
+          AssignmentName(options_.assignment),
+          SamplerKindName(options_.sampler), options_.num_workers,
+          options_.batch_size));
     }
     const nlohmann::json& slots = state.at("slots");
     if (!slots.is_array() || slots.size() != samplers_.size())

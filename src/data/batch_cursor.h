@@ -1,6 +1,6 @@
 #pragma once
 
-// The cursor of the mini-batch streaming service (docs/data_service.md):
+// The cursor of the mini-batch streaming service (docs/design/data_service.md):
 // which batch each worker gets next, which batches are out on lease, and
 // what was acknowledged. Pure index code (no LibTorch, no transport): the
 // data role wraps it in a node.
@@ -39,7 +39,7 @@ const char* AssignmentName(Assignment a);
 
 struct BatchCursorOptions {
   Assignment assignment = Assignment::kStatic;
-  std::string sampler = "shuffle";
+  SamplerKind sampler = SamplerKind::kShuffle;
   int64_t batch_size = 1;
   int num_workers = 1;
   uint64_t seed = 0;

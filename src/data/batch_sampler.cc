@@ -425,28 +425,57 @@ Status ClassRotationSampler::RestoreState(const nlohmann::json& state) {
   return Status::Ok();
 }
 
+Result<SamplerKind> ParseSamplerKind(const std::string& name) {
+  for (SamplerKind k : {SamplerKind::kShuffle, SamplerKind::kStratified,
+                        SamplerKind::kClusterStratified,
+                        SamplerKind::kLossAware, SamplerKind::kClassRotation}) {
+    if (name == SamplerKindName(k)) return k;
+  }
+  return Status::InvalidArgument(
+      "unknown sampler '{}' (shuffle, stratified, cluster-stratified, "
+      "loss-aware or class-rotation)",
+      name);
+}
+
+const char* SamplerKindName(SamplerKind kind) {
+  switch (kind) {
+    case SamplerKind::kShuffle:
+      return "shuffle";
+    case SamplerKind::kStratified:
+      return "stratified";
+    case SamplerKind::kClusterStratified:
+      return "cluster-stratified";
+    case SamplerKind::kLossAware:
+      return "loss-aware";
+    case SamplerKind::kClassRotation:
+      return "class-rotation";
+  }
+  return "shuffle";
+}
+
 Result<std::unique_ptr<BatchSampler>> MakeBatchSampler(
     const std::string& name, std::vector<int64_t> indices,
     const std::vector<int64_t>& labels, const std::vector<int32_t>& cluster_ids,
     uint64_t seed, bool shuffle, double max_boost) {
-  if (name == "shuffle") {
+  ASSIGN_OR_RETURN(SamplerKind kind, ParseSamplerKind(name));
+  return MakeBatchSampler(kind, std::move(indices), labels, cluster_ids, seed,
+                          shuffle, max_boost);
+}
+
+Result<std::unique_ptr<BatchSampler>> MakeBatchSampler(
+    SamplerKind kind, std::vector<int64_t> indices,
+    const std::vector<int64_t>& labels, const std::vector<int32_t>& cluster_ids,
+    uint64_t seed, bool shuffle, double max_boost) {
+  const char* name = SamplerKindName(kind);
+  if (kind == SamplerKind::kShuffle) {
     return std::unique_ptr<BatchSampler>(
         new ShuffleSampler(std::move(indices), seed, shuffle));
   }
-  if (name != "stratified" && name != "cluster-stratified" &&
-      name != "loss-aware" && name != "class-rotation") {
-    return Status::InvalidArgument(
-        "unknown sampler '{}' (shuffle, stratified, cluster-stratified, "
-        "loss-aware or class-rotation)",
-        name);
-  }
-  if (name == "loss-aware" && !(max_boost >= 1)) {
+  if (kind == SamplerKind::kLossAware && !(max_boost >= 1)) {
     return Status::InvalidArgument(
         "loss-aware sampler: max_boost = {} must be >= 1", max_boost);
   }
-  const bool clusters =
-      (name == "cluster-stratified" || name == "loss-aware") &&
-      !cluster_ids.empty();
+  const bool clusters = UsesClusters(kind) && !cluster_ids.empty();
   if (clusters && cluster_ids.size() != labels.size()) {
     return Status::InvalidArgument(
         "cluster-stratified sampler: {} cluster ids for {} labels",
@@ -464,13 +493,13 @@ Result<std::unique_ptr<BatchSampler>> MakeBatchSampler(
     stratum[i] =
         clusters ? labels[e] * (int64_t{1} << 31) + cluster_ids[e] : labels[e];
   }
-  if (name == "class-rotation") {
+  if (kind == SamplerKind::kClassRotation) {
     return std::unique_ptr<BatchSampler>(
         new ClassRotationSampler(std::move(indices), std::move(stratum), seed));
   }
   return std::unique_ptr<BatchSampler>(
       new StratifiedSampler(std::move(indices), std::move(stratum), seed,
-                            name == "loss-aware" ? max_boost : 0.0));
+                            kind == SamplerKind::kLossAware ? max_boost : 0.0));
 }
 
 }  // namespace strata

@@ -186,8 +186,27 @@ class ClassRotationSampler final : public BatchSampler {
   bool epoch_finished_ = false;
 };
 
-// Builds the sampler `name` ("shuffle", "stratified", "cluster-stratified",
-// "loss-aware", "class-rotation") over `indices` (example ids of the
+// The samplers data.sampler names, parsed once (ParseSamplerKind) and
+// dispatched on as a type everywhere else.
+enum class SamplerKind {
+  kShuffle,
+  kStratified,
+  kClusterStratified,
+  kLossAware,
+  kClassRotation,
+};
+// InvalidArgument listing the samplers for an unknown name.
+Result<SamplerKind> ParseSamplerKind(const std::string& name);
+// The config spelling ("cluster-stratified").
+const char* SamplerKindName(SamplerKind kind);
+// The samplers that draw from (class, sub-cluster) strata when the
+// per-example cluster ids are given.
+inline bool UsesClusters(SamplerKind kind) {
+  return kind == SamplerKind::kClusterStratified ||
+         kind == SamplerKind::kLossAware;
+}
+
+// Builds the sampler `kind` over `indices` (example ids of the
 // dataset). `labels` are the dataset's labels indexed by example id;
 // `cluster_ids` the per-example cluster ids ("cluster-stratified" and
 // "loss-aware" use them; they fall back to classes when they are empty).
@@ -195,6 +214,11 @@ class ClassRotationSampler final : public BatchSampler {
 // always shuffle). `max_boost` bounds loss-aware's boost (>= 1).
 // InvalidArgument for an unknown name or an index outside labels /
 // cluster_ids.
+Result<std::unique_ptr<BatchSampler>> MakeBatchSampler(
+    SamplerKind kind, std::vector<int64_t> indices,
+    const std::vector<int64_t>& labels, const std::vector<int32_t>& cluster_ids,
+    uint64_t seed, bool shuffle = true, double max_boost = 4.0);
+// The same for a sampler's config name; InvalidArgument for an unknown one.
 Result<std::unique_ptr<BatchSampler>> MakeBatchSampler(
     const std::string& name, std::vector<int64_t> indices,
     const std::vector<int64_t>& labels, const std::vector<int32_t>& cluster_ids,

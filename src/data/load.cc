@@ -1,4 +1,4 @@
-#include "train/data_config.h"
+#include "data/load.h"
 
 #include <algorithm>
 #include <numeric>

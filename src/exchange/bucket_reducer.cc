@@ -1,4 +1,4 @@
-#include "train/bucket_reducer.h"
+#include "exchange/bucket_reducer.h"
 
 #include <algorithm>
 #include <atomic>
@@ -44,17 +44,17 @@ uint64_t BucketReducer::SentOnFill() { return g_sent_on_fill.load(); }
 
 BucketReducer::~BucketReducer() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   thread_.join();
 }
 
 void BucketReducer::BeginStep() {
   std::fill(buffer_->begin(), buffer_->end(), 0.0f);  // empty in place
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     std::fill(filled_.begin(), filled_.end(), 0);
     std::fill(launched_.begin(), launched_.end(), false);
     full_.clear();
@@ -76,7 +76,7 @@ void BucketReducer::Ready(int64_t offset, const float* grad, int64_t count) {
     const int64_t lo = std::max(offset, begin_[b]);
     const int64_t hi = std::min(end, begin_[b + 1]);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (launched_[b]) {
         if (error_.ok()) {
           error_ = Status::FailedPrecondition(
@@ -96,7 +96,7 @@ void BucketReducer::Ready(int64_t offset, const float* grad, int64_t count) {
     }
     bool full = false;
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       const bool was_full = filled_[b] >= BucketSize(b);
       filled_[b] += hi - lo;
       full = filled_[b] >= BucketSize(b);
@@ -105,7 +105,7 @@ void BucketReducer::Ready(int64_t offset, const float* grad, int64_t count) {
         if (full && !was_full && !launched_[b] && error_.ok()) {
           launched_[b] = true;
           g_sent_on_fill.fetch_add(1, std::memory_order_relaxed);
-          ReduceBucket(b, lock);
+          ReduceBucket(b);
         }
         continue;
       }
@@ -113,29 +113,30 @@ void BucketReducer::Ready(int64_t offset, const float* grad, int64_t count) {
     }
     // Only a full bucket gives the reducer's thread something to do: no
     // wake-up (a system call on this, the backward pass's, thread) before.
-    if (full) cv_.notify_all();
+    if (full) cv_.SignalAll();
   }
 }
 
 Status BucketReducer::FinishStep(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   finishing_ = true;  // what was not reported is a zero gradient
   // The caller finishes: no wake-up either, the reducer's thread has
   // nothing more to do in this step and sees `finishing_` whenever it wakes.
-  if (!caller_finishes_) cv_.notify_all();
+  if (!caller_finishes_) cv_.SignalAll();
   if (caller_finishes_ && reducing_.load()) {
     // The reducer's thread is sending a bucket (usually briefly): poll
     // before sleeping (spin_wait.h).
-    lock.unlock();
+    lock.Unlock();
     (void)SpinUntil([this] { return !reducing_.load(); });
-    lock.lock();
+    lock.Lock();
   }
-  auto finished = [&] {
-    // The caller finishes: once the reducer's thread is out of reduce_, it
-    // begins no other bucket of this step.
-    return caller_finishes_ ? !reducing_ : done_ == step_;
-  };
-  if (!cv_.wait_for(lock, timeout, finished)) {
+  // The caller finishes: once the reducer's thread is out of reduce_, it
+  // begins no other bucket of this step.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!(caller_finishes_ ? !reducing_ : done_ == step_)) {
+    if (!cv_.WaitUntil(deadline)) break;
+  }
+  if (!(caller_finishes_ ? !reducing_ : done_ == step_)) {
     return Status::DeadlineExceeded(
         "the reduction of the gradient buckets did not finish within {} ms",
         timeout.count());
@@ -156,7 +157,7 @@ Status BucketReducer::FinishStep(std::chrono::milliseconds timeout) {
       if (!error_.ok()) break;
       if (launched_[b]) continue;
       launched_[b] = true;
-      ReduceBucket(b, lock);
+      ReduceBucket(b);
     }
     done_ = step_;
   }
@@ -164,17 +165,27 @@ Status BucketReducer::FinishStep(std::chrono::milliseconds timeout) {
 }
 
 bool BucketReducer::idle() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return done_ == step_ && !reducing_;
 }
 
-void BucketReducer::ReduceBucket(int b, std::unique_lock<std::mutex>& lock) {
-  lock.unlock();
+void BucketReducer::ReduceBucket(int b) {
+  // Sent without the lock: the backward pass reports on meanwhile.
+  mu_.Unlock();
   Status st = reduce_(data() + begin_[b], static_cast<size_t>(BucketSize(b)));
-  lock.lock();
+  mu_.Lock();
   if (!st.ok() && error_.ok()) {
     error_ = st.WithContext(fmt::format("bucket {} of {}", b, num_buckets()));
   }
+}
+
+bool BucketReducer::BucketReady(int b) const {
+  if (stop_ || finishing_) return true;
+  if (!caller_finishes_) return filled_[b] >= BucketSize(b);
+  // The caller finishes: this thread may wake late, after the caller
+  // finished the step and began the next one.
+  return step_ != serving_ ||
+         (filled_[b] >= BucketSize(b) && BackwardGoesOn(b));
 }
 
 bool BucketReducer::BackwardGoesOn(int b) const {
@@ -187,59 +198,52 @@ bool BucketReducer::BackwardGoesOn(int b) const {
   return false;
 }
 
-void BucketReducer::ServeInFillOrder(std::unique_lock<std::mutex>& lock) {
+void BucketReducer::ServeInFillOrder() {
   while (true) {
     // As last-first: this thread takes a full bucket only while the
     // backward pass goes on; the caller sends what is left when it ends.
-    cv_.wait(lock, [&] {
-      return stop_ || finishing_ || step_ != serving_ ||
-             (next_full_ < full_.size() && BackwardGoesOn(num_buckets()));
-    });
+    while (!(stop_ || finishing_ || step_ != serving_ ||
+             (next_full_ < full_.size() && BackwardGoesOn(num_buckets())))) {
+      cv_.Wait();
+    }
     if (stop_ || finishing_ || step_ != serving_) return;
     const int b = full_[next_full_++];
     launched_[b] = true;
     if (!error_.ok()) continue;  // a failed group: skip the rest
     reducing_ = true;
-    ReduceBucket(b, lock);
+    ReduceBucket(b);
     reducing_ = false;
-    cv_.notify_all();  // FinishStep() may wait
+    cv_.SignalAll();  // FinishStep() may wait
   }
 }
 
 void BucketReducer::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (true) {
-    cv_.wait(lock, [&] { return stop_ || serving_ < step_; });
+    while (!(stop_ || serving_ < step_)) cv_.Wait();
     if (stop_) return;
     serving_ = step_;
     if (fill_order_ && caller_finishes_) {
-      ServeInFillOrder(lock);
+      ServeInFillOrder();
       if (stop_) return;
-      cv_.notify_all();
+      cv_.SignalAll();
       continue;
     }
     // Last bucket first: the backward pass produces late layers first.
     for (int b = num_buckets() - 1; b >= 0; --b) {
-      cv_.wait(lock, [&] {
-        if (stop_ || finishing_) return true;
-        if (!caller_finishes_) return filled_[b] >= BucketSize(b);
-        // The caller finishes: this thread may wake late, after the caller
-        // finished the step and began the next one.
-        return step_ != serving_ ||
-               (filled_[b] >= BucketSize(b) && BackwardGoesOn(b));
-      });
+      while (!BucketReady(b)) cv_.Wait();
       if (stop_) return;
       // The caller finishes (set_caller_finishes): it takes what is left.
       if (caller_finishes_ && (finishing_ || step_ != serving_)) break;
       launched_[b] = true;
       if (!error_.ok()) continue;  // a failed group: skip the rest
       reducing_ = true;
-      ReduceBucket(b, lock);
+      ReduceBucket(b);
       reducing_ = false;
-      if (caller_finishes_) cv_.notify_all();  // FinishStep() may wait
+      if (caller_finishes_) cv_.SignalAll();  // FinishStep() may wait
     }
     if (!caller_finishes_) done_ = step_;
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 }
 

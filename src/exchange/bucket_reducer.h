@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 
 namespace strata {
@@ -98,16 +99,17 @@ class BucketReducer final : public GradientSink {
   BucketReducer& operator=(const BucketReducer&) = delete;
 
   // Before the forward pass: clears the buffer for a new step.
-  void BeginStep();
-  void Ready(int64_t offset, const float* grad, int64_t count) override;
+  void BeginStep() EXCLUDES(mu_);
+  void Ready(int64_t offset, const float* grad, int64_t count) override
+      EXCLUDES(mu_);
   // After the backward pass: waits until every bucket is reduced (up to
   // `timeout`). The first failed reduction (or a gradient that arrived
   // after its bucket was sent: a parameter shared across layers) is the
   // error, naming the bucket.
-  Status FinishStep(std::chrono::milliseconds timeout);
+  Status FinishStep(std::chrono::milliseconds timeout) EXCLUDES(mu_);
   // The reducer's thread is done with every step begun (after FinishStep()
   // returned anything but its own timeout): what it sent into may go.
-  bool idle();
+  bool idle() EXCLUDES(mu_);
   // The reduced gradient (valid after FinishStep() succeeded).
   float* data() { return in_place_ != nullptr ? in_place_ : buffer_->data(); }
   // Owns data(): a zero-copy send of a bucket keeps it alive.
@@ -117,14 +119,17 @@ class BucketReducer final : public GradientSink {
   int num_buckets() const { return static_cast<int>(begin_.size()) - 1; }
 
  private:
-  void Loop();
-  // Reduces bucket `b` with `lock` (on mu_) released, and keeps the first
+  void Loop() EXCLUDES(mu_);
+  // Reduces bucket `b` with mu_ released meanwhile, and keeps the first
   // error, naming the bucket.
-  void ReduceBucket(int b, std::unique_lock<std::mutex>& lock);
-  // Whether a bucket below `b` is still waiting for gradients. Under mu_.
-  bool BackwardGoesOn(int b) const;
-  // Fill order: the reducer thread's part of a step. Under mu_ (`lock`).
-  void ServeInFillOrder(std::unique_lock<std::mutex>& lock);
+  void ReduceBucket(int b) REQUIRES(mu_);
+  // Whether a bucket below `b` is still waiting for gradients.
+  bool BackwardGoesOn(int b) const REQUIRES(mu_);
+  // Last-first order: whether the reducer's thread may take bucket `b`
+  // (or must stop waiting for it).
+  bool BucketReady(int b) const REQUIRES(mu_);
+  // Fill order: the reducer thread's part of a step.
+  void ServeInFillOrder() REQUIRES(mu_);
   int64_t BucketSize(int b) const { return begin_[b + 1] - begin_[b]; }
 
   const ReduceFn reduce_;
@@ -134,23 +139,23 @@ class BucketReducer final : public GradientSink {
   bool caller_finishes_ = false;
   bool fill_order_ = false;
   bool send_on_fill_ = false;
-  std::vector<int> full_;  // GUARDED_BY(mu_) fill order: the full buckets
-  size_t next_full_ = 0;   // GUARDED_BY(mu_) full_[next_full_] is next
+  std::vector<int> full_ GUARDED_BY(mu_);  // fill order: the full buckets
+  size_t next_full_ GUARDED_BY(mu_) = 0;   // full_[next_full_] is next
   const std::shared_ptr<void> in_place_owner_;
   std::vector<int64_t> begin_;  // bucket b is [begin_[b], begin_[b + 1])
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<int64_t> filled_;  // GUARDED_BY(mu_) floats reported
-  std::vector<bool> launched_;   // GUARDED_BY(mu_)
-  bool finishing_ = false;       // GUARDED_BY(mu_) FinishStep() was called
-  int64_t step_ = 0;             // GUARDED_BY(mu_) steps begun
-  int64_t done_ = 0;             // GUARDED_BY(mu_) steps fully reduced
+  Mutex mu_;
+  CondVar cv_{&mu_};
+  std::vector<int64_t> filled_ GUARDED_BY(mu_);  // floats reported
+  std::vector<bool> launched_ GUARDED_BY(mu_);
+  bool finishing_ GUARDED_BY(mu_) = false;  // FinishStep() was called
+  int64_t step_ GUARDED_BY(mu_) = 0;        // steps begun
+  int64_t done_ GUARDED_BY(mu_) = 0;        // steps fully reduced
   // The thread is in reduce_; written under mu_, atomic so that
   // FinishStep() can poll it before sleeping (spin_wait.h).
   std::atomic<bool> reducing_{false};
-  int64_t serving_ = 0;  // GUARDED_BY(mu_) the step the thread is on
-  Status error_;         // GUARDED_BY(mu_)
-  bool stop_ = false;    // GUARDED_BY(mu_)
+  int64_t serving_ GUARDED_BY(mu_) = 0;  // the step the thread is on
+  Status error_ GUARDED_BY(mu_);
+  bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -10,13 +10,14 @@
 
 #include "cluster/mailbox.h"
 #include "cluster/member.h"
+#include "common/mutex.h"
 #include "common/status.h"
+#include "exchange/bucket_reducer.h"
 #include "ps/key_range.h"
 #include "ps/optimizer.h"
 #include "ps/schedule.h"
-#include "train/bucket_reducer.h"
-#include "train/run_options.h"
-#include "train/worker_metrics.h"
+#include "run/options.h"
+#include "run/worker_metrics.h"
 
 namespace strata {
 
@@ -46,7 +47,7 @@ struct ExchangeEnv {
   WorkerMetrics* metrics = nullptr;
   // Held while the strategy writes model.params, so that a snapshot taken
   // by another thread (the evaluator's model request) is never torn.
-  std::mutex* params_mu = nullptr;
+  Mutex* params_mu = nullptr;
   // Peer messages (neighbour models, gossip pushes) the node received.
   Mailbox* mailbox = nullptr;
   // GPU workers (train.device): a strategy whose gradient sink works in
@@ -74,18 +75,8 @@ struct ExchangeEnv {
 //   kGossipDone   the sender will gossip no more.
 //   kModelRequest the evaluator asks a worker for its parameters; the reply
 //                 has them in payload 0 (and the worker's step in clock).
-inline constexpr MessageType kPeerModel = static_cast<MessageType>(
-    static_cast<uint16_t>(MessageType::kFirstUserType) + 20);
-inline constexpr MessageType kGossipModel = static_cast<MessageType>(
-    static_cast<uint16_t>(MessageType::kFirstUserType) + 21);
-inline constexpr MessageType kGossipDone = static_cast<MessageType>(
-    static_cast<uint16_t>(MessageType::kFirstUserType) + 22);
-inline constexpr MessageType kModelRequest = static_cast<MessageType>(
-    static_cast<uint16_t>(MessageType::kFirstUserType) + 23);
 //   kTreeModel    clock = step, payload 0 = the sender's parameters
 //                 (tree-easgd, up or down the tree).
-inline constexpr MessageType kTreeModel = static_cast<MessageType>(
-    static_cast<uint16_t>(MessageType::kFirstUserType) + 24);
 
 // The neighbours of worker `index` of `n` in a topology (dpsgd), without
 // itself and without duplicates (a ring of 2 has one neighbour).
@@ -158,20 +149,20 @@ class Exchange {
     static_cast<void>(steps);
     return Status::Ok();
   }
-  // Around a checkpoint round in the middle of the run (docs/checkpoints.md):
-  // PauseForRound before this worker arrives (`steps` done), ResumeAfterRound
-  // once the round let it go. Sync k-of-n leaves the servers for the round,
-  // as Depart does, so that the steps of workers still training towards
-  // it close without this one's gradients; it then rejoins and pulls the
-  // newest parameters. The default does nothing.
+  // Around a checkpoint round in the middle of the run
+  // (docs/design/checkpoints.md): PauseForRound before this worker arrives
+  // (`steps` done), ResumeAfterRound once the round let it go. Sync k-of-n
+  // leaves the servers for the round, as Depart does, so that the steps of
+  // workers still training towards it close without this one's gradients; it
+  // then rejoins and pulls the newest parameters. The default does nothing.
   virtual Status PauseForRound(int64_t steps) {
     static_cast<void>(steps);
     return Status::Ok();
   }
   virtual Status ResumeAfterRound() { return Status::Ok(); }
-  // Checkpoints (docs/checkpoints.md). Quiesce: complete what is in flight
-  // (a push sent while computing) so that the servers hold every step done
-  // so far; called at a step boundary, `steps` done. SaveState: the
+  // Checkpoints (docs/design/checkpoints.md). Quiesce: complete what is in
+  // flight (a push sent while computing) so that the servers hold every step
+  // done so far; called at a step boundary, `steps` done. SaveState: the
   // strategy's own state, after Quiesce. RestoreState: before Start(); the
   // strategy then starts from the restored model (the worker put its
   // parameters back) or the servers' restored ranges, instead of worker 0's

@@ -1,6 +1,7 @@
 // The decentralized strategies: collective (allreduce, ring, local-sgd over
-// Gloo), neighbour averaging (dpsgd) and gossip (GoSGD). docs/decentralized.md
-// gives the algorithm of each, from papers 002 and 003.
+// Gloo), neighbour averaging (dpsgd) and gossip (GoSGD).
+// docs/design/decentralized.md gives the algorithm of each, from papers 002 and
+// 003.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -12,9 +13,9 @@
 #include "collective/collective.h"
 #include "collective/store.h"
 #include "common/log.h"
-#include "train/exchange.h"
-#include "train/nodes.h"
-#include "transport/zmq_transport.h"
+#include "exchange/exchange.h"
+#include "run/plan.h"
+#include "transport/zmq/transport.h"
 
 namespace strata {
 namespace {
@@ -103,7 +104,7 @@ class CollectiveExchange final : public Exchange {
     }
     if (env_.broadcast_initial) {
       // Worker 0's model everywhere: the others contribute zeros to a sum.
-      std::lock_guard<std::mutex> lock(*env_.params_mu);
+      MutexLock lock(env_.params_mu);
       if (env_.index != 0)
         std::fill(env_.model.params, env_.model.params + env_.model.size, 0.f);
       RETURN_IF_ERROR(
@@ -154,12 +155,13 @@ class CollectiveExchange final : public Exchange {
           m_.wait_s += Since(waited);
           float* reduced = reducer_->data();
           for (int64_t i = 0; i < size; ++i) reduced[i] *= inv_n;
-          std::lock_guard<std::mutex> lock(*env_.params_mu);
+          MutexLock lock(env_.params_mu);
           optimizer_->Step(w, reduced, lr);
           Count(bytes, ring_share);
           return Status::Ok();
         }
-        // Bucketed: each bucket is one all-reduce (docs/decentralized.md).
+        // Bucketed: each bucket is one all-reduce
+        // (docs/design/decentralized.md).
         const int64_t bucket = o_.bucket_floats > 0 ? o_.bucket_floats : size;
         for (int64_t b = 0; b < size; b += bucket) {
           const size_t count = static_cast<size_t>(std::min(bucket, size - b));
@@ -168,7 +170,7 @@ class CollectiveExchange final : public Exchange {
                       "all-reduce of the gradients", it));
         }
         for (int64_t i = 0; i < size; ++i) g[i] *= inv_n;
-        std::lock_guard<std::mutex> lock(*env_.params_mu);
+        MutexLock lock(env_.params_mu);
         optimizer_->Step(w, g, lr);
         Count(bytes, ring_share);
         return Status::Ok();
@@ -179,7 +181,7 @@ class CollectiveExchange final : public Exchange {
             Collect([&] { return group_->ReduceScatterSum(g, counts_); },
                     "reduce-scatter of the gradients", it));
         for (int64_t i = 0; i < mine; ++i) g[offset_ + i] *= inv_n;
-        std::lock_guard<std::mutex> lock(*env_.params_mu);
+        MutexLock lock(env_.params_mu);
         optimizer_->Step(w + offset_, g + offset_, lr);
         RETURN_IF_ERROR(Collect([&] { return group_->AllGather(w, counts_); },
                                 "all-gather of the parameters", it));
@@ -187,7 +189,7 @@ class CollectiveExchange final : public Exchange {
         return Status::Ok();
       }
       case RunMode::kLocalSgd: {
-        std::lock_guard<std::mutex> lock(*env_.params_mu);
+        MutexLock lock(env_.params_mu);
         optimizer_->Step(w, g, lr);
         if ((it + 1) % o_.average_every != 0) return Status::Ok();
         RETURN_IF_ERROR(Collect(
@@ -280,8 +282,8 @@ class NeighbourExchange final : public Exchange {
     const int64_t size = env_.model.size;
     for (NodeId peer : neighbours_) {
       Status sent =
-          SendModel(*env_.rpc, peer, kPeerModel, it, env_.model.params, size,
-                    nullptr, &m_.bytes_pushed);
+          SendModel(*env_.rpc, peer, MessageType::kPeerModel, it,
+                    env_.model.params, size, nullptr, &m_.bytes_pushed);
       if (!sent.ok()) {
         return sent.WithContext(
             fmt::format("worker {} sending its model to {} at step {}",
@@ -312,7 +314,7 @@ class NeighbourExchange final : public Exchange {
     }
     m_.wait_s += Since(waited);
     const float inv = 1.0f / static_cast<float>(neighbours_.size() + 1);
-    std::lock_guard<std::mutex> lock(*env_.params_mu);
+    MutexLock lock(env_.params_mu);
     for (int64_t i = 0; i < size; ++i) env_.model.params[i] = sum_[i] * inv;
     optimizer_->Step(env_.model.params, env_.model.grads,
                      env_.schedule.Rate(it));
@@ -331,7 +333,8 @@ class NeighbourExchange final : public Exchange {
     const auto deadline = Clock::now() + o_.request_timeout;
     Clock::time_point stop_seen{};
     while (true) {
-      auto got = env_.mailbox->Take(kPeerModel, peer, it, milliseconds(100));
+      auto got = env_.mailbox->Take(MessageType::kPeerModel, peer, it,
+                                    milliseconds(100));
       if (got.ok() || got.status().code() != Status::Code::kDeadlineExceeded)
         return got;
       const auto now = Clock::now();
@@ -378,13 +381,13 @@ class GossipExchange final : public Exchange {
   Status Start() override { return Status::Ok(); }
 
   Status BeforeStep(int64_t) override {
-    Merge(env_.mailbox->TakeAll(kGossipModel));
+    Merge(env_.mailbox->TakeAll(MessageType::kGossipModel));
     return Status::Ok();
   }
 
   Status AfterStep(int64_t it) override {
     {
-      std::lock_guard<std::mutex> lock(*env_.params_mu);
+      MutexLock lock(env_.params_mu);
       optimizer_->Step(env_.model.params, env_.model.grads,
                        env_.schedule.Rate(it));
     }
@@ -395,9 +398,9 @@ class GossipExchange final : public Exchange {
     int peer = static_cast<int>(rng_() % static_cast<uint64_t>(n - 1));
     if (peer >= env_.index) ++peer;
     weight_ *= 0.5f;
-    Status sent = SendModel(*env_.rpc, o_.roles.WorkerId(peer), kGossipModel,
-                            it, env_.model.params, env_.model.size, &weight_,
-                            &m_.bytes_pushed);
+    Status sent = SendModel(*env_.rpc, o_.roles.WorkerId(peer),
+                            MessageType::kGossipModel, it, env_.model.params,
+                            env_.model.size, &weight_, &m_.bytes_pushed);
     if (!sent.ok()) {
       // The peer is gone: keep the weight (gossip goes on without it).
       weight_ *= 2.0f;
@@ -415,7 +418,7 @@ class GossipExchange final : public Exchange {
     for (int w = 0; w < n; ++w) {
       if (w == env_.index) continue;
       Message done;
-      done.header.type = kGossipDone;
+      done.header.type = MessageType::kGossipDone;
       if (env_.rpc->Send(o_.roles.WorkerId(w), std::move(done)).ok())
         peers.push_back(o_.roles.WorkerId(w));
     }
@@ -423,8 +426,8 @@ class GossipExchange final : public Exchange {
     // it: wait for it no longer than the heartbeat timeout allows.
     const auto waited = Clock::now();
     for (NodeId peer : peers) {
-      auto got =
-          env_.mailbox->Take(kGossipDone, peer, 0, o_.heartbeat_timeout * 2);
+      auto got = env_.mailbox->Take(MessageType::kGossipDone, peer, 0,
+                                    o_.heartbeat_timeout * 2);
       if (!got.ok()) {
         LogWarning(
             "worker {}: no end of gossip from {} ({}); its last pushes "
@@ -433,7 +436,7 @@ class GossipExchange final : public Exchange {
       }
     }
     m_.wait_s += Since(waited);
-    Merge(env_.mailbox->TakeAll(kGossipModel));
+    Merge(env_.mailbox->TakeAll(MessageType::kGossipModel));
     m_.gossip_weight = weight_;
     static_cast<void>(steps);
     return Status::Ok();
@@ -454,7 +457,7 @@ class GossipExchange final : public Exchange {
       const float* x = msg.payloads[0].floats();
       const float total = weight_ + a;
       const float keep = weight_ / total, take = a / total;
-      std::lock_guard<std::mutex> lock(*env_.params_mu);
+      MutexLock lock(env_.params_mu);
       float* w = env_.model.params;
       for (int64_t i = 0; i < env_.model.size; ++i)
         w[i] = keep * w[i] + take * x[i];
@@ -491,7 +494,7 @@ class TreeExchange final : public Exchange {
 
   Status BeforeStep(int64_t) override {
     const float alpha = static_cast<float>(o_.elastic_alpha);
-    for (const Message& msg : env_.mailbox->TakeAll(kTreeModel)) {
+    for (const Message& msg : env_.mailbox->TakeAll(MessageType::kTreeModel)) {
       if (msg.payloads.empty() ||
           static_cast<int64_t>(msg.payloads[0].size()) !=
               env_.model.size * static_cast<int64_t>(sizeof(float))) {
@@ -500,7 +503,7 @@ class TreeExchange final : public Exchange {
         continue;
       }
       const float* x = msg.payloads[0].floats();
-      std::lock_guard<std::mutex> lock(*env_.params_mu);
+      MutexLock lock(env_.params_mu);
       float* w = env_.model.params;
       for (int64_t i = 0; i < env_.model.size; ++i)
         w[i] += alpha * (x[i] - w[i]);
@@ -511,7 +514,7 @@ class TreeExchange final : public Exchange {
 
   Status AfterStep(int64_t it) override {
     {
-      std::lock_guard<std::mutex> lock(*env_.params_mu);
+      MutexLock lock(env_.params_mu);
       optimizer_->Step(env_.model.params, env_.model.grads,
                        env_.schedule.Rate(it));
     }
@@ -526,9 +529,9 @@ class TreeExchange final : public Exchange {
 
  private:
   void Send(int worker, int64_t it) {
-    Status sent = SendModel(*env_.rpc, o_.roles.WorkerId(worker), kTreeModel,
-                            it, env_.model.params, env_.model.size, nullptr,
-                            &m_.bytes_pushed);
+    Status sent = SendModel(*env_.rpc, o_.roles.WorkerId(worker),
+                            MessageType::kTreeModel, it, env_.model.params,
+                            env_.model.size, nullptr, &m_.bytes_pushed);
     if (!sent.ok()) {
       // A lost neighbour: the tree goes on without it, as gossip does.
       LogWarning("worker {}: model to worker {} not sent: {}", env_.index,

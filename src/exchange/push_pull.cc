@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "common/log.h"
+#include "exchange/exchange.h"
 #include "ps/client.h"
-#include "train/exchange.h"
-#include "train/nodes.h"
+#include "run/plan.h"
 #include "transport/rpc.h"
 
 namespace strata {
@@ -76,8 +76,8 @@ class PushPullExchange final : public Exchange {
       // fills them (a sliced first layer reports its first slice first).
       reducer_->set_fill_order(true);
       // The backward pass's thread sends each range itself as it fills,
-      // with no hand-off to the reducer's thread (docs/cluster.md): over a
-      // network transport a push only hands its bytes to the transport's
+      // with no hand-off to the reducer's thread (docs/design/pipelining.md):
+      // over a network transport a push only hands its bytes to the transport's
       // own I/O thread; in process it may run the server's update inline,
       // which for a range costs less than waking the reducer's thread did
       // (LeNet 1 + 1 in process: 0.97-0.99x local against 0.92-0.93x).
@@ -328,14 +328,13 @@ class PushPullExchange final : public Exchange {
   }
 
   // Step `it` computes on pulled_ from here. With layer-wise pipelining
-  // (docs/cluster.md), before it computes: a push whose ranges the reducer
-  // sends as the backward pass fills them.
-  // When the next step pulls, each range is a push-pull (sync: its
-  // parameters come back when its step closes, which is the version the
-  // pull would ask for), so the parameters of the late layers are back
-  // while the backward pass is still on the early ones. A range's
-  // parameters are written (received in place) only after every gradient
-  // of that range is in, when the backward pass no longer reads them.
+  // (docs/design/pipelining.md), before it computes: a push whose ranges the
+  // reducer sends as the backward pass fills them. When the next step pulls,
+  // each range is a push-pull (sync: its parameters come back when its step
+  // closes, which is the version the pull would ask for), so the parameters of
+  // the late layers are back while the backward pass is still on the early
+  // ones. A range's parameters are written (received in place) only after every
+  // gradient of that range is in, when the backward pass no longer reads them.
   Status BeginStep(int64_t it) {
     computed_on_ = pulled_[0];
     if (!reducer_) return Status::Ok();
@@ -438,7 +437,7 @@ class PushPullExchange final : public Exchange {
           fmt::format("worker {} push of iteration {}", env_.index, it - 1));
     }
     if (inflight_pulls_) {
-      std::lock_guard<std::mutex> lock(*env_.params_mu);
+      MutexLock lock(env_.params_mu);
       std::memcpy(env_.model.params, side_params_.data(),
                   sizeof(float) * side_params_.size());
     }
@@ -542,7 +541,7 @@ class ElasticExchange final : public Exchange {
 
   Status AfterStep(int64_t it) override {
     {
-      std::lock_guard<std::mutex> lock(*env_.params_mu);
+      MutexLock lock(env_.params_mu);
       optimizer_->Step(env_.model.params, env_.model.grads,
                        env_.schedule.Rate(it));
     }
@@ -556,7 +555,7 @@ class ElasticExchange final : public Exchange {
     version_ = p->versions.empty() ? 0 : p->versions[0];
     const float alpha = static_cast<float>(o_.elastic_alpha);
     {
-      std::lock_guard<std::mutex> lock(*env_.params_mu);
+      MutexLock lock(env_.params_mu);
       for (size_t i = 0; i < centre_.size(); ++i) {
         const float d = alpha * (env_.model.params[i] - centre_[i]);
         (*diff_)[i] = d;

@@ -165,25 +165,25 @@ std::vector<std::string> RunCommand(const ExperimentSpec& spec,
   return args;
 }
 
-Result<std::vector<RunOutcome>> RunPlannedRuns(const ExperimentSpec& spec,
-                                               const RunnerOptions& o) {
-  const std::string runs_dir = JoinPath(o.output, "runs");
-  const std::string logs_dir = JoinPath(o.output, "logs");
-  RETURN_IF_ERROR(MakeDirs(runs_dir));
-  RETURN_IF_ERROR(MakeDirs(logs_dir));
+namespace {
 
-  const size_t total = spec.runs.size();
-  std::vector<RunOutcome> out(total);
+// Resume: marks every complete run with the planned config "skipped", moves
+// partial or outdated run directories aside, and returns the plan indices
+// still to run. `out` holds one outcome per planned run.
+Result<std::vector<size_t>> RunsToDo(const ExperimentSpec& spec,
+                                     const RunnerOptions& o,
+                                     const std::string& runs_dir,
+                                     std::vector<RunOutcome>* out) {
   std::vector<size_t> todo;
-  for (size_t i = 0; i < total; ++i) {
+  for (size_t i = 0; i < spec.runs.size(); ++i) {
     const PlannedRun& run = spec.runs[i];
-    out[i].name = run.name;
+    (*out)[i].name = run.name;
     const std::string dir = JoinPath(runs_dir, run.name);
     ASSIGN_OR_RETURN(Config expected, ExpectedConfig(spec, run, o));
     const RunDirState state = InspectRunDir(dir);
     if (state == RunDirState::kComplete && ConfigMatches(dir, expected)) {
-      out[i].state = "skipped";
-      out[i].log = JoinPath(dir, "train.log");
+      (*out)[i].state = "skipped";
+      (*out)[i].log = JoinPath(dir, "train.log");
       continue;
     }
     if (state != RunDirState::kMissing) {
@@ -197,147 +197,232 @@ Result<std::vector<RunOutcome>> RunPlannedRuns(const ExperimentSpec& spec,
     }
     todo.push_back(i);
   }
+  return todo;
+}
 
-  const size_t skipped = total - todo.size();
-  const auto t0 = Clock::now();
-  size_t finished_now = 0;
-  double finished_seconds = 0;
-  auto cells_done = [&]() {
-    size_t n = 0;
-    for (size_t c = 0; c < spec.cells.size(); ++c) {
-      bool all = true;
-      for (size_t i = 0; i < total; ++i) {
-        if (spec.runs[i].cell == static_cast<int>(c))
-          all = all && (out[i].state == "done" || out[i].state == "skipped");
-      }
-      n += all ? 1 : 0;
-    }
-    return n;
-  };
-  auto runs_ended = [&]() {
-    size_t n = 0;
-    for (const auto& r : out) n += r.state != "pending" ? 1 : 0;
-    return n;
-  };
-  std::vector<Child> running;
-  auto progress = [&](const std::string& event) {
-    if (!o.print_progress) return;
-    const size_t left = total - runs_ended();
-    std::string eta = "?";
-    if (left == 0) {
-      eta = "0s";
-    } else if (finished_now > 0) {
-      const double per_run =
-          finished_seconds / static_cast<double>(finished_now);
-      eta = FormatDuration(per_run * static_cast<double>(left) /
-                           std::max(1, o.parallel));
-    }
-    std::printf(
-        "[experiment] %s | cells %zu/%zu | runs %zu/%zu (%zu skipped, %zu "
-        "running) | elapsed %s | ETA %s\n",
-        event.c_str(), cells_done(), spec.cells.size(), runs_ended(), total,
-        skipped, running.size(), FormatDuration(SecondsSince(t0)).c_str(),
-        eta.c_str());
-    std::fflush(stdout);
-  };
-  if (o.print_progress && skipped > 0)
-    progress(fmt::format("resuming: {} finished run(s) kept", skipped));
+// One pass over the runs still to do: starts up to `parallel` children,
+// polls them every 100 ms, enforces timeouts and the stop grace period, and
+// records each outcome. Used by one thread.
+class ExperimentPass {
+ public:
+  ExperimentPass(const ExperimentSpec& spec, const RunnerOptions& o,
+                 std::string runs_dir, std::string logs_dir,
+                 std::vector<RunOutcome>* out)
+      : spec_(spec),
+        o_(o),
+        runs_dir_(std::move(runs_dir)),
+        logs_dir_(std::move(logs_dir)),
+        out_(*out) {}
 
-  size_t next = 0;
-  bool stopping = false;
-  while ((next < todo.size() && !stopping) || !running.empty()) {
-    if (o.stop != nullptr && o.stop->load() && !stopping) {
-      stopping = true;
-      std::printf(
-          "[experiment] interrupted: stopping %zu running run(s); run the "
-          "same command again to resume\n",
-          running.size());
-      std::fflush(stdout);
-      for (Child& c : running) {
-        if (!c.signalled) {
-          SignalRun(c.pid, SIGINT);
-          c.signalled = true;
-          c.signalled_at = Clock::now();
-        }
-      }
-    }
-    while (!stopping && next < todo.size() &&
-           static_cast<int>(running.size()) < std::max(1, o.parallel)) {
-      const size_t i = todo[next++];
-      const PlannedRun& run = spec.runs[i];
-      const std::string log = JoinPath(logs_dir, run.name + ".log");
-      auto pid = Spawn(RunCommand(spec, run, o), log);
-      if (!pid.ok()) {
-        for (Child& c : running) SignalRun(c.pid, SIGINT);
-        return pid.status();
-      }
-      Child c;
-      c.index = i;
-      c.pid = *pid;
-      c.start = Clock::now();
-      running.push_back(c);
-      out[i].log = log;
-      progress("started " + run.name);
-    }
+  // Runs `todo` (plan indices) to the end, or until *stop and every child
+  // has ended. An error only when a child cannot be started (the children
+  // running then get a SIGINT).
+  Status Run(const std::vector<size_t>& todo);
 
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    for (size_t k = 0; k < running.size();) {
-      Child& c = running[k];
-      int status = 0;
-      const pid_t r = ::waitpid(c.pid, &status, WNOHANG);
-      if (r == 0) {
-        // Still running: enforce the timeout and the grace period.
-        if (!c.signalled && SecondsSince(c.start) > o.run_timeout_s) {
-          LogWarning("run '{}' exceeded run_timeout_s = {}; stopping it",
-                     spec.runs[c.index].name, o.run_timeout_s);
-          SignalRun(c.pid, SIGINT);
-          c.signalled = true;
-          c.timed_out = true;
-          c.signalled_at = Clock::now();
-        } else if (c.signalled && !c.killed &&
-                   SecondsSince(c.signalled_at) > o.stop_grace_s) {
-          LogWarning("run '{}' did not stop within {} s; killing it",
-                     spec.runs[c.index].name, o.stop_grace_s);
-          SignalRun(c.pid, SIGKILL);
-          c.killed = true;
-        }
-        ++k;
-        continue;
-      }
-      RunOutcome& res = out[c.index];
-      const PlannedRun& run = spec.runs[c.index];
-      res.seconds = SecondsSince(c.start);
-      res.exit_code = r < 0               ? -1
-                      : WIFEXITED(status) ? WEXITSTATUS(status)
-                                          : 128 + WTERMSIG(status);
-      const std::string dir = JoinPath(runs_dir, run.name);
-      const RunDirState state = InspectRunDir(dir);
-      if (c.timed_out) {
-        res.state = "timeout";
-      } else if (res.exit_code == 0 && state == RunDirState::kComplete) {
-        res.state = "done";
-        finished_now += 1;
-        finished_seconds += res.seconds;
-      } else if (c.signalled || res.exit_code == 130) {
-        res.state = "interrupted";
-      } else {
-        res.state = "failed";
-      }
-      // Keep the log with the run it belongs to.
-      if (IsDir(dir)) {
-        const std::string moved = JoinPath(dir, "train.log");
-        if (::rename(res.log.c_str(), moved.c_str()) == 0) res.log = moved;
-      }
-      if (res.state != "done" && res.state != "interrupted") {
-        LogWarning("run '{}' {} (exit code {}); its output is in {}", run.name,
-                   res.state, res.exit_code, res.log);
-      }
-      const std::string event = fmt::format("{} {} ({})", res.state, run.name,
-                                            FormatDuration(res.seconds));
-      running.erase(running.begin() + static_cast<std::ptrdiff_t>(k));
-      progress(event);
+ private:
+  size_t CellsDone() const;
+  size_t RunsEnded() const;
+  void Progress(const std::string& event) const;
+  // After *stop: one SIGINT to every child not signalled yet.
+  void StopAll();
+  // Starts children from todo[*next] on while there is room.
+  Status StartRuns(const std::vector<size_t>& todo, size_t* next);
+  // Reaps the children that ended; signals those over their time.
+  void Poll();
+  void EnforceLimits(Child& c);
+  // Records the outcome of a child that ended (waitpid returned `r`).
+  void Finish(const Child& c, pid_t r, int status);
+
+  const ExperimentSpec& spec_;
+  const RunnerOptions& o_;
+  const std::string runs_dir_;
+  const std::string logs_dir_;
+  std::vector<RunOutcome>& out_;
+  std::vector<Child> running_;
+  size_t skipped_ = 0;
+  Clock::time_point t0_ = Clock::now();
+  size_t finished_now_ = 0;
+  double finished_seconds_ = 0;
+};
+
+size_t ExperimentPass::CellsDone() const {
+  size_t n = 0;
+  for (size_t c = 0; c < spec_.cells.size(); ++c) {
+    bool all = true;
+    for (size_t i = 0; i < out_.size(); ++i) {
+      if (spec_.runs[i].cell == static_cast<int>(c))
+        all = all && (out_[i].state == "done" || out_[i].state == "skipped");
+    }
+    n += all ? 1 : 0;
+  }
+  return n;
+}
+
+size_t ExperimentPass::RunsEnded() const {
+  size_t n = 0;
+  for (const auto& r : out_) n += r.state != "pending" ? 1 : 0;
+  return n;
+}
+
+void ExperimentPass::Progress(const std::string& event) const {
+  if (!o_.print_progress) return;
+  const size_t total = out_.size();
+  const size_t left = total - RunsEnded();
+  std::string eta = "?";
+  if (left == 0) {
+    eta = "0s";
+  } else if (finished_now_ > 0) {
+    const double per_run =
+        finished_seconds_ / static_cast<double>(finished_now_);
+    eta = FormatDuration(per_run * static_cast<double>(left) /
+                         std::max(1, o_.parallel));
+  }
+  std::printf(
+      "[experiment] %s | cells %zu/%zu | runs %zu/%zu (%zu skipped, %zu "
+      "running) | elapsed %s | ETA %s\n",
+      event.c_str(), CellsDone(), spec_.cells.size(), RunsEnded(), total,
+      skipped_, running_.size(), FormatDuration(SecondsSince(t0_)).c_str(),
+      eta.c_str());
+  std::fflush(stdout);
+}
+
+void ExperimentPass::StopAll() {
+  std::printf(
+      "[experiment] interrupted: stopping %zu running run(s); run the "
+      "same command again to resume\n",
+      running_.size());
+  std::fflush(stdout);
+  for (Child& c : running_) {
+    if (!c.signalled) {
+      SignalRun(c.pid, SIGINT);
+      c.signalled = true;
+      c.signalled_at = Clock::now();
     }
   }
+}
+
+Status ExperimentPass::StartRuns(const std::vector<size_t>& todo,
+                                 size_t* next) {
+  while (*next < todo.size() &&
+         static_cast<int>(running_.size()) < std::max(1, o_.parallel)) {
+    const size_t i = todo[(*next)++];
+    const PlannedRun& run = spec_.runs[i];
+    const std::string log = JoinPath(logs_dir_, run.name + ".log");
+    auto pid = Spawn(RunCommand(spec_, run, o_), log);
+    if (!pid.ok()) {
+      for (Child& c : running_) SignalRun(c.pid, SIGINT);
+      return pid.status();
+    }
+    Child c;
+    c.index = i;
+    c.pid = *pid;
+    c.start = Clock::now();
+    running_.push_back(c);
+    out_[i].log = log;
+    Progress("started " + run.name);
+  }
+  return Status::Ok();
+}
+
+void ExperimentPass::EnforceLimits(Child& c) {
+  if (!c.signalled && SecondsSince(c.start) > o_.run_timeout_s) {
+    LogWarning("run '{}' exceeded run_timeout_s = {}; stopping it",
+               spec_.runs[c.index].name, o_.run_timeout_s);
+    SignalRun(c.pid, SIGINT);
+    c.signalled = true;
+    c.timed_out = true;
+    c.signalled_at = Clock::now();
+  } else if (c.signalled && !c.killed &&
+             SecondsSince(c.signalled_at) > o_.stop_grace_s) {
+    LogWarning("run '{}' did not stop within {} s; killing it",
+               spec_.runs[c.index].name, o_.stop_grace_s);
+    SignalRun(c.pid, SIGKILL);
+    c.killed = true;
+  }
+}
+
+void ExperimentPass::Finish(const Child& c, pid_t r, int status) {
+  RunOutcome& res = out_[c.index];
+  const PlannedRun& run = spec_.runs[c.index];
+  res.seconds = SecondsSince(c.start);
+  res.exit_code = r < 0               ? -1
+                  : WIFEXITED(status) ? WEXITSTATUS(status)
+                                      : 128 + WTERMSIG(status);
+  const std::string dir = JoinPath(runs_dir_, run.name);
+  const RunDirState state = InspectRunDir(dir);
+  if (c.timed_out) {
+    res.state = "timeout";
+  } else if (res.exit_code == 0 && state == RunDirState::kComplete) {
+    res.state = "done";
+    finished_now_ += 1;
+    finished_seconds_ += res.seconds;
+  } else if (c.signalled || res.exit_code == 130) {
+    res.state = "interrupted";
+  } else {
+    res.state = "failed";
+  }
+  // Keep the log with the run it belongs to.
+  if (IsDir(dir)) {
+    const std::string moved = JoinPath(dir, "train.log");
+    if (::rename(res.log.c_str(), moved.c_str()) == 0) res.log = moved;
+  }
+  if (res.state != "done" && res.state != "interrupted") {
+    LogWarning("run '{}' {} (exit code {}); its output is in {}", run.name,
+               res.state, res.exit_code, res.log);
+  }
+}
+
+void ExperimentPass::Poll() {
+  for (size_t k = 0; k < running_.size();) {
+    Child& c = running_[k];
+    int status = 0;
+    const pid_t r = ::waitpid(c.pid, &status, WNOHANG);
+    if (r == 0) {  // still running
+      EnforceLimits(c);
+      ++k;
+      continue;
+    }
+    Finish(c, r, status);
+    const RunOutcome& res = out_[c.index];
+    const std::string event =
+        fmt::format("{} {} ({})", res.state, spec_.runs[c.index].name,
+                    FormatDuration(res.seconds));
+    running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(k));
+    Progress(event);
+  }
+}
+
+Status ExperimentPass::Run(const std::vector<size_t>& todo) {
+  skipped_ = out_.size() - todo.size();
+  t0_ = Clock::now();
+  if (o_.print_progress && skipped_ > 0)
+    Progress(fmt::format("resuming: {} finished run(s) kept", skipped_));
+  size_t next = 0;
+  bool stopping = false;
+  while ((next < todo.size() && !stopping) || !running_.empty()) {
+    if (o_.stop != nullptr && o_.stop->load() && !stopping) {
+      stopping = true;
+      StopAll();
+    }
+    if (!stopping) RETURN_IF_ERROR(StartRuns(todo, &next));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    Poll();
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::vector<RunOutcome>> RunPlannedRuns(const ExperimentSpec& spec,
+                                               const RunnerOptions& o) {
+  const std::string runs_dir = JoinPath(o.output, "runs");
+  const std::string logs_dir = JoinPath(o.output, "logs");
+  RETURN_IF_ERROR(MakeDirs(runs_dir));
+  RETURN_IF_ERROR(MakeDirs(logs_dir));
+  std::vector<RunOutcome> out(spec.runs.size());
+  ASSIGN_OR_RETURN(std::vector<size_t> todo, RunsToDo(spec, o, runs_dir, &out));
+  ExperimentPass pass(spec, o, runs_dir, logs_dir, &out);
+  RETURN_IF_ERROR(pass.Run(todo));
   return out;
 }
 

@@ -133,7 +133,7 @@ Result<std::unique_ptr<LiveReport>> LiveReport::Open(
 }
 
 Result<nlohmann::json> LiveReport::Data() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   // Scanned before loading: a file that changes in between makes the next
   // scan differ, so the page is never left behind the directory.
   DirScan scan = Scan(dir_, options_);

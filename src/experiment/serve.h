@@ -7,10 +7,10 @@
 
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "experiment/results.h"
 #include "metrics/http_server.h"
@@ -64,10 +64,10 @@ class LiveReport {
 
   // Never fails: a directory that cannot be read right now (plan.json being
   // rewritten, removed) is answered with 503 and the reason.
-  HttpResponse Handle(const HttpRequest& request);
+  HttpResponse Handle(const HttpRequest& request) EXCLUDES(mu_);
 
   // The report data now, with "live". The errors of LoadResults.
-  Result<nlohmann::json> Data();
+  Result<nlohmann::json> Data() EXCLUDES(mu_);
 
   const std::string& dir() const { return dir_; }
 
@@ -77,9 +77,9 @@ class LiveReport {
 
   const std::string dir_;
   const LiveReportOptions options_;
-  std::mutex mu_;
-  std::string fingerprint_;  // GUARDED_BY(mu_) of the files behind data_
-  nlohmann::json data_;      // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::string fingerprint_ GUARDED_BY(mu_);  // of the files behind data_
+  nlohmann::json data_ GUARDED_BY(mu_);
 };
 
 // Serves `report` at `address` ("host:port"; port 0 picks a free one) from

@@ -1,96 +1,33 @@
-#include "train/cluster_run.h"
+#include "launch/threads.h"
 
-#include <torch/torch.h>
+#include <ATen/Parallel.h>
 
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "common/log.h"
+#include "coordinator/cluster_checkpoints.h"
+#include "coordinator/metrics_endpoint.h"
+#include "launch/roles.h"
 #include "models/models.h"
-#include "train/data_service.h"
-#include "train/roles.h"
-#include "transport/curve_keys.h"
-#include "transport/inproc_transport.h"
+#include "transport/factory.h"
 #include "transport/spin_wait.h"
-#include "transport/ucx_transport.h"
-#include "transport/zmq_transport.h"
+#include "worker/plan_probe.h"
 
 namespace strata {
 namespace {
 
-// Makes bound transports for the nodes of one in-process cluster; over TCP
-// they share one ZeroMQ context (and so one CURVE authentication handler).
-class TransportFactory {
- public:
-  TransportFactory(std::string kind, std::optional<CurveKeys> curve,
-                   const std::string& ucx_shared_memory)
-      : tcp_(kind == "tcp"),
-        ucx_(kind == "ucx"),
-        // The config schema allows only its spellings.
-        ucx_shared_memory_(UcxSharedMemoryFromConfig(ucx_shared_memory)
-                               .value_or(UcxOptions::SharedMemory::kAuto)),
-        curve_(std::move(curve)) {}
-  bool curve() const { return curve_.has_value(); }
-  Result<std::unique_ptr<Transport>> Make(NodeId id) {
-    std::unique_ptr<Transport> t;
-    if (ucx_) {
-      UcxOptions uo;
-      uo.shared_memory = ucx_shared_memory_;  // cluster.ucx_shared_memory
-      ASSIGN_OR_RETURN(t, NewUcxTransport(id, uo));
-      RETURN_IF_ERROR(t->Bind("ucx://127.0.0.1:*"));
-    } else if (tcp_) {
-      if (context_ == nullptr) {
-        ASSIGN_OR_RETURN(context_, ZmqContext::Create(1));
-      }
-      ZmqOptions zo;
-      zo.context = context_;
-      zo.curve = curve_;
-      ASSIGN_OR_RETURN(t, NewZmqTransport(id, zo));
-      RETURN_IF_ERROR(t->Bind("tcp://127.0.0.1:*"));
-    } else {
-      ASSIGN_OR_RETURN(t, fabric_.NewTransport(id));
-      RETURN_IF_ERROR(t->Bind("inproc://*"));
-    }
-    return t;
-  }
-
- private:
-  const bool tcp_;
-  const bool ucx_;
-  const UcxOptions::SharedMemory ucx_shared_memory_;
-  const std::optional<CurveKeys> curve_;
-  InProcFabric fabric_;
-  std::shared_ptr<ZmqContext> context_;
-};
-
-// Runs a role's body on its thread: an exception (a bug, or LibTorch
-// throwing past a boundary) is logged with the role's name and stops only
-// that role; its node goes silent and the coordinator reports it lost.
-template <typename F>
-void Guarded(const std::string& who, F&& body) {
-  try {
-    body();
-  } catch (const std::exception& e) {
-    LogError("{}: stopped by an exception: {}", who, e.what());
-  }
-}
-
-}  // namespace
-
-Result<RunSummary> TrainCluster(const Config& given, const DatasetSplits& data,
-                                const RunDirectory& run_dir,
-                                const std::atomic<bool>* stop) {
+// The config as the threads launcher runs it: cluster.slice_kb's default
+// is no row slices between threads over the in-process transport, where a
+// round trip is short and the slices' own cost was more than they hid
+// (docs/results/2026-11-27-row-slices.md).
+Result<Config> ThreadsConfig(const Config& given) {
   Config config = given;
-  // cluster.slice_kb's default: no row slices between threads over the
-  // in-process transport, where a round trip is short and the slices' own
-  // cost was more than they hid (docs/benchmarks.md, "Row slices").
   if (config.GetFloat("cluster.slice_kb") < 0 &&
       config.GetString("cluster.transport") == "inproc") {
     RETURN_IF_ERROR(config.ApplyOverride("cluster.slice_kb=0"));
   }
-  // A GPU that is not there fails the run before any node starts (only the
-  // workers and the evaluator compute on it; PlaceModel checks in them).
-  RETURN_IF_ERROR(CheckDevice(DeviceOptions::FromConfig(config)));
   if (config.GetString("train.local_optimizer") != "auto") {
     LogWarning(
         "train.local_optimizer = \"{}\" applies to cluster.mode = local: in "
@@ -98,28 +35,28 @@ Result<RunSummary> TrainCluster(const Config& given, const DatasetSplits& data,
         "update; ignored",
         config.GetString("train.local_optimizer"));
   }
-  ASSIGN_OR_RETURN(ClusterPlan plan, ClusterPlan::Make(config, data));
-  const ClusterRunOptions& o = plan.options;
-  const RoleTable& roles = o.roles;
-  torch::set_num_threads(ThreadsPerWorker(config, roles.num_workers()));
-  // Only in-process waits spin (spin_wait.h); the previous budget again
-  // after this run.
-  const ScopedSpinWait spin(
-      std::chrono::microseconds(config.GetInt("cluster.spin_us")));
+  return config;
+}
 
-  RETURN_IF_ERROR(CheckMetricsAddress(o));
-  ASSIGN_OR_RETURN(std::shared_ptr<const Checkpoint> resume_from,
-                   CheckResumable(config, o, run_dir));
-  const std::string kind = config.GetString("cluster.transport");
-  const bool tcp = kind == "tcp";
+// One bound transport per node: one fabric (inproc) or one ZeroMQ context
+// (tcp: one CURVE handler) for every node of the process.
+class Transports {
+ public:
+  static Result<std::vector<std::unique_ptr<Transport>>> Make(
+      const Config& config, const RoleTable& roles, Transports* keep);
+  std::string Describe() const;
+
+ private:
+  std::string kind_;
+  bool curve_ = false;
+  InProcFabric fabric_;
+};
+
+Result<std::vector<std::unique_ptr<Transport>>> Transports::Make(
+    const Config& config, const RoleTable& roles, Transports* t) {
+  t->kind_ = config.GetString("cluster.transport");
   ASSIGN_OR_RETURN(std::optional<CurveKeys> curve, CurveKeysFromConfig(config));
-  if (curve && kind == "ucx") {
-    return Status::InvalidArgument(
-        "cluster.security = \"curve\" secures ZeroMQ TCP; the UCX transport "
-        "(cluster.transport = \"ucx\") has no authentication: use \"tcp\" "
-        "with CURVE, or security = \"none\"");
-  }
-  if (curve && !tcp) {
+  if (curve && t->kind_ == "inproc") {
     return Status::InvalidArgument(
         "cluster.security = \"curve\" authenticates and encrypts ZeroMQ TCP, "
         "but this run's nodes are threads of one process talking over the "
@@ -128,22 +65,40 @@ Result<RunSummary> TrainCluster(const Config& given, const DatasetSplits& data,
         "\"tcp\" (CURVE on loopback), run with --processes or strata node, "
         "or leave cluster.security = \"none\"");
   }
-  TransportFactory factory(kind, std::move(curve),
-                           config.GetString("cluster.ucx_shared_memory"));
-  std::vector<std::unique_ptr<Transport>> transports(roles.num_nodes());
-  for (NodeId id = 0; id < roles.num_nodes(); ++id) {
-    ASSIGN_OR_RETURN(transports[id], factory.Make(id));
+  t->curve_ = curve.has_value();
+  TransportOptions options;
+  options.fabric = &t->fabric_;
+  options.curve = std::move(curve);
+  // The config schema allows only its spellings.
+  options.ucx_shared_memory =
+      UcxSharedMemoryFromConfig(config.GetString("cluster.ucx_shared_memory"))
+          .value_or(UcxOptions::SharedMemory::kAuto);
+  if (t->kind_ == "tcp") {
+    ASSIGN_OR_RETURN(options.zmq_context, ZmqContext::Create(1));
   }
-  const std::string coordinator = transports[0]->endpoint();
+  ASSIGN_OR_RETURN(const std::string local, LocalEndpoint(t->kind_));
+  std::vector<std::unique_ptr<Transport>> out(roles.num_nodes());
+  for (NodeId id = 0; id < roles.num_nodes(); ++id) {
+    ASSIGN_OR_RETURN(out[id], NewBoundTransport(id, local, options));
+  }
+  return out;
+}
+
+std::string Transports::Describe() const {
+  if (kind_ == "ucx") return "UCX (loopback)";
+  if (kind_ == "tcp")
+    return curve_ ? "tcp (loopback, CURVE)" : "tcp (loopback)";
+  return "the in-process transport";
+}
+
+void LogCluster(const ClusterPlan& plan, const std::string& transport) {
+  const ClusterRunOptions& o = plan.options;
   LogInfo(
       "cluster: mode {}, {} servers, {} workers, in one process over {}; {} "
-      "parameters "
-      "({}); per-worker batch {}, {} iterations per worker{}{}",
-      RunModeName(o.mode), roles.num_servers(), roles.num_workers(),
-      kind == "ucx" ? "UCX (loopback)"
-      : tcp ? (factory.curve() ? "tcp (loopback, CURVE)" : "tcp (loopback)")
-            : "the in-process transport",
-      plan.num_params, plan.layout.ToString(), o.worker_batch, o.iterations,
+      "parameters ({}); per-worker batch {}, {} iterations per worker{}{}",
+      RunModeName(o.mode), o.roles.num_servers(), o.roles.num_workers(),
+      transport, plan.num_params, plan.layout.ToString(), o.worker_batch,
+      o.iterations,
       o.data_servers > 0
           ? fmt::format("; {} data servers ({} assignment)", o.data_servers,
                         AssignmentName(o.assignment))
@@ -153,73 +108,65 @@ Result<RunSummary> TrainCluster(const Config& given, const DatasetSplits& data,
           : fmt::format("; {} compression of pushes{}",
                         CompressionName(o.compression),
                         o.compress_pulls ? " and pulls" : ""));
+}
 
-  Result<nlohmann::json> summary = Status::Internal("coordinator did not run");
+}  // namespace
+
+Result<RunSummary> TrainCluster(const Config& given, const DatasetSplits& data,
+                                const RunDirectory& run_dir,
+                                const std::atomic<bool>* stop) {
+  ASSIGN_OR_RETURN(const Config config, ThreadsConfig(given));
+  ASSIGN_OR_RETURN(ClusterPlan plan, MakeClusterPlan(config, data));
+  const ClusterRunOptions& o = plan.options;
+  // A GPU that is not there fails the run before any node starts (only the
+  // workers and the evaluator compute on it; PlaceModel checks in them).
+  RETURN_IF_ERROR(CheckDevice(o.device));
+  at::set_num_threads(ThreadsPerWorker(o));
+  // Only in-process waits spin (spin_wait.h); the previous budget again
+  // after this run.
+  const ScopedSpinWait spin(
+      std::chrono::microseconds(config.GetInt("cluster.spin_us")));
+  RETURN_IF_ERROR(CheckMetricsAddress(o.metrics_address));
+  ASSIGN_OR_RETURN(std::shared_ptr<const Checkpoint> resume_from,
+                   CheckResumable(config, o, run_dir));
+  Transports keep;
+  ASSIGN_OR_RETURN(auto transports, Transports::Make(config, o.roles, &keep));
+  LogCluster(plan, keep.Describe());
+  ClusterSummary summary;
   std::vector<float> final_params;
-  std::vector<std::thread> threads_list;
-  threads_list.emplace_back([&] {
-    Guarded("coordinator", [&] {
-      summary = RunCoordinatorRole(config, o, std::move(transports[0]), run_dir,
-                                   stop, std::move(resume_from));
-    });
-  });
-  for (int s = 0; s < roles.num_servers(); ++s) {
-    threads_list.emplace_back([&, s] {
-      Guarded(roles.Describe(roles.ServerId(s)), [&] {
-        Status st = RunServerRole(config, plan.options, s,
-                                  std::move(transports[roles.ServerId(s)]),
-                                  coordinator, stop);
-        if (!st.ok()) LogDebug("server {}: {}", s, st.message());
-      });
+  std::vector<RoleContext> contexts(o.roles.num_nodes());
+  for (NodeId id = 0; id < o.roles.num_nodes(); ++id) {
+    RoleContext& ctx = contexts[id];
+    RETURN_IF_ERROR(o.roles.RoleOf(id, &ctx.role, &ctx.index));
+    ctx.config = &config;
+    ctx.plan = &plan;
+    ctx.transport = std::move(transports[id]);
+    ctx.coordinator = contexts[0].transport->endpoint();
+    ctx.run_dir = &run_dir;
+    ctx.stop = stop;
+    ctx.data = &data;
+  }
+  contexts[0].resume_from = std::move(resume_from);
+  contexts[0].summary = &summary;
+  contexts[o.roles.EvaluatorId()].final_params = &final_params;
+  std::vector<Status> results(contexts.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < contexts.size(); ++i) {
+    threads.emplace_back([&contexts, &results, i] {
+      RoleContext& ctx = contexts[i];
+      // A failed node logged its error; the coordinator reports the loss.
+      results[i] = RunRole(ctx);
+      if (results[i].ok()) return;
+      if (ctx.role == Role::kEvaluator)
+        LogWarning("evaluator: {}", results[i].message());
+      else
+        LogDebug("{}: {}", ctx.who(), results[i].message());
     });
   }
-  for (int w = 0; w < roles.num_workers(); ++w) {
-    threads_list.emplace_back([&, w] {
-      Guarded(roles.Describe(roles.WorkerId(w)), [&] {
-        // A failed worker logged its error; the coordinator reports the loss.
-        auto metrics = RunWorkerRole(config, plan, w, data,
-                                     std::move(transports[roles.WorkerId(w)]),
-                                     coordinator, &run_dir, stop);
-        if (!metrics.ok())
-          LogDebug("worker {}: {}", w, metrics.status().message());
-      });
-    });
-  }
-  for (int d = 0; d < roles.num_data_servers(); ++d) {
-    threads_list.emplace_back([&, d] {
-      Guarded(roles.Describe(roles.DataServerId(d)), [&] {
-        Status st = RunDataRole(config, plan, d, data,
-                                std::move(transports[roles.DataServerId(d)]),
-                                coordinator, &run_dir, stop);
-        if (!st.ok()) LogDebug("data server {}: {}", d, st.message());
-      });
-    });
-  }
-  threads_list.emplace_back([&] {
-    Guarded("evaluator", [&] {
-      Status st = RunEvaluatorRole(config, plan, data,
-                                   std::move(transports[roles.EvaluatorId()]),
-                                   coordinator, &run_dir, stop, &final_params);
-      if (!st.ok()) LogWarning("evaluator: {}", st.message());
-    });
-  });
-  for (auto& t : threads_list) t.join();
-  if (!summary.ok()) return summary.status();
-
-  const nlohmann::json& j = *summary;
-  RunSummary s;
-  s.final_train_loss = j.value("final_train_loss", 0.0);
-  s.final_train_acc = j.value("final_train_acc", 0.0);
-  s.final_val_loss = j.value("final_val_loss", 0.0);
-  s.final_val_acc = j.value("final_val_acc", 0.0);
-  s.wall_s = j.value("wall_s", 0.0);
-  s.train_s = j.value("train_s", 0.0);
-  s.samples_per_s = j.value("samples_per_s", 0.0);
-  s.steps = j.value("steps", int64_t{0});
-  s.samples = j.value("samples", int64_t{0});
-  s.epochs = static_cast<double>(s.samples) / data.train.size();
-  s.parameters = plan.num_params;
-  s.interrupted = j.value("interrupted", false);
+  for (auto& t : threads) t.join();
+  // The coordinator's result is the run's.
+  RETURN_IF_ERROR(results[0]);
+  RunSummary s = summary.Brief(data.train.size(), plan.num_params);
   s.final_params = std::move(final_params);
   return s;
 }

@@ -53,7 +53,10 @@ Result<std::unique_ptr<TensorBoardWriter>> TensorBoardWriter::Open(
   tensorboard::Event e;
   e.set_wall_time(Now());
   e.set_file_version("brain.Event:2");
-  RETURN_IF_ERROR(w->WriteRecord(e.SerializeAsString()));
+  {
+    MutexLock lock(&w->mu_);
+    RETURN_IF_ERROR(w->WriteRecord(e.SerializeAsString()));
+  }
   return w;
 }
 
@@ -84,7 +87,7 @@ Status TensorBoardWriter::Scalars(
     v->set_simple_value(static_cast<float>(value));
   }
   const std::string data = e.SerializeAsString();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return WriteRecord(data);
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 
-// TensorBoard event files (docs/metrics.md): TFRecord framing (length,
+// TensorBoard event files (docs/design/metrics.md): TFRecord framing (length,
 // masked CRC-32C of the length, data, masked CRC-32C of the data) around
 // Event protocol buffers (tensorboard_event.proto). One writer per file;
 // every event is written with one write() and is on disk when Scalars()
@@ -8,11 +8,11 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 
 namespace strata {
@@ -30,16 +30,18 @@ class TensorBoardWriter {
 
   // One event at `step` holding a scalar per (tag, value). Thread-safe.
   Status Scalars(int64_t step,
-                 const std::vector<std::pair<std::string, double>>& values);
+                 const std::vector<std::pair<std::string, double>>& values)
+      EXCLUDES(mu_);
   const std::string& path() const { return path_; }
 
  private:
   TensorBoardWriter(int fd, std::string path)
       : fd_(fd), path_(std::move(path)) {}
-  Status WriteRecord(const std::string& data);
+  // One record, with one write(): records never interleave.
+  Status WriteRecord(const std::string& data) REQUIRES(mu_);
 
-  std::mutex mu_;
-  int fd_;
+  Mutex mu_;
+  int fd_ GUARDED_BY(mu_);
   const std::string path_;
 };
 

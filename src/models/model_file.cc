@@ -1,4 +1,4 @@
-#include "train/model_file.h"
+#include "models/model_file.h"
 
 #include <torch/torch.h>
 
@@ -48,7 +48,7 @@ std::vector<SafeTensor> ModelTensors(Model& model) {
   return out;
 }
 
-nlohmann::json ModelInfo(const Config& config, const InputSpec& input,
+nlohmann::json ModelInfo(const ModelOptions& options, const InputSpec& input,
                          const std::vector<SafeTensor>& tensors,
                          int64_t parameters) {
   // Parameters come first (the flat vector's `parameters` values), then
@@ -63,7 +63,7 @@ nlohmann::json ModelInfo(const Config& config, const InputSpec& input,
     seen += t.numel();
   }
   nlohmann::json j{{"format", "strata-model-1"},
-                   {"model", config.GetString("model.name")},
+                   {"model", options.name},
                    {"input",
                     {{"channels", input.channels},
                      {"height", input.height},
@@ -71,17 +71,15 @@ nlohmann::json ModelInfo(const Config& config, const InputSpec& input,
                    {"classes", input.num_classes},
                    {"parameters", parameters},
                    {"tensors", list}};
-  if (config.GetString("model.name") == "mlp")
-    j["hidden"] = config.GetInt("model.hidden");
-  if (config.GetString("model.name") == "torchscript")
-    j["torchscript"] = config.GetString("model.path");
+  if (options.name == "mlp") j["hidden"] = options.hidden;
+  if (options.name == "torchscript") j["torchscript"] = options.path;
   return j;
 }
 
-Status WriteModelFiles(const std::string& dir, const Config& config,
+Status WriteModelFiles(const std::string& dir, const ModelOptions& options,
                        const InputSpec& input, Model& model) {
   std::vector<SafeTensor> tensors = ModelTensors(model);
-  nlohmann::json info = ModelInfo(config, input, tensors, model.flat.size());
+  nlohmann::json info = ModelInfo(options, input, tensors, model.flat.size());
   RETURN_IF_ERROR(
       WriteSafetensors(JoinPath(dir, kModelFile), tensors,
                        {{"format", "strata-model-1"},

@@ -1,11 +1,11 @@
 #pragma once
 
-// The trained model as files a user takes out of strata (docs/models.md):
-// <run>/model.safetensors (every parameter and buffer under the model's own
-// tensor names, the names a PyTorch module of the same architecture has in
-// its state_dict) and <run>/model.json (what architecture, input and classes
-// they belong to). Written at the end of every run; `strata export` checks
-// and copies them.
+// The trained model as files a user takes out of strata
+// (docs/design/models.md): <run>/model.safetensors (every parameter and buffer
+// under the model's own tensor names, the names a PyTorch module of the same
+// architecture has in its state_dict) and <run>/model.json (what architecture,
+// input and classes they belong to). Written at the end of every run; `strata
+// export` checks and copies them.
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -27,7 +27,7 @@ std::vector<SafeTensor> ModelTensors(Model& model);
 
 // {"format", "model", "hidden", "input": {channels, height, width},
 //  "classes", "parameters", "tensors": [{"name", "shape", "dtype", "kind"}]}
-nlohmann::json ModelInfo(const Config& config, const InputSpec& input,
+nlohmann::json ModelInfo(const ModelOptions& options, const InputSpec& input,
                          const std::vector<SafeTensor>& tensors,
                          int64_t parameters);
 
@@ -40,7 +40,7 @@ SafeTensor ToSafeTensor(const std::string& name, const torch::Tensor& value);
 std::vector<std::pair<std::string, torch::Tensor>> NamedBuffers(Model& model);
 
 // Writes both files into `dir` (each atomically). IoError naming the file.
-Status WriteModelFiles(const std::string& dir, const Config& config,
+Status WriteModelFiles(const std::string& dir, const ModelOptions& options,
                        const InputSpec& input, Model& model);
 
 // Reads `dir`'s two files and checks that they agree (every tensor of the

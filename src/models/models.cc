@@ -8,6 +8,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "common/mutex.h"
 #include "common/own_thread.h"
 #include "models/torchscript.h"
 
@@ -329,7 +330,7 @@ class ResNetImpl : public ClassifierImpl {
 // LibTorch's default generator is process-wide: seeding and construction
 // happen together under this lock so that concurrent CreateModel calls (one
 // per worker thread) each get the initialisation their seed defines.
-std::mutex g_init_mu;
+Mutex g_init_mu;
 
 Result<std::shared_ptr<ClassifierImpl>> Construct(const ModelOptions& o,
                                                   const InputSpec& in) {
@@ -381,22 +382,6 @@ Result<std::shared_ptr<ClassifierImpl>> Construct(const ModelOptions& o,
 
 }  // namespace
 
-ModelOptions ModelOptions::FromConfig(const Config& config) {
-  ModelOptions o;
-  o.name = config.GetString("model.name");
-  o.hidden = config.GetInt("model.hidden");
-  o.path = config.GetString("model.path");
-  o.seed = static_cast<uint64_t>(config.GetInt("run.seed"));
-  return o;
-}
-
-DeviceOptions DeviceOptions::FromConfig(const Config& config) {
-  DeviceOptions o;
-  o.device = config.GetString("train.device");
-  o.emulate_gpu_buffers = config.GetBool("train.emulate_gpu_buffers");
-  return o;
-}
-
 const std::vector<std::string>& ModelNames() {
   static const std::vector<std::string> names = {
       "mlp",      "lenet",    "cnn4",       "resnet20",
@@ -412,7 +397,7 @@ Result<Model> CreateModel(const ModelOptions& options, const InputSpec& input) {
   Model model;
   model.name = options.name;
   try {
-    std::lock_guard<std::mutex> lock(g_init_mu);
+    MutexLock lock(&g_init_mu);
     torch::manual_seed(options.seed);
     ASSIGN_OR_RETURN(model.net, Construct(options, input));
   } catch (const c10::Error& e) {

@@ -13,6 +13,7 @@
 #include "common/config.h"
 #include "common/status.h"
 #include "models/flat_parameters.h"
+#include "models/model_options.h"
 
 namespace strata {
 
@@ -26,36 +27,15 @@ struct InputSpec {
   int64_t flat_size() const { return channels * height * width; }
 };
 
-struct ModelOptions {
-  std::string name = "mlp";  // mlp, lenet, cnn4, resnet20/32/56, torchscript
-  int64_t hidden = 256;      // mlp hidden units
-  uint64_t seed = 1;         // initialisation seed
-  std::string path;          // torchscript: the saved module
-
-  // model.name, model.hidden, model.path and run.seed from a run config.
-  static ModelOptions FromConfig(const Config& config);
-};
-
-// Where a model computes (PlaceModel).
-struct DeviceOptions {
-  std::string device = "cpu";  // cpu, cuda or cuda:N
-  // On the CPU, the flat vector bound as on a GPU (FlatParameters::Bind's
-  // emulate_device).
-  bool emulate_gpu_buffers = false;
-
-  // train.device and train.emulate_gpu_buffers from a run config.
-  static DeviceOptions FromConfig(const Config& config);
-};
-
 // Base of every strata model: maps a batch [N, C, H, W] (or [N, D]) to
 // logits [N, num_classes]. Not thread-safe: one model per training thread.
 class ClassifierImpl : public torch::nn::Module {
  public:
   virtual torch::Tensor forward(torch::Tensor x) = 0;
 
-  // Waiting layer by layer (cluster.layer_wait, docs/cluster.md): a worker
-  // may start the forward pass while the parameters are still arriving. A
-  // model whose forward() calls Await() before each layer that reads
+  // Waiting layer by layer (cluster.layer_wait, docs/design/pipelining.md): a
+  // worker may start the forward pass while the parameters are still arriving.
+  // A model whose forward() calls Await() before each layer that reads
   // parameters, in the order of its parameters, says so here; the others
   // (scripted models) get every parameter before forward() starts.
   virtual bool awaits_layers() const { return false; }
@@ -72,7 +52,7 @@ class ClassifierImpl : public torch::nn::Module {
     if (gate_) gate_(nullptr, nullptr);
   }
 
-  // Row slices (cluster.slice_kb, docs/cluster.md; P3-style): a model
+  // Row slices (cluster.slice_kb, docs/design/pipelining.md; P3-style): a model
   // may compute a large fully-connected layer as several products over row
   // slices of its weight. The forward pass then waits for each slice's rows
   // only (first slice first), and the backward pass computes the slices'

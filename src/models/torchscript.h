@@ -5,7 +5,7 @@
 // with LibTorch's torch::jit::load. Its parameters are registered with this
 // nn::Module under their scripted names (dots as '_'), so FlatParameters
 // binds them to the flat vector exactly as for the built-in models: the
-// scripted module computes with views of it. docs/models.md.
+// scripted module computes with views of it. docs/design/models.md.
 
 #include <torch/script.h>
 

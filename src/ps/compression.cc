@@ -5,6 +5,7 @@
 #include <cstring>
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define STRATA_HAVE_X86_PATHS 1
 #endif
@@ -17,10 +18,15 @@ namespace {
 // even as FloatToHalf, subnormal halves included. Saturation is a clamp to
 // +-65504 first; min/max return their second operand for NaN, so a NaN
 // stays NaN (a quiet NaN keeping the top payload bits, where FloatToHalf
-// gives 0x7e00: both are NaN). Chosen at run time (__builtin_cpu_supports).
+// gives 0x7e00: both are NaN). Chosen at run time: AVX (which includes the
+// OS's support for its registers) by __builtin_cpu_supports, F16C by its
+// CPUID bit (clang 14's builtin does not know "f16c").
 bool HasF16c() {
-  static const bool has =
-      __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  static const bool has = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __builtin_cpu_supports("avx") &&
+           __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+  }();
   return has;
 }
 

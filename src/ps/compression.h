@@ -1,6 +1,6 @@
 #pragma once
 
-// Gradient compression for pushes (issue 13; docs/compression.md): the
+// Gradient compression for pushes (issue 13; docs/design/compression.md): the
 // codecs and error feedback. Pure logic, no I/O, no LibTorch. Pushes use
 // them through PsClient::SetCompression (cluster.compression).
 //

@@ -33,7 +33,7 @@ inline constexpr uint32_t kPushDone = 1u << 2;
 // kPush with kPushRejoin and no payload: a worker that left (kPushDone) to
 // wait in a checkpoint round pushes again; sync steps count it again. Sync
 // k-of-n workers do this around every round in the middle of a run
-// (docs/checkpoints.md), so that the steps of those still training close
+// (docs/design/checkpoints.md), so that the steps of those still training close
 // without them.
 inline constexpr uint32_t kPushRejoin = 1u << 8;
 // Sync k-of-n with several ranges (shard.h, UpdatePolicy::follower): a
@@ -53,7 +53,7 @@ inline constexpr uint32_t kPushTagged = 1u << 3;
 // ps-lite's ZPushPull. The ack's clock is the version of those parameters.
 inline constexpr uint32_t kPushPull = 1u << 4;
 // Compressed gradients (cluster.compression; ps/compression.h,
-// docs/compression.md): a kPush of gradients (never kPushInit) with
+// docs/design/compression.md): a kPush of gradients (never kPushInit) with
 // kPushFp16 or kPushInt8 carries payload 0 encoded with that codec
 // (CompressedBytes(codec, range size) bytes) instead of float32. The
 // server decodes it and applies it like any push; acks and pulls are
@@ -95,19 +95,13 @@ inline Compression CodecOfFlags(uint32_t flags) {
 //     a lost reply, a restarted server), the range is float32 parameters
 //     and replaces the mirror.
 inline constexpr uint32_t kPullDelta = 1u << 7;
-// Checkpoints (docs/checkpoints.md):
+// Checkpoints (docs/design/checkpoints.md):
 //   kCheckpointRequest  coordinator -> server; the reply (kAck) holds the
 //                       server's state: payload 0 = JSON {"version",
 //                       "optimizer_steps", "range", "stats"}, payload 1 =
 //                       safetensors with "params" and "optimizer/<buffer>"
 //                       (ParameterServer::SaveState). A server without
 //                       parameters yet answers with an error.
-inline constexpr MessageType kCheckpointRequest = static_cast<MessageType>(
-    static_cast<uint16_t>(MessageType::kFirstUserType) + 43);
-inline constexpr MessageType kStatsRequest = static_cast<MessageType>(
-    static_cast<uint16_t>(MessageType::kFirstUserType) + 1);
-inline constexpr MessageType kStatsReply = static_cast<MessageType>(
-    static_cast<uint16_t>(MessageType::kFirstUserType) + 2);
 
 // The float pieces of a payload (see Buffer::Gather and FloatPiece), to work
 // on a gradient or a pull reply where it landed instead of joining it first.

@@ -61,7 +61,7 @@ void ParameterServer::Stop() {
 }
 
 ShardStats ParameterServer::stats() const {
-  std::lock_guard<std::mutex> lock(shard_mu_);
+  MutexLock lock(&shard_mu_);
   return shard_ ? shard_->stats() : ShardStats{};
 }
 
@@ -81,12 +81,12 @@ std::string ParameterServer::StatsJson() const {
   if (restored_) j["lost_updates_at_least"] = lost_updates_.load();
   // A follower (sync k-of-n) counts no dropped or deferred gradients and no
   // staleness: its leader's counters are the run's.
-  if (options_.policy.follower) j["follower"] = true;
+  if (follower()) j["follower"] = true;
   return j.dump();
 }
 
 Result<ShardState> ParameterServer::SaveShardState() const {
-  std::lock_guard<std::mutex> lock(shard_mu_);
+  MutexLock lock(&shard_mu_);
   if (!shard_) {
     return Status::FailedPrecondition(
         "server {} has no parameters yet (nothing to checkpoint)",
@@ -96,7 +96,7 @@ Result<ShardState> ParameterServer::SaveShardState() const {
 }
 
 int64_t ParameterServer::version() const {
-  std::lock_guard<std::mutex> lock(shard_mu_);
+  MutexLock lock(&shard_mu_);
   return shard_ ? shard_->version() : 0;
 }
 
@@ -205,7 +205,7 @@ Status ParameterServer::RestoreState(const std::vector<Buffer>& state) {
 Status ParameterServer::RestoreShardState(ShardState s) {
   const std::string what = fmt::format("server {} state", rpc_->node_id());
   const KeyRange r = Range();
-  std::lock_guard<std::mutex> lock(shard_mu_);
+  MutexLock lock(&shard_mu_);
   auto shard = std::make_unique<ParameterShard>(
       r, std::vector<float>(static_cast<size_t>(r.size()), 0.0f),
       options_.optimizer, options_.schedule, options_.policy);
@@ -219,7 +219,7 @@ Status ParameterServer::RestoreShardState(ShardState s) {
 
 void ParameterServer::Handle(Message msg) {
   const MessageType type = msg.header.type;
-  if (type == kCheckpointRequest) {
+  if (type == MessageType::kCheckpointRequest) {
     auto state = SaveState();
     if (!state.ok()) {
       rpc_->ReplyErrorOrLog(msg, state.status());
@@ -227,7 +227,7 @@ void ParameterServer::Handle(Message msg) {
     }
     Message reply;
     reply.header.type = MessageType::kAck;
-    reply.header.clock = shard_->version();
+    reply.header.clock = CurrentShard()->version();
     reply.payloads = std::move(*state);
     rpc_->ReplyOrLog(msg, std::move(reply));
     return;
@@ -236,9 +236,9 @@ void ParameterServer::Handle(Message msg) {
     HandlePush(std::move(msg));
   } else if (type == MessageType::kPullRequest) {
     HandlePull(std::move(msg));
-  } else if (type == kStatsRequest) {
+  } else if (type == MessageType::kStatsRequest) {
     Message reply;
-    reply.header.type = kStatsReply;
+    reply.header.type = MessageType::kStatsReply;
     std::string text = StatsJson();
     reply.payloads.push_back(Buffer::CopyOf(text.data(), text.size()));
     rpc_->ReplyOrLog(msg, std::move(reply));
@@ -251,7 +251,7 @@ void ParameterServer::Handle(Message msg) {
 }
 
 void ParameterServer::Configure(KeyRange range, LrSchedule schedule) {
-  std::lock_guard<std::mutex> lock(shard_mu_);
+  MutexLock lock(&shard_mu_);
   options_.range = range;
   options_.schedule = schedule;
 }
@@ -268,28 +268,67 @@ Buffer AckInfo(int64_t step_size, int64_t staleness) {
 }  // namespace
 
 KeyRange ParameterServer::Range() const {
-  std::lock_guard<std::mutex> lock(shard_mu_);
+  MutexLock lock(&shard_mu_);
   return options_.range;
 }
 
+bool ParameterServer::follower() const {
+  MutexLock lock(&shard_mu_);
+  return options_.policy.follower;
+}
+
+ParameterShard* ParameterServer::CurrentShard() const {
+  MutexLock lock(&shard_mu_);
+  return shard_.get();
+}
+
 void ParameterServer::HandlePush(Message msg) {
-  const KeyRange r = Range();
   if (msg.header.flags & (kPushDone | kPushRejoin)) {
-    // A worker leaving (or back from a checkpoint round); counted once.
-    bool closed = false;
-    if (msg.header.flags & kPushDone) {
-      if (shard_ && left_workers_.insert(msg.header.sender).second)
-        closed = shard_->WorkerLeft();
-    } else if (shard_ && left_workers_.erase(msg.header.sender) > 0) {
-      shard_->WorkerRejoined();
-    }
-    Message ack;
-    ack.header.type = MessageType::kAck;
-    ack.header.clock = shard_ ? shard_->version() : 0;
-    rpc_->ReplyOrLog(msg, std::move(ack));
-    if (closed) Flush();
+    HandleLeaveOrRejoin(std::move(msg));
     return;
   }
+  const KeyRange r = Range();
+  PushTrailer trailer;
+  if (!TakeTrailer(msg, &trailer)) return;
+  if (!DecodeGradient(msg, r)) return;
+  if (!(msg.header.flags & kPushInit) && SeenBefore(msg)) return;
+  ParameterShard* shard = CurrentShard();
+  if (restored_ && shard && !(msg.header.flags & kPushTagged)) {
+    lost_updates_ =
+        std::max(lost_updates_.load(), msg.header.clock - shard->version());
+  }
+  if (msg.header.flags & kPushInit) {
+    HandleInitPush(std::move(msg), r);
+  } else if (!shard) {
+    rpc_->ReplyErrorOrLog(msg, Status::FailedPrecondition(
+                                   "server {} has no parameters yet (worker 0 "
+                                   "pushes the initial model first)",
+                                   node_id()));
+  } else if (msg.header.flags & kPushTagged) {
+    HandleTaggedPush(std::move(msg), *shard, trailer);
+  } else {
+    HandleGradientPush(std::move(msg), *shard, trailer.pull_seq);
+  }
+}
+
+void ParameterServer::HandleLeaveOrRejoin(Message msg) {
+  // A worker leaving (or back from a checkpoint round); counted once.
+  ParameterShard* shard = CurrentShard();
+  bool closed = false;
+  if (msg.header.flags & kPushDone) {
+    if (shard && left_workers_.insert(msg.header.sender).second)
+      closed = shard->WorkerLeft();
+  } else if (shard && left_workers_.erase(msg.header.sender) > 0) {
+    shard->WorkerRejoined();
+  }
+  Message ack;
+  ack.header.type = MessageType::kAck;
+  ack.header.clock = shard ? shard->version() : 0;
+  rpc_->ReplyOrLog(msg, std::move(ack));
+  if (closed) Flush();
+}
+
+bool ParameterServer::TakeTrailer(Message& msg, PushTrailer* trailer) {
   // After the gradients: a tagged push's step size, then a compressed
   // push-pull's mirror sequence number (protocol.h).
   const bool tagged = msg.header.flags & kPushTagged;
@@ -311,19 +350,23 @@ void ParameterServer::HandlePush(Message msg) {
               want_payloads, tagged ? ", int64 step size" : "",
               delta_pull ? ", int64 mirror sequence number" : "",
               msg.payloads.size()));
-      return;
+      return false;
     }
   }
-  int64_t pull_seq = 0;
   if (delta_pull) {
-    std::memcpy(&pull_seq, msg.payloads.back().data(), sizeof(int64_t));
+    std::memcpy(&trailer->pull_seq, msg.payloads.back().data(),
+                sizeof(int64_t));
     msg.payloads.pop_back();
   }
-  int64_t tagged_size = 0;
   if (tagged) {
-    std::memcpy(&tagged_size, msg.payloads.back().data(), sizeof(int64_t));
+    std::memcpy(&trailer->tagged_size, msg.payloads.back().data(),
+                sizeof(int64_t));
     msg.payloads.pop_back();
   }
+  return true;
+}
+
+bool ParameterServer::DecodeGradient(Message& msg, const KeyRange& r) {
   // A compressed gradient (protocol.h) is decoded here; the rest of the
   // push is handled as float32.
   const uint32_t codec_flags = msg.header.flags & (kPushFp16 | kPushInt8);
@@ -348,7 +391,7 @@ void ParameterServer::HandlePush(Message msg) {
             : fmt::format(", {}", CompressionName(codec)));
     LogWarning("{}", st.message());
     rpc_->ReplyErrorOrLog(msg, st);
-    return;
+    return false;
   }
   if (codec != Compression::kNone) {
     // Into a scratch buffer reused from push to push: the push is applied
@@ -358,71 +401,68 @@ void ParameterServer::HandlePush(Message msg) {
     msg.payloads[0] = Buffer::Adopt(decoded_.data(),
                                     sizeof(float) * decoded_.size(), nullptr);
   }
-  if (!(msg.header.flags & kPushInit)) {
-    std::vector<uint64_t>& recent = recent_pushes_[msg.header.sender];
-    if (std::find(recent.begin(), recent.end(), msg.header.request_id) !=
-        recent.end()) {
-      LogDebug("server {}: push {} from node {} arrived twice; dropped",
-               node_id(), msg.header.request_id, msg.header.sender);
-      return;
-    }
-    recent.push_back(msg.header.request_id);
-    if (recent.size() > 16) recent.erase(recent.begin());
+  return true;
+}
+
+bool ParameterServer::SeenBefore(const Message& msg) {
+  std::vector<uint64_t>& recent = recent_pushes_[msg.header.sender];
+  if (std::find(recent.begin(), recent.end(), msg.header.request_id) !=
+      recent.end()) {
+    LogDebug("server {}: push {} from node {} arrived twice; dropped",
+             node_id(), msg.header.request_id, msg.header.sender);
+    return true;
   }
-  if (restored_ && shard_ && !(msg.header.flags & kPushTagged)) {
-    lost_updates_ =
-        std::max(lost_updates_.load(), msg.header.clock - shard_->version());
-  }
-  if (msg.header.flags & kPushInit) {
-    const float* values = msg.payloads[0].floats();
-    {
-      std::lock_guard<std::mutex> lock(shard_mu_);
-      if (restored_) {
-        // Resumed from a checkpoint: the range is the checkpoint's.
-      } else if (!shard_) {
-        shard_ = std::make_unique<ParameterShard>(
-            r, std::vector<float>(values, values + r.size()),
-            options_.optimizer, options_.schedule, options_.policy);
-      } else {
-        Status st = shard_->Overwrite(values, r.size());
-        if (!st.ok())
-          LogWarning("server: initial parameters: {}", st.message());
-      }
+  recent.push_back(msg.header.request_id);
+  if (recent.size() > 16) recent.erase(recent.begin());
+  return false;
+}
+
+void ParameterServer::HandleInitPush(Message msg, const KeyRange& r) {
+  const float* values = msg.payloads[0].floats();
+  Message ack;
+  ack.header.type = MessageType::kAck;
+  {
+    MutexLock lock(&shard_mu_);
+    if (restored_) {
+      // Resumed from a checkpoint: the range is the checkpoint's.
+    } else if (!shard_) {
+      shard_ = std::make_unique<ParameterShard>(
+          r, std::vector<float>(values, values + r.size()), options_.optimizer,
+          options_.schedule, options_.policy);
+    } else {
+      Status st = shard_->Overwrite(values, r.size());
+      if (!st.ok()) LogWarning("server: initial parameters: {}", st.message());
     }
-    Message ack;
-    ack.header.type = MessageType::kAck;
     ack.header.clock = shard_->version();
-    rpc_->ReplyOrLog(msg, std::move(ack));
-    Flush();
-    return;
   }
-  if (!shard_) {
-    rpc_->ReplyErrorOrLog(msg, Status::FailedPrecondition(
-                                   "server {} has no parameters yet (worker 0 "
-                                   "pushes the initial model first)",
-                                   node_id()));
-    return;
-  }
+  rpc_->ReplyOrLog(msg, std::move(ack));
+  Flush();
+}
+
+void ParameterServer::HandleTaggedPush(Message msg, ParameterShard& shard,
+                                       const PushTrailer& trailer) {
   using State = ParameterShard::PushOutcome::State;
-  if (msg.header.flags & kPushTagged) {
-    const int64_t step = msg.header.clock;
-    const std::vector<FloatPiece> pieces = FloatPieces(msg.payloads[0]);
-    auto outcome =
-        shard_->PushTagged(pieces.data(), pieces.size(), step, tagged_size);
-    msg.payloads.clear();
-    if (msg.header.flags & kPushPull) {
-      // A tagged push-pull (pushed range by range): its ack carries the
-      // parameters once its step closed; keep the mirror's sequence number
-      // and the step's size for it.
-      const int64_t keep[2] = {pull_seq, tagged_size};
-      msg.payloads.push_back(Buffer::CopyOf(keep, sizeof(keep)));
-    }
-    waiting_tagged_.emplace(step, std::move(msg));
-    if (outcome.state == State::kApplied) Flush();
-    return;
-  }
+  const int64_t step = msg.header.clock;
   const std::vector<FloatPiece> pieces = FloatPieces(msg.payloads[0]);
-  auto outcome = shard_->Push(pieces.data(), pieces.size(), msg.header.clock);
+  auto outcome =
+      shard.PushTagged(pieces.data(), pieces.size(), step, trailer.tagged_size);
+  msg.payloads.clear();
+  if (msg.header.flags & kPushPull) {
+    // A tagged push-pull (pushed range by range): its ack carries the
+    // parameters once its step closed; keep the mirror's sequence number
+    // and the step's size for it.
+    const int64_t keep[2] = {trailer.pull_seq, trailer.tagged_size};
+    msg.payloads.push_back(Buffer::CopyOf(keep, sizeof(keep)));
+  }
+  waiting_tagged_.emplace(step, std::move(msg));
+  if (outcome.state == State::kApplied) Flush();
+}
+
+void ParameterServer::HandleGradientPush(Message msg, ParameterShard& shard,
+                                         int64_t pull_seq) {
+  using State = ParameterShard::PushOutcome::State;
+  const std::vector<FloatPiece> pieces = FloatPieces(msg.payloads[0]);
+  auto outcome = shard.Push(pieces.data(), pieces.size(), msg.header.clock);
   if (outcome.state == State::kPending) {
     // The gradient is in the accumulator; keep the header (and a push-pull's
     // mirror sequence number, for the parameters its ack will carry).
@@ -441,7 +481,7 @@ void ParameterServer::HandlePush(Message msg) {
     if (msg.header.flags & kPushPull) {
       int64_t version = -1;
       std::shared_ptr<const std::vector<float>> snapshot =
-          shard_->SnapshotIfAtLeast(0, &version);
+          shard.SnapshotIfAtLeast(0, &version);
       ack.header.clock = version;
       AppendParameters(msg, pull_seq, std::move(snapshot), ack);
     }
@@ -450,13 +490,13 @@ void ParameterServer::HandlePush(Message msg) {
   if (outcome.state == State::kApplied) Flush();
 }
 
-void ParameterServer::ReplyPull(const Message& request) {
+void ParameterServer::ReplyPull(ParameterShard& shard, const Message& request) {
   const KeyRange r = Range();
   int64_t version = -1;
   // Every pull of one version shares a snapshot: the reply goes out without
   // another copy (readers of a pull reply never write it).
   std::shared_ptr<const std::vector<float>> snapshot =
-      shard_->SnapshotIfAtLeast(request.header.clock, &version);
+      shard.SnapshotIfAtLeast(request.header.clock, &version);
   STRATA_CHECK(snapshot != nullptr);  // callers checked the version
   Message reply;
   reply.header.type = MessageType::kPullReply;
@@ -505,19 +545,21 @@ void ParameterServer::AppendParameters(
 }
 
 void ParameterServer::HandlePull(Message msg) {
-  if (shard_ && shard_->version() >= msg.header.clock) {
-    ReplyPull(msg);
+  ParameterShard* shard = CurrentShard();
+  if (shard && shard->version() >= msg.header.clock) {
+    ReplyPull(*shard, msg);
   } else {
     waiting_pulls_.push_back(std::move(msg));
   }
 }
 
 void ParameterServer::Flush() {
-  if (!shard_) return;
-  const int64_t version = shard_->version();
+  ParameterShard* shard = CurrentShard();
+  if (!shard) return;
+  const int64_t version = shard->version();
   std::vector<Message> acks;
   acks.swap(waiting_acks_);
-  const int64_t size = shard_->last_step_size();
+  const int64_t size = shard->last_step_size();
   for (Message& m : acks) {
     // A pending push was part of the step that just closed.
     Message ack;
@@ -533,7 +575,7 @@ void ParameterServer::Flush() {
         std::memcpy(&seq, m.payloads[0].data(), sizeof(seq));
       int64_t at = -1;
       std::shared_ptr<const std::vector<float>> snapshot =
-          shard_->SnapshotIfAtLeast(0, &at);
+          shard->SnapshotIfAtLeast(0, &at);
       ack.header.clock = at;
       AppendParameters(m, seq, std::move(snapshot), ack);
     }
@@ -553,7 +595,7 @@ void ParameterServer::Flush() {
       ack.payloads.push_back(AckInfo(keep[1], 0));
       int64_t at = -1;
       std::shared_ptr<const std::vector<float>> snapshot =
-          shard_->SnapshotIfAtLeast(0, &at);
+          shard->SnapshotIfAtLeast(0, &at);
       ack.header.clock = at;
       AppendParameters(m, keep[0], std::move(snapshot), ack);
     }
@@ -563,7 +605,7 @@ void ParameterServer::Flush() {
   std::vector<Message> still_waiting;
   for (Message& m : waiting_pulls_) {
     if (version >= m.header.clock) {
-      ReplyPull(m);
+      ReplyPull(*shard, m);
     } else {
       still_waiting.push_back(std::move(m));
     }

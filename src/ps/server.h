@@ -4,11 +4,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "ps/key_range.h"
 #include "ps/shard.h"
 #include "transport/rpc.h"
@@ -71,7 +72,7 @@ class ParameterServer {
   // Sets the range and the learning-rate schedule when they are learnt
   // only after Start() (from the coordinator's cluster map). Before the
   // first push arrives; thread-safe.
-  void Configure(KeyRange range, LrSchedule schedule);
+  void Configure(KeyRange range, LrSchedule schedule) EXCLUDES(shard_mu_);
   // Checkpoints: the server's state as the reply to kCheckpointRequest
   // describes it (two payloads), and back. RestoreState creates the range
   // from the state (before any push; the initial model worker 0 would push
@@ -79,25 +80,51 @@ class ParameterServer {
   Result<std::vector<Buffer>> SaveState() const;
   Status RestoreState(const std::vector<Buffer>& state);
   // The same as a ShardState (ServerGroup merges its ranges' states).
-  Result<ShardState> SaveShardState() const;
-  Status RestoreShardState(ShardState state);
-  KeyRange range() const { return Range(); }
+  Result<ShardState> SaveShardState() const EXCLUDES(shard_mu_);
+  Status RestoreShardState(ShardState state) EXCLUDES(shard_mu_);
+  KeyRange range() const EXCLUDES(shard_mu_) { return Range(); }
   // Sync k-of-n: this range follows a lead range's steps (and so counts no
   // dropped or deferred gradients of its own).
-  bool follower() const { return options_.policy.follower; }
+  bool follower() const EXCLUDES(shard_mu_);
   // The range's version (0 before initialisation).
-  int64_t version() const;
+  int64_t version() const EXCLUDES(shard_mu_);
   // Statistics so far (zeros before initialisation).
-  ShardStats stats() const;
+  ShardStats stats() const EXCLUDES(shard_mu_);
   // The statistics as JSON text (also the payload of kStatsReply).
   std::string StatsJson() const;
 
  private:
-  void HandlePush(Message msg);
-  void HandlePull(Message msg);
+  // The trailing payloads of a push (protocol.h), taken off by TakeTrailer.
+  struct PushTrailer {
+    int64_t pull_seq = 0;     // a compressed push-pull's mirror sequence
+    int64_t tagged_size = 0;  // a tagged push's step size
+  };
+
+  void HandlePush(Message msg) EXCLUDES(shard_mu_);
+  // kPushDone / kPushRejoin: a worker leaving or back; acked at once.
+  void HandleLeaveOrRejoin(Message msg) EXCLUDES(shard_mu_);
+  // Checks the payload count of a tagged push or a compressed push-pull and
+  // takes the trailing payloads off; false (the error replied) if wrong.
+  bool TakeTrailer(Message& msg, PushTrailer* trailer);
+  // Checks the push's keys and size against range `r` and decodes a
+  // compressed gradient in place; false (the error replied) if wrong.
+  bool DecodeGradient(Message& msg, const KeyRange& r);
+  // Records the push's request id; true when it is a second copy of one of
+  // the sender's last 16 pushes (to be dropped).
+  bool SeenBefore(const Message& msg);
+  // kPushInit: creates the range from worker 0's model (or overwrites it).
+  void HandleInitPush(Message msg, const KeyRange& r) EXCLUDES(shard_mu_);
+  // Follower: a tagged push, acked once its step closed.
+  void HandleTaggedPush(Message msg, ParameterShard& shard,
+                        const PushTrailer& trailer) EXCLUDES(shard_mu_);
+  // A gradient: acked now, or (sync, pending) when its step closes.
+  void HandleGradientPush(Message msg, ParameterShard& shard, int64_t pull_seq)
+      EXCLUDES(shard_mu_);
+  void HandlePull(Message msg) EXCLUDES(shard_mu_);
   // Answers the pulls and acks that the current version satisfies.
-  void Flush();
-  void ReplyPull(const Message& request);
+  void Flush() EXCLUDES(shard_mu_);
+  void ReplyPull(ParameterShard& shard, const Message& request)
+      EXCLUDES(shard_mu_);
   // The parameters a reply carries (payloads appended to `reply`): the
   // shared snapshot, or with kPullDelta in the request's flags the
   // difference to the sender's mirror (protocol.h). `seq` is the request's
@@ -105,18 +132,22 @@ class ParameterServer {
   void AppendParameters(const Message& request, int64_t seq,
                         std::shared_ptr<const std::vector<float>> snapshot,
                         Message& reply);
+  KeyRange Range() const EXCLUDES(shard_mu_);
+  // The shard, or null before initialisation. The pointer is read under
+  // shard_mu_; the shard itself (which has a lock of its own) is used
+  // without it: only RestoreShardState, before any push, replaces it.
+  ParameterShard* CurrentShard() const EXCLUDES(shard_mu_);
 
+  mutable Mutex shard_mu_;
   // The range, the schedule and the policy; range and schedule may be set
-  // once more by Configure() before the first push (guarded by shard_mu_
-  // for that write; the receive thread reads them after a push arrived).
-  ServerOptions options_;
-  KeyRange Range() const;
+  // once more by Configure() before the first push.
+  ServerOptions options_ GUARDED_BY(shard_mu_);
   const std::function<void(Message)> other_;
   std::unique_ptr<RpcEndpoint> owned_rpc_;  // null on a node's endpoint
   RpcEndpoint* const rpc_;
-  // Touched only by the receive thread, except shard_ (read by stats()).
-  std::unique_ptr<ParameterShard> shard_;
-  mutable std::mutex shard_mu_;  // guards the shard_ pointer for stats()
+  // Null until the initial model or a checkpoint creates it.
+  std::unique_ptr<ParameterShard> shard_ GUARDED_BY(shard_mu_);
+  // The rest is touched only by the receive thread.
   std::vector<Message> waiting_pulls_;
   std::vector<Message> waiting_acks_;
   // Follower: tagged pushes whose step has not closed, by step.

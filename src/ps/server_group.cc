@@ -33,12 +33,12 @@ void ServerGroup::Configure(const std::vector<KeyRange>& ranges,
     if (lead_key >= 0) o.policy.follower = r.begin != lead_key;
     servers.push_back(std::make_shared<ParameterServer>(o, rpc_));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   servers_ = std::move(servers);
 }
 
 std::vector<std::shared_ptr<ParameterServer>> ServerGroup::Servers() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return servers_;
 }
 
@@ -55,7 +55,7 @@ KeyRange ServerGroup::Share() const {
 void ServerGroup::Handle(Message msg) {
   const MessageType type = msg.header.type;
   const auto servers = Servers();
-  if (type == kCheckpointRequest) {
+  if (type == MessageType::kCheckpointRequest) {
     auto state = SaveState();
     if (!state.ok()) {
       rpc_.ReplyErrorOrLog(msg, state.status());
@@ -68,9 +68,9 @@ void ServerGroup::Handle(Message msg) {
     rpc_.ReplyOrLog(msg, std::move(reply));
     return;
   }
-  if (type == kStatsRequest) {
+  if (type == MessageType::kStatsRequest) {
     Message reply;
-    reply.header.type = kStatsReply;
+    reply.header.type = MessageType::kStatsReply;
     const std::string text = StatsJson();
     reply.payloads.push_back(Buffer::CopyOf(text.data(), text.size()));
     rpc_.ReplyOrLog(msg, std::move(reply));

@@ -2,10 +2,10 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "ps/server.h"
 
 namespace strata {
@@ -31,7 +31,7 @@ class ServerGroup {
   // that begins at that key leads and every other range follows
   // (UpdatePolicy::follower), whatever the options say.
   void Configure(const std::vector<KeyRange>& ranges, LrSchedule schedule,
-                 int64_t lead_key = -1);
+                 int64_t lead_key = -1) EXCLUDES(mu_);
   // A push, pull, statistics or checkpoint request (on the endpoint's
   // thread): pushes and pulls go to the range whose keys they name
   // exactly; anything else is refused, naming the ranges this node owns.
@@ -44,13 +44,13 @@ class ServerGroup {
   int num_ranges() const;
 
  private:
-  std::vector<std::shared_ptr<ParameterServer>> Servers() const;
+  std::vector<std::shared_ptr<ParameterServer>> Servers() const EXCLUDES(mu_);
   KeyRange Share() const;
 
   const ServerOptions options_;
   RpcEndpoint& rpc_;
-  mutable std::mutex mu_;
-  std::vector<std::shared_ptr<ParameterServer>> servers_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::vector<std::shared_ptr<ParameterServer>> servers_ GUARDED_BY(mu_);
 };
 
 }  // namespace strata

@@ -78,7 +78,7 @@ void ParameterShard::ApplyLocked(const FloatPiece* pieces, size_t num_pieces,
 ParameterShard::PushOutcome ParameterShard::Push(const FloatPiece* pieces,
                                                  size_t num_pieces,
                                                  int64_t base_version) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const int64_t staleness = std::max<int64_t>(0, version_ - base_version);
   if (policy_.mode == UpdatePolicy::Mode::kAsync) {
     ApplyLocked(pieces, num_pieces, staleness, 1);
@@ -133,7 +133,7 @@ ParameterShard::PushOutcome ParameterShard::PushTagged(const FloatPiece* pieces,
                                                        size_t num_pieces,
                                                        int64_t step,
                                                        int64_t size) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (step < version_) {
     // Already closed (a duplicate): nothing to add.
     return {PushOutcome::State::kApplied, version_, 0, last_step_size_};
@@ -175,7 +175,7 @@ ParameterShard::PushOutcome ParameterShard::PushTagged(const FloatPiece* pieces,
 }
 
 int64_t ParameterShard::last_step_size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return last_step_size_;
 }
 
@@ -217,7 +217,7 @@ bool ParameterShard::MaybeCloseLocked() {
 }
 
 bool ParameterShard::WorkerLeft() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (active_workers_ > 0) --active_workers_;
   if (policy_.mode != UpdatePolicy::Mode::kSync || policy_.follower)
     return false;
@@ -225,12 +225,12 @@ bool ParameterShard::WorkerLeft() {
 }
 
 void ParameterShard::WorkerRejoined() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (active_workers_ < policy_.num_workers) ++active_workers_;
 }
 
 int64_t ParameterShard::ReadIfAtLeast(int64_t min_version, float* out) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (version_ < min_version) return -1;
   std::memcpy(out, params_->data(), sizeof(float) * params_->size());
   return version_;
@@ -238,14 +238,14 @@ int64_t ParameterShard::ReadIfAtLeast(int64_t min_version, float* out) const {
 
 std::shared_ptr<const std::vector<float>> ParameterShard::SnapshotIfAtLeast(
     int64_t min_version, int64_t* version) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (version_ < min_version) return nullptr;
   *version = version_;
   return params_;
 }
 
 Status ParameterShard::Overwrite(const float* values, int64_t size) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (size != range_.size()) {
     return Status::InvalidArgument("range [{}, {}) has {} parameters, got {}",
                                    range_.begin, range_.end, range_.size(),
@@ -256,7 +256,7 @@ Status ParameterShard::Overwrite(const float* values, int64_t size) {
 }
 
 ShardState ParameterShard::SaveState() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ShardState s;
   s.params = *params_;
   s.optimizer = optimizer_->SaveState();
@@ -266,7 +266,7 @@ ShardState ParameterShard::SaveState() const {
 }
 
 Status ParameterShard::RestoreState(const ShardState& state) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (static_cast<int64_t>(state.params.size()) != range_.size()) {
     return Status::InvalidArgument(
         "range [{}, {}) has {} parameters, the saved state {}", range_.begin,
@@ -281,12 +281,12 @@ Status ParameterShard::RestoreState(const ShardState& state) {
 }
 
 int64_t ParameterShard::version() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return version_;
 }
 
 ShardStats ParameterShard::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return stats_;
 }
 

@@ -3,16 +3,16 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "common/mutex.h"
 #include "ps/key_range.h"
 #include "ps/optimizer.h"
 #include "ps/schedule.h"
 
 namespace strata {
 
-// How a server applies the gradients that workers push (docs/ARCHITECTURE.md,
+// How a server applies the gradients that workers push (docs/design/architecture.md,
 // Scheduling modes). ssp is kAsync here: its bound on clocks is enforced by
 // the coordinator, not by the servers.
 struct UpdatePolicy {
@@ -58,7 +58,7 @@ struct ShardStats {
   int64_t tail_updates = 0;
 };
 
-// What a checkpoint keeps of a shard (docs/checkpoints.md): its parameters,
+// What a checkpoint keeps of a shard (docs/design/checkpoints.md): its parameters,
 // its optimizer's state, its version and its counters. Gradients of a sync
 // step still being accumulated are not kept: checkpoints are taken between
 // steps, when there are none (n-of-n sync; k-of-n may defer late ones).
@@ -108,7 +108,7 @@ class ParameterShard {
   // The same, for a gradient in pieces that cover the range once, in order
   // (e.g. the frames it arrived in; see FloatPiece).
   PushOutcome Push(const FloatPiece* pieces, size_t num_pieces,
-                   int64_t base_version);
+                   int64_t base_version) EXCLUDES(mu_);
 
   // Follower (sync): adds a gradient that the leader put in step `step` of
   // `size` gradients. Steps close in order, each when all its gradients are
@@ -119,14 +119,14 @@ class ParameterShard {
     return PushTagged(&whole, 1, step, size);
   }
   PushOutcome PushTagged(const FloatPiece* pieces, size_t num_pieces,
-                         int64_t step, int64_t size);
+                         int64_t step, int64_t size) EXCLUDES(mu_);
   // The number of gradients in the most recent update (sync).
-  int64_t last_step_size() const;
+  int64_t last_step_size() const EXCLUDES(mu_);
 
   // Copies the parameters into `out` (range().size() floats) and returns
   // their version, if the version is at least `min_version`; else returns -1
   // and copies nothing.
-  int64_t ReadIfAtLeast(int64_t min_version, float* out) const;
+  int64_t ReadIfAtLeast(int64_t min_version, float* out) const EXCLUDES(mu_);
 
   // The parameters as an immutable snapshot, if their version is at least
   // `min_version` (else null); *version gets the snapshot's version. No
@@ -136,74 +136,74 @@ class ParameterShard {
   // sending) costs no copy at all, and pulls of one version share it.
   // Holders must not write it.
   std::shared_ptr<const std::vector<float>> SnapshotIfAtLeast(
-      int64_t min_version, int64_t* version) const;
+      int64_t min_version, int64_t* version) const EXCLUDES(mu_);
 
   // A worker finished or was lost: sync steps from now on close with
   // min(k, workers still active) gradients, so the last steps of a run
   // never wait for gradients that will not come. Returns true if this closed
   // the step in progress.
-  bool WorkerLeft();
+  bool WorkerLeft() EXCLUDES(mu_);
   // A worker that left pushes again (a checkpoint round is over): sync
   // steps count it again, up to the n workers of the policy.
-  void WorkerRejoined();
+  void WorkerRejoined() EXCLUDES(mu_);
 
   // The state a checkpoint keeps.
-  ShardState SaveState() const;
+  ShardState SaveState() const EXCLUDES(mu_);
   // Puts a saved state back (a shard of the same range and optimizer).
   // InvalidArgument naming what does not fit.
-  Status RestoreState(const ShardState& state);
+  Status RestoreState(const ShardState& state) EXCLUDES(mu_);
 
   // Replaces the parameters (e.g. the initial model from worker 0) without
   // changing the version. InvalidArgument on a size mismatch.
-  Status Overwrite(const float* values, int64_t size);
+  Status Overwrite(const float* values, int64_t size) EXCLUDES(mu_);
 
   KeyRange range() const { return range_; }
-  int64_t version() const;
-  ShardStats stats() const;
+  int64_t version() const EXCLUDES(mu_);
+  ShardStats stats() const EXCLUDES(mu_);
 
  private:
   void ApplyLocked(const FloatPiece* pieces, size_t num_pieces,
-                   int64_t staleness, int64_t num_grads);
+                   int64_t staleness, int64_t num_grads) REQUIRES(mu_);
   // Sync: closes the step if enough gradients are in. Returns true if it did.
-  bool MaybeCloseLocked();
+  bool MaybeCloseLocked() REQUIRES(mu_);
   // Sync: how many gradients close a step now.
-  int64_t StepSizeLocked() const;
+  int64_t StepSizeLocked() const REQUIRES(mu_);
   // Sync: applies a step's mean gradient (of `count` gradients) and counts it.
   void CloseStepLocked(const FloatPiece* pieces, size_t num_pieces,
-                       int64_t staleness, int64_t count);
+                       int64_t staleness, int64_t count) REQUIRES(mu_);
 
   const KeyRange range_;
   const LrSchedule schedule_;
   const UpdatePolicy policy_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   // Copy on write: pull replies are views of params_ itself (no copy);
   // an update that finds a reply still holding it first moves to a copy.
-  std::shared_ptr<std::vector<float>> params_;  // GUARDED_BY(mu_)
-  std::unique_ptr<Optimizer> optimizer_;        // GUARDED_BY(mu_)
-  std::vector<float>
-      accum_;  // GUARDED_BY(mu_) sync: sum of this step's gradients (the
-               // first accum_count_ > 0 of them; stale when it is 0)
-  std::vector<float> scratch_;       // GUARDED_BY(mu_) sync: the mean
-  int64_t accum_count_ = 0;          // GUARDED_BY(mu_)
-  int64_t accum_max_staleness_ = 0;  // GUARDED_BY(mu_)
-  int64_t version_ = 0;              // GUARDED_BY(mu_)
-  int active_workers_;               // GUARDED_BY(mu_)
-  int64_t last_step_size_ = 0;       // GUARDED_BY(mu_)
+  std::shared_ptr<std::vector<float>> params_ GUARDED_BY(mu_);
+  std::unique_ptr<Optimizer> optimizer_ GUARDED_BY(mu_);
+  // Sync: the sum of this step's gradients (the first accum_count_ > 0 of
+  // them; stale when it is 0).
+  std::vector<float> accum_ GUARDED_BY(mu_);
+  std::vector<float> scratch_ GUARDED_BY(mu_);  // sync: the mean
+  int64_t accum_count_ GUARDED_BY(mu_) = 0;
+  int64_t accum_max_staleness_ GUARDED_BY(mu_) = 0;
+  int64_t version_ GUARDED_BY(mu_) = 0;
+  int active_workers_ GUARDED_BY(mu_);
+  int64_t last_step_size_ GUARDED_BY(mu_) = 0;
   // Follower: gradients received for steps not closed yet.
   struct TaggedStep {
     std::vector<float> sum;
     int64_t count = 0;
     int64_t size = 0;
   };
-  std::map<int64_t, TaggedStep> tagged_;  // GUARDED_BY(mu_)
-  ShardStats stats_;                      // GUARDED_BY(mu_)
+  std::map<int64_t, TaggedStep> tagged_ GUARDED_BY(mu_);
+  ShardStats stats_ GUARDED_BY(mu_);
   // The parameters, writable: params_ itself when no reply holds it, else
   // a copy that becomes params_ (the holders keep the old version).
-  float* WritableParamsLocked();
+  float* WritableParamsLocked() REQUIRES(mu_);
   // Blocks params_ has lived in, reused once nobody holds them, so steady
   // copy-on-write does not fault in fresh pages.
   static constexpr size_t kParamBlocks = 4;
-  std::vector<std::shared_ptr<std::vector<float>>> blocks_;  // GUARDED_BY(mu_)
+  std::vector<std::shared_ptr<std::vector<float>>> blocks_ GUARDED_BY(mu_);
 };
 
 }  // namespace strata

@@ -1,6 +1,6 @@
 #pragma once
 
-// Checkpoints (docs/checkpoints.md). One checkpoint is a directory
+// Checkpoints (docs/design/checkpoints.md). One checkpoint is a directory
 // <run>/checkpoints/step-<N>/ with the files a role needs to go on (its
 // parameters as safetensors, optimizer state, cursors as JSON, the run's
 // config) and manifest.json: format, step, and each file's size and MD5.

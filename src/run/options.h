@@ -1,14 +1,21 @@
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 
-#include "cluster/roles.h"
+#include "cluster/role_table.h"
 #include "cluster/run_mode.h"
 #include "common/config.h"
 #include "common/status.h"
 #include "data/batch_cursor.h"
+#include "data/batch_sampler.h"
+#include "models/model_options.h"
 #include "ps/compression.h"
+#include "ps/optimizer.h"
+#include "ps/schedule.h"
+#include "sharding/methods.h"
+#include "sharding/resolve.h"
 
 namespace strata {
 
@@ -21,6 +28,9 @@ enum class Topology { kRing, kTorus };
 struct ClusterRunOptions {
   RunMode mode = RunMode::kAsync;
   RoleTable roles;
+  // cluster.adapt_hyperparams: per-worker batch B / n and, in async and
+  // ssp, rate alpha / n.
+  bool adapt = true;
   int64_t worker_batch = 64;  // per-worker batch (B / n with adaptation)
   int64_t iterations = 0;     // per worker; 0 = epochs * batches per epoch
   int64_t epochs = 1;
@@ -49,13 +59,44 @@ struct ClusterRunOptions {
   bool Vanishes(Role role, int index) const {
     return fail_role != Role::kWorker && role == fail_role && index == 0;
   }
+  // What the run trains (model.name, data.dataset), for its summary and
+  // /metrics' labels; the model's options and where the workers and the
+  // evaluator compute (train.device).
+  std::string model_name;
+  std::string dataset_name;
+  ModelOptions model;
+  DeviceOptions device;
+  // How batches are drawn and assembled: data.sampler (and the loss-aware
+  // sampler's data.loss_aware.max_boost), data.augment; whether
+  // train.iterations fixed the budget (else the epochs decide it); the
+  // data service's served log with every example id (data.served_log).
+  SamplerKind sampler = SamplerKind::kShuffle;
+  double loss_aware_max_boost = 4.0;
+  bool augment = false;
+  bool iterations_set = false;
+  bool served_log_ids = false;
+  // The evaluator evaluates on a schedule (cluster.evaluator); it always
+  // evaluates the final model.
+  bool periodic_eval = true;
+  // LibTorch threads per worker (cluster.threads_per_worker; 0: this
+  // machine's cores shared among the workers).
+  int threads_per_worker = 0;
+  // The update rule (train.optimizer, ...) and the learning rate schedule
+  // (train.lr, train.schedule, ...; ScheduleFor sets its length).
+  OptimizerOptions optimizer;
+  LrSchedule schedule;
+  LrSchedule ScheduleFor(int64_t total_steps) const {
+    LrSchedule s = schedule;
+    s.total_steps = std::max<int64_t>(1, total_steps);
+    return s;
+  }
   std::chrono::milliseconds request_timeout{120000};
   std::chrono::milliseconds heartbeat_interval{500};
   // cluster.metrics_address: the coordinator serves /metrics there, and
   // workers and servers send their counters with their heartbeats.
   std::string metrics_address;
-  // Checkpoints (checkpoint.*; docs/checkpoints.md): a round every this many
-  // steps of each worker and/or seconds (0: off), the newest kept, and
+  // Checkpoints (checkpoint.*; docs/design/checkpoints.md): a round every this
+  // many steps of each worker and/or seconds (0: off), the newest kept, and
   // whether this run resumes from its newest checkpoint.
   int64_t checkpoint_every_updates = 0;
   double checkpoint_every_s = 0;
@@ -126,6 +167,59 @@ struct ClusterRunOptions {
   int prefetch = 2;                             // data.prefetch
 
   static Result<ClusterRunOptions> FromConfig(const Config& config);
+};
+
+// Where the single-process trainer applies its update
+// (train.local_optimizer).
+enum class LocalOptimizer {
+  kAuto,   // on the device of the model (LibTorch operations on a GPU)
+  kHost,   // the servers' flat optimizer on the host copy
+  kTorch,  // LibTorch operations on the model's device
+};
+
+// What the single-process trainer (cluster.mode = local) needs of the run
+// config, resolved once: the model, the data order, the budget, the
+// update, evaluation, checkpoints and profiling.
+struct LocalRunOptions {
+  int threads = 1;  // LibTorch threads (train.threads; 0: every core)
+  uint64_t seed = 1;
+  ModelOptions model;
+  DeviceOptions device;
+  int64_t batch_size = 64;
+  SamplerKind sampler = SamplerKind::kShuffle;
+  double loss_aware_max_boost = 4.0;
+  bool shuffle = true;
+  bool augment = false;
+  // The sampler's sub-clusters, where it uses them (data.sharding.*).
+  ShardOptions shard_options;
+  // data.shard_plan or a sharding method other than mod: they apply to
+  // cluster modes (a warning).
+  bool sharding_set = false;
+  int64_t iterations = 0;  // 0: the epochs decide
+  int64_t epochs = 1;
+  int64_t eval_every = 0;  // steps; 0: every epoch
+  int64_t log_every = 50;
+  int64_t eval_batch = 1000;
+  LocalOptimizer optimizer_on = LocalOptimizer::kAuto;
+  OptimizerOptions optimizer;
+  LrSchedule schedule;            // its length set for the run (ScheduleFor)
+  int64_t checkpoint_every = 0;   // steps; 0: off
+  double checkpoint_every_s = 0;  // 0: off
+  int checkpoint_keep = 3;
+  bool resume = false;
+  int64_t profile_from = 20;
+  int64_t profile_steps = 0;
+
+  bool checkpoints() const {
+    return checkpoint_every > 0 || checkpoint_every_s > 0;
+  }
+  LrSchedule ScheduleFor(int64_t total_steps) const {
+    LrSchedule s = schedule;
+    s.total_steps = std::max<int64_t>(1, total_steps);
+    return s;
+  }
+  // InvalidArgument naming the key for a value it cannot take.
+  static Result<LocalRunOptions> FromConfig(const Config& config);
 };
 
 }  // namespace strata

@@ -1,4 +1,4 @@
-#include "train/progress.h"
+#include "run/progress.h"
 
 #include <fmt/format.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "train/run_dir.h"
+#include "run/run_dir.h"
 
 #include <sys/stat.h>
 
@@ -91,7 +91,7 @@ void RunDirectory::Mirror(const std::string& file,
     if (also_plain && !suffix.empty() && plain)
       scalars.emplace_back(tag, it->get<double>());
   };
-  std::lock_guard<std::mutex> lock(board_->mu);
+  MutexLock lock(&board_->mu);
   if (board_->failed) return;
   if (file == "eval.jsonl") {
     add("val_loss", "val/loss", false);

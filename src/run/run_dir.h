@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/config.h"
+#include "common/mutex.h"
 #include "common/status.h"
 
 namespace strata {
@@ -20,7 +21,7 @@ class TensorBoardWriter;
 // metrics.tensorboard (the default) every metrics.jsonl and eval.jsonl line
 // is also written as scalars to a TensorBoard event file in <run>/tb/, one
 // file per writer (the local trainer, each worker, the evaluator);
-// docs/metrics.md lists the tags. AppendJson is thread-safe.
+// docs/design/metrics.md lists the tags. AppendJson is thread-safe.
 class RunDirectory {
  public:
   // Creates <run.dir>/<run.name> (a default name is <model>-<dataset>-
@@ -47,12 +48,13 @@ class RunDirectory {
   void Mirror(const std::string& file, const nlohmann::json& j) const;
 
   struct Board {
-    std::mutex mu;
+    Mutex mu;
     std::atomic<bool> on{false};
-    bool failed = false;  // GUARDED_BY(mu); warned once, then off
-    std::map<std::string, std::unique_ptr<TensorBoardWriter>> writers;
+    bool failed GUARDED_BY(mu) = false;  // warned once, then off
+    std::map<std::string, std::unique_ptr<TensorBoardWriter>> writers
+        GUARDED_BY(mu);
     // Last (samples, wall_s) per writer, for samples/s between lines.
-    std::map<std::string, std::pair<double, double>> last;
+    std::map<std::string, std::pair<double, double>> last GUARDED_BY(mu);
     Board();
     ~Board();
   };

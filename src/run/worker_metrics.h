@@ -96,6 +96,29 @@ struct WorkerMetrics {
     staleness_max = j.value("staleness_max", int64_t{0});
   }
 
+  // The worker's report to the coordinator (its kShutdown "done"): every
+  // counter, so the coordinator's summary can derive what ToJson shows.
+  nlohmann::json ToWire() const {
+    nlohmann::json j = SaveCounters();
+    j["worker"] = index;
+    j["finished"] = finished;
+    if (gossip_weight > 0) j["gossip_weight"] = gossip_weight;
+    if (!error.empty()) j["error"] = error;
+    return j;
+  }
+  static WorkerMetrics FromWire(const nlohmann::json& j) {
+    WorkerMetrics m;
+    if (!j.is_object()) return m;
+    m.RestoreCounters(j);
+    m.index = j.value("worker", 0);
+    m.finished = j.value("finished", false);
+    m.gossip_weight = j.value("gossip_weight", 0.0f);
+    m.error = j.value("error", std::string());
+    return m;
+  }
+
+  // summary.json's row (and /metrics' source): the counters with the
+  // staleness as its mean and maximum.
   nlohmann::json ToJson() const {
     nlohmann::json j = SaveCounters();
     // Reported as their mean and max below.

@@ -5,7 +5,7 @@
 // and every example ends up either with exactly one worker or, for the
 // sparse clusters of the distribution-aware method, with all of them.
 //
-// Methods (docs/sharding.md):
+// Methods (docs/design/sharding.md):
 //   random              each example to a seeded-random worker among those
 //                       with the fewest examples so far (balanced counts)
 //   mod                 example i to worker i mod n (tf.data's shard)

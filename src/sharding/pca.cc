@@ -169,7 +169,7 @@ Result<PcaResult> RandomizedPca(const float* x, int64_t n, int64_t d,
     // than k + oversamples from 9 narrow passes and one wide one. Measured
     // on the benchmark's 50,000 x 3,072 data it keeps more variance than
     // scikit-learn's 7 power iterations (16 passes) in less than half the
-    // time (docs/sharding.md).
+    // time (docs/design/sharding.md).
     const int64_t half =
         (k + std::max<int64_t>(options.oversamples, 0) + 1) / 2;
     l = options.block_size > 0 ? options.block_size : (half + 7) / 8 * 8;

@@ -17,7 +17,7 @@ enum class PcaSolver {
   // basis from 2 n_iter + 1 passes plus one wider final pass. With its
   // defaults it keeps more variance than the scikit-learn default of
   // kPowerIteration in about half the passes (bench/shard_bench.cc,
-  // docs/sharding.md).
+  // docs/design/sharding.md).
   kBlockKrylov,
 };
 

@@ -11,7 +11,7 @@
 //                                  pca_iter, clusters, max_iter, tol, n_init,
 //                                  subclusters, threads}
 //
-// Typical use in the worker set-up (see docs/sharding.md):
+// Typical use in the worker set-up (see docs/design/sharding.md):
 //   ASSIGN_OR_RETURN(ShardSet shards, ResolveShards(config, data.train, n));
 //   WriteShardReport(shards.report, run_dir.File("shard_report.json"));
 //   auto sampler = MakeBatchSampler(config.GetString("data.sampler"),

@@ -118,7 +118,7 @@ Buffer BufferPool::Acquire(size_t size) {
   const size_t capacity = CapacityClass(size);
   void* block = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = free_.find(capacity);
     if (it != free_.end() && !it->second.empty()) {
       block = it->second.back();
@@ -136,13 +136,13 @@ Buffer BufferPool::Acquire(size_t size) {
 }
 
 size_t BufferPool::cached_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return cached_bytes_;
 }
 
 void BufferPool::Return(void* block, size_t capacity) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (cached_bytes_ + capacity <= max_cached_bytes_) {
       free_[capacity].push_back(block);
       cached_bytes_ += capacity;

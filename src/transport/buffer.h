@@ -4,9 +4,10 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace strata {
 
@@ -167,20 +168,20 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
 
   // A buffer of exactly `size` bytes (uninitialized, 64-byte aligned), reusing
   // a cached block of the same capacity class when there is one.
-  Buffer Acquire(size_t size);
+  Buffer Acquire(size_t size) EXCLUDES(mu_);
 
   // Bytes held in the cache (not lent out).
-  size_t cached_bytes() const;
+  size_t cached_bytes() const EXCLUDES(mu_);
 
  private:
   explicit BufferPool(size_t max_cached_bytes)
       : max_cached_bytes_(max_cached_bytes) {}
-  void Return(void* block, size_t capacity);
+  void Return(void* block, size_t capacity) EXCLUDES(mu_);
 
   const size_t max_cached_bytes_;
-  mutable std::mutex mu_;
-  std::map<size_t, std::vector<void*>> free_;  // Guarded by mu_.
-  size_t cached_bytes_ = 0;                    // Guarded by mu_.
+  mutable Mutex mu_;
+  std::map<size_t, std::vector<void*>> free_ GUARDED_BY(mu_);
+  size_t cached_bytes_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace strata

@@ -38,6 +38,44 @@ std::string MessageTypeName(MessageType type) {
       return "checkpoint";
     case MessageType::kModelExchange:
       return "model_exchange";
+    case MessageType::kStatsRequest:
+      return "stats_request";
+    case MessageType::kStatsReply:
+      return "stats_reply";
+    case MessageType::kFinalEvalRequest:
+      return "final_eval_request";
+    case MessageType::kFinalEvalReply:
+      return "final_eval_reply";
+    case MessageType::kStoreSet:
+      return "store_set";
+    case MessageType::kStoreGet:
+      return "store_get";
+    case MessageType::kNodeLost:
+      return "node_lost";
+    case MessageType::kNodeRejoined:
+      return "node_rejoined";
+    case MessageType::kPeerModel:
+      return "peer_model";
+    case MessageType::kGossipModel:
+      return "gossip_model";
+    case MessageType::kGossipDone:
+      return "gossip_done";
+    case MessageType::kModelRequest:
+      return "model_request";
+    case MessageType::kTreeModel:
+      return "tree_model";
+    case MessageType::kBatchRequest:
+      return "batch_request";
+    case MessageType::kBatchReply:
+      return "batch_reply";
+    case MessageType::kCheckpointArrive:
+      return "checkpoint_arrive";
+    case MessageType::kCheckpointPause:
+      return "checkpoint_pause";
+    case MessageType::kRestoreRequest:
+      return "restore_request";
+    case MessageType::kCheckpointRequest:
+      return "checkpoint_request";
     default:
       break;
   }

@@ -16,8 +16,9 @@ using NodeId = int32_t;
 inline constexpr NodeId kInvalidNodeId = -1;
 
 // What a message is for. Values are part of the wire format: never renumber,
-// only append. Values from kFirstUserType to kLastUserType are free for layers
-// above the transport (ps, cluster, train) and pass validation unnamed.
+// only append. Values from kFirstUserType to kLastUserType belong to the
+// layers above the transport; those in use are named below, the rest pass
+// validation unnamed.
 enum class MessageType : uint16_t {
   kInvalid = 0,
   kRegister = 1,       // a node announces itself to the coordinator
@@ -38,6 +39,34 @@ enum class MessageType : uint16_t {
   kLastBuiltInType = kModelExchange,
 
   kFirstUserType = 0x1000,
+
+  // The types of the layers above, every one of them here (one list, so no
+  // two layers pick the same number). Each is described where it is
+  // handled: ps/protocol.h (statistics, server checkpoints), collective/
+  // store.h (the rendezvous store), cluster/protocol.h (membership and
+  // checkpoint rounds), exchange/exchange.h (peer models), dataservice/
+  // batch_stream.h (batches), worker/evaluator_role.cc (the final
+  // evaluation).
+  kStatsRequest = 0x1001,
+  kStatsReply = 0x1002,
+  kFinalEvalRequest = 0x1003,
+  kFinalEvalReply = 0x1004,
+  kStoreSet = 0x100A,
+  kStoreGet = 0x100B,
+  kNodeLost = 0x100C,
+  kNodeRejoined = 0x100D,
+  kPeerModel = 0x1014,
+  kGossipModel = 0x1015,
+  kGossipDone = 0x1016,
+  kModelRequest = 0x1017,
+  kTreeModel = 0x1018,
+  kBatchRequest = 0x101E,
+  kBatchReply = 0x101F,
+  kCheckpointArrive = 0x1028,
+  kCheckpointPause = 0x1029,
+  kRestoreRequest = 0x102A,
+  kCheckpointRequest = 0x102B,
+
   kLastUserType = 0x1FFF,
 };
 

@@ -1,15 +1,14 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "common/mutex.h"
 #include "transport/message.h"
 
 namespace strata {
@@ -50,8 +49,8 @@ class PayloadPlacement {
 
   // Copies `n` bytes to `offset` in dest. False, writing nothing, once
   // revoked or when the bytes do not fit.
-  bool Write(uint64_t offset, const uint8_t* data, size_t n) {
-    std::lock_guard<std::mutex> lock(mu_);
+  bool Write(uint64_t offset, const uint8_t* data, size_t n) EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     if (revoked_ || offset > size_ || n > size_ - offset) return false;
     std::memcpy(dest_ + offset, data, n);
     return true;
@@ -60,8 +59,8 @@ class PayloadPlacement {
   // Before handing dest to something that writes into it later: true, and
   // Revoke() waits for the matching Unpin(); false, pinning nothing, once
   // revoked.
-  bool Pin() {
-    std::lock_guard<std::mutex> lock(mu_);
+  bool Pin() EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     if (revoked_) return false;
     ++pins_;
     return true;
@@ -70,10 +69,10 @@ class PayloadPlacement {
   // That write is over (done or failed). Returns whether the placement was
   // revoked meanwhile: then its owner may have reused dest already, and the
   // payload must be delivered empty.
-  bool Unpin() {
-    std::lock_guard<std::mutex> lock(mu_);
+  bool Unpin() EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     --pins_;
-    if (pins_ == 0) unpinned_.notify_all();
+    if (pins_ == 0) unpinned_.SignalAll();
     return revoked_;
   }
 
@@ -81,20 +80,24 @@ class PayloadPlacement {
   // pinned write is still under way (it waits up to `wait` for them).
   // False when a pinned write has not ended after `wait`: dest may still
   // be written, and the caller should say so. Idempotent.
-  bool Revoke(std::chrono::milliseconds wait = kRevokeWait) {
-    std::unique_lock<std::mutex> lock(mu_);
+  bool Revoke(std::chrono::milliseconds wait = kRevokeWait) EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     revoked_ = true;
-    return unpinned_.wait_for(lock, wait, [&] { return pins_ == 0; });
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    while (pins_ != 0) {
+      if (!unpinned_.WaitUntil(deadline)) break;
+    }
+    return pins_ == 0;
   }
 
  private:
   const size_t payload_index_;
   uint8_t* const dest_;
   const uint64_t size_;
-  std::mutex mu_;
-  std::condition_variable unpinned_;
-  bool revoked_ = false;  // Guarded by mu_.
-  int pins_ = 0;          // Guarded by mu_.
+  Mutex mu_;
+  CondVar unpinned_{&mu_};
+  bool revoked_ GUARDED_BY(mu_) = false;
+  int pins_ GUARDED_BY(mu_) = 0;
 };
 
 // Asked with each incoming message's (validated) header: where, if

@@ -4,6 +4,7 @@
 #include <deque>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "transport/spin_wait.h"
 
 namespace strata {
@@ -37,12 +38,14 @@ namespace rpc_internal {
 // What an endpoint shares with its calls: the transport, the calls waiting
 // for replies, and the leader/follower state of the receiving side.
 struct EndpointState {
+  using Handler = std::function<void(Message)>;
+
   explicit EndpointState(std::unique_ptr<Transport> t)
       : transport(std::move(t)) {}
 
   // The waiting call for a reply's request id (removed), or null.
-  std::shared_ptr<RpcCall> TakePending(uint64_t request_id) {
-    std::lock_guard<std::mutex> lock(mu);
+  std::shared_ptr<RpcCall> TakePending(uint64_t request_id) EXCLUDES(mu) {
+    MutexLock lock(&mu);
     auto it = pending.find(request_id);
     if (it == pending.end()) return nullptr;
     std::shared_ptr<RpcCall> call = std::move(it->second);
@@ -83,10 +86,10 @@ struct EndpointState {
 
   // Completes every waiting call with `status`, or (null) with a
   // cancellation naming the call.
-  void CancelAll(const Status* status) {
+  void CancelAll(const Status* status) EXCLUDES(mu) {
     std::map<uint64_t, std::shared_ptr<RpcCall>> calls;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(&mu);
       calls.swap(pending);
       resend.clear();
       if (status != nullptr) cancelled = std::make_unique<Status>(*status);
@@ -101,38 +104,20 @@ struct EndpointState {
     WakeCallers();
   }
 
-  void WakeCallers() {
-    std::lock_guard<std::mutex> lock(lf_mu);
-    callers_cv.notify_all();
+  void WakeCallers() EXCLUDES(lf_mu) {
+    MutexLock lock(&lf_mu);
+    callers_cv.SignalAll();
   }
 
   // A message that arrived, offered by the receiving caller or (in-process)
   // by the sender's thread: a reply is completed at once, unless messages
   // are queued for the endpoint's thread, in which case it queues behind
   // them, as does anything for the handler. Always takes the message.
-  bool Offer(Message& msg, bool may_wait = true) {
+  bool Offer(Message& msg, bool may_wait = true) EXCLUDES(lf_mu) {
     {
-      std::unique_lock<std::mutex> lock(lf_mu);
-      if (HandledInline(lock, msg)) return true;
-      if (queued > 0 || !IsReply(msg)) {
-        // Back-pressure, as a transport's own queue would apply: a full
-        // queue holds the offering thread (a sender, in-process) until the
-        // endpoint's thread makes room or stops; past the wait the message
-        // is declined and takes the transport's way (and its send timeout).
-        // A transport's own receiving thread (`may_wait` false) is never
-        // held: the endpoint's replies may need it to make progress; the
-        // message it offered is declined at once and queued there.
-        if (!may_wait && queue.size() >= kMaxQueued && !stopping) return false;
-        if (!room_cv.wait_for(lock, kQueueFullWait, [&] {
-              return queue.size() < kMaxQueued || stopping;
-            })) {
-          return false;
-        }
-        queue.push_back(std::move(msg));
-        ++queued;
-        loop_cv.notify_one();
-        return true;
-      }
+      MutexLock lock(&lf_mu);
+      if (HandledInline(msg)) return true;
+      if (queued > 0 || !IsReply(msg)) return Enqueue(msg, may_wait);
     }
     // Nothing was queued at the check. A message queued since then came
     // from another sender concurrently (no order between senders) or not
@@ -141,37 +126,57 @@ struct EndpointState {
     return true;
   }
 
+  // Queues `msg` for the endpoint's thread. Back-pressure, as a
+  // transport's own queue would apply: a full queue holds the offering
+  // thread (a sender, in-process) until the endpoint's thread makes room or
+  // stops; past the wait the message is declined and takes the transport's
+  // way (and its send timeout). A transport's own receiving thread
+  // (`may_wait` false) is never held: the endpoint's replies may need it to
+  // make progress; the message it offered is declined at once and queued
+  // there.
+  bool Enqueue(Message& msg, bool may_wait) REQUIRES(lf_mu) {
+    if (!may_wait && queue.size() >= kMaxQueued && !stopping) return false;
+    const Clock::time_point deadline = Clock::now() + kQueueFullWait;
+    while (queue.size() >= kMaxQueued && !stopping) {
+      if (!room_cv.WaitUntil(deadline)) break;
+    }
+    if (queue.size() >= kMaxQueued && !stopping) return false;
+    queue.push_back(std::move(msg));
+    ++queued;
+    loop_cv.Signal();
+    return true;
+  }
+
   // Handles `msg` here, on the sender's thread, if the endpoint is idle and
-  // the message may be (RpcEndpoint::SetInlineHandling); `lock` holds
-  // lf_mu on entry and on return. Counted in `queued` while it runs, so
-  // that what comes meanwhile queues behind it and nobody else handles a
-  // message.
-  bool HandledInline(std::unique_lock<std::mutex>& lock, Message& msg) {
+  // the message may be (RpcEndpoint::SetInlineHandling); lets go of lf_mu
+  // while the handler runs. Counted in `queued` while it runs, so that what
+  // comes meanwhile queues behind it and nobody else handles a message.
+  bool HandledInline(Message& msg) REQUIRES(lf_mu) {
     if (queued > 0 || stopping || !inline_handler || !t_inline_sends ||
         IsReply(msg) || !may_inline(msg.header)) {
       return false;
     }
     inline_busy = true;
     ++queued;
-    lock.unlock();
+    lf_mu.Unlock();
     g_handled_inline.fetch_add(1, std::memory_order_relaxed);
     {
       // What the handler itself sends is not handled inline in turn.
       const InlineSendScope not_nested(false);
       inline_handler(std::move(msg));
     }
-    lock.lock();
+    lf_mu.Lock();
     --queued;
     inline_busy = false;
-    if (!queue.empty()) loop_cv.notify_one();
+    if (!queue.empty()) loop_cv.Signal();
     return true;
   }
 
   // Waits for `call` until `end`, receiving whenever nobody else does.
   // False if the endpoint is stopping or its transport closed (the caller
   // then waits for the call plainly: Stop() completes it).
-  bool WaitAsCaller(RpcCall& call, Clock::time_point end) {
-    std::unique_lock<std::mutex> lock(lf_mu);
+  bool WaitAsCaller(RpcCall& call, Clock::time_point end) EXCLUDES(lf_mu) {
+    MutexLock lock(&lf_mu);
     if (stopping) return false;
     ++waiters;
     bool closed = false;
@@ -180,28 +185,13 @@ struct EndpointState {
       if (now >= end) break;
       if (!receiving) {
         receiving = true;
-        lock.unlock();
-        const milliseconds wait =
-            std::min(std::chrono::ceil<milliseconds>(end - now), kReceiveSlice);
-        Result<Message> msg = transport->Recv(wait);
-        if (msg.ok()) {
-          if (!Offer(*msg)) {
-            LogWarning(
-                "node {}: dropped a {} from node {}: the handler's queue "
-                "stayed full for {} ms",
-                transport->node_id(), MessageTypeName(msg->header.type),
-                msg->header.sender, kQueueFullWait.count());
-          }
-        } else if (msg.status().code() == Status::Code::kCancelled) {
-          closed = true;
-        } else if (msg.status().code() != Status::Code::kDeadlineExceeded) {
-          LogWarning("node {}: receive failed: {}", transport->node_id(),
-                     msg.status().ToString());
-        }
-        lock.lock();
+        lock.Unlock();
+        closed = ReceiveAsCaller(std::min(
+            std::chrono::ceil<milliseconds>(end - now), kReceiveSlice));
+        lock.Lock();
         receiving = false;
         // Another caller's reply may have come, or one may receive now.
-        callers_cv.notify_all();
+        callers_cv.SignalAll();
         if (closed) break;
         continue;
       }
@@ -209,48 +199,193 @@ struct EndpointState {
         interrupted = true;
         transport->Interrupt();
       }
-      callers_cv.wait_until(lock, end);
+      (void)callers_cv.WaitUntil(end);
     }
     --waiters;
     last_wait_end = Clock::now();
-    if (stopping) callers_cv.notify_all();  // Stop() waits for waiters == 0
+    if (stopping) callers_cv.SignalAll();  // Stop() waits for waiters == 0
     return !closed;
+  }
+
+  // One receive by a waiting caller: what comes is offered (a reply
+  // completes its call). True when the transport is closed.
+  bool ReceiveAsCaller(milliseconds wait) EXCLUDES(lf_mu) {
+    Result<Message> msg = transport->Recv(wait);
+    if (msg.ok()) {
+      if (!Offer(*msg)) {
+        LogWarning(
+            "node {}: dropped a {} from node {}: the handler's queue "
+            "stayed full for {} ms",
+            transport->node_id(), MessageTypeName(msg->header.type),
+            msg->header.sender, kQueueFullWait.count());
+      }
+      return false;
+    }
+    if (msg.status().code() == Status::Code::kCancelled) return true;
+    if (msg.status().code() != Status::Code::kDeadlineExceeded) {
+      LogWarning("node {}: receive failed: {}", transport->node_id(),
+                 msg.status().ToString());
+    }
+    return false;
+  }
+
+  // The endpoint's thread (RpcEndpoint::Loop) until `running` goes false:
+  // handles what is queued for it, and otherwise drains the transport's
+  // own queue (direct delivery) or receives when no caller does.
+  void Serve(const std::atomic<bool>& running, const Handler& handler)
+      EXCLUDES(lf_mu) {
+    const bool direct = !callers_receive;
+    MutexLock lock(&lf_mu);
+    // In-process: what reached the transport's queue before the sink was
+    // set is received at the start and whenever the loop was idle for a
+    // slice.
+    bool drain = direct;
+    bool counted = direct;  // the first drain is counted already (Start())
+    while (running.load()) {
+      if (drain && !inline_busy) {
+        drain = false;
+        // Being handled: no sender handles a message inline meanwhile.
+        if (!counted) ++queued;
+        counted = false;
+        lock.Unlock();
+        for (Result<Message> msg = transport->Recv(milliseconds(0)); msg.ok();
+             msg = transport->Recv(milliseconds(0))) {
+          Dispatch(std::move(msg).value(), handler);
+        }
+        lock.Lock();
+        --queued;
+      }
+      if (!queue.empty() && !inline_busy) {
+        HandleQueued(handler);
+      } else if (direct) {
+        // A drain put off (an inline handler was running) stays due.
+        if (IdleDirect(running)) drain = true;
+      } else {
+        TakeTurn(running, handler);
+      }
+    }
+  }
+
+  // Handles the first queued message on the endpoint's thread.
+  void HandleQueued(const Handler& handler) REQUIRES(lf_mu) {
+    Message msg = std::move(queue.front());
+    queue.pop_front();
+    lf_mu.Unlock();
+    Dispatch(std::move(msg), handler);
+    lf_mu.Lock();
+    --queued;
+    callers_cv.SignalAll();
+    room_cv.SignalAll();
+  }
+
+  // Direct delivery, nothing to handle: senders (or the transport's
+  // receiving thread) queue. In process, polls for the next message a
+  // while before sleeping (spin_wait.h). True when it slept a whole slice
+  // (the transport's own queue is drained then).
+  bool IdleDirect(const std::atomic<bool>& running) REQUIRES(lf_mu) {
+    // Nothing is being dispatched here, so `queued` counts what waits in
+    // the queue, and a message a sender handles inline (which leaves
+    // nothing to do here).
+    lf_mu.Unlock();
+    const bool more = SpinUntil(
+        [this, &running] {
+          const int inline_now = inline_busy.load(std::memory_order_acquire);
+          return queued.load(std::memory_order_acquire) > inline_now ||
+                 !running.load(std::memory_order_acquire);
+        },
+        spin.load() ? SpinWaitBudget() : std::chrono::microseconds(0));
+    lf_mu.Lock();
+    // Looked at again under the lock: a message queued just after the
+    // spin gave up notified nobody, and an inline handler may have ended.
+    if (!running.load() || (!queue.empty() && !inline_busy)) return false;
+    // Spinning again after an inline handler came and went; while one
+    // runs, its end wakes this thread if it left something queued.
+    if (more && !inline_busy) return false;
+    return !loop_cv.WaitFor(kReceiveSlice);
+  }
+
+  // Callers receive: the endpoint's thread receives once when no caller
+  // does (nor has for kCallerLinger), and otherwise waits.
+  void TakeTurn(const std::atomic<bool>& running, const Handler& handler)
+      REQUIRES(lf_mu) {
+    const Clock::time_point now = Clock::now();
+    if (receiving || waiters > 0) {
+      (void)loop_cv.WaitFor(kReceiveSlice);
+      return;
+    }
+    if (now - last_wait_end < kCallerLinger) {
+      (void)loop_cv.WaitUntil(last_wait_end + kCallerLinger);
+      return;
+    }
+    receiving = loop_receiving = true;
+    interrupted = false;
+    lf_mu.Unlock();
+    // Dispatched while still receiving, so that nothing after it overtakes.
+    ReceiveOnce(running, handler);
+    lf_mu.Lock();
+    receiving = loop_receiving = false;
+    callers_cv.SignalAll();
+  }
+
+  // One receive on the endpoint's thread; what comes is dispatched.
+  void ReceiveOnce(const std::atomic<bool>& running, const Handler& handler) {
+    Result<Message> msg = transport->Recv(kReceiveSlice);
+    if (msg.ok()) {
+      Dispatch(std::move(msg).value(), handler);
+    } else if (msg.status().code() != Status::Code::kDeadlineExceeded &&
+               running.load()) {
+      LogWarning("node {}: receive failed: {}", transport->node_id(),
+                 msg.status().ToString());
+      if (msg.status().code() == Status::Code::kCancelled) {
+        std::this_thread::sleep_for(kReceiveSlice);  // closed: do not spin
+      }
+    }
+  }
+
+  // A reply completes its call; anything else goes to the handler.
+  void Dispatch(Message msg, const Handler& handler) {
+    if (IsReply(msg)) {
+      DeliverReply(std::move(msg));
+    } else {
+      handler(std::move(msg));
+    }
   }
 
   const std::unique_ptr<Transport> transport;
 
-  std::mutex mu;
-  std::map<uint64_t, std::shared_ptr<RpcCall>> pending;  // GUARDED_BY(mu)
+  Mutex mu;
+  std::map<uint64_t, std::shared_ptr<RpcCall>> pending GUARDED_BY(mu);
   // CancelPending(): the status every later request fails with at once
   // (the node is shutting down; no new wait may outlast that).
-  std::unique_ptr<Status> cancelled;  // GUARDED_BY(mu)
+  std::unique_ptr<Status> cancelled GUARDED_BY(mu);
   // KeepRequestsForResend(): the requests' messages, by request id.
   std::atomic<bool> keep_for_resend{false};
-  std::map<uint64_t, Message> resend;  // GUARDED_BY(mu)
+  std::map<uint64_t, Message> resend GUARDED_BY(mu);
 
   // Leader/follower state (RpcEndpoint::callers_receive()).
   std::atomic<bool> callers_receive{false};
   // Whether waits for a message poll before sleeping (spin_wait.h): only
   // where the message comes from another thread of this process.
   std::atomic<bool> spin{false};
-  std::mutex lf_mu;
-  std::condition_variable callers_cv;  // a call done, receiving side free
-  std::condition_variable loop_cv;     // something queued, stopping
-  std::condition_variable room_cv;     // the queue has room again
-  bool receiving = false;              // GUARDED_BY(lf_mu): someone in Recv()
-  bool loop_receiving = false;         // GUARDED_BY(lf_mu): the endpoint's
-  bool interrupted = false;            // GUARDED_BY(lf_mu)
-  bool stopping = false;               // GUARDED_BY(lf_mu)
-  int waiters = 0;                     // GUARDED_BY(lf_mu)
-  Clock::time_point last_wait_end;     // GUARDED_BY(lf_mu)
+  Mutex lf_mu;
+  CondVar callers_cv{&lf_mu};                // a call done, receiving side free
+  CondVar loop_cv{&lf_mu};                   // something queued, stopping
+  CondVar room_cv{&lf_mu};                   // the queue has room again
+  bool receiving GUARDED_BY(lf_mu) = false;  // someone in Recv()
+  bool loop_receiving GUARDED_BY(lf_mu) = false;  // the endpoint's thread
+  bool interrupted GUARDED_BY(lf_mu) = false;
+  bool stopping GUARDED_BY(lf_mu) = false;
+  int waiters GUARDED_BY(lf_mu) = 0;
+  Clock::time_point last_wait_end GUARDED_BY(lf_mu);
   // Messages for the endpoint's thread in arrival order; `queued` also
   // counts the one it is working on. Changed under lf_mu; atomic so that
   // the idle loop can poll it without the lock.
-  std::deque<Message> queue;  // GUARDED_BY(lf_mu)
+  std::deque<Message> queue GUARDED_BY(lf_mu);
   std::atomic<int> queued{0};
   // Inline handling (RpcEndpoint::SetInlineHandling): set before the
-  // endpoint starts, then read-only; `inline_busy` while a sender's thread
-  // handles a message (the endpoint's thread then handles nothing).
+  // endpoint starts (under lf_mu, which readers hold while they look), then
+  // read-only; `inline_busy` while a sender's thread handles a message (the
+  // endpoint's thread then handles nothing).
   std::function<bool(const MessageHeader&)> may_inline;
   std::function<void(Message)> inline_handler;
   // Changed under lf_mu; atomic so that the idle loop can poll it.
@@ -273,16 +408,20 @@ Result<Message> RpcCall::Wait(milliseconds timeout) {
         [this] { return done_.load(std::memory_order_acquire); },
         std::min<std::chrono::microseconds>(SpinWaitBudget(), timeout));
   }
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   bool waited = false;
   if (!done_) {
     if (std::shared_ptr<EndpointState> ep = endpoint_.lock()) {
-      lock.unlock();
+      lock.Unlock();
       waited = ep->WaitAsCaller(*this, end);
-      lock.lock();
+      lock.Lock();
     }
   }
-  if (!waited) cv_.wait_until(lock, end, [&] { return done_.load(); });
+  if (!waited) {
+    while (!done_.load()) {
+      if (!cv_.WaitUntil(end)) break;
+    }
+  }
   if (!done_) {
     return Status::DeadlineExceeded("no reply to {} within {} ms", what_,
                                     timeout.count());
@@ -291,18 +430,18 @@ Result<Message> RpcCall::Wait(milliseconds timeout) {
 }
 
 bool RpcCall::Ready() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return done_.load();
 }
 
 void RpcCall::Complete(Result<Message> result) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (done_) return;
     result_ = std::make_unique<Result<Message>>(std::move(result));
     done_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 InlineSendScope::InlineSendScope(bool on) : previous_(t_inline_sends) {
@@ -345,7 +484,7 @@ void RpcEndpoint::Start() {
     // only; undone below otherwise), and the first drain of what reached
     // the transport's own queue before, counted as being handled so that
     // nothing is handled inline ahead of it (Loop()).
-    std::lock_guard<std::mutex> lock(state->lf_mu);
+    MutexLock lock(&state->lf_mu);
     if (may_inline_) {
       state->may_inline = may_inline_;
       state->inline_handler = handler_;
@@ -367,7 +506,7 @@ void RpcEndpoint::Start() {
   state_->spin = direct && on_senders;
   if (!direct) {
     // Callers receive (no drain); inline handling needs the sender's thread.
-    std::lock_guard<std::mutex> lock(state->lf_mu);
+    MutexLock lock(&state->lf_mu);
     state->may_inline = nullptr;
     state->inline_handler = nullptr;
     --state->queued;
@@ -377,7 +516,7 @@ void RpcEndpoint::Start() {
       [state](const MessageHeader& h) -> std::shared_ptr<PayloadPlacement> {
         // An error reply's text never goes where the parameters go.
         if (!IsReply(h) || h.type == MessageType::kError) return nullptr;
-        std::lock_guard<std::mutex> lock(state->mu);
+        MutexLock lock(&state->mu);
         auto it = state->pending.find(h.request_id);
         if (it == state->pending.end() || it->second->to_ != h.sender) {
           return nullptr;
@@ -394,17 +533,21 @@ void RpcEndpoint::Stop() {
   s.transport->SetPlacement(nullptr);
   const bool was_running = running_.exchange(false);
   {
-    std::lock_guard<std::mutex> lock(s.lf_mu);
+    MutexLock lock(&s.lf_mu);
     s.stopping = true;
-    s.loop_cv.notify_all();
-    s.room_cv.notify_all();
+    s.loop_cv.SignalAll();
+    s.room_cv.SignalAll();
   }
   s.transport->Interrupt();
   if (was_running && thread_.joinable()) thread_.join();
   s.CancelAll(nullptr);
   s.transport->Close();
-  std::unique_lock<std::mutex> lock(s.lf_mu);
-  if (!s.callers_cv.wait_for(lock, kStopWait, [&] { return s.waiters == 0; })) {
+  MutexLock lock(&s.lf_mu);
+  const Clock::time_point deadline = Clock::now() + kStopWait;
+  while (s.waiters != 0) {
+    if (!s.callers_cv.WaitUntil(deadline)) break;
+  }
+  if (s.waiters != 0) {
     LogWarning(
         "node {}: {} caller(s) still inside RpcCall::Wait() {} ms after "
         "Stop()",
@@ -412,106 +555,7 @@ void RpcEndpoint::Stop() {
   }
 }
 
-void RpcEndpoint::Loop() {
-  EndpointState& s = *state_;
-  auto dispatch = [&](Message msg) {
-    if (IsReply(msg)) {
-      s.DeliverReply(std::move(msg));
-    } else {
-      handler_(std::move(msg));
-    }
-  };
-  auto receive_once = [&] {
-    Result<Message> msg = s.transport->Recv(kReceiveSlice);
-    if (msg.ok()) {
-      dispatch(std::move(msg).value());
-    } else if (msg.status().code() != Status::Code::kDeadlineExceeded &&
-               running_.load()) {
-      LogWarning("node {}: receive failed: {}", node_id(),
-                 msg.status().ToString());
-      if (msg.status().code() == Status::Code::kCancelled) {
-        std::this_thread::sleep_for(kReceiveSlice);  // closed: do not spin
-      }
-    }
-  };
-  const bool direct = !s.callers_receive;
-  std::unique_lock<std::mutex> lock(s.lf_mu);
-  // In-process: what reached the transport's queue before the sink was set
-  // is received at the start and whenever the loop was idle for a slice.
-  bool drain = direct;
-  bool counted = direct;  // the first drain is counted already (Start())
-  while (running_.load()) {
-    if (drain && !s.inline_busy) {
-      drain = false;
-      // Being handled: no sender handles a message inline meanwhile.
-      if (!counted) ++s.queued;
-      counted = false;
-      lock.unlock();
-      for (Result<Message> msg = s.transport->Recv(milliseconds(0)); msg.ok();
-           msg = s.transport->Recv(milliseconds(0))) {
-        dispatch(std::move(msg).value());
-      }
-      lock.lock();
-      --s.queued;
-    }
-    if (!s.queue.empty() && !s.inline_busy) {
-      Message msg = std::move(s.queue.front());
-      s.queue.pop_front();
-      lock.unlock();
-      dispatch(std::move(msg));
-      lock.lock();
-      --s.queued;
-      s.callers_cv.notify_all();
-      s.room_cv.notify_all();
-      continue;
-    }
-    if (direct) {
-      // Senders (or the transport's receiving thread) queue: in process,
-      // poll for the next message a while before sleeping (spin_wait.h).
-      // Nothing is being dispatched here, so `queued` counts what waits in the
-      // queue, and a message a sender handles inline (which leaves nothing to
-      // do here).
-      lock.unlock();
-      const bool more = SpinUntil(
-          [this, &s] {
-            const int inline_now =
-                s.inline_busy.load(std::memory_order_acquire);
-            return s.queued.load(std::memory_order_acquire) > inline_now ||
-                   !running_.load(std::memory_order_acquire);
-          },
-          s.spin.load() ? SpinWaitBudget() : std::chrono::microseconds(0));
-      lock.lock();
-      // Looked at again under the lock: a message queued just after the
-      // spin gave up notified nobody, and an inline handler may have ended.
-      if (!running_.load() || (!s.queue.empty() && !s.inline_busy)) continue;
-      // Spinning again after an inline handler came and went; while one
-      // runs, its end wakes this thread if it left something queued.
-      if (more && !s.inline_busy) continue;
-      // A drain put off (an inline handler was running) stays due.
-      drain =
-          s.loop_cv.wait_for(lock, kReceiveSlice) == std::cv_status::timeout ||
-          drain;
-      continue;
-    }
-    const Clock::time_point now = Clock::now();
-    if (s.receiving || s.waiters > 0) {
-      s.loop_cv.wait_for(lock, kReceiveSlice);
-      continue;
-    }
-    if (now - s.last_wait_end < kCallerLinger) {
-      s.loop_cv.wait_until(lock, s.last_wait_end + kCallerLinger);
-      continue;
-    }
-    s.receiving = s.loop_receiving = true;
-    s.interrupted = false;
-    lock.unlock();
-    // Dispatched while still receiving, so that nothing after it overtakes.
-    receive_once();
-    lock.lock();
-    s.receiving = s.loop_receiving = false;
-    s.callers_cv.notify_all();
-  }
-}
+void RpcEndpoint::Loop() { state_->Serve(running_, handler_); }
 
 std::shared_ptr<RpcCall> RpcEndpoint::Request(
     NodeId to, Message msg, std::shared_ptr<PayloadPlacement> placement) {
@@ -529,7 +573,7 @@ std::shared_ptr<RpcCall> RpcEndpoint::Request(
   msg.header.request_id = id;
   msg.header.flags &= ~kReplyFlag;
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    MutexLock lock(&state_->mu);
     if (state_->cancelled != nullptr) {
       call->Complete(*state_->cancelled);
       return call;
@@ -545,7 +589,7 @@ std::shared_ptr<RpcCall> RpcEndpoint::Request(
   Status st = state_->transport->Send(to, std::move(msg));
   if (!st.ok()) {
     {
-      std::lock_guard<std::mutex> lock(state_->mu);
+      MutexLock lock(&state_->mu);
       state_->pending.erase(id);
       state_->resend.erase(id);
     }
@@ -609,7 +653,7 @@ void RpcEndpoint::KeepRequestsForResend(bool keep) {
 int RpcEndpoint::Resend(NodeId to) {
   std::vector<Message> again;
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    MutexLock lock(&state_->mu);
     for (auto it = state_->resend.begin(); it != state_->resend.end();) {
       auto call = state_->pending.find(it->first);
       if (call == state_->pending.end() || call->second->Ready()) {

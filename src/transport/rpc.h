@@ -2,14 +2,13 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
+#include "common/mutex.h"
 #include "transport/transport.h"
 
 namespace strata {
@@ -30,13 +29,13 @@ class RpcCall {
   // The reply, or kDeadlineExceeded naming what was asked of whom, or
   // kCancelled when the endpoint stopped first. A reply of type kError
   // becomes a non-OK status carrying the peer's message. Call once.
-  Result<Message> Wait(std::chrono::milliseconds timeout);
-  bool Ready() const;
+  Result<Message> Wait(std::chrono::milliseconds timeout) EXCLUDES(mu_);
+  bool Ready() const EXCLUDES(mu_);
 
  private:
   friend class RpcEndpoint;
   friend struct rpc_internal::EndpointState;
-  void Complete(Result<Message> result);
+  void Complete(Result<Message> result) EXCLUDES(mu_);
 
   std::string what_;  // "pull_request to node 3", for timeouts
   NodeId to_ = kInvalidNodeId;
@@ -47,11 +46,11 @@ class RpcCall {
   // Set when the reply is delivered on another thread of this process
   // (direct delivery): Wait() polls before sleeping (spin_wait.h).
   bool in_process_ = false;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
+  mutable Mutex mu_;
+  CondVar cv_{&mu_};
   // Set under mu_; atomic so that a spinning Wait() can poll it without.
   std::atomic<bool> done_{false};
-  std::unique_ptr<Result<Message>> result_;  // GUARDED_BY(mu_)
+  std::unique_ptr<Result<Message>> result_ GUARDED_BY(mu_);
 };
 
 // Request/reply on top of a Transport. Owns the transport's receive side and

@@ -6,8 +6,8 @@
 
 namespace strata {
 
-// Spin-then-block waiting (cluster.spin_us, docs/transport.md "Waiting in
-// process"). A thread about to sleep until a message or a reply arrives
+// Spin-then-block waiting (cluster.spin_us, docs/design/transport.md "Waiting
+// in process"). A thread about to sleep until a message or a reply arrives
 // first polls for up to this long, so that an answer which comes within the
 // window is seen at once instead of after a wake-up. Waking a sleeping
 // thread is slow where the idle CPU it sleeps on must itself be woken, as

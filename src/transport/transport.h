@@ -41,8 +41,10 @@ struct TransportStats {
 // consumer thread is the intended use). Close() may race with everything
 // else: calls that start after it fail with kCancelled.
 //
-// Implementations: InProcFabric::NewTransport() (threads of one process, zero
-// copy) and NewZmqTransport() (tcp:// and ipc://).
+// Implementations, one folder each: inproc/ (InProcFabric::NewTransport():
+// threads of one process, zero copy), zmq/ (NewZmqTransport(): tcp:// and
+// ipc://) and ucx/ (NewUcxTransport(): ucx://). NewBoundTransport()
+// (factory.h) picks one from the scheme of the address a node binds.
 class Transport {
  public:
   virtual ~Transport() = default;

@@ -311,6 +311,71 @@ Status MessageAssembler::ConsumeDataFrame(Buffer frame) {
   return Status::Ok();
 }
 
+Status MessageAssembler::BeginMessage(const Buffer& first, Status* abandoned) {
+  Result<DecodedHeader> decoded =
+      DecodeHeader(first.data(), first.size(), options_.limits);
+  if (!decoded.ok()) {
+    if (pending_ && abandoned != nullptr) {
+      *abandoned =
+          Status::DataLoss("{} dropped: a bad header followed", Describe());
+    }
+    return decoded.status();
+  }
+  if (options_.expected_receiver >= 0 &&
+      decoded->header.receiver != options_.expected_receiver) {
+    if (pending_ && abandoned != nullptr) {
+      *abandoned = Status::DataLoss("{} dropped: a misrouted header followed",
+                                    Describe());
+    }
+    return Status::DataLoss(
+        "{} message from node {} is addressed to node {}, this is node {}",
+        MessageTypeName(decoded->header.type), decoded->header.sender,
+        decoded->header.receiver, options_.expected_receiver);
+  }
+  if (pending_ && abandoned != nullptr) {
+    *abandoned = Status::DataLoss(
+        "{} dropped unfinished: the next message began", Describe());
+  }
+  // Moved in: clang refuses to default-construct it in place (its member
+  // initializers are not usable in the enclosing class's std::optional).
+  pending_.emplace(Pending{});
+  pending_->decoded = std::move(decoded).value();
+  pending_->payloads.resize(pending_->decoded.payload_sizes.size());
+  if (options_.placement) {
+    std::shared_ptr<PayloadPlacement> placement =
+        options_.placement(pending_->decoded.header);
+    if (placement && placement->Fits(pending_->decoded.payload_sizes)) {
+      pending_->placement = std::move(placement);
+    }
+  }
+  return Status::Ok();
+}
+
+Status MessageAssembler::ContinueMessage(const Buffer& first, size_t frames) {
+  Result<Continuation> c = DecodeContinuation(first.data(), first.size());
+  if (!c.ok()) return c.status().WithContext(Describe());
+  if (!pending_) {
+    return Status::DataLoss(
+        "continuation segment {} of transfer {} arrived with no message in "
+        "progress",
+        c->segment_index, c->transfer_id);
+  }
+  if (c->transfer_id != pending_->decoded.transfer_id ||
+      c->segment_index != pending_->next_segment) {
+    return Status::DataLoss(
+        "{}: expected segment {} of transfer {}, got segment {} of "
+        "transfer {}",
+        Describe(), pending_->next_segment, pending_->decoded.transfer_id,
+        c->segment_index, c->transfer_id);
+  }
+  if (frames < 2) {
+    return Status::DataLoss("{}: continuation segment without data",
+                            Describe());
+  }
+  ++pending_->next_segment;
+  return Status::Ok();
+}
+
 Result<std::optional<Message>> MessageAssembler::Add(
     std::vector<Buffer>* frames, Status* abandoned) {
   if (abandoned != nullptr) *abandoned = Status::Ok();
@@ -328,70 +393,19 @@ Result<std::optional<Message>> MessageAssembler::Add(
           ? (uint32_t{first.data()[0]} | uint32_t{first.data()[1]} << 8 |
              uint32_t{first.data()[2]} << 16 | uint32_t{first.data()[3]} << 24)
           : 0;
+  Status started;
   if (magic == kHeaderMagic) {
-    Result<DecodedHeader> decoded =
-        DecodeHeader(first.data(), first.size(), options_.limits);
-    if (!decoded.ok()) {
-      if (pending_ && abandoned != nullptr) {
-        *abandoned =
-            Status::DataLoss("{} dropped: a bad header followed", Describe());
-      }
-      return fail(decoded.status());
-    }
-    if (options_.expected_receiver >= 0 &&
-        decoded->header.receiver != options_.expected_receiver) {
-      if (pending_ && abandoned != nullptr) {
-        *abandoned = Status::DataLoss("{} dropped: a misrouted header followed",
-                                      Describe());
-      }
-      return fail(Status::DataLoss(
-          "{} message from node {} is addressed to node {}, this is node {}",
-          MessageTypeName(decoded->header.type), decoded->header.sender,
-          decoded->header.receiver, options_.expected_receiver));
-    }
-    if (pending_ && abandoned != nullptr) {
-      *abandoned = Status::DataLoss(
-          "{} dropped unfinished: the next message began", Describe());
-    }
-    pending_.emplace();
-    pending_->decoded = std::move(decoded).value();
-    pending_->payloads.resize(pending_->decoded.payload_sizes.size());
-    if (options_.placement) {
-      std::shared_ptr<PayloadPlacement> placement =
-          options_.placement(pending_->decoded.header);
-      if (placement && placement->Fits(pending_->decoded.payload_sizes)) {
-        pending_->placement = std::move(placement);
-      }
-    }
+    started = BeginMessage(first, abandoned);
   } else if (magic == kContinuationMagic) {
-    Result<Continuation> c = DecodeContinuation(first.data(), first.size());
-    if (!c.ok()) return fail(c.status().WithContext(Describe()));
-    if (!pending_) {
-      return fail(Status::DataLoss(
-          "continuation segment {} of transfer {} arrived with no message in "
-          "progress",
-          c->segment_index, c->transfer_id));
-    }
-    if (c->transfer_id != pending_->decoded.transfer_id ||
-        c->segment_index != pending_->next_segment) {
-      return fail(Status::DataLoss(
-          "{}: expected segment {} of transfer {}, got segment {} of "
-          "transfer {}",
-          Describe(), pending_->next_segment, pending_->decoded.transfer_id,
-          c->segment_index, c->transfer_id));
-    }
-    if (segment.size() < 2) {
-      return fail(Status::DataLoss("{}: continuation segment without data",
-                                   Describe()));
-    }
-    ++pending_->next_segment;
+    started = ContinueMessage(first, segment.size());
   } else {
-    return fail(Status::DataLoss(
+    started = Status::DataLoss(
         "segment starts with a {}-byte frame that is neither a header nor a "
         "continuation (magic {:#010x}){}",
         first.size(), magic,
-        pending_ ? "; dropped the " + Describe() + " in progress" : ""));
+        pending_ ? "; dropped the " + Describe() + " in progress" : "");
   }
+  if (!started.ok()) return fail(started);
 
   for (size_t i = 1; i < segment.size(); ++i) {
     Status s = ConsumeDataFrame(std::move(segment[i]));

@@ -14,7 +14,7 @@
 // The byte-level format of messages on a stream transport (ZeroMQ tcp / ipc),
 // and the pure functions that produce and check it. No I/O here: the ZeroMQ
 // backend moves the frames, this file decides what they mean. See
-// docs/transport.md for the layout.
+// docs/design/transport.md for the layout.
 //
 // A message travels as one or more *segments*; a segment is one ZeroMQ
 // multipart message (a list of frames, delivered atomically). The first
@@ -151,6 +151,13 @@ class MessageAssembler {
     uint32_t next_segment = 1;
   };
 
+  // A header frame: the message it begins becomes the one in progress (one
+  // unfinished before it is dropped, saying so in *abandoned). kDataLoss for
+  // a bad or misrouted header.
+  Status BeginMessage(const Buffer& first, Status* abandoned);
+  // A continuation frame (of a segment of `frames` frames): checks it
+  // continues the message in progress. kDataLoss otherwise.
+  Status ContinueMessage(const Buffer& first, size_t frames);
   Status ConsumeDataFrame(Buffer frame);
   // Skips over payloads that are complete; true when all are.
   bool AdvanceComplete();

@@ -1,4 +1,4 @@
-#include "train/batch.h"
+#include "worker/batch.h"
 
 #include <torch/torch.h>
 
@@ -200,7 +200,7 @@ Result<StepResult> ForwardBackward(ClassifierImpl& net, const Batch& batch,
       // It also waits for everything queued before it, the uploads of the
       // parameters included: callers rewrite the host copy (pulls, merges,
       // optimizer steps) once this returns, and rely on that. Keep it a
-      // blocking copy (docs/gpu.md, "Each step").
+      // blocking copy (docs/design/gpu.md, "Each step").
       torch::Tensor both =
           torch::stack({loss.detach(), correct.to(torch::kFloat)}).cpu();
       r.loss = both[0].item<double>();

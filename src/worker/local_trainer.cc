@@ -1,45 +1,19 @@
-#include "train/local_trainer.h"
+#include "worker/local_trainer.h"
 
 #include <torch/torch.h>
 
-#include <cerrno>
 #include <chrono>
-#include <cstdlib>
-#include <cstring>
-#include <map>
 #include <numeric>
 #include <thread>
 
-#include "common/fs.h"
 #include "common/log.h"
-#include "data/batch_sampler.h"
-#include "ps/optimizer.h"
-#include "ps/schedule.h"
-#include "sharding/resolve.h"
-#include "train/batch.h"
-#include "train/checkpoint.h"
-#include "train/model_file.h"
-#include "train/progress.h"
-#include "train/step_profile.h"
-#include "train/tensor_optimizer.h"
+#include "models/model_file.h"
+#include "run/progress.h"
+#include "sharding/methods.h"
+#include "worker/local_update.h"
+#include "worker/step_profile.h"
 
 namespace strata {
-
-nlohmann::json RunSummary::ToJson() const {
-  return nlohmann::json{{"final_train_loss", final_train_loss},
-                        {"final_train_acc", final_train_acc},
-                        {"final_val_loss", final_val_loss},
-                        {"final_val_acc", final_val_acc},
-                        {"wall_s", wall_s},
-                        {"train_s", train_s},
-                        {"samples_per_s", samples_per_s},
-                        {"steps", steps},
-                        {"samples", samples},
-                        {"epochs", epochs},
-                        {"parameters", parameters},
-                        {"interrupted", interrupted}};
-}
-
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -47,233 +21,304 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-}  // namespace
+// A single-process run: its model, batches and update, and the parts
+// around the loop (evaluation, checkpoints, the metrics window, progress).
+class LocalTrainer {
+ public:
+  LocalTrainer(const Config& config, const LocalRunOptions& o,
+               const DatasetSplits& data, const RunDirectory& run_dir)
+      : config_(config),
+        o_(o),
+        data_(data),
+        run_dir_(run_dir),
+        batcher_(data.train, o.augment, o.seed ^ 0x5bd1e995) {}
 
-Status RestoreModelFromCheckpoint(const Checkpoint& c, Model& model) {
-  ASSIGN_OR_RETURN(const std::string* model_bytes, c.File("model.safetensors"));
+  Result<RunSummary> Train(const std::atomic<bool>* stop);
+
+ private:
+  Status SetUp();
+  Status MakeSampler();
+  // checkpoint.resume: the newest checkpoint's model, optimizer, cursors.
+  Status Resume();
+  // Step `step` (counted from 1); its epoch and rate into *epoch, *lr.
+  Status Step(int64_t step, int64_t* epoch, double* lr);
+  // After a step, outside the profiled window: the metrics line, an
+  // evaluation, a checkpoint when due.
+  Status AfterStep(int64_t step, int64_t epoch, double lr);
+  // The window's metrics.jsonl line, and the progress line.
+  Status Log(int64_t step, int64_t epoch, double lr);
+  // Evaluates on the validation split and appends to eval.jsonl.
+  Status Evaluate(int64_t step, int64_t epoch);
+  Status Checkpoint(int64_t step);
+  bool CheckpointDue(int64_t step) const;
+  // The final evaluation on both splits, the model files and summary.json.
+  Result<RunSummary> Finish();
+
+  const Config& config_;
+  const LocalRunOptions& o_;
+  const DatasetSplits& data_;
+  const RunDirectory& run_dir_;
+  const Clock::time_point start_ = Clock::now();
+  int threads_ = 1;
+  Model model_;
+  std::unique_ptr<BatchSampler> sampler_;
+  Batcher batcher_;
+  std::unique_ptr<LocalUpdate> update_;
+  LrSchedule schedule_;
+  int64_t per_epoch_ = 0, total_steps_ = 0;
+  int64_t first_step_ = 1;
+  std::string resumed_from_;
+  int64_t last_epoch_ = 0;
+  double train_s_ = 0;
+  Clock::time_point last_checkpoint_;
+  RunSummary s_;
+  std::unique_ptr<Progress> progress_;
+  std::vector<int64_t> indices_;
+  std::vector<float> losses_;  // per example (loss-aware sampler)
+  double window_loss_ = 0, window_acc_ = 0;
+  int64_t window_n_ = 0;
+};
+
+Status LocalTrainer::MakeSampler() {
+  // One process sees the whole training set; data.sampler still decides
+  // how its batches are drawn (cluster-stratified needs per-example
+  // clusters, which the sharding code computes).
+  if (o_.sharding_set) {
+    LogWarning(
+        "cluster.mode = local trains on the whole training set: "
+        "data.shard_plan and data.sharding.method apply to cluster modes and "
+        "are ignored here");
+  }
+  std::vector<int64_t> all(data_.train.size());
+  std::iota(all.begin(), all.end(), 0);
+  std::vector<int32_t> cluster_ids;
+  if (UsesClusters(o_.sampler)) {
+    ASSIGN_OR_RETURN(cluster_ids,
+                     ComputeClassSubclusters(data_.train, o_.shard_options));
+  }
   ASSIGN_OR_RETURN(
-      SafetensorsFile params,
-      DecodeSafetensors(*model_bytes, c.dir + "/model.safetensors"));
-  const SafeTensor* flat = params.Find("flat");
-  if (flat == nullptr || flat->dtype != "F32" ||
-      flat->numel() != model.flat.size())
-    return Status::DataLoss(
-        "{}/model.safetensors: no \"flat\" float32 tensor of {} parameters",
-        c.dir, model.flat.size());
-  std::memcpy(model.flat.param_data(), flat->data.data(), flat->data.size());
-  {
-    torch::NoGradGuard no_grad;
-    for (auto& [name, value] : NamedBuffers(model)) {
-      const SafeTensor* t = params.Find(name);
-      if (t == nullptr || t->numel() != value.numel())
-        return Status::DataLoss(
-            "{}/model.safetensors: no buffer {} of {} values", c.dir, name,
-            value.numel());
-      torch::Tensor src =
-          t->dtype == "I64"
-              ? torch::from_blob(const_cast<char*>(t->data.data()),
-                                 {t->numel()}, torch::kLong)
-              : torch::from_blob(const_cast<char*>(t->data.data()),
-                                 {t->numel()}, torch::kFloat);
-      value.copy_(src.reshape(value.sizes()));
-    }
+      sampler_, MakeBatchSampler(o_.sampler, std::move(all), data_.train.labels,
+                                 cluster_ids, o_.seed, o_.shuffle,
+                                 o_.loss_aware_max_boost));
+  per_epoch_ = sampler_->BatchesPerEpoch(o_.batch_size);
+  total_steps_ = o_.iterations > 0 ? o_.iterations : per_epoch_ * o_.epochs;
+  if (total_steps_ <= 0) {
+    return Status::InvalidArgument(
+        "nothing to train: train.iterations = 0 and train.epochs = 0");
   }
   return Status::Ok();
 }
 
-Result<std::string> ExportLocalCheckpoint(const std::string& run_dir,
-                                          int64_t step,
-                                          const std::string& out_dir) {
-  ASSIGN_OR_RETURN(Checkpoint c, LoadCheckpoint(run_dir, step));
-  ASSIGN_OR_RETURN(const std::string* config_text, c.File("config.toml"));
-  ASSIGN_OR_RETURN(const std::string* state_text, c.File("state.json"));
-  ASSIGN_OR_RETURN(Config config, Config::FromTomlString(
-                                      *config_text, c.dir + "/config.toml"));
-  nlohmann::json state = nlohmann::json::parse(*state_text, nullptr, false);
-  if (state.is_discarded() || !state.contains("input") ||
-      !state["input"].is_array() || state["input"].size() != 4)
-    return Status::DataLoss(
-        "{}/state.json: no input shape (a checkpoint of an older strata?)",
-        c.dir);
-  const InputSpec in{
-      state["input"][0].get<int64_t>(), state["input"][1].get<int64_t>(),
-      state["input"][2].get<int64_t>(), state["input"][3].get<int64_t>()};
-  ASSIGN_OR_RETURN(Model model,
-                   CreateModel(ModelOptions::FromConfig(config), in));
-  RETURN_IF_ERROR(RestoreModelFromCheckpoint(c, model));
-  const std::string out =
-      out_dir.empty()
-          ? JoinPath(run_dir, "export-step-" + std::to_string(c.step))
-          : out_dir;
-  RETURN_IF_ERROR(MakeDirs(out));
-  RETURN_IF_ERROR(WriteModelFiles(out, config, in, model));
-  return out;
+Status LocalTrainer::SetUp() {
+  threads_ =
+      o_.threads == 0
+          ? static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))
+          : o_.threads;
+  torch::set_num_threads(threads_);
+  ASSIGN_OR_RETURN(model_, CreateModel(o_.model, InputSpecOf(data_.train)));
+  RETURN_IF_ERROR(PlaceModel(model_, o_.device));
+  RETURN_IF_ERROR(MakeSampler());
+  ASSIGN_OR_RETURN(update_, MakeLocalUpdate(o_, model_.flat));
+  schedule_ = o_.ScheduleFor(total_steps_);
+  // Checkpoints (docs/design/checkpoints.md).
+  if (o_.resume) RETURN_IF_ERROR(Resume());
+  last_checkpoint_ = Clock::now();
+  model_.flat.Upload();  // GPU: the host copy is the one restored/updated
+  LogInfo(
+      "training {} ({} parameters) on {} ({} train / {} val), batch {}, "
+      "{} steps ({} per epoch), {} threads, device {}, optimizer on {}",
+      o_.model.name, model_.flat.size(), data_.train.name, data_.train.size(),
+      data_.val.size(), o_.batch_size, total_steps_, per_epoch_, threads_,
+      model_.flat.device().str(),
+      update_->where() == std::string("device")
+          ? model_.flat.device().str() + " (LibTorch operations)"
+          : std::string("the host"));
+  return Status::Ok();
 }
 
-// The local trainer's checkpoint files: the flat parameters and the
-// buffers, the optimizer's state, the sampler's cursor, the augmentation
-// generator and the counters, and the run's config.
-Result<std::map<std::string, std::string>> LocalCheckpointFiles(
-    const Config& config, Model& model, const OptimizerState& os,
-    const BatchSampler& sampler, const Batcher& batcher,
-    const nlohmann::json& counters) {
-  std::vector<SafeTensor> params = {
-      SafeTensor::Floats("flat", {model.flat.size()}, model.flat.param_data())};
-  for (const auto& [name, value] : NamedBuffers(model))
-    params.push_back(ToSafeTensor(name, value));
-  std::vector<SafeTensor> opt;
-  for (const auto& [name, values] : os.buffers) {
-    opt.push_back(SafeTensor::Floats(
-        name, {static_cast<int64_t>(values.size())}, values.data()));
-  }
-  std::map<std::string, std::string> files;
-  ASSIGN_OR_RETURN(files["model.safetensors"], EncodeSafetensors(params));
-  ASSIGN_OR_RETURN(
-      files["optimizer.safetensors"],
-      EncodeSafetensors(opt, {{"steps", std::to_string(os.steps)}}));
-  nlohmann::json state = counters;
-  state["sampler"] = sampler.SaveState();
-  state["augment_rng"] = batcher.SaveRngState();
-  files["state.json"] = state.dump(2) + "\n";
-  files["config.toml"] = config.ToToml();
-  return files;
-}
-
-// Puts a checkpoint's state back; returns its counters. DataLoss naming the
-// file that does not fit this model.
-Result<nlohmann::json> RestoreLocalCheckpoint(const Checkpoint& c, Model& model,
-                                              OptimizerState* optimizer,
-                                              BatchSampler& sampler,
-                                              Batcher& batcher) {
-  RETURN_IF_ERROR(RestoreModelFromCheckpoint(c, model));
-  ASSIGN_OR_RETURN(const std::string* opt_bytes,
-                   c.File("optimizer.safetensors"));
-  ASSIGN_OR_RETURN(
-      SafetensorsFile opt,
-      DecodeSafetensors(*opt_bytes, c.dir + "/optimizer.safetensors"));
+Status LocalTrainer::Resume() {
+  ASSIGN_OR_RETURN(::strata::Checkpoint c,
+                   LoadNewestCheckpoint(run_dir_.path()));
+  ASSIGN_OR_RETURN(const std::string* saved, c.File("config.toml"));
+  RETURN_IF_ERROR(CheckResumeConfig(*saved, config_));
   OptimizerState os;
-  for (const auto& t : opt.tensors) os.buffers[t.name] = t.ToFloats();
-  if (opt.metadata.count("steps")) {
-    const std::string& text = opt.metadata.at("steps");
-    char* end = nullptr;
-    errno = 0;
-    os.steps = std::strtoll(text.c_str(), &end, 10);
-    if (text.empty() || *end != '\0' || errno != 0 || os.steps < 0)
-      return Status::DataLoss(
-          "{}/optimizer.safetensors: its \"steps\" is \"{}\", not a step "
-          "count",
-          c.dir, text);
-  }
-  *optimizer = std::move(os);
-  ASSIGN_OR_RETURN(const std::string* state_text, c.File("state.json"));
-  nlohmann::json state = nlohmann::json::parse(*state_text, nullptr, false);
-  if (state.is_discarded() || !state.contains("sampler") ||
-      !state["augment_rng"].is_string())
-    return Status::DataLoss("{}/state.json: not a local trainer's state",
-                            c.dir);
-  Status s = sampler.RestoreState(state["sampler"]);
-  if (s.ok()) s = batcher.RestoreRngState(state["augment_rng"]);
-  if (!s.ok()) return Status::DataLoss("{}/state.json: {}", c.dir, s.message());
-  return state;
+  ASSIGN_OR_RETURN(nlohmann::json counters,
+                   RestoreLocalCheckpoint(c, model_, &os, *sampler_, batcher_));
+  Status restored = update_->RestoreState(os);
+  if (!restored.ok())
+    return Status::DataLoss("{}/optimizer.safetensors: {}", c.dir,
+                            restored.message());
+  first_step_ = c.step + 1;
+  resumed_from_ = c.dir;
+  train_s_ = counters.value("train_s", 0.0);
+  s_.samples = counters.value("samples", int64_t{0});
+  last_epoch_ = counters.value("epoch", int64_t{0});
+  LogInfo("resuming from {} (step {})", c.dir, c.step);
+  return Status::Ok();
 }
 
-namespace {
+Status LocalTrainer::Evaluate(int64_t step, int64_t epoch) {
+  ASSIGN_OR_RETURN(EvalResult ev,
+                   ::strata::Evaluate(*model_.net, data_.val, o_.eval_batch));
+  nlohmann::json j{{"step", step},
+                   {"epoch", epoch},
+                   {"wall_s", Seconds(start_, Clock::now())},
+                   {"val_loss", ev.loss},
+                   {"val_acc", ev.accuracy},
+                   {"samples", s_.samples}};
+  progress_->Finish();
+  LogInfo("step {} epoch {}: val loss {:.4f} acc {:.4f}", step, epoch, ev.loss,
+          ev.accuracy);
+  return run_dir_.AppendJson("eval.jsonl", j);
+}
 
-// The single-process trainer's update (train.local_optimizer): where it
-// runs, and what its state and the host copy of the parameters need.
-class LocalUpdate {
- public:
-  virtual ~LocalUpdate() = default;
-  // Applies the step's gradients, marking its phases in `phase`. Internal
-  // for a LibTorch failure.
-  virtual Status Step(FlatParameters& flat, double lr, PhaseMark& phase) = 0;
-  // Brings the host copy of the parameters up to date (before a checkpoint
-  // and at the end). Internal if the device failed.
-  virtual Status SyncHost(FlatParameters& flat) = 0;
-  virtual Result<OptimizerState> SaveState() const = 0;
-  virtual Status RestoreState(const OptimizerState& state) = 0;
-  // "host" or "device" (summary.json's optimizer_on).
-  virtual const char* where() const = 0;
-};
+Status LocalTrainer::Checkpoint(int64_t step) {
+  RETURN_IF_ERROR(update_->SyncHost(model_.flat));
+  ASSIGN_OR_RETURN(const OptimizerState optimizer_state, update_->SaveState());
+  const InputSpec in = InputSpecOf(data_.train);
+  nlohmann::json counters{
+      {"step", step},
+      {"samples", s_.samples},
+      {"epoch", last_epoch_},
+      {"train_s", train_s_},
+      {"input", {in.channels, in.height, in.width, in.num_classes}}};
+  ASSIGN_OR_RETURN(auto files,
+                   LocalCheckpointFiles(config_, model_, optimizer_state,
+                                        *sampler_, batcher_, counters));
+  ASSIGN_OR_RETURN(std::string dir, WriteCheckpoint(run_dir_.path(), step,
+                                                    files, o_.checkpoint_keep));
+  LogDebug("checkpoint: {}", dir);
+  last_checkpoint_ = Clock::now();
+  return Status::Ok();
+}
 
-// The servers' flat optimizer on the host copy. On a GPU the gradients come
-// back and the parameters go over at every step.
-class HostUpdate final : public LocalUpdate {
- public:
-  HostUpdate(const OptimizerOptions& o, int64_t size)
-      : optimizer_(MakeOptimizer(o, size)) {}
-  Status Step(FlatParameters& flat, double lr, PhaseMark& phase) override {
-    try {
-      phase.Next("strata::fetch_grads");
-      flat.FetchGrads();
-      phase.Next("strata::optimizer");
-      optimizer_->Step(flat.param_data(), flat.grad_data(), lr);
-      // Queued; the next step's FetchGrads waits for it before the
-      // optimizer writes the host copy again.
-      phase.Next("strata::upload");
-      flat.Upload(/*wait=*/false);
-    } catch (const c10::Error& e) {
-      return Status::Internal("the update's copies to and from {}: {}",
-                              flat.device().str(), e.what_without_backtrace());
+bool LocalTrainer::CheckpointDue(int64_t step) const {
+  return o_.checkpoints() &&
+         ((o_.checkpoint_every > 0 && step % o_.checkpoint_every == 0) ||
+          step == total_steps_ ||
+          (o_.checkpoint_every_s > 0 &&
+           Seconds(last_checkpoint_, Clock::now()) >= o_.checkpoint_every_s));
+}
+
+Status LocalTrainer::Log(int64_t step, int64_t epoch, double lr) {
+  if (step % o_.log_every != 0 && step != total_steps_) return Status::Ok();
+  nlohmann::json j{{"step", step},
+                   {"epoch", epoch},
+                   {"wall_s", Seconds(start_, Clock::now())},
+                   {"lr", lr},
+                   {"train_loss", window_loss_ / window_n_},
+                   {"train_acc", window_acc_ / window_n_},
+                   {"samples", s_.samples}};
+  RETURN_IF_ERROR(run_dir_.AppendJson("metrics.jsonl", j));
+  progress_->Update(step, window_loss_ / window_n_, window_acc_ / window_n_);
+  window_loss_ = window_acc_ = 0;
+  window_n_ = 0;
+  return Status::Ok();
+}
+
+Status LocalTrainer::Step(int64_t step, int64_t* epoch_out, double* lr_out) {
+  const auto t0 = Clock::now();
+  PhaseMark whole("strata::step");
+  PhaseMark phase("strata::batch");
+  const int64_t epoch = sampler_->Next(o_.batch_size, &indices_);
+  last_epoch_ = epoch;
+  Batch batch = batcher_.Gather(indices_);
+  phase.Next("strata::forward_backward");
+  // Not a GPU's host mirror: nothing reads it before FetchGrads (host
+  // update) overwrites it, or ever (device update).
+  model_.flat.ZeroGrad(/*host_mirror=*/false);
+  const bool losses = sampler_->wants_losses();
+  ASSIGN_OR_RETURN(StepResult r, ForwardBackward(*model_.net, batch,
+                                                 losses ? &losses_ : nullptr));
+  if (losses) sampler_->Observe(indices_, losses_.data());
+  const double lr = schedule_.Rate(step - 1);
+  RETURN_IF_ERROR(update_->Step(model_.flat, lr, phase));
+  phase.End();
+  whole.End();
+  train_s_ += Seconds(t0, Clock::now());
+  s_.steps = step;
+  s_.samples += static_cast<int64_t>(indices_.size());
+  window_loss_ += r.loss;
+  window_acc_ += r.accuracy;
+  ++window_n_;
+  *epoch_out = epoch;
+  *lr_out = lr;
+  return Status::Ok();
+}
+
+Status LocalTrainer::AfterStep(int64_t step, int64_t epoch, double lr) {
+  RETURN_IF_ERROR(Log(step, epoch, lr));
+  const bool eval_now = o_.eval_every > 0 ? step % o_.eval_every == 0
+                                          : sampler_->epoch_finished();
+  if (eval_now && step != total_steps_) RETURN_IF_ERROR(Evaluate(step, epoch));
+  if (CheckpointDue(step)) RETURN_IF_ERROR(Checkpoint(step));
+  return Status::Ok();
+}
+
+Result<RunSummary> LocalTrainer::Finish() {
+  progress_->Finish();
+  RETURN_IF_ERROR(update_->SyncHost(model_.flat));
+  RETURN_IF_ERROR(Evaluate(s_.steps, last_epoch_));
+  ASSIGN_OR_RETURN(EvalResult tr,
+                   ::strata::Evaluate(*model_.net, data_.train, o_.eval_batch));
+  ASSIGN_OR_RETURN(EvalResult va,
+                   ::strata::Evaluate(*model_.net, data_.val, o_.eval_batch));
+  s_.final_train_loss = tr.loss;
+  s_.final_train_acc = tr.accuracy;
+  s_.final_val_loss = va.loss;
+  s_.final_val_acc = va.accuracy;
+  s_.train_s = train_s_;
+  s_.samples_per_s = train_s_ > 0 ? s_.samples / train_s_ : 0;
+  s_.epochs = static_cast<double>(s_.samples) / data_.train.size();
+  s_.wall_s = Seconds(start_, Clock::now());
+  s_.final_params.assign(model_.flat.param_data(),
+                         model_.flat.param_data() + model_.flat.size());
+  nlohmann::json j = s_.ToJson();
+  j["model"] = o_.model.name;
+  j["dataset"] = data_.train.name;
+  j["mode"] = "local";
+  j["threads"] = threads_;
+  j["optimizer_on"] = update_->where();
+  if (!resumed_from_.empty()) {
+    j["resumed_from"] = resumed_from_;
+    j["resumed_at_step"] = first_step_ - 1;
+  }
+  // The trained model, for use outside strata (docs/design/models.md).
+  RETURN_IF_ERROR(WriteModelFiles(run_dir_.path(), o_.model,
+                                  InputSpecOf(data_.train), model_));
+  RETURN_IF_ERROR(run_dir_.WriteJson("summary.json", j));
+  return s_;
+}
+
+Result<RunSummary> LocalTrainer::Train(const std::atomic<bool>* stop) {
+  RETURN_IF_ERROR(SetUp());
+  s_.parameters = model_.flat.size();
+  s_.steps = first_step_ - 1;
+  progress_ = std::make_unique<Progress>("train", total_steps_,
+                                         Progress::StderrIsTerminal());
+  StepProfiler profiler(o_.profile_from, o_.profile_steps, &run_dir_, "local",
+                        model_.flat.on_gpu());
+  // Step 0: the untrained model, so every curve starts from chance.
+  if (first_step_ == 1) RETURN_IF_ERROR(Evaluate(0, 0));
+  for (int64_t step = first_step_; step <= total_steps_; ++step) {
+    if (stop != nullptr && stop->load()) {
+      s_.interrupted = true;
+      progress_->Finish();
+      LogWarning("interrupted at step {}: evaluating and writing the summary",
+                 step - 1);
+      if (o_.checkpoints() && step > first_step_)
+        RETURN_IF_ERROR(Checkpoint(step - 1));
+      break;
     }
-    return Status::Ok();
+    profiler.BeforeStep(step - 1);
+    int64_t epoch = 0;
+    double lr = 0;
+    RETURN_IF_ERROR(Step(step, &epoch, &lr));
+    profiler.AfterStep(step - 1);
+    RETURN_IF_ERROR(AfterStep(step, epoch, lr));
   }
-  Status SyncHost(FlatParameters&) override { return Status::Ok(); }
-  Result<OptimizerState> SaveState() const override {
-    return optimizer_->SaveState();
-  }
-  Status RestoreState(const OptimizerState& state) override {
-    return optimizer_->RestoreState(state);
-  }
-  const char* where() const override { return "host"; }
-
- private:
-  std::unique_ptr<Optimizer> optimizer_;
-};
-
-// TensorOptimizer on the model's device: on a GPU, no parameter or gradient
-// crosses to the host during training; the device copy is the current one.
-class DeviceUpdate final : public LocalUpdate {
- public:
-  explicit DeviceUpdate(std::unique_ptr<TensorOptimizer> optimizer)
-      : optimizer_(std::move(optimizer)) {}
-  Status Step(FlatParameters& flat, double lr, PhaseMark& phase) override {
-    // Queued on the device after the backward pass.
-    phase.Next("strata::optimizer");
-    return optimizer_->Step(flat.compute_params(), flat.compute_grads(), lr);
-  }
-  Status SyncHost(FlatParameters& flat) override {
-    // A failure of a kernel queued earlier surfaces at this wait.
-    try {
-      flat.DownloadParams();
-    } catch (const c10::Error& e) {
-      return Status::Internal("copying the parameters from {} to the host: {}",
-                              flat.device().str(), e.what_without_backtrace());
-    }
-    return Status::Ok();
-  }
-  Result<OptimizerState> SaveState() const override {
-    return optimizer_->SaveState();
-  }
-  Status RestoreState(const OptimizerState& state) override {
-    return optimizer_->RestoreState(state);
-  }
-  const char* where() const override { return "device"; }
-
- private:
-  std::unique_ptr<TensorOptimizer> optimizer_;
-};
-
-Result<std::unique_ptr<LocalUpdate>> MakeLocalUpdate(
-    const Config& config, const FlatParameters& flat) {
-  const std::string where = config.GetString("train.local_optimizer");
-  const OptimizerOptions o = OptimizerOptions::FromConfig(config);
-  if (where == "torch" || (where == "auto" && flat.on_device())) {
-    ASSIGN_OR_RETURN(std::unique_ptr<TensorOptimizer> t,
-                     TensorOptimizer::Create(o, flat.size(), flat.device()));
-    return std::unique_ptr<LocalUpdate>(new DeviceUpdate(std::move(t)));
-  }
-  return std::unique_ptr<LocalUpdate>(new HostUpdate(o, flat.size()));
+  profiler.Stop();
+  return Finish();
 }
 
 }  // namespace
@@ -281,243 +326,10 @@ Result<std::unique_ptr<LocalUpdate>> MakeLocalUpdate(
 Result<RunSummary> TrainLocal(const Config& config, const DatasetSplits& data,
                               const RunDirectory& run_dir,
                               const std::atomic<bool>* stop) {
-  const auto start = Clock::now();
-  int64_t threads = config.GetInt("train.threads");
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  torch::set_num_threads(static_cast<int>(threads));
-
-  const uint64_t seed = static_cast<uint64_t>(config.GetInt("run.seed"));
-  const ModelOptions mo = ModelOptions::FromConfig(config);
-  ASSIGN_OR_RETURN(Model model, CreateModel(mo, InputSpecOf(data.train)));
-  RETURN_IF_ERROR(PlaceModel(model, DeviceOptions::FromConfig(config)));
-
-  const int64_t batch_size = config.GetInt("train.batch_size");
-  std::vector<int64_t> all(data.train.size());
-  std::iota(all.begin(), all.end(), 0);
-  // One process sees the whole training set; data.sampler still decides how
-  // its batches are drawn (cluster-stratified needs per-example clusters,
-  // which the sharding code computes).
-  const std::string sampler_name = config.GetString("data.sampler");
-  if (!config.GetString("data.shard_plan").empty() ||
-      config.GetString("data.sharding.method") != "mod") {
-    LogWarning(
-        "cluster.mode = local trains on the whole training set: "
-        "data.shard_plan and data.sharding.method apply to cluster modes and "
-        "are ignored here");
-  }
-  std::vector<int32_t> cluster_ids;
-  if (sampler_name == "cluster-stratified" || sampler_name == "loss-aware") {
-    ASSIGN_OR_RETURN(ShardOptions so, ShardOptionsFromConfig(config, 1));
-    ASSIGN_OR_RETURN(cluster_ids, ComputeClassSubclusters(data.train, so));
-  }
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<BatchSampler> sampler,
-      MakeBatchSampler(sampler_name, std::move(all), data.train.labels,
-                       cluster_ids, seed, config.GetBool("data.shuffle"),
-                       config.GetFloat("data.loss_aware.max_boost")));
-  BatchSampler& shuffler = *sampler;
-  const int64_t per_epoch = shuffler.BatchesPerEpoch(batch_size);
-  const int64_t iterations = config.GetInt("train.iterations");
-  const int64_t total_steps =
-      iterations > 0 ? iterations : per_epoch * config.GetInt("train.epochs");
-  if (total_steps <= 0) {
-    return Status::InvalidArgument(
-        "nothing to train: train.iterations = 0 and train.epochs = 0");
-  }
-  const int64_t eval_every = config.GetInt("train.eval_every");
-  const int64_t log_every = config.GetInt("train.log_every");
-  const int64_t eval_batch = config.GetInt("train.eval_batch_size");
-
-  ASSIGN_OR_RETURN(std::unique_ptr<LocalUpdate> update,
-                   MakeLocalUpdate(config, model.flat));
-  const LrSchedule schedule = LrSchedule::FromConfig(config, total_steps);
-  Batcher batcher(data.train, config.GetBool("data.augment"),
-                  seed ^ 0x5bd1e995);
-
-  // Checkpoints (docs/checkpoints.md).
-  const int64_t ckpt_every = config.GetInt("checkpoint.every_updates");
-  const double ckpt_every_s = config.GetFloat("checkpoint.every_s");
-  const bool checkpoints = ckpt_every > 0 || ckpt_every_s > 0;
-  int64_t first_step = 1;
-  std::string resumed_from;
-  double resumed_train_s = 0;
-  int64_t resumed_samples = 0;
-  int64_t resumed_epoch = 0;
-  if (config.GetBool("checkpoint.resume")) {
-    ASSIGN_OR_RETURN(Checkpoint c, LoadNewestCheckpoint(run_dir.path()));
-    ASSIGN_OR_RETURN(const std::string* saved, c.File("config.toml"));
-    RETURN_IF_ERROR(CheckResumeConfig(*saved, config));
-    OptimizerState os;
-    ASSIGN_OR_RETURN(nlohmann::json counters,
-                     RestoreLocalCheckpoint(c, model, &os, *sampler, batcher));
-    Status restored = update->RestoreState(os);
-    if (!restored.ok())
-      return Status::DataLoss("{}/optimizer.safetensors: {}", c.dir,
-                              restored.message());
-    first_step = c.step + 1;
-    resumed_from = c.dir;
-    resumed_train_s = counters.value("train_s", 0.0);
-    resumed_samples = counters.value("samples", int64_t{0});
-    resumed_epoch = counters.value("epoch", int64_t{0});
-    LogInfo("resuming from {} (step {})", c.dir, c.step);
-  }
-  auto last_checkpoint = Clock::now();
-  model.flat.Upload();  // GPU: the host copy is the one restored/updated
-
-  LogInfo(
-      "training {} ({} parameters) on {} ({} train / {} val), batch {}, "
-      "{} steps ({} per epoch), {} threads, device {}, optimizer on {}",
-      mo.name, model.flat.size(), data.train.name, data.train.size(),
-      data.val.size(), batch_size, total_steps, per_epoch, threads,
-      model.flat.device().str(),
-      update->where() == std::string("device")
-          ? model.flat.device().str() + " (LibTorch operations)"
-          : std::string("the host"));
-
-  RunSummary s;
-  s.parameters = model.flat.size();
-  Progress progress("train", total_steps, Progress::StderrIsTerminal());
-  std::vector<int64_t> indices;
-  std::vector<float> losses;  // per example (loss-aware sampler)
-  double window_loss = 0, window_acc = 0;
-  int64_t window_n = 0;
-  double train_s = resumed_train_s;
-  s.samples = resumed_samples;
-  s.steps = first_step - 1;
-
-  auto evaluate = [&](int64_t step, int64_t epoch) -> Status {
-    ASSIGN_OR_RETURN(EvalResult ev, Evaluate(*model.net, data.val, eval_batch));
-    nlohmann::json j{{"step", step},
-                     {"epoch", epoch},
-                     {"wall_s", Seconds(start, Clock::now())},
-                     {"val_loss", ev.loss},
-                     {"val_acc", ev.accuracy},
-                     {"samples", s.samples}};
-    progress.Finish();
-    LogInfo("step {} epoch {}: val loss {:.4f} acc {:.4f}", step, epoch,
-            ev.loss, ev.accuracy);
-    return run_dir.AppendJson("eval.jsonl", j);
-  };
-
-  int64_t last_epoch = resumed_epoch;
-  auto checkpoint = [&](int64_t step) -> Status {
-    RETURN_IF_ERROR(update->SyncHost(model.flat));
-    ASSIGN_OR_RETURN(const OptimizerState optimizer_state, update->SaveState());
-    const InputSpec in = InputSpecOf(data.train);
-    nlohmann::json counters{
-        {"step", step},
-        {"samples", s.samples},
-        {"epoch", last_epoch},
-        {"train_s", train_s},
-        {"input", {in.channels, in.height, in.width, in.num_classes}}};
-    ASSIGN_OR_RETURN(auto files,
-                     LocalCheckpointFiles(config, model, optimizer_state,
-                                          *sampler, batcher, counters));
-    ASSIGN_OR_RETURN(
-        std::string dir,
-        WriteCheckpoint(run_dir.path(), step, files,
-                        static_cast<int>(config.GetInt("checkpoint.keep"))));
-    LogDebug("checkpoint: {}", dir);
-    last_checkpoint = Clock::now();
-    return Status::Ok();
-  };
-  StepProfiler profiler(config.GetInt("train.profile_from"),
-                        config.GetInt("train.profile_steps"), &run_dir, "local",
-                        model.flat.on_gpu());
-  // Step 0: the untrained model, so every curve starts from chance.
-  if (first_step == 1) RETURN_IF_ERROR(evaluate(0, 0));
-  for (int64_t step = first_step; step <= total_steps; ++step) {
-    if (stop != nullptr && stop->load()) {
-      s.interrupted = true;
-      progress.Finish();
-      LogWarning("interrupted at step {}: evaluating and writing the summary",
-                 step - 1);
-      if (checkpoints && step > first_step)
-        RETURN_IF_ERROR(checkpoint(step - 1));
-      break;
-    }
-    profiler.BeforeStep(step - 1);
-    const auto t0 = Clock::now();
-    PhaseMark whole("strata::step");
-    PhaseMark phase("strata::batch");
-    const int64_t epoch = shuffler.Next(batch_size, &indices);
-    last_epoch = epoch;
-    Batch batch = batcher.Gather(indices);
-    phase.Next("strata::forward_backward");
-    // Not a GPU's host mirror: nothing reads it before FetchGrads (host
-    // update) overwrites it, or ever (device update).
-    model.flat.ZeroGrad(/*host_mirror=*/false);
-    ASSIGN_OR_RETURN(
-        StepResult r,
-        ForwardBackward(*model.net, batch,
-                        shuffler.wants_losses() ? &losses : nullptr));
-    if (shuffler.wants_losses()) shuffler.Observe(indices, losses.data());
-    const double lr = schedule.Rate(step - 1);
-    RETURN_IF_ERROR(update->Step(model.flat, lr, phase));
-    phase.End();
-    whole.End();
-    train_s += Seconds(t0, Clock::now());
-    profiler.AfterStep(step - 1);
-
-    s.steps = step;
-    s.samples += static_cast<int64_t>(indices.size());
-    window_loss += r.loss;
-    window_acc += r.accuracy;
-    ++window_n;
-    if (step % log_every == 0 || step == total_steps) {
-      nlohmann::json j{{"step", step},
-                       {"epoch", epoch},
-                       {"wall_s", Seconds(start, Clock::now())},
-                       {"lr", lr},
-                       {"train_loss", window_loss / window_n},
-                       {"train_acc", window_acc / window_n},
-                       {"samples", s.samples}};
-      RETURN_IF_ERROR(run_dir.AppendJson("metrics.jsonl", j));
-      progress.Update(step, window_loss / window_n, window_acc / window_n);
-      window_loss = window_acc = 0;
-      window_n = 0;
-    }
-    const bool eval_now =
-        eval_every > 0 ? step % eval_every == 0 : shuffler.epoch_finished();
-    if (eval_now && step != total_steps) RETURN_IF_ERROR(evaluate(step, epoch));
-    if (checkpoints &&
-        ((ckpt_every > 0 && step % ckpt_every == 0) || step == total_steps ||
-         (ckpt_every_s > 0 &&
-          Seconds(last_checkpoint, Clock::now()) >= ckpt_every_s)))
-      RETURN_IF_ERROR(checkpoint(step));
-  }
-  profiler.Stop();
-  progress.Finish();
-  RETURN_IF_ERROR(update->SyncHost(model.flat));
-  RETURN_IF_ERROR(evaluate(s.steps, last_epoch));
-
-  ASSIGN_OR_RETURN(EvalResult tr, Evaluate(*model.net, data.train, eval_batch));
-  ASSIGN_OR_RETURN(EvalResult va, Evaluate(*model.net, data.val, eval_batch));
-  s.final_train_loss = tr.loss;
-  s.final_train_acc = tr.accuracy;
-  s.final_val_loss = va.loss;
-  s.final_val_acc = va.accuracy;
-  s.train_s = train_s;
-  s.samples_per_s = train_s > 0 ? s.samples / train_s : 0;
-  s.epochs = static_cast<double>(s.samples) / data.train.size();
-  s.wall_s = Seconds(start, Clock::now());
-  s.final_params.assign(model.flat.param_data(),
-                        model.flat.param_data() + model.flat.size());
-  nlohmann::json j = s.ToJson();
-  j["model"] = mo.name;
-  j["dataset"] = data.train.name;
-  j["mode"] = "local";
-  j["threads"] = threads;
-  j["optimizer_on"] = update->where();
-  if (!resumed_from.empty()) {
-    j["resumed_from"] = resumed_from;
-    j["resumed_at_step"] = first_step - 1;
-  }
-  // The trained model, for use outside strata (docs/models.md).
-  RETURN_IF_ERROR(
-      WriteModelFiles(run_dir.path(), config, InputSpecOf(data.train), model));
-  RETURN_IF_ERROR(run_dir.WriteJson("summary.json", j));
-  return s;
+  ASSIGN_OR_RETURN(const LocalRunOptions options,
+                   LocalRunOptions::FromConfig(config));
+  LocalTrainer trainer(config, options, data, run_dir);
+  return trainer.Train(stop);
 }
 
 }  // namespace strata

@@ -1,4 +1,4 @@
-#include "train/step_profile.h"
+#include "worker/step_profile.h"
 
 #include <torch/csrc/autograd/profiler_kineto.h>
 
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "common/log.h"
-#include "train/run_dir.h"
+#include "run/run_dir.h"
 
 namespace strata {
 namespace {

@@ -1,5 +1,5 @@
 // A window of training steps recorded with LibTorch's profiler
-// (train.profile_steps, docs/training.md#profiling-a-window-of-steps): every
+// (train.profile_steps, docs/guide/profiling.md): every
 // operator the step runs, with the step's own phases (strata::* scopes), and
 // with a LibTorch that has Kineto (pip's PyTorch) the GPU's kernels and
 // copies too.

@@ -15,7 +15,7 @@ namespace strata {
 // LibTorch tensor operations on one flat parameter tensor and its flat
 // gradient, so that the update runs where they live: on a GPU, the single-
 // process trainer no longer copies the gradients to the host and the
-// parameters back at every step (docs/gpu.md). Its state (the momentum
+// parameters back at every step (docs/design/gpu.md). Its state (the momentum
 // buffer, Adam's moments) is kept on that device.
 //
 // The result is the host optimizer's to float rounding, not bit for bit:

@@ -10,7 +10,7 @@
 
 #include "cli/cli_test_util.h"
 #include "common/fs.h"
-#include "transport/curve_keys.h"
+#include "transport/zmq/curve_keys.h"
 
 namespace strata {
 namespace {

@@ -6,10 +6,10 @@
 #include <thread>
 #include <vector>
 
-#include "cluster/coordinator.h"
-#include "cluster/inproc_coordinator.h"
 #include "cluster/member.h"
-#include "transport/inproc_transport.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/inproc_coordinator.h"
+#include "transport/inproc/transport.h"
 
 namespace strata {
 namespace {

@@ -14,14 +14,14 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "cluster/coordinator.h"
 #include "cluster/member.h"
+#include "coordinator/coordinator.h"
 #include "ps/client.h"
 #include "ps/server.h"
-#include "transport/curve_keys.h"
 #include "transport/curve_test_util.h"
 #include "transport/wire.h"
-#include "transport/zmq_transport.h"
+#include "transport/zmq/curve_keys.h"
+#include "transport/zmq/transport.h"
 
 namespace strata {
 namespace {

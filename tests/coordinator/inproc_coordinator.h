@@ -6,8 +6,8 @@
 
 #include <memory>
 
-#include "cluster/coordinator.h"
-#include "transport/inproc_transport.h"
+#include "coordinator/coordinator.h"
+#include "transport/inproc/transport.h"
 
 namespace strata {
 

@@ -7,10 +7,10 @@
 #include <thread>
 #include <vector>
 
-#include "cluster/coordinator.h"
-#include "cluster/inproc_coordinator.h"
 #include "cluster/node.h"
-#include "transport/inproc_transport.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/inproc_coordinator.h"
+#include "transport/inproc/transport.h"
 
 namespace strata {
 namespace {

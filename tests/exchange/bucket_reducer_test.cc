@@ -1,4 +1,4 @@
-#include "train/bucket_reducer.h"
+#include "exchange/bucket_reducer.h"
 
 #include <gtest/gtest.h>
 

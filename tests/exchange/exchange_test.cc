@@ -1,7 +1,7 @@
 // The decentralized exchange strategies alone: n workers as threads with a
 // coordinator over the in-process transport, learning rate 0 and models
 // that start apart, so what moves the models is the exchange alone.
-#include "train/exchange.h"
+#include "exchange/exchange.h"
 
 #include <gtest/gtest.h>
 
@@ -10,11 +10,11 @@
 #include <thread>
 #include <vector>
 
-#include "cluster/coordinator.h"
-#include "cluster/inproc_coordinator.h"
 #include "cluster/mailbox.h"
 #include "cluster/node.h"
-#include "transport/inproc_transport.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/inproc_coordinator.h"
+#include "transport/inproc/transport.h"
 
 namespace strata {
 namespace {
@@ -65,12 +65,13 @@ PeerResult RunPeers(RunMode mode, const Models& init, int64_t steps,
       Mailbox mailbox;
       Node node(std::move(*t), o.roles, milliseconds(100), o.heartbeat_timeout);
       for (MessageType type :
-           {kPeerModel, kGossipModel, kGossipDone, kTreeModel})
+           {MessageType::kPeerModel, MessageType::kGossipModel,
+            MessageType::kGossipDone, MessageType::kTreeModel})
         node.On(type, [&mailbox](Message m) { mailbox.Put(std::move(m)); });
       ASSERT_TRUE(node.Join("inproc://coordinator", milliseconds(5000)).ok());
       std::vector<float>& params = result.models[w];
       std::vector<float> grads(params.size(), 0.0f);
-      std::mutex mu;
+      Mutex mu;
       ExchangeEnv env;
       env.options = &o;
       env.index = w;

@@ -3,7 +3,7 @@
 // newest `keep` stay, a checkpoint of another config is refused naming the
 // keys; and a local run stopped at a checkpoint and resumed ends with the
 // same parameters, bit for bit, as the run that was never stopped.
-#include "train/checkpoint.h"
+#include "run/checkpoint.h"
 
 #include <gtest/gtest.h>
 
@@ -19,10 +19,10 @@
 #include <vector>
 
 #include "common/fs.h"
-#include "train/cluster_test_util.h"
-#include "train/data_config.h"
-#include "train/local_trainer.h"
-#include "train/model_file.h"
+#include "data/load.h"
+#include "launch/cluster_test_util.h"
+#include "models/model_file.h"
+#include "worker/local_trainer.h"
 
 namespace strata {
 namespace {

@@ -20,20 +20,21 @@
 
 #include "common/fs.h"
 #include "common/own_thread.h"
+#include "data/load.h"
+#include "exchange/bucket_reducer.h"
+#include "launch/cluster_test_util.h"
+#include "launch/threads.h"
 #include "models/models.h"
+#include "run/run_facts.h"
 #include "sharding/methods.h"
 #include "sharding/plan.h"
 #include "thread_util.h"
-#include "train/batch.h"
-#include "train/bucket_reducer.h"
-#include "train/cluster_run.h"
-#include "train/cluster_test_util.h"
-#include "train/data_config.h"
-#include "train/local_trainer.h"
-#include "train/roles.h"
 #include "transport/rpc.h"
 #include "transport/spin_wait.h"
-#include "transport/ucx_transport.h"
+#include "transport/ucx/transport.h"
+#include "worker/batch.h"
+#include "worker/local_trainer.h"
+#include "worker/plan_probe.h"
 
 namespace strata {
 namespace {
@@ -138,7 +139,7 @@ void ParallelWork() {
 // leaves none on the caller's thread: its idle threads would count beside
 // the workers' teams all run long, and once libgomp counts more OpenMP
 // threads than cores none of them spins between parallel regions
-// (docs/gpu.md, "The second H200 session").
+// (docs/results/2026-11-26-gpu-h200-profile.md, "The second H200 session").
 TEST(ClusterTest, ARunLeavesNoOpenMpTeamOnTheCallersThread) {
   at::set_num_threads(2);  // a team of two wherever an operator is large
   const std::string root = TempRoot();
@@ -446,7 +447,7 @@ INSTANTIATE_TEST_SUITE_P(All, SlicedPipelineTest,
                          ::testing::Values("inproc", "tcp", "ucx"),
                          [](const auto& info) { return info.param; });
 
-// The plan's cut points for row slices (ClusterPlan::SizeFor): fc1.weight
+// The plan's cut points for row slices (ClusterPlan::Shape): fc1.weight
 // in the fewest equal slices of at most cluster.slice_kb, each a multiple
 // of 16 rows, each a range of its own; the tensors after it keep ranges of
 // at most cluster.pipeline_kb; slice_kb = 0 leaves the weight whole.
@@ -461,7 +462,7 @@ TEST(ClusterPlanTest, RowSlicesCutTheWeightAtMultiplesOf16Rows) {
     EXPECT_TRUE(o.ok()) << o.status().ToString();
     if (!o.ok()) return std::vector<KeyRange>{};
     plan.options = *o;
-    Status st = plan.SizeFor(c, InputSpec{1, 1, dim, 10});
+    Status st = SizePlan(&plan, InputSpec{1, 1, dim, 10});
     EXPECT_TRUE(st.ok()) << st.ToString();
     return plan.layout.ranges();
   };
@@ -502,12 +503,12 @@ TEST(ClusterPlanTest, ADataServiceWorkerCuttingElsewhereIsRefused) {
     Result<ClusterRunOptions> o = ClusterRunOptions::FromConfig(c);
     EXPECT_TRUE(o.ok()) << o.status().ToString();
     if (o.ok()) p.options = *o;
-    Status st = p.SizeFor(c, InputSpec{1, 1, 64, 10});
+    Status st = SizePlan(&p, InputSpec{1, 1, 64, 10});
     EXPECT_TRUE(st.ok()) << st.ToString();
     return p;
   };
   const ClusterPlan sliced = plan("4", "64"), whole = plan("0", "64");
-  const nlohmann::json facts = RunFactsJson(sliced);
+  const RunFacts facts = RunFacts::Of(sliced);
   EXPECT_TRUE(CheckPlanAgainstRunFacts("worker 0", sliced, facts).ok());
   // The same model cut elsewhere: the same parameter count, other ends.
   ASSERT_EQ(whole.num_params, sliced.num_params);
@@ -528,8 +529,8 @@ TEST(ClusterPlanTest, ADataServiceWorkerCuttingElsewhereIsRefused) {
       << s.message();
   // Facts without tensor ends (a data server from before them): the count
   // alone is checked.
-  nlohmann::json old_facts = facts;
-  old_facts.erase("tensor_ends");
+  RunFacts old_facts = facts;
+  old_facts.tensor_ends.reset();
   EXPECT_TRUE(CheckPlanAgainstRunFacts("worker 1", whole, old_facts).ok());
 }
 
@@ -938,8 +939,8 @@ TEST(ClusterTest, CompressedPushesAndPullsLearnWithFewerBytes) {
 }
 
 // Fault injection in threads (cluster.fail_node): each other role's node
-// vanishes mid-run; every run ends, as docs/cluster.md says it will, well
-// within the 120 s request timeout.
+// vanishes mid-run; every run ends, as docs/design/cluster.md says it will,
+// well within the 120 s request timeout.
 TEST(ClusterFailureTest, EveryRoleVanishingEndsTheRunAsDocumented) {
   struct Case {
     std::string node, mode;

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "train/cluster_run.h"
-#include "train/data_config.h"
-#include "train/local_trainer.h"
+#include "data/load.h"
+#include "launch/threads.h"
+#include "worker/local_trainer.h"
 
 namespace strata {
 namespace testing_util {

@@ -20,9 +20,9 @@
 #include <zmq.hpp>
 
 #include "common/fs.h"
-#include "transport/curve_keys.h"
 #include "transport/curve_test_util.h"
 #include "transport/wire.h"
+#include "transport/zmq/curve_keys.h"
 
 extern char** environ;
 

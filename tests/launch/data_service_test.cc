@@ -2,8 +2,6 @@
 // trains exactly as in-worker loading does, dynamic assignment serves every
 // example once per epoch (also when a worker is lost), and bad settings are
 // refused. The wire header's codec is checked against corruption.
-#include "train/data_service.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,7 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/fs.h"
-#include "train/cluster_test_util.h"
+#include "dataservice/batch_stream.h"
+#include "launch/cluster_test_util.h"
 
 namespace strata {
 namespace {
@@ -65,7 +64,7 @@ class StaticServiceTest : public ::testing::TestWithParam<StaticCase> {};
 // with in-worker loading to float tolerance (sync sums the same gradients;
 // only their arrival order may differ). Not loss-aware: through the
 // service its loss feedback arrives `data.prefetch` batches later than in
-// a worker's own sampler, so its batches differ (docs/data_service.md).
+// a worker's own sampler, so its batches differ (docs/design/data_service.md).
 TEST_P(StaticServiceTest, SameParametersAsInWorkerLoading) {
   const StaticCase& p = GetParam();
   std::string root = TempRoot();

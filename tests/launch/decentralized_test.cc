@@ -13,10 +13,10 @@
 #include <string>
 #include <thread>
 
-#include "train/cluster_run.h"
-#include "train/cluster_test_util.h"
-#include "train/data_config.h"
-#include "train/local_trainer.h"
+#include "data/load.h"
+#include "launch/cluster_test_util.h"
+#include "launch/threads.h"
+#include "worker/local_trainer.h"
 
 namespace strata {
 namespace {

@@ -24,7 +24,7 @@
 #include <zmq.hpp>
 
 #include "common/fs.h"
-#include "transport/ucx_transport.h"
+#include "transport/ucx/transport.h"
 #include "transport/wire.h"
 
 extern char** environ;

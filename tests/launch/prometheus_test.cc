@@ -20,9 +20,9 @@
 #include <string>
 #include <thread>
 
+#include "launch/cluster_test_util.h"
 #include "metrics/http_server.h"
 #include "shell_util.h"
-#include "train/cluster_test_util.h"
 
 extern char** environ;
 

@@ -7,8 +7,8 @@
 #include <set>
 #include <string>
 
+#include "launch/cluster_test_util.h"
 #include "metrics/tensorboard.h"
-#include "train/cluster_test_util.h"
 
 namespace strata {
 namespace {

@@ -17,10 +17,10 @@
 #include "ps/compression.h"
 #include "ps/protocol.h"
 #include "ps/server.h"
-#include "transport/inproc_transport.h"
+#include "transport/inproc/transport.h"
 #include "transport/spin_wait.h"
-#include "transport/ucx_transport.h"
-#include "transport/zmq_transport.h"
+#include "transport/ucx/transport.h"
+#include "transport/zmq/transport.h"
 
 namespace strata {
 namespace {

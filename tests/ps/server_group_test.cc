@@ -21,7 +21,7 @@
 #include "ps/client.h"
 #include "ps/protocol.h"
 #include "ps/server.h"
-#include "transport/inproc_transport.h"
+#include "transport/inproc/transport.h"
 
 namespace strata {
 namespace {
@@ -218,7 +218,7 @@ TEST(ServerGroupTest, KOfNRangeByRangeFollowsTheLeadRangesChoice) {
   EXPECT_EQ(resumed.Pull(), want);
 }
 
-// Sync k-of-n around a checkpoint round (docs/checkpoints.md): workers
+// Sync k-of-n around a checkpoint round (docs/design/checkpoints.md): workers
 // waiting in the round leave the servers (kPushDone), so the steps of the
 // ones still training close without them; once the round is over they
 // rejoin (kPushRejoin) and are counted again. A rejoin from a worker that

@@ -8,11 +8,11 @@
 #include <ostream>
 #include <string>
 
-#include "transport/inproc_transport.h"
+#include "transport/inproc/transport.h"
 #include "transport/spin_wait.h"
 #include "transport/transport.h"
-#include "transport/ucx_transport.h"
-#include "transport/zmq_transport.h"
+#include "transport/ucx/transport.h"
+#include "transport/zmq/transport.h"
 
 namespace strata::test_backends {
 

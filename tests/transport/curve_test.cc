@@ -21,10 +21,10 @@
 
 #include "common/config.h"
 #include "common/fs.h"
-#include "transport/curve_keys.h"
 #include "transport/curve_test_util.h"
 #include "transport/wire.h"
-#include "transport/zmq_transport.h"
+#include "transport/zmq/curve_keys.h"
+#include "transport/zmq/transport.h"
 
 namespace strata {
 namespace {

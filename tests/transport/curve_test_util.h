@@ -8,8 +8,8 @@
 #include <optional>
 #include <string>
 
-#include "transport/curve_keys.h"
-#include "transport/zmq_transport.h"
+#include "transport/zmq/curve_keys.h"
+#include "transport/zmq/transport.h"
 
 namespace strata {
 namespace curve_test {

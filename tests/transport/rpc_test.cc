@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "transport/backends.h"
-#include "transport/inproc_transport.h"
+#include "transport/inproc/transport.h"
 #include "transport/spin_wait.h"
-#include "transport/zmq_transport.h"
+#include "transport/zmq/transport.h"
 
 namespace strata {
 namespace {

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "transport/backends.h"
-#include "transport/inproc_transport.h"
-#include "transport/zmq_transport.h"
+#include "transport/inproc/transport.h"
+#include "transport/zmq/transport.h"
 
 namespace strata {
 namespace {

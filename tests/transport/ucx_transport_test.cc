@@ -3,8 +3,6 @@
 // counted, raw TCP garbage on the listening port harms nothing, a lost
 // peer is reported instead of waited for, and direct delivery keeps the
 // order. Skipped in builds without UCX.
-#include "transport/ucx_transport.h"
-
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <ifaddrs.h>
@@ -26,6 +24,7 @@
 #include "thread_util.h"
 #include "transport/placement.h"
 #include "transport/raw_garbage.h"
+#include "transport/ucx/transport.h"
 #include "transport/wire.h"
 
 namespace strata {
@@ -364,7 +363,7 @@ TEST_F(UcxTransportTest, APinnedPlacementIsLetGoWhenEitherSideCloses) {
       ASSERT_TRUE(a && b);
       ASSERT_TRUE(a->Connect(2, b->endpoint()).ok());
       // Connected first: closing a listener while a connection request is
-      // arriving crashes UCX 1.13 itself (docs/transport.md).
+      // arriving crashes UCX 1.13 itself (docs/design/transport.md).
       ASSERT_TRUE(a->Send(2, Heartbeat(-1)).ok());
       ASSERT_TRUE(b->Recv(kWait).ok());
       auto placement =

@@ -1,6 +1,4 @@
 // ZeroMQ-specific behaviour: hostile input, timeouts, options.
-#include "transport/zmq_transport.h"
-
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -16,6 +14,7 @@
 
 #include "transport/raw_garbage.h"
 #include "transport/wire.h"
+#include "transport/zmq/transport.h"
 
 namespace strata {
 namespace {

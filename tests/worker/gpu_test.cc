@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "common/fs.h"
+#include "launch/cluster_test_util.h"
 #include "models/models.h"
-#include "train/batch.h"
-#include "train/cluster_test_util.h"
+#include "worker/batch.h"
 
 namespace strata {
 namespace {
@@ -30,7 +30,7 @@ bool HaveGpu() { return torch::cuda::is_available(); }
 constexpr const char* kNoGpu =
     "no CUDA device visible to this LibTorch (a CPU build such as Debian's "
     "libtorch-dev, or no GPU): the GPU path is checked by bench/gpu_bench.sh "
-    "on a GPU machine (docs/gpu.md)";
+    "on a GPU machine (docs/guide/gpu.md)";
 
 TEST(DeviceConfigTest, CudaWithoutAGpuFailsTheRunNamingTheKey) {
   if (HaveGpu())

@@ -1,4 +1,4 @@
-#include "train/local_trainer.h"
+#include "worker/local_trainer.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -12,9 +12,9 @@
 #include <string>
 
 #include "common/fs.h"
+#include "data/load.h"
 #include "models/models.h"
-#include "train/batch.h"
-#include "train/data_config.h"
+#include "worker/batch.h"
 
 namespace strata {
 namespace {

@@ -3,7 +3,7 @@
 // are there too, `CheckModelFiles` refuses a missing or damaged file naming
 // it, and PyTorch loads the file strictly into its own module of the same
 // architecture (skipped without Debian's python3-torch).
-#include "train/model_file.h"
+#include "models/model_file.h"
 
 #include <gtest/gtest.h>
 
@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "common/fs.h"
+#include "launch/cluster_test_util.h"
 #include "shell_util.h"
-#include "train/cluster_test_util.h"
 
 namespace strata {
 namespace {

@@ -1,4 +1,4 @@
-#include "train/tensor_optimizer.h"
+#include "worker/tensor_optimizer.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>

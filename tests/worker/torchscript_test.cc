@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "train/cluster_test_util.h"
+#include "launch/cluster_test_util.h"
 
 namespace strata {
 namespace {

@@ -1,38 +1,38 @@
-#include "transport/inproc_transport.h"
+#include "transport/inproc/transport.h"
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
-#include <mutex>
-#include <shared_mutex>
 #include <string>
 #include <utility>
 
 #include "common/log.h"
+#include "common/mutex.h"
+#include "common/mutex.h"
 
 namespace strata {
 namespace internal {
 
-// One endpoint's queue of messages.
 // The receiver's fast path (Transport::SetDirectDelivery): senders call `fn`
 // under a shared lock; replacing it takes the lock exclusively.
 struct DirectSink {
-  std::shared_mutex mu;
-  std::function<bool(Message&)> fn;  // Guarded by mu.
+  SharedMutex mu;
+  std::function<bool(Message&)> fn GUARDED_BY(mu);
 };
 
+// One endpoint's queue of messages.
 struct Inbox {
   explicit Inbox(std::string endpoint) : endpoint(std::move(endpoint)) {}
   const std::string endpoint;
-  std::shared_ptr<DirectSink> sink;  // Set once, at Bind(); then read-only.
-  std::mutex mu;
-  std::condition_variable not_empty;
-  std::condition_variable not_full;
-  std::deque<Message> queue;  // Guarded by mu.
-  bool bound = false;         // Guarded by mu.
-  bool closed = false;        // Guarded by mu.
+  Mutex mu;
+  CondVar not_empty{&mu};
+  CondVar not_full{&mu};
+  // Set at Bind(), under mu; senders read it under mu.
+  std::shared_ptr<DirectSink> sink GUARDED_BY(mu);
+  std::deque<Message> queue GUARDED_BY(mu);
+  bool bound GUARDED_BY(mu) = false;
+  bool closed GUARDED_BY(mu) = false;
 };
 
 // Endpoint name -> inbox. An inbox exists from the first Bind() or Connect()
@@ -40,30 +40,31 @@ struct Inbox {
 class InProcHub {
  public:
   // The inbox for `endpoint`, created unbound if nobody named it yet.
-  std::shared_ptr<Inbox> Lookup(const std::string& endpoint) {
-    std::lock_guard<std::mutex> lock(mu_);
+  std::shared_ptr<Inbox> Lookup(const std::string& endpoint) EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     std::shared_ptr<Inbox>& inbox = inboxes_[endpoint];
     if (!inbox) inbox = std::make_shared<Inbox>(endpoint);
     return inbox;
   }
 
   // The current inbox for `endpoint`, or null if nobody names it now.
-  std::shared_ptr<Inbox> Find(const std::string& endpoint) {
-    std::lock_guard<std::mutex> lock(mu_);
+  std::shared_ptr<Inbox> Find(const std::string& endpoint) EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     auto it = inboxes_.find(endpoint);
     return it == inboxes_.end() ? nullptr : it->second;
   }
 
-  Result<std::shared_ptr<Inbox>> Bind(const std::string& endpoint) {
+  Result<std::shared_ptr<Inbox>> Bind(const std::string& endpoint)
+      EXCLUDES(mu_) {
     std::string name = endpoint;
     if (endpoint == "inproc://*") {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       do {
         name = "inproc://auto-" + std::to_string(next_auto_++);
       } while (inboxes_.count(name) > 0);
     }
     std::shared_ptr<Inbox> inbox = Lookup(name);
-    std::lock_guard<std::mutex> lock(inbox->mu);
+    MutexLock lock(&inbox->mu);
     if (inbox->bound) {
       return Status::Unavailable("{} is already bound by another node", name);
     }
@@ -72,16 +73,16 @@ class InProcHub {
   }
 
   // Called by the owner on close; a later Bind() of the name gets a new inbox.
-  void Remove(const std::shared_ptr<Inbox>& inbox) {
-    std::lock_guard<std::mutex> lock(mu_);
+  void Remove(const std::shared_ptr<Inbox>& inbox) EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     auto it = inboxes_.find(inbox->endpoint);
     if (it != inboxes_.end() && it->second == inbox) inboxes_.erase(it);
   }
 
  private:
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<Inbox>> inboxes_;  // Guarded by mu_.
-  uint64_t next_auto_ = 0;                                 // Guarded by mu_.
+  Mutex mu_;
+  std::map<std::string, std::shared_ptr<Inbox>> inboxes_ GUARDED_BY(mu_);
+  uint64_t next_auto_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace internal
@@ -108,20 +109,20 @@ class InProcTransport final : public Transport {
 
   NodeId node_id() const override { return id_; }
 
-  Status Bind(const std::string& endpoint) override {
+  Status Bind(const std::string& endpoint) override EXCLUDES(mu_) {
     if (!IsInProcEndpoint(endpoint)) {
       return Status::InvalidArgument(
           "node {}: inproc transport cannot bind '{}' (want inproc://NAME)",
           id_, endpoint);
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (closed_) return Status::Cancelled("node {}: transport is closed", id_);
     if (inbox_) {
       return Status::FailedPrecondition("node {}: already bound to {}", id_,
                                         inbox_->endpoint);
     }
     ASSIGN_OR_RETURN(inbox_, hub_->Bind(endpoint));
-    std::lock_guard<std::mutex> inbox_lock(inbox_->mu);
+    MutexLock inbox_lock(&inbox_->mu);
     inbox_->sink = direct_;
     return Status::Ok();
   }
@@ -129,17 +130,18 @@ class InProcTransport final : public Transport {
   bool DeliversOnSendersThreads() const override { return true; }
 
   bool SetDirectDelivery(std::function<bool(Message&)> sink) override {
-    std::unique_lock<std::shared_mutex> lock(direct_->mu);
+    WriterMutexLock lock(&direct_->mu);
     direct_->fn = std::move(sink);
     return true;
   }
 
-  std::string endpoint() const override {
-    std::lock_guard<std::mutex> lock(mu_);
+  std::string endpoint() const override EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     return inbox_ ? inbox_->endpoint : std::string();
   }
 
-  Status Connect(NodeId peer, const std::string& endpoint) override {
+  Status Connect(NodeId peer, const std::string& endpoint) override
+      EXCLUDES(mu_) {
     if (peer < 0) {
       return Status::InvalidArgument("node {}: cannot connect to node id {}",
                                      id_, peer);
@@ -150,14 +152,14 @@ class InProcTransport final : public Transport {
           endpoint);
     }
     std::shared_ptr<Inbox> inbox = hub_->Lookup(endpoint);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (closed_) return Status::Cancelled("node {}: transport is closed", id_);
     routes_[peer] = std::move(inbox);
     return Status::Ok();
   }
 
-  Status Disconnect(NodeId peer) override {
-    std::lock_guard<std::mutex> lock(mu_);
+  Status Disconnect(NodeId peer) override EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     if (routes_.erase(peer) == 0) {
       return Status::NotFound("node {}: no route to node {}", id_, peer);
     }
@@ -168,84 +170,37 @@ class InProcTransport final : public Transport {
     if (Status s = ValidateOutgoing(msg, options_.limits); !s.ok()) {
       return s.WithContext(fmt::format("node {} -> {}", id_, to));
     }
-    std::shared_ptr<Inbox> inbox;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (closed_)
-        return Status::Cancelled("node {}: transport is closed", id_);
-      auto it = routes_.find(to);
-      if (it == routes_.end()) {
-        return Status::NotFound(
-            "node {} has no route to node {}; Connect() first", id_, to);
-      }
-      inbox = it->second;
-    }
+    ASSIGN_OR_RETURN(std::shared_ptr<Inbox> inbox, RouteTo(to));
     msg.header.sender = id_;
     msg.header.receiver = to;
     const uint64_t bytes = msg.payload_bytes();
-    const MessageType type = msg.header.type;
-
-    std::shared_ptr<internal::DirectSink> sink;
-    {
-      std::lock_guard<std::mutex> lock(inbox->mu);
-      if (!inbox->closed) sink = inbox->sink;
-    }
-    if (sink) {
-      // The receiver's fast path: taken on this thread, no queue, no wake-up
-      // of its receive thread.
-      std::shared_lock<std::shared_mutex> lock(sink->mu);
-      if (sink->fn && sink->fn(msg)) {
-        messages_sent_.fetch_add(1, std::memory_order_relaxed);
-        bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
-        return Status::Ok();
-      }
-    }
-
-    std::unique_lock<std::mutex> lock(inbox->mu);
-    if (inbox->closed) {
-      // The peer may have restarted on the same name: follow it.
-      lock.unlock();
-      std::shared_ptr<Inbox> fresh = hub_->Find(inbox->endpoint);
-      if (!fresh) {
-        return Status::Unavailable("node {}: node {} at {} is closed", id_, to,
-                                   inbox->endpoint);
-      }
+    if (!OfferDirect(*inbox, msg)) {
+      bool closed = false;
+      Status queued;
       {
-        std::lock_guard<std::mutex> routes_lock(mu_);
-        auto it = routes_.find(to);
-        if (it != routes_.end() && it->second == inbox) it->second = fresh;
+        MutexLock lock(&inbox->mu);
+        closed = inbox->closed;
+        if (!closed) queued = Enqueue(to, *inbox, std::move(msg));
       }
-      inbox = std::move(fresh);
-      lock = std::unique_lock<std::mutex>(inbox->mu);
+      if (closed) {
+        // The peer may have restarted on the same name: follow it.
+        ASSIGN_OR_RETURN(inbox, FollowRestart(to, inbox));
+        MutexLock lock(&inbox->mu);
+        queued = Enqueue(to, *inbox, std::move(msg));
+      }
+      RETURN_IF_ERROR(queued);
+      inbox->not_empty.Signal();
     }
-    const bool room =
-        inbox->not_full.wait_for(lock, options_.send_timeout, [&] {
-          return inbox->closed ||
-                 inbox->queue.size() < options_.max_queued_messages;
-        });
-    if (inbox->closed) {
-      return Status::Unavailable("node {}: node {} at {} is closed", id_, to,
-                                 inbox->endpoint);
-    }
-    if (!room) {
-      return Status::DeadlineExceeded(
-          "node {}: {} message to node {} at {} not accepted within {} ms "
-          "({} messages queued)",
-          id_, MessageTypeName(type), to, inbox->endpoint,
-          options_.send_timeout.count(), inbox->queue.size());
-    }
-    inbox->queue.push_back(std::move(msg));
-    lock.unlock();
-    inbox->not_empty.notify_one();
     messages_sent_.fetch_add(1, std::memory_order_relaxed);
     bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
     return Status::Ok();
   }
 
-  Result<Message> Recv(std::chrono::milliseconds timeout) override {
+  Result<Message> Recv(std::chrono::milliseconds timeout) override
+      EXCLUDES(mu_) {
     std::shared_ptr<Inbox> inbox;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (closed_)
         return Status::Cancelled("node {}: transport is closed", id_);
       if (!inbox_) {
@@ -253,31 +208,35 @@ class InProcTransport final : public Transport {
       }
       inbox = inbox_;
     }
-    std::unique_lock<std::mutex> lock(inbox->mu);
-    inbox->not_empty.wait_for(
-        lock, timeout, [&] { return inbox->closed || !inbox->queue.empty(); });
-    if (inbox->closed) {
-      return Status::Cancelled("node {}: transport closed while receiving",
-                               id_);
+    Message msg;
+    {
+      MutexLock lock(&inbox->mu);
+      const auto deadline = Clock::now() + timeout;
+      while (!inbox->closed && inbox->queue.empty()) {
+        if (!inbox->not_empty.WaitUntil(deadline)) break;
+      }
+      if (inbox->closed) {
+        return Status::Cancelled("node {}: transport closed while receiving",
+                                 id_);
+      }
+      if (inbox->queue.empty()) {
+        return Status::DeadlineExceeded(
+            "node {}: no message arrived at {} within {} ms", id_,
+            inbox->endpoint, timeout.count());
+      }
+      msg = std::move(inbox->queue.front());
+      inbox->queue.pop_front();
     }
-    if (inbox->queue.empty()) {
-      return Status::DeadlineExceeded(
-          "node {}: no message arrived at {} within {} ms", id_,
-          inbox->endpoint, timeout.count());
-    }
-    Message msg = std::move(inbox->queue.front());
-    inbox->queue.pop_front();
-    lock.unlock();
-    inbox->not_full.notify_one();
+    inbox->not_full.Signal();
     messages_received_.fetch_add(1, std::memory_order_relaxed);
     bytes_received_.fetch_add(msg.payload_bytes(), std::memory_order_relaxed);
     return msg;
   }
 
-  void Close() override {
+  void Close() override EXCLUDES(mu_) {
     std::shared_ptr<Inbox> inbox;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (closed_) return;
       closed_ = true;
       inbox = std::move(inbox_);
@@ -287,13 +246,13 @@ class InProcTransport final : public Transport {
     hub_->Remove(inbox);
     size_t dropped = 0;
     {
-      std::lock_guard<std::mutex> lock(inbox->mu);
+      MutexLock lock(&inbox->mu);
       inbox->closed = true;
       dropped = inbox->queue.size();
       inbox->queue.clear();
     }
-    inbox->not_empty.notify_all();
-    inbox->not_full.notify_all();
+    inbox->not_empty.SignalAll();
+    inbox->not_full.SignalAll();
     if (dropped > 0) {
       LogDebug("node {}: closed {} with {} undelivered messages", id_,
                inbox->endpoint, dropped);
@@ -310,6 +269,72 @@ class InProcTransport final : public Transport {
   }
 
  private:
+  // The inbox of `to`: kCancelled once closed, kNotFound without a route.
+  Result<std::shared_ptr<Inbox>> RouteTo(NodeId to) EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
+    if (closed_) return Status::Cancelled("node {}: transport is closed", id_);
+    auto it = routes_.find(to);
+    if (it == routes_.end()) {
+      return Status::NotFound(
+          "node {} has no route to node {}; Connect() first", id_, to);
+    }
+    return it->second;
+  }
+
+  // The receiver's fast path: taken on this thread, no queue, no wake-up
+  // of its receive thread. Whether the receiver's sink took `msg`.
+  static bool OfferDirect(Inbox& inbox, Message& msg) EXCLUDES(inbox.mu) {
+    std::shared_ptr<internal::DirectSink> sink;
+    {
+      MutexLock lock(&inbox.mu);
+      if (!inbox.closed) sink = inbox.sink;
+    }
+    if (!sink) return false;
+    ReaderMutexLock lock(&sink->mu);
+    return sink->fn && sink->fn(msg);
+  }
+
+  // The inbox now bound under the name of `closed` (its node restarted),
+  // which becomes the route to `to`; kUnavailable when nobody binds the
+  // name now.
+  Result<std::shared_ptr<Inbox>> FollowRestart(
+      NodeId to, const std::shared_ptr<Inbox>& closed) EXCLUDES(mu_) {
+    std::shared_ptr<Inbox> fresh = hub_->Find(closed->endpoint);
+    if (!fresh) {
+      return Status::Unavailable("node {}: node {} at {} is closed", id_, to,
+                                 closed->endpoint);
+    }
+    MutexLock routes_lock(&mu_);
+    auto it = routes_.find(to);
+    if (it != routes_.end() && it->second == closed) it->second = fresh;
+    return fresh;
+  }
+
+  // Queues `msg` in `inbox` once it has room (up to the send timeout); the
+  // caller signals not_empty after letting go of the lock. kUnavailable
+  // when the inbox is closed, kDeadlineExceeded when it stayed full.
+  Status Enqueue(NodeId to, Inbox& inbox, Message msg) REQUIRES(inbox.mu) {
+    const MessageType type = msg.header.type;
+    const auto deadline = Clock::now() + options_.send_timeout;
+    while (!inbox.closed &&
+           inbox.queue.size() >= options_.max_queued_messages) {
+      if (!inbox.not_full.WaitUntil(deadline)) break;
+    }
+    if (inbox.closed) {
+      return Status::Unavailable("node {}: node {} at {} is closed", id_, to,
+                                 inbox.endpoint);
+    }
+    if (inbox.queue.size() >= options_.max_queued_messages) {
+      return Status::DeadlineExceeded(
+          "node {}: {} message to node {} at {} not accepted within {} ms "
+          "({} messages queued)",
+          id_, MessageTypeName(type), to, inbox.endpoint,
+          options_.send_timeout.count(), inbox.queue.size());
+    }
+    inbox.queue.push_back(std::move(msg));
+    return Status::Ok();
+  }
+
   const NodeId id_;
   const InProcOptions options_;
   const std::shared_ptr<InProcHub> hub_;
@@ -318,10 +343,10 @@ class InProcTransport final : public Transport {
   const std::shared_ptr<internal::DirectSink> direct_ =
       std::make_shared<internal::DirectSink>();
 
-  mutable std::mutex mu_;
-  bool closed_ = false;                              // Guarded by mu_.
-  std::shared_ptr<Inbox> inbox_;                     // Guarded by mu_.
-  std::map<NodeId, std::shared_ptr<Inbox>> routes_;  // Guarded by mu_.
+  mutable Mutex mu_;
+  bool closed_ GUARDED_BY(mu_) = false;
+  std::shared_ptr<Inbox> inbox_ GUARDED_BY(mu_);
+  std::map<NodeId, std::shared_ptr<Inbox>> routes_ GUARDED_BY(mu_);
 
   std::atomic<uint64_t> messages_sent_{0};
   std::atomic<uint64_t> messages_received_{0};

@@ -25,8 +25,8 @@ struct UcxOptions {
   uint64_t max_inflight_bytes = uint64_t{1} << 30;
   std::chrono::milliseconds send_timeout{30000};
   // Shared memory and cross-memory attach between nodes on one machine
-  // (docs/transport.md, "Shared memory and CMA"). UCX 1.13 offers those only
-  // to endpoints without its peer-failure handling
+  // (docs/design/transport.md, "Shared memory and CMA"). UCX 1.13 offers those
+  // only to endpoints without its peer-failure handling
   // (UCP_ERR_HANDLING_MODE_NONE). Such an endpoint still fails when its peer
   // closes or its process dies (UCX's connection manager sees its TCP
   // connection end), and Send() then returns kUnavailable at once, as with
@@ -60,11 +60,11 @@ const char* UcxSharedMemoryEnvValue(UcxOptions::SharedMemory mode);
 // Whether this build has UCX (libucx-dev found when it was configured).
 bool HaveUcx();
 
-// A Transport over UCX active messages (docs/transport.md, "UCX"): endpoints
-// are "ucx://HOST:PORT" (Bind: PORT 0 or * picks a free one). UCX chooses
-// how bytes move between two nodes: shared memory and cross-memory attach on
-// one machine (UcxOptions::shared_memory), TCP (or RDMA where there is
-// hardware) between machines; the UCX_TLS environment variable narrows the
+// A Transport over UCX active messages (docs/design/transport.md, "UCX"):
+// endpoints are "ucx://HOST:PORT" (Bind: PORT 0 or * picks a free one). UCX
+// chooses how bytes move between two nodes: shared memory and cross-memory
+// attach on one machine (UcxOptions::shared_memory), TCP (or RDMA where there
+// is hardware) between machines; the UCX_TLS environment variable narrows the
 // choice. One thread per transport
 // drives UCX and sleeps on its event descriptor when idle.
 //

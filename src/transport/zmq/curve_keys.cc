@@ -1,4 +1,4 @@
-#include "transport/curve_keys.h"
+#include "transport/zmq/curve_keys.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -218,7 +218,7 @@ Status WriteClusterKeyFiles(const std::string& dir, const CurveKeyPair& pair,
   RETURN_IF_ERROR(MakeDirs(dir));
   const std::string secret = fmt::format(
       "# strata: the CURVE key pair of one cluster (strata keys generate; "
-      "docs/cluster.md, Security).\n"
+      "docs/design/security.md, Security).\n"
       "# SECRET: whoever holds this file can join the cluster. Keep it mode "
       "0600 and copy it\n"
       "# only into cluster.keys_dir on the cluster's own machines.\n"

@@ -1,4 +1,4 @@
-#include "transport/zmq_transport.h"
+#include "transport/zmq/transport.h"
 
 #include <malloc.h>
 #include <sys/eventfd.h>
@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -19,9 +18,10 @@
 #include <zmq.hpp>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "transport/buffer.h"
 #include "transport/wire.h"
-#include "transport/zap_handler.h"
+#include "transport/zmq/zap_handler.h"
 
 namespace strata {
 namespace {
@@ -111,10 +111,65 @@ Buffer FromZmq(zmq::message_t&& msg) {
 
 // One outgoing route.
 struct Peer {
-  std::string endpoint;
-  std::mutex mu;
-  std::unique_ptr<zmq::socket_t> socket;  // Guarded by mu; null once closed.
-  uint32_t next_transfer = 1;             // Guarded by mu.
+  Peer(std::string endpoint, std::unique_ptr<zmq::socket_t> socket)
+      : endpoint(std::move(endpoint)), socket(std::move(socket)) {}
+  const std::string endpoint;
+  Mutex mu;
+  std::unique_ptr<zmq::socket_t> socket GUARDED_BY(mu);  // null once closed
+  uint32_t next_transfer GUARDED_BY(mu) = 1;
+};
+
+// The receiving side of a ZmqTransport (its ROUTER socket and what
+// reassembles the messages read from it) belongs to one thread at a time:
+// whoever holds this lease (Recv, Bind, Close). A capability, so that the
+// fields it guards are checked like a mutex's; a flag under a mutex rather
+// than a timed mutex, so that waiting for it is bounded and sanitizers
+// understand it.
+class CAPABILITY("receiving side") ReceiverLease {
+ public:
+  // Waits as long as it takes (the holder lets go within one wait slice
+  // once the transport is closed, or at its own deadline).
+  void Acquire() ACQUIRE() {
+    MutexLock lock(&mu_);
+    while (leased_) free_.Wait();
+    leased_ = true;
+  }
+  // Gives up at `deadline`, returning false.
+  bool AcquireBefore(Clock::time_point deadline) TRY_ACQUIRE(true) {
+    MutexLock lock(&mu_);
+    while (leased_) {
+      if (!free_.WaitUntil(deadline)) break;
+    }
+    if (leased_) return false;
+    leased_ = true;
+    return true;
+  }
+  void Release() RELEASE() {
+    {
+      MutexLock lock(&mu_);
+      leased_ = false;
+    }
+    free_.Signal();
+  }
+
+ private:
+  Mutex mu_;
+  CondVar free_{&mu_};
+  bool leased_ GUARDED_BY(mu_) = false;
+};
+
+// Holds a ReceiverLease for its scope (Acquire() / Release()).
+class SCOPED_CAPABILITY HoldReceiver {
+ public:
+  explicit HoldReceiver(ReceiverLease* lease) ACQUIRE(lease) : lease_(lease) {
+    lease_->Acquire();
+  }
+  ~HoldReceiver() RELEASE() { lease_->Release(); }
+  HoldReceiver(const HoldReceiver&) = delete;
+  HoldReceiver& operator=(const HoldReceiver&) = delete;
+
+ private:
+  ReceiverLease* const lease_;
 };
 
 class ZmqTransport final : public Transport {
@@ -131,8 +186,8 @@ class ZmqTransport final : public Transport {
     if (wake_fd_ >= 0) ::close(wake_fd_);
   }
 
-  void SetPlacement(PlacementLookup lookup) override {
-    std::lock_guard<std::mutex> lock(placement_mu_);
+  void SetPlacement(PlacementLookup lookup) override EXCLUDES(placement_mu_) {
+    MutexLock lock(&placement_mu_);
     placement_ = std::move(lookup);
   }
 
@@ -157,7 +212,7 @@ class ZmqTransport final : public Transport {
         endpoint.compare(endpoint.size() - 2, 2, ":0") == 0) {
       endpoint.replace(endpoint.size() - 1, 1, "*");
     }
-    ReceiverLease lease(this);
+    HoldReceiver hold(&receiver_);
     if (closed_.load()) {
       return Status::Cancelled("node {}: transport is closed", id_);
     }
@@ -179,24 +234,8 @@ class ZmqTransport final : public Transport {
       zap_ = *zap;
     }
     try {
-      auto router = std::make_unique<zmq::socket_t>(ctx_->context(),
-                                                    zmq::socket_type::router);
-      router->set(zmq::sockopt::linger, 0);
       std::unique_ptr<zmq::socket_t> monitor;
-      if (options_.curve) {
-        router->set(zmq::sockopt::curve_server, true);
-        router->set(zmq::sockopt::curve_secretkey,
-                    options_.curve->own.secret_key);
-        router->set(zmq::sockopt::zap_domain, zap_domain);
-        monitor = MonitorHandshakes(*router, zap_domain);
-      }
-      router->set(zmq::sockopt::rcvhwm, options_.recv_hwm);
-      router->set(zmq::sockopt::maxmsgsize,
-                  static_cast<int64_t>(options_.max_frame_bytes));
-      if (options_.socket_buffer_bytes > 0) {
-        router->set(zmq::sockopt::rcvbuf, options_.socket_buffer_bytes);
-        router->set(zmq::sockopt::sndbuf, options_.socket_buffer_bytes);
-      }
+      std::unique_ptr<zmq::socket_t> router = MakeRouter(zap_domain, &monitor);
       router->bind(endpoint);
       std::string bound = router->get(zmq::sockopt::last_endpoint);
       const std::string wildcard = "tcp://0.0.0.0:";
@@ -208,7 +247,7 @@ class ZmqTransport final : public Transport {
       router_ = std::move(router);
       monitor_ = std::move(monitor);
       zap_domain_ = zap_domain;
-      std::lock_guard<std::mutex> state_lock(state_mu_);
+      MutexLock state_lock(&state_mu_);
       endpoint_ = std::move(bound);
     } catch (const zmq::error_t& e) {
       if (zap_ != nullptr) zap_->Unregister(zap_domain);
@@ -217,8 +256,8 @@ class ZmqTransport final : public Transport {
     return Status::Ok();
   }
 
-  std::string endpoint() const override {
-    std::lock_guard<std::mutex> lock(state_mu_);
+  std::string endpoint() const override EXCLUDES(state_mu_) {
+    MutexLock lock(&state_mu_);
     return endpoint_;
   }
 
@@ -233,11 +272,10 @@ class ZmqTransport final : public Transport {
           "ipc://PATH",
           id_, peer, endpoint);
     }
-    auto route = std::make_shared<Peer>();
-    route->endpoint = endpoint;
+    std::shared_ptr<Peer> route;
     std::shared_ptr<Peer> old;
     {
-      std::lock_guard<std::mutex> lock(peers_mu_);
+      MutexLock lock(&peers_mu_);
       if (closed_.load()) {
         return Status::Cancelled("node {}: transport is closed", id_);
       }
@@ -246,7 +284,7 @@ class ZmqTransport final : public Transport {
         return Status::Ok();
       }
       try {
-        route->socket = MakeDealer(endpoint);
+        route = std::make_shared<Peer>(endpoint, MakeDealer(endpoint));
       } catch (const zmq::error_t& e) {
         return FromZmqError(e, fmt::format("node {}: connect to node {} at {}",
                                            id_, peer, endpoint));
@@ -263,7 +301,7 @@ class ZmqTransport final : public Transport {
   Status Disconnect(NodeId peer) override {
     std::shared_ptr<Peer> old;
     {
-      std::lock_guard<std::mutex> lock(peers_mu_);
+      MutexLock lock(&peers_mu_);
       auto it = peers_.find(peer);
       if (it == peers_.end()) {
         return Status::NotFound("node {}: no route to node {}", id_, peer);
@@ -281,7 +319,7 @@ class ZmqTransport final : public Transport {
     }
     std::shared_ptr<Peer> peer;
     {
-      std::lock_guard<std::mutex> lock(peers_mu_);
+      MutexLock lock(&peers_mu_);
       if (closed_.load()) {
         return Status::Cancelled("node {}: transport is closed", id_);
       }
@@ -297,134 +335,32 @@ class ZmqTransport final : public Transport {
     const MessageType type = msg.header.type;
     const uint64_t bytes = msg.payload_bytes();
 
-    std::lock_guard<std::mutex> lock(peer->mu);
+    MutexLock lock(&peer->mu);
     if (!peer->socket) {
       return Status::Unavailable("node {}: route to node {} at {} was closed",
                                  id_, to, peer->endpoint);
     }
     const uint32_t transfer = peer->next_transfer++;
-    std::vector<wire::Segment> segments =
-        wire::EncodeSegments(std::move(msg), transfer, options_.frame_bytes);
-    const Clock::time_point deadline = Clock::now() + options_.send_timeout;
-    bool mid_segment = false;
-    try {
-      for (size_t s = 0; s < segments.size(); ++s) {
-        wire::Segment& segment = segments[s];
-        for (size_t f = 0; f < segment.size(); ++f) {
-          const bool more = f + 1 < segment.size();
-          zmq::message_t part = ToZmq(std::move(segment[f]));
-          // Blocks (in slices) only while the peer's queue is full.
-          while (!peer->socket->send(
-              part, more ? zmq::send_flags::sndmore : zmq::send_flags::none)) {
-            if (closed_.load()) {
-              if (mid_segment) ResetRoute(*peer);
-              return Status::Cancelled(
-                  "node {}: closed while sending to node {}", id_, to);
-            }
-            if (Clock::now() >= deadline) {
-              if (mid_segment) ResetRoute(*peer);
-              return Status::DeadlineExceeded(
-                  "node {}: {} message to node {} at {} stalled: segment {} "
-                  "of {} not accepted within {} ms (peer slow, down or not "
-                  "started?)",
-                  id_, MessageTypeName(type), to, peer->endpoint, s + 1,
-                  segments.size(), options_.send_timeout.count());
-            }
-          }
-          mid_segment = more;
-        }
-      }
-    } catch (const zmq::error_t& e) {
-      if (mid_segment) ResetRoute(*peer);
-      return FromZmqError(e, fmt::format("node {}: send {} message to node {}",
-                                         id_, MessageTypeName(type), to));
-    }
+    RETURN_IF_ERROR(SendSegments(
+        to, *peer, type,
+        wire::EncodeSegments(std::move(msg), transfer, options_.frame_bytes)));
     messages_sent_.fetch_add(1, std::memory_order_relaxed);
     bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
     return Status::Ok();
   }
 
   Result<Message> Recv(milliseconds timeout) override {
-    const Clock::time_point start = Clock::now();
     const Clock::time_point deadline =
-        start + std::max(timeout, milliseconds(0));
-    ReceiverLease lease(this, deadline);
-    if (!lease.held()) {
+        Clock::now() + std::max(timeout, milliseconds(0));
+    if (!receiver_.AcquireBefore(deadline)) {
       return Status::DeadlineExceeded(
           "node {}: no message at {} within {} ms (another Recv() held the "
           "receiver)",
           id_, endpoint(), timeout.count());
     }
-    if (closed_.load()) {
-      return Status::Cancelled("node {}: transport is closed", id_);
-    }
-    if (!router_) {
-      return Status::FailedPrecondition("node {}: Recv() before Bind()", id_);
-    }
-    try {
-      while (true) {
-        for (int i = 0; i < kDrainBatch; ++i) {
-          bool got = false;
-          std::optional<Message> msg = ReceiveSegment(&got);
-          if (msg) {
-            messages_received_.fetch_add(1, std::memory_order_relaxed);
-            bytes_received_.fetch_add(msg->payload_bytes(),
-                                      std::memory_order_relaxed);
-            return std::move(*msg);
-          }
-          if (!got) break;
-        }
-        const Clock::time_point now = Clock::now();
-        if (now - last_sweep_ >= kSweepInterval) SweepStale(now);
-        if (closed_.load()) {
-          return Status::Cancelled("node {}: closed while receiving", id_);
-        }
-        if (now >= deadline) {
-          const size_t partial = PartialCount();
-          return Status::DeadlineExceeded(
-              "node {}: no message arrived at {} within {} ms{}", id_,
-              endpoint(), timeout.count(),
-              partial == 0
-                  ? std::string()
-                  : fmt::format(" ({} message(s) partly received)", partial));
-        }
-        const auto left = std::chrono::ceil<milliseconds>(deadline - now);
-        // The router, then the wake-up descriptor (none if the system gave
-        // none) and the handshake monitor (only with CURVE).
-        zmq_pollitem_t items[3] = {{router_->handle(), 0, ZMQ_POLLIN, 0}};
-        int n_items = 1;
-        const int wake_at = wake_fd_ >= 0 ? n_items++ : -1;
-        if (wake_at >= 0) items[wake_at] = {nullptr, wake_fd_, ZMQ_POLLIN, 0};
-        const int monitor_at = monitor_ ? n_items++ : -1;
-        if (monitor_at >= 0) {
-          items[monitor_at] = {monitor_->handle(), 0, ZMQ_POLLIN, 0};
-        }
-        if (zmq_poll(items, n_items, std::min(left, kWaitSlice).count()) < 0) {
-          if (zmq_errno() == ETERM) {
-            return Status::Cancelled("node {}: ZeroMQ context terminated", id_);
-          }
-          if (zmq_errno() != EINTR) {
-            return Status::IoError("node {}: poll: {}", id_,
-                                   zmq_strerror(zmq_errno()));
-          }
-        }
-        if (monitor_at >= 0 && (items[monitor_at].revents & ZMQ_POLLIN)) {
-          DrainMonitor();
-        }
-        if (wake_at >= 0 && (items[wake_at].revents & ZMQ_POLLIN)) {
-          uint64_t count = 0;
-          (void)!::read(wake_fd_, &count, sizeof(count));  // reset
-          if (closed_.load()) {
-            return Status::Cancelled("node {}: closed while receiving", id_);
-          }
-          return Status::DeadlineExceeded(
-              "node {}: receive at {} interrupted (Interrupt())", id_,
-              endpoint());
-        }
-      }
-    } catch (const zmq::error_t& e) {
-      return FromZmqError(e, fmt::format("node {}: receive", id_));
-    }
+    Result<Message> result = ReceiveHeld(deadline, timeout);
+    receiver_.Release();
+    return result;
   }
 
   void Close() override {
@@ -432,7 +368,7 @@ class ZmqTransport final : public Transport {
     Interrupt();  // a Recv() in progress lets go at once
     {
       // Recv() notices closed_ within one wait slice and lets go.
-      ReceiverLease lease(this);
+      HoldReceiver hold(&receiver_);
       if (monitor_) {
         zmq_socket_monitor(router_->handle(), nullptr, 0);
         monitor_.reset();
@@ -443,7 +379,7 @@ class ZmqTransport final : public Transport {
     }
     std::map<NodeId, std::shared_ptr<Peer>> peers;
     {
-      std::lock_guard<std::mutex> lock(peers_mu_);
+      MutexLock lock(&peers_mu_);
       peers.swap(peers_);
     }
     for (auto& [id, peer] : peers) CloseRoute(*peer);
@@ -469,40 +405,168 @@ class ZmqTransport final : public Transport {
     Clock::time_point last_activity;
   };
 
-  // Holds the receiving side for one scope.
-  class ReceiverLease {
-   public:
-    // Waits as long as it takes (the holder lets go within one wait slice
-    // once closed_ is set, or at its own deadline).
-    explicit ReceiverLease(ZmqTransport* t) : t_(t) {
-      std::unique_lock<std::mutex> lock(t_->lease_mu_);
-      t_->lease_cv_.wait(lock, [this] { return !t_->leased_; });
-      t_->leased_ = held_ = true;
-    }
-    // Gives up at `deadline`; check held().
-    ReceiverLease(ZmqTransport* t, Clock::time_point deadline) : t_(t) {
-      std::unique_lock<std::mutex> lock(t_->lease_mu_);
-      if (t_->lease_cv_.wait_until(lock, deadline,
-                                   [this] { return !t_->leased_; })) {
-        t_->leased_ = held_ = true;
+  // Hands the segments of one message to the peer's socket, each frame
+  // waiting (in slices) only while the peer's queue is full, up to the send
+  // timeout. A failure in the middle of a segment resets the route.
+  Status SendSegments(NodeId to, Peer& peer, MessageType type,
+                      std::vector<wire::Segment> segments) REQUIRES(peer.mu) {
+    const Clock::time_point deadline = Clock::now() + options_.send_timeout;
+    bool mid_segment = false;
+    try {
+      for (size_t s = 0; s < segments.size(); ++s) {
+        wire::Segment& segment = segments[s];
+        for (size_t f = 0; f < segment.size(); ++f) {
+          const bool more = f + 1 < segment.size();
+          zmq::message_t part = ToZmq(std::move(segment[f]));
+          while (!peer.socket->send(
+              part, more ? zmq::send_flags::sndmore : zmq::send_flags::none)) {
+            if (closed_.load()) {
+              if (mid_segment) ResetRoute(peer);
+              return Status::Cancelled(
+                  "node {}: closed while sending to node {}", id_, to);
+            }
+            if (Clock::now() >= deadline) {
+              if (mid_segment) ResetRoute(peer);
+              return Status::DeadlineExceeded(
+                  "node {}: {} message to node {} at {} stalled: segment {} "
+                  "of {} not accepted within {} ms (peer slow, down or not "
+                  "started?)",
+                  id_, MessageTypeName(type), to, peer.endpoint, s + 1,
+                  segments.size(), options_.send_timeout.count());
+            }
+          }
+          mid_segment = more;
+        }
       }
+    } catch (const zmq::error_t& e) {
+      if (mid_segment) ResetRoute(peer);
+      return FromZmqError(e, fmt::format("node {}: send {} message to node {}",
+                                         id_, MessageTypeName(type), to));
     }
-    ~ReceiverLease() {
-      if (!held_) return;
-      {
-        std::lock_guard<std::mutex> lock(t_->lease_mu_);
-        t_->leased_ = false;
-      }
-      t_->lease_cv_.notify_one();
-    }
-    ReceiverLease(const ReceiverLease&) = delete;
-    ReceiverLease& operator=(const ReceiverLease&) = delete;
-    bool held() const { return held_; }
+    return Status::Ok();
+  }
 
-   private:
-    ZmqTransport* const t_;
-    bool held_ = false;
-  };
+  // Recv() with the receiving side held: reads segments until one
+  // completes a message, the deadline passes, or Interrupt() or Close()
+  // wakes it.
+  Result<Message> ReceiveHeld(Clock::time_point deadline, milliseconds timeout)
+      REQUIRES(receiver_) {
+    if (closed_.load()) {
+      return Status::Cancelled("node {}: transport is closed", id_);
+    }
+    if (!router_) {
+      return Status::FailedPrecondition("node {}: Recv() before Bind()", id_);
+    }
+    try {
+      while (true) {
+        if (std::optional<Message> msg = TakeSegments()) {
+          return std::move(*msg);
+        }
+        const Clock::time_point now = Clock::now();
+        if (now - last_sweep_ >= kSweepInterval) SweepStale(now);
+        if (closed_.load()) {
+          return Status::Cancelled("node {}: closed while receiving", id_);
+        }
+        if (now >= deadline) {
+          const size_t partial = PartialCount();
+          return Status::DeadlineExceeded(
+              "node {}: no message arrived at {} within {} ms{}", id_,
+              endpoint(), timeout.count(),
+              partial == 0
+                  ? std::string()
+                  : fmt::format(" ({} message(s) partly received)", partial));
+        }
+        ASSIGN_OR_RETURN(
+            const bool interrupted,
+            PollOnce(std::chrono::ceil<milliseconds>(deadline - now)));
+        if (!interrupted) continue;
+        if (closed_.load()) {
+          return Status::Cancelled("node {}: closed while receiving", id_);
+        }
+        return Status::DeadlineExceeded(
+            "node {}: receive at {} interrupted (Interrupt())", id_,
+            endpoint());
+      }
+    } catch (const zmq::error_t& e) {
+      return FromZmqError(e, fmt::format("node {}: receive", id_));
+    }
+  }
+
+  // Reads up to kDrainBatch waiting segments; the message one of them
+  // completed, if any (counted as received).
+  std::optional<Message> TakeSegments() REQUIRES(receiver_) {
+    for (int i = 0; i < kDrainBatch; ++i) {
+      bool got = false;
+      std::optional<Message> msg = ReceiveSegment(&got);
+      if (msg) {
+        messages_received_.fetch_add(1, std::memory_order_relaxed);
+        bytes_received_.fetch_add(msg->payload_bytes(),
+                                  std::memory_order_relaxed);
+        return msg;
+      }
+      if (!got) break;
+    }
+    return std::nullopt;
+  }
+
+  // Waits up to `left` (at most one wait slice) for the router to become
+  // readable; handles handshake events meanwhile. True when Interrupt()
+  // (or Close()) woke it.
+  Result<bool> PollOnce(milliseconds left) REQUIRES(receiver_) {
+    // The router, then the wake-up descriptor (none if the system gave
+    // none) and the handshake monitor (only with CURVE).
+    zmq_pollitem_t items[3] = {{router_->handle(), 0, ZMQ_POLLIN, 0}};
+    int n_items = 1;
+    const int wake_at = wake_fd_ >= 0 ? n_items++ : -1;
+    if (wake_at >= 0) items[wake_at] = {nullptr, wake_fd_, ZMQ_POLLIN, 0};
+    const int monitor_at = monitor_ ? n_items++ : -1;
+    if (monitor_at >= 0) {
+      items[monitor_at] = {monitor_->handle(), 0, ZMQ_POLLIN, 0};
+    }
+    if (zmq_poll(items, n_items, std::min(left, kWaitSlice).count()) < 0) {
+      if (zmq_errno() == ETERM) {
+        return Status::Cancelled("node {}: ZeroMQ context terminated", id_);
+      }
+      if (zmq_errno() != EINTR) {
+        return Status::IoError("node {}: poll: {}", id_,
+                               zmq_strerror(zmq_errno()));
+      }
+    }
+    if (monitor_at >= 0 && (items[monitor_at].revents & ZMQ_POLLIN)) {
+      DrainMonitor();
+    }
+    if (wake_at >= 0 && (items[wake_at].revents & ZMQ_POLLIN)) {
+      uint64_t count = 0;
+      (void)!::read(wake_fd_, &count, sizeof(count));  // reset
+      return true;
+    }
+    return false;
+  }
+
+  // The ROUTER this node receives on, not bound yet: a CURVE server in
+  // `zap_domain` (with its handshake monitor in *monitor) when the options
+  // say so. Throws zmq::error_t.
+  std::unique_ptr<zmq::socket_t> MakeRouter(
+      const std::string& zap_domain, std::unique_ptr<zmq::socket_t>* monitor) {
+    auto router = std::make_unique<zmq::socket_t>(ctx_->context(),
+                                                  zmq::socket_type::router);
+    router->set(zmq::sockopt::linger, 0);
+    if (options_.curve) {
+      router->set(zmq::sockopt::curve_server, true);
+      router->set(zmq::sockopt::curve_secretkey,
+                  options_.curve->own.secret_key);
+      router->set(zmq::sockopt::zap_domain, zap_domain);
+      *monitor = MonitorHandshakes(*router, zap_domain);
+    }
+    router->set(zmq::sockopt::rcvhwm, options_.recv_hwm);
+    router->set(zmq::sockopt::maxmsgsize,
+                static_cast<int64_t>(options_.max_frame_bytes));
+    if (options_.socket_buffer_bytes > 0) {
+      router->set(zmq::sockopt::rcvbuf, options_.socket_buffer_bytes);
+      router->set(zmq::sockopt::sndbuf, options_.socket_buffer_bytes);
+    }
+    return router;
+  }
 
   // A DEALER connected to `endpoint`, a CURVE client when the options say
   // so. Throws zmq::error_t.
@@ -526,15 +590,15 @@ class ZmqTransport final : public Transport {
     return s;
   }
 
-  static void CloseRoute(Peer& peer) {
-    std::lock_guard<std::mutex> lock(peer.mu);
+  static void CloseRoute(Peer& peer) EXCLUDES(peer.mu) {
+    MutexLock lock(&peer.mu);
     peer.socket.reset();
   }
 
   // After a failure in the middle of a multipart segment the socket would
   // glue the next message onto the unfinished one: start a fresh socket
-  // (the receiver drops the fragment). Caller holds peer.mu.
-  void ResetRoute(Peer& peer) {
+  // (the receiver drops the fragment).
+  void ResetRoute(Peer& peer) REQUIRES(peer.mu) {
     peer.socket.reset();
     try {
       peer.socket = MakeDealer(peer.endpoint);
@@ -546,8 +610,8 @@ class ZmqTransport final : public Transport {
 
   // Reads one segment if one is waiting (*got = true) and feeds it to its
   // connection's assembler. Returns the message it completed, if any. Bad
-  // input is dropped here. Caller holds the receiver lease.
-  std::optional<Message> ReceiveSegment(bool* got) {
+  // input is dropped here.
+  std::optional<Message> ReceiveSegment(bool* got) REQUIRES(receiver_) {
     zmq::message_t routing_id;
     if (!router_->recv(routing_id, zmq::recv_flags::dontwait)) return {};
     *got = true;
@@ -579,7 +643,7 @@ class ZmqTransport final : public Transport {
       opts.placement = [this](const MessageHeader& header) {
         PlacementLookup lookup;
         {
-          std::lock_guard<std::mutex> lock(placement_mu_);
+          MutexLock lock(&placement_mu_);
           lookup = placement_;
         }
         return lookup ? lookup(header) : nullptr;
@@ -630,9 +694,8 @@ class ZmqTransport final : public Transport {
     return pair;
   }
 
-  // Counts and logs the failed handshakes the monitor reported. Caller
-  // holds the receiver lease.
-  void DrainMonitor() {
+  // Counts and logs the failed handshakes the monitor reported.
+  void DrainMonitor() REQUIRES(receiver_) {
     while (true) {
       zmq::message_t event, address;
       if (!monitor_->recv(event, zmq::recv_flags::dontwait)) return;
@@ -686,7 +749,7 @@ class ZmqTransport final : public Transport {
     }
   }
 
-  void SweepStale(Clock::time_point now) {
+  void SweepStale(Clock::time_point now) REQUIRES(receiver_) {
     last_sweep_ = now;
     for (auto it = conns_.begin(); it != conns_.end();) {
       const auto idle = now - it->second.last_activity;
@@ -707,7 +770,7 @@ class ZmqTransport final : public Transport {
     }
   }
 
-  size_t PartialCount() const {
+  size_t PartialCount() const REQUIRES(receiver_) {
     size_t n = 0;
     for (const auto& [id, conn] : conns_) n += conn.assembler.in_progress();
     return n;
@@ -722,31 +785,26 @@ class ZmqTransport final : public Transport {
   const int wake_fd_;
   std::atomic<bool> closed_{false};
 
-  mutable std::mutex state_mu_;
-  std::string endpoint_;  // Guarded by state_mu_.
+  mutable Mutex state_mu_;
+  std::string endpoint_ GUARDED_BY(state_mu_);
 
-  // The receiving side belongs to one thread at a time: whoever holds the
-  // lease (Recv, Bind, Close). A flag under a mutex rather than a timed
-  // mutex, so that waiting for it is bounded and sanitizers understand it.
-  std::mutex lease_mu_;
-  std::condition_variable lease_cv_;
-  bool leased_ = false;  // Guarded by lease_mu_.
-
-  std::unique_ptr<zmq::socket_t> router_;  // Guarded by the lease.
+  // The receiving side (Recv, Bind, Close hold it).
+  ReceiverLease receiver_;
+  std::unique_ptr<zmq::socket_t> router_ GUARDED_BY(receiver_);
   // With CURVE: the router's handshake events (a PAIR socket), the ZAP
   // handler it is registered with and its domain there.
-  std::unique_ptr<zmq::socket_t> monitor_;  // Guarded by the lease.
-  ZapHandler* zap_ = nullptr;               // Guarded by the lease.
-  std::string zap_domain_;                  // Guarded by the lease.
-  std::map<std::string, Conn> conns_;       // Guarded by the lease.
-  std::vector<Buffer> frames_;              // Guarded by the lease.
-  Clock::time_point last_sweep_;            // Guarded by the lease.
+  std::unique_ptr<zmq::socket_t> monitor_ GUARDED_BY(receiver_);
+  ZapHandler* zap_ GUARDED_BY(receiver_) = nullptr;
+  std::string zap_domain_ GUARDED_BY(receiver_);
+  std::map<std::string, Conn> conns_ GUARDED_BY(receiver_);
+  std::vector<Buffer> frames_ GUARDED_BY(receiver_);
+  Clock::time_point last_sweep_ GUARDED_BY(receiver_);
 
-  std::mutex peers_mu_;
-  std::map<NodeId, std::shared_ptr<Peer>> peers_;  // Guarded by peers_mu_.
+  Mutex peers_mu_;
+  std::map<NodeId, std::shared_ptr<Peer>> peers_ GUARDED_BY(peers_mu_);
 
-  std::mutex placement_mu_;
-  PlacementLookup placement_;  // Guarded by placement_mu_.
+  Mutex placement_mu_;
+  PlacementLookup placement_ GUARDED_BY(placement_mu_);
 
   std::atomic<uint64_t> messages_sent_{0};
   std::atomic<uint64_t> messages_received_{0};
@@ -783,7 +841,7 @@ ZmqContext::ZmqContext(std::unique_ptr<zmq::context_t> context, int io_threads)
 ZmqContext::~ZmqContext() = default;
 
 Result<ZapHandler*> ZmqContext::zap() {
-  std::lock_guard<std::mutex> lock(zap_mu_);
+  MutexLock lock(&zap_mu_);
   if (!zap_) {
     ASSIGN_OR_RETURN(zap_, ZapHandler::Start(*context_));
   }

@@ -3,14 +3,14 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
+#include "common/mutex.h"
 #include "common/status.h"
-#include "transport/curve_keys.h"
 #include "transport/message.h"
 #include "transport/transport.h"
+#include "transport/zmq/curve_keys.h"
 
 namespace zmq {
 class context_t;
@@ -41,15 +41,15 @@ class ZmqContext {
   // started on the first call and kept until the context goes away: every
   // CURVE transport in the context registers with it before it binds.
   // Errors as ZapHandler::Start().
-  Result<ZapHandler*> zap();
+  Result<ZapHandler*> zap() EXCLUDES(zap_mu_);
 
  private:
   ZmqContext(std::unique_ptr<zmq::context_t> context, int io_threads);
   const std::unique_ptr<zmq::context_t> context_;
   const int io_threads_;
-  std::mutex zap_mu_;
+  Mutex zap_mu_;
   // Declared after context_: destroyed (its socket closed) before it.
-  std::unique_ptr<ZapHandler> zap_;  // Guarded by zap_mu_.
+  std::unique_ptr<ZapHandler> zap_ GUARDED_BY(zap_mu_);
 };
 
 struct ZmqOptions {

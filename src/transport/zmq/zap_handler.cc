@@ -1,4 +1,4 @@
-#include "transport/zap_handler.h"
+#include "transport/zmq/zap_handler.h"
 
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <zmq.hpp>
 
 #include "common/log.h"
-#include "transport/curve_keys.h"
+#include "transport/zmq/curve_keys.h"
 
 namespace strata {
 namespace {
@@ -85,14 +85,14 @@ Result<std::string> ZapHandler::Register(
   }
   d.who = who;
   d.refused = std::move(refused);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::string name = fmt::format("strata-{}", next_domain_++);
   domains_.emplace(name, std::move(d));
   return name;
 }
 
 void ZapHandler::Unregister(const std::string& domain) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   domains_.erase(domain);
 }
 
@@ -106,7 +106,7 @@ std::vector<std::string> ZapHandler::Answer(
   const std::string& domain = request[2];
   const std::string& address = request[3];
   const std::string& mechanism = request[5];
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = domains_.find(domain);
   if (it == domains_.end()) {
     // A server that is closing, or a socket strata did not configure.

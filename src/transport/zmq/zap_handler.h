@@ -4,12 +4,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 
 namespace zmq {
@@ -58,9 +58,10 @@ class ZapHandler {
   // kInvalidArgument for a malformed key.
   Result<std::string> Register(const std::vector<std::string>& allowed,
                                const std::string& who,
-                               std::shared_ptr<std::atomic<uint64_t>> refused);
+                               std::shared_ptr<std::atomic<uint64_t>> refused)
+      EXCLUDES(mu_);
   // Forgets a domain; later handshakes for it are refused. Idempotent.
-  void Unregister(const std::string& domain);
+  void Unregister(const std::string& domain) EXCLUDES(mu_);
 
  private:
   struct Domain {
@@ -73,16 +74,17 @@ class ZapHandler {
   ZapHandler(std::unique_ptr<zmq::socket_t> socket, int wake_fd);
   void Serve();
   // The reply's status code and text for one request's frames.
-  std::vector<std::string> Answer(const std::vector<std::string>& request);
+  std::vector<std::string> Answer(const std::vector<std::string>& request)
+      EXCLUDES(mu_);
 
   const std::unique_ptr<zmq::socket_t> socket_;  // used by the thread only
   const int wake_fd_;  // readable when the thread must stop
   std::atomic<bool> stop_{false};
   std::thread thread_;
 
-  std::mutex mu_;
-  std::map<std::string, Domain> domains_;  // Guarded by mu_.
-  uint64_t next_domain_ = 1;               // Guarded by mu_.
+  Mutex mu_;
+  std::map<std::string, Domain> domains_ GUARDED_BY(mu_);
+  uint64_t next_domain_ GUARDED_BY(mu_) = 1;
 };
 
 }  // namespace strata

@@ -1,8 +1,8 @@
 #pragma once
 
-// The mini-batch streaming service (paper 000; docs/data_service.md): data
-// servers (cluster.data_servers, the "data" role) load the dataset once and
-// serve mini-batches to the workers, which then load nothing.
+// The mini-batch streaming service (paper 000; docs/design/data_service.md):
+// data servers (cluster.data_servers, the "data" role) load the dataset once
+// and serve mini-batches to the workers, which then load nothing.
 //
 // Wire protocol (both directions through RpcEndpoint request / reply):
 //   kBatchRequest  worker -> data server. header.key_begin: batches wanted
@@ -20,27 +20,19 @@
 // A worker talks to data server w mod m; data server j serves the workers
 // of its group and, in dynamic mode, the examples i with i mod m == j.
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "common/config.h"
-#include "data/dataset.h"
-#include "train/roles.h"
+#include "common/status.h"
 #include "transport/rpc.h"
 
 namespace strata {
 
-inline constexpr MessageType kBatchRequest = static_cast<MessageType>(
-    static_cast<uint16_t>(MessageType::kFirstUserType) + 30);
-inline constexpr MessageType kBatchReply = static_cast<MessageType>(
-    static_cast<uint16_t>(MessageType::kFirstUserType) + 31);
 inline constexpr uint32_t kBatchReady = 0;
 inline constexpr uint32_t kBatchWait = 1;
 inline constexpr uint32_t kBatchEnd = 2;
@@ -59,26 +51,6 @@ struct BatchHeader {
 Buffer EncodeBatchHeader(const BatchHeader& h);
 // DataLoss naming the fault for a short, foreign or inconsistent header.
 Result<BatchHeader> DecodeBatchHeader(const Buffer& b);
-
-// What the data servers tell every node at registration (run facts, key
-// "data"): the shape the model needs and the iteration budget.
-struct DataFacts {
-  int64_t channels = 1, height = 1, width = 1, classes = 0;
-  int64_t train_size = 0;
-  nlohmann::json ToJson() const;
-  static Result<DataFacts> FromJson(const nlohmann::json& j);
-};
-
-// A data server: loads nothing itself (the caller passes the data it
-// loaded), serves batches to its workers until the coordinator ends the
-// run, writes served.jsonl (one line per acknowledged batch) and, for the
-// loss-aware sampler, stratum_loss.jsonl into `run_dir`; answers the
-// coordinator's statistics request with its throughput.
-Status RunDataRole(const Config& config, const ClusterPlan& plan, int index,
-                   const DatasetSplits& data,
-                   std::unique_ptr<Transport> transport,
-                   const std::string& coordinator_endpoint,
-                   const RunDirectory* run_dir, const std::atomic<bool>* stop);
 
 // A batch as the worker receives it.
 struct StreamedBatch {
@@ -119,6 +91,15 @@ class BatchStream {
   void Request(int64_t want);
   // Asks for `prefetch` more batches when fewer are here or on their way.
   void Refill();
+  // Waits for the oldest request's reply, in slices so that the end of the
+  // run is noticed within 100 ms. Named errors: timed out, cancelled, lost.
+  Result<Message> AwaitReply(const std::shared_ptr<RpcCall>& call,
+                             std::chrono::steady_clock::time_point deadline);
+  // A reply's batches into ready_. DataLoss naming the fault.
+  Status TakeBatches(Message& reply, int64_t asked);
+  // A kBatchWait reply: waits a moment (or gives up at the deadline or the
+  // end of the run).
+  Status WaitForLeases(std::chrono::steady_clock::time_point deadline);
 
   RpcEndpoint& rpc_;
   const NodeId server_;

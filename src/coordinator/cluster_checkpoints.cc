@@ -1,0 +1,186 @@
+#include "coordinator/cluster_checkpoints.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "common/log.h"
+#include "ps/protocol.h"
+
+namespace strata {
+
+using Clock = std::chrono::steady_clock;
+
+Status ClusterCheckpoints::Load(bool announce,
+                                std::shared_ptr<const Checkpoint> loaded) {
+  if (loaded == nullptr) {
+    ASSIGN_OR_RETURN(Checkpoint c, LoadNewestCheckpoint(run_dir_.path()));
+    loaded = std::make_shared<const Checkpoint>(std::move(c));
+  }
+  const Checkpoint& c = *loaded;
+  ASSIGN_OR_RETURN(const std::string* saved, c.File("config.toml"));
+  RETURN_IF_ERROR(CheckResumeConfig(*saved, config_));
+  auto coord = c.File("coordinator.json");
+  if (!coord.ok()) {
+    return Status::FailedPrecondition(
+        "{} is not a cluster checkpoint (it has no coordinator.json)", c.dir);
+  }
+  meta_ = nlohmann::json::parse(**coord, nullptr, /*allow_exceptions=*/false);
+  if (!meta_.is_object()) {
+    return Status::DataLoss("{}/coordinator.json: bad JSON", c.dir);
+  }
+  resume_ = std::move(loaded);
+  if (announce)
+    LogInfo("resuming from {} (step {})", resume_->dir, resume_->step);
+  return Status::Ok();
+}
+
+Message ClusterCheckpoints::Restore(NodeId id) const {
+  Message m;
+  Role role;
+  int index;
+  if (!o_.roles.RoleOf(id, &role, &index).ok()) return m;
+  std::string name;
+  if (role == Role::kWorker) name = fmt::format("worker-{}", index);
+  if (role == Role::kServer) name = fmt::format("server-{}", index);
+  if (role == Role::kData) name = fmt::format("data-{}", index);
+  if (name.empty()) return m;
+  // A server replacing a lost one (cluster.restart) after this run wrote
+  // checkpoints takes the newest; at the start, the one resumed from.
+  std::unique_ptr<Checkpoint> newest;
+  const Checkpoint* c = resume_.get();
+  if (written_.load() > 0) {
+    auto loaded = LoadNewestCheckpoint(run_dir_.path());
+    if (!loaded.ok()) {
+      LogError("restart: {}", loaded.status().message());
+      return m;
+    }
+    newest = std::make_unique<Checkpoint>(std::move(loaded).value());
+    c = newest.get();
+  }
+  if (c == nullptr) return m;
+  auto json = c->File(name + ".json");
+  // Data servers keep no tensors.
+  auto tensors = role == Role::kData ? json : c->File(name + ".safetensors");
+  if (!json.ok() || !tensors.ok()) {
+    LogError("resume: {} has no state for {}", c->dir, o_.roles.Describe(id));
+    return m;
+  }
+  if (written_.load() > 0)
+    LogWarning("{} starts again from {}", o_.roles.Describe(id), c->dir);
+  m.header.clock = c->step;
+  m.payloads.push_back(Buffer::CopyOf((*json)->data(), (*json)->size()));
+  if (role != Role::kData) {
+    m.payloads.push_back(
+        Buffer::CopyOf((*tensors)->data(), (*tensors)->size()));
+  }
+  return m;
+}
+
+Result<int64_t> ClusterCheckpoints::AddWorkerStates(
+    std::map<NodeId, Message>& arrivals, Files& files, nlohmann::json& steps) {
+  for (auto& [id, m] : arrivals) {
+    Role role;
+    int index;
+    RETURN_IF_ERROR(o_.roles.RoleOf(id, &role, &index));
+    if (m.payloads.size() != 2) {
+      return Status::DataLoss("{}: a checkpoint state has 2 parts, got {}",
+                              o_.roles.Describe(id), m.payloads.size());
+    }
+    workers_[index] = {m.payloads[0].ToString(), m.payloads[1].ToString()};
+    worker_steps_[index] = m.header.clock;
+  }
+  int64_t step = 0;
+  for (int w = 0; w < o_.roles.num_workers(); ++w) {
+    auto it = workers_.find(w);
+    if (it == workers_.end()) {
+      return Status::FailedPrecondition(
+          "worker {} finished before it sent a checkpoint state", w);
+    }
+    files[fmt::format("worker-{}.json", w)] = it->second.first;
+    files[fmt::format("worker-{}.safetensors", w)] = it->second.second;
+    step = std::max(step, worker_steps_[w]);
+    steps[std::to_string(w)] = worker_steps_[w];
+  }
+  return step;
+}
+
+Status ClusterCheckpoints::AddStatesOf(Role role, Coordinator& coordinator,
+                                       Files& files, nlohmann::json& versions) {
+  const bool server = role == Role::kServer;
+  const std::vector<NodeId> ids = o_.roles.Ids(role);
+  for (size_t j = 0; j < ids.size(); ++j) {
+    const std::string who =
+        fmt::format("{} {}", server ? "server" : "data server", j);
+    Message m;
+    m.header.type = MessageType::kCheckpointRequest;
+    auto reply =
+        coordinator.Request(ids[j], std::move(m))->Wait(o_.request_timeout);
+    if (!reply.ok())
+      return reply.status().WithContext(fmt::format("{} state", who));
+    // Data servers keep no tensors: their cursor is all.
+    const size_t parts = server ? 2 : 1;
+    if (reply->payloads.size() < parts ||
+        (server && reply->payloads.size() != parts)) {
+      if (!server) return Status::DataLoss("{}: an empty state", who);
+      return Status::DataLoss("{}: a checkpoint state has 2 parts, got {}", who,
+                              reply->payloads.size());
+    }
+    const std::string name =
+        fmt::format("{}-{}", server ? "server" : "data", j);
+    files[name + ".json"] = reply->payloads[0].ToString();
+    if (server) {
+      files[name + ".safetensors"] = reply->payloads[1].ToString();
+      versions.push_back(reply->header.clock);
+    }
+  }
+  return Status::Ok();
+}
+
+Status ClusterCheckpoints::Write(Coordinator& coordinator,
+                                 std::map<NodeId, Message>& arrivals,
+                                 double train_s) {
+  const auto t0 = Clock::now();
+  for (NodeId lost : coordinator.LostIds()) {
+    Role role;
+    int index;
+    if (o_.roles.RoleOf(lost, &role, &index).ok() && role == Role::kWorker)
+      return Status::FailedPrecondition(
+          "{} was lost: a checkpoint needs every worker's state",
+          o_.roles.Describe(lost));
+  }
+  Files files;
+  nlohmann::json steps = nlohmann::json::object();
+  ASSIGN_OR_RETURN(const int64_t step, AddWorkerStates(arrivals, files, steps));
+  nlohmann::json versions = nlohmann::json::array();
+  RETURN_IF_ERROR(AddStatesOf(Role::kServer, coordinator, files, versions));
+  RETURN_IF_ERROR(AddStatesOf(Role::kData, coordinator, files, versions));
+  files["coordinator.json"] = nlohmann::json{{"kind", "cluster"},
+                                             {"mode", RunModeName(o_.mode)},
+                                             {"step", step},
+                                             {"worker_steps", steps},
+                                             {"server_versions", versions},
+                                             {"train_s", train_s}}
+                                  .dump(2) +
+                              "\n";
+  files["config.toml"] = config_.ToToml();
+  ASSIGN_OR_RETURN(std::string dir, WriteCheckpoint(run_dir_.path(), step,
+                                                    files, o_.checkpoint_keep));
+  size_t bytes = 0;
+  for (const auto& [name, b] : files) bytes += b.size();
+  LogInfo("checkpoint at step {}: {} ({:.1f} MB, {:.0f} ms)", step, dir,
+          bytes / 1e6,
+          std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  ++written_;
+  return Status::Ok();
+}
+
+Result<std::shared_ptr<const Checkpoint>> CheckResumable(
+    const Config& config, const ClusterRunOptions& o,
+    const RunDirectory& run_dir) {
+  if (!o.resume) return std::shared_ptr<const Checkpoint>();
+  ClusterCheckpoints checked(config, o, run_dir);
+  RETURN_IF_ERROR(checked.Load(/*announce=*/false));
+  return checked.loaded();
+}
+
+}  // namespace strata

@@ -1,0 +1,219 @@
+#include "coordinator/coordinator_role.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "cluster/cluster_metrics.h"
+#include "common/log.h"
+#include "coordinator/cluster_checkpoints.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/metrics_endpoint.h"
+#include "coordinator/summary_gather.h"
+
+namespace strata {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+double Seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+// One run of the coordinator role, from its options to its summary.
+class CoordinatorRun {
+ public:
+  CoordinatorRun(const Config& config, const ClusterRunOptions& o,
+                 const RunDirectory& run_dir, const std::atomic<bool>* stop)
+      : o_(o),
+        run_dir_(run_dir),
+        stop_(stop),
+        checkpoints_(config, o, run_dir) {}
+
+  Result<ClusterSummary> Run(std::unique_ptr<Transport> transport,
+                             std::shared_ptr<const Checkpoint> resume_from);
+
+ private:
+  CoordinatorOptions Options();
+  Status StartMetrics(CoordinatorOptions& co);
+  // Waits for the workers, looking every 50 ms (a Ctrl-C is seen within
+  // that); the run's status.
+  Status Supervise(Coordinator& c);
+  // checkpoint.every_s: a round every so many seconds of training.
+  void TimedCheckpoint(Coordinator& c);
+  // Ctrl-C: with checkpoints one last round (the workers stop after it),
+  // otherwise, or when it fails or takes too long, plain stops.
+  void Interrupt(Coordinator& c, bool training);
+  void SetPhase(Coordinator& c, RunPhase phase) {
+    if (metrics_) metrics_->SetPhase(phase, c.LostNodes());
+  }
+
+  const ClusterRunOptions& o_;
+  const RunDirectory& run_dir_;
+  const std::atomic<bool>* const stop_;
+  const Clock::time_point start_ = Clock::now();
+  ClusterCheckpoints checkpoints_;
+  std::unique_ptr<MetricsEndpoint> metrics_;
+  Coordinator* coordinator_ = nullptr;  // set once it exists
+  std::atomic<int64_t> last_checkpoint_ns_{0};
+  bool interrupted_ = false;
+  bool vanished_ = false;
+  // A Ctrl-C with checkpoints on: when the last round was asked for, and
+  // how many rounds were done before it.
+  Clock::time_point stop_round_asked_{};
+  int64_t stop_round_after_ = 0;
+};
+
+CoordinatorOptions CoordinatorRun::Options() {
+  CoordinatorOptions co;
+  co.roles = o_.roles;
+  co.heartbeat_timeout = o_.heartbeat_timeout;
+  co.heartbeat_interval = o_.heartbeat_interval;
+  co.join_timeout = o_.request_timeout;
+  co.staleness = o_.staleness;
+  co.worker_loss_fatal = WorkerLossFatal(o_.mode);
+  if (o_.restart && !Lockstep(o_.mode)) {
+    // A lost server is replaced in place (free modes); lockstep modes start
+    // the whole cluster again (launch/processes.cc).
+    co.server_restart_timeout = o_.restart_timeout;
+    co.worker_restart = true;
+  }
+  if (!o_.checkpoints()) return co;
+  // Sync k-of-n workers are not at one step: they meet as free ones do,
+  // each leaving the servers while it waits (Exchange::PauseForRound).
+  co.checkpoint_lockstep = Lockstep(o_.mode) && !o_.leader_first;
+  co.checkpoint_resumed_step = checkpoints_.step();
+  co.on_restore = [this](NodeId id) { return checkpoints_.Restore(id); };
+  co.on_checkpoint = [this](std::map<NodeId, Message>& arrivals) {
+    const auto ts = coordinator_->TrainingStart();
+    const double train_s =
+        checkpoints_.prior_train_s() +
+        (ts == Clock::time_point{} ? 0.0 : Seconds(Clock::now() - ts));
+    Status st = checkpoints_.Write(*coordinator_, arrivals, train_s);
+    last_checkpoint_ns_ = Clock::now().time_since_epoch().count();
+    return st;
+  };
+  return co;
+}
+
+Status CoordinatorRun::StartMetrics(CoordinatorOptions& co) {
+  if (o_.metrics_address.empty()) return Status::Ok();
+  const std::string& path = run_dir_.path();
+  ASSIGN_OR_RETURN(metrics_,
+                   MetricsEndpoint::Start(
+                       o_.metrics_address, o_.roles,
+                       {{"mode", RunModeName(o_.mode)},
+                        {"model", o_.model_name},
+                        {"dataset", o_.dataset_name},
+                        {"run", path.substr(path.find_last_of('/') + 1)}}));
+  MetricsEndpoint* m = metrics_.get();
+  co.on_status = [m](NodeId id, const std::string& text) {
+    m->Update(id, text);
+  };
+  LogInfo("coordinator: Prometheus metrics at {}/metrics", metrics_->url());
+  return Status::Ok();
+}
+
+void CoordinatorRun::TimedCheckpoint(Coordinator& c) {
+  const int64_t last = last_checkpoint_ns_.load();
+  const auto since =
+      last == 0 ? Clock::now() - c.TrainingStart()
+                : Clock::now() - Clock::time_point(Clock::duration(last));
+  if (Seconds(since) < o_.checkpoint_every_s) return;
+  c.RequestCheckpoint(/*stop_after=*/false);
+  last_checkpoint_ns_ = Clock::now().time_since_epoch().count();
+}
+
+void CoordinatorRun::Interrupt(Coordinator& c, bool training) {
+  if (!interrupted_) {
+    interrupted_ = true;
+    LogWarning(
+        "interrupted: {}stopping the workers, then evaluating and writing "
+        "the summary",
+        o_.checkpoints() ? "writing a checkpoint, " : "");
+    if (o_.checkpoints() && training) {
+      stop_round_asked_ = Clock::now();
+      stop_round_after_ = c.checkpoint_rounds();
+      c.RequestCheckpoint(/*stop_after=*/true);
+    }
+  }
+  const bool round_pending =
+      stop_round_asked_ != Clock::time_point{} &&
+      Clock::now() - stop_round_asked_ < o_.request_timeout &&
+      (c.checkpoint_rounds() <= stop_round_after_ || c.last_checkpoint_ok());
+  // Repeated every look: a stop sent while a worker was still starting (not
+  // yet connected) would be lost, and it would train to the end.
+  if (!round_pending) c.StopWorkers();
+}
+
+Status CoordinatorRun::Supervise(Coordinator& c) {
+  while (true) {
+    Status st = c.WaitForWorkers(milliseconds(50));
+    if (st.code() != Status::Code::kDeadlineExceeded) return st;
+    const bool training = c.TrainingStart() != Clock::time_point{};
+    SetPhase(c, training ? RunPhase::kTraining : RunPhase::kJoining);
+    if (training && o_.fail_role == Role::kCoordinator &&
+        Clock::now() - c.TrainingStart() >= o_.fail_after) {
+      // Fault injection: the coordinator goes silent, as a crash would;
+      // every node must notice and stop itself.
+      LogWarning("coordinator vanishes (cluster.fail_node)");
+      vanished_ = true;
+      return Status::Cancelled("the coordinator crashed (cluster.fail_node)");
+    }
+    if (o_.checkpoint_every_s > 0 && training && !interrupted_)
+      TimedCheckpoint(c);
+    if (stop_ != nullptr && stop_->load()) Interrupt(c, training);
+  }
+}
+
+Result<ClusterSummary> CoordinatorRun::Run(
+    std::unique_ptr<Transport> transport,
+    std::shared_ptr<const Checkpoint> resume_from) {
+  // Checkpoints (docs/design/checkpoints.md).
+  if (o_.resume) {
+    RETURN_IF_ERROR(
+        checkpoints_.Load(/*announce=*/true, std::move(resume_from)));
+  }
+  CoordinatorOptions co = Options();
+  RETURN_IF_ERROR(StartMetrics(co));
+  Coordinator coordinator(co, std::move(transport));
+  coordinator_ = &coordinator;
+  coordinator.Start();
+  const Status run_status = Supervise(coordinator);
+  if (vanished_) {
+    coordinator.Stop();
+    return run_status;
+  }
+  // The workers may have seen the stop themselves and finished before the
+  // loop above looked at it: the run was interrupted all the same.
+  if (stop_ != nullptr && stop_->load()) interrupted_ = true;
+  SummaryGather gather(coordinator, o_, start_);
+  SetPhase(coordinator, RunPhase::kFinishing);
+  ClusterSummary summary = gather.Gather(run_status, interrupted_);
+  summary.train_s += checkpoints_.prior_train_s();
+  summary.samples_per_s =
+      summary.train_s > 0 ? summary.samples / summary.train_s : 0.0;
+  if (checkpoints_.resuming()) {
+    summary.resumed_from = checkpoints_.dir();
+    summary.resumed_at_step = checkpoints_.step();
+  }
+  if (o_.checkpoints()) summary.checkpoints_written = checkpoints_.written();
+  SetPhase(coordinator, run_status.ok() ? RunPhase::kDone : RunPhase::kFailed);
+  Status written = run_dir_.WriteJson("summary.json", summary.ToJson());
+  coordinator.Stop();
+  if (run_status.ok()) RETURN_IF_ERROR(written);
+  return summary;
+}
+
+}  // namespace
+
+Status RunCoordinatorRole(RoleContext& ctx) {
+  CoordinatorRun run(*ctx.config, ctx.options(), *ctx.run_dir, ctx.stop);
+  ASSIGN_OR_RETURN(ClusterSummary summary,
+                   run.Run(std::move(ctx.transport), ctx.resume_from));
+  Status status = summary.status;
+  if (ctx.summary != nullptr) *ctx.summary = std::move(summary);
+  return status;
+}
+
+}  // namespace strata

@@ -1,0 +1,132 @@
+#include "launch/node.h"
+
+#include <ATen/Parallel.h>
+
+#include <cstdlib>
+#include <optional>
+
+#include "common/log.h"
+#include "data/load.h"
+#include "launch/roles.h"
+#include "run/plan.h"
+#include "transport/factory.h"
+#include "worker/plan_probe.h"
+
+namespace strata {
+namespace {
+
+// What node `role` needs before it starts: the plan (sized and sharded
+// only where the role uses it) and the data it loads.
+struct NodeInputs {
+  ClusterPlan plan;
+  DatasetSplits data;
+  bool has_data = false;
+};
+
+Result<NodeInputs> PrepareNode(const Config& config, Role role,
+                               ClusterRunOptions options) {
+  NodeInputs in;
+  // The coordinator and servers learn what they need from the run facts;
+  // a worker fed by the data service from the data servers'.
+  const bool loads = role != Role::kCoordinator && role != Role::kServer &&
+                     !(role == Role::kWorker && options.data_servers > 0);
+  if (!loads) {
+    in.plan.options = std::move(options);
+    return in;
+  }
+  ASSIGN_OR_RETURN(in.data, LoadDatasetFromConfig(config));
+  in.has_data = true;
+  ASSIGN_OR_RETURN(
+      in.plan, MakeClusterPlan(config, in.data,
+                               role == Role::kWorker || role == Role::kData));
+  return in;
+}
+
+// This node's transport: the coordinator binds the address the others were
+// told (a host name resolved first: ZeroMQ binds addresses, not names);
+// the others bind `bind` and must speak the coordinator's transport.
+Result<std::unique_ptr<Transport>> NodeTransport(
+    NodeId id, Role role, const std::string& coordinator,
+    const std::string& bind, const std::optional<CurveKeys>& curve) {
+  TransportOptions options;
+  options.curve = curve;
+  if (role == Role::kCoordinator) {
+    Result<std::string> at = ResolveBindHost(coordinator);
+    if (!at.ok())
+      return at.status().WithContext("--coordinator " + coordinator);
+    return NewBoundTransport(id, *at, options);
+  }
+  options.known_peer = coordinator;
+  return NewBoundTransport(id, bind, options);
+}
+
+}  // namespace
+
+Status RoleFromRank(const Config& config, Role* role, int* index) {
+  for (const char* var :
+       {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"}) {
+    const char* v = std::getenv(var);
+    if (v == nullptr) continue;
+    char* end = nullptr;
+    long rank = std::strtol(v, &end, 10);
+    if (*v == '\0' || *end != '\0' || rank < 0) {
+      return Status::InvalidArgument("{}='{}' is not a rank", var, v);
+    }
+    ASSIGN_OR_RETURN(ClusterRunOptions o,
+                     ClusterRunOptions::FromConfig(config));
+    Status st = o.roles.RoleOf(static_cast<NodeId>(rank), role, index);
+    if (!st.ok()) return st.WithContext(fmt::format("{}={}", var, rank));
+    return Status::Ok();
+  }
+  return Status::NotFound(
+      "no --role given and no MPI/Slurm rank in the environment "
+      "(OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK, SLURM_PROCID)");
+}
+
+Status RunNode(const Config& config, Role role, int index,
+               const std::string& coordinator, const std::string& bind,
+               const RunDirectory& run_dir, const std::atomic<bool>* stop) {
+  ASSIGN_OR_RETURN(ClusterRunOptions options,
+                   ClusterRunOptions::FromConfig(config));
+  const RoleTable roles = options.roles;
+  const NodeId id = roles.IdOf(role, index);
+  Role check;
+  int check_index;
+  RETURN_IF_ERROR(roles.RoleOf(id, &check, &check_index));
+  if (check != role || check_index != index) {
+    return Status::InvalidArgument("{} {} does not exist in a cluster of {}",
+                                   RoleName(role), index, roles.ToString());
+  }
+  const std::string who = roles.Describe(id);
+  ASSIGN_OR_RETURN(const std::optional<CurveKeys> curve,
+                   CurveKeysFromConfig(config));
+  // One process per node: LibTorch threads per process as configured (0 =
+  // this machine's cores shared among the workers), set before anything
+  // here runs a LibTorch operator.
+  if (role != Role::kCoordinator && role != Role::kServer)
+    at::set_num_threads(ThreadsPerWorker(options));
+  ASSIGN_OR_RETURN(NodeInputs in,
+                   PrepareNode(config, role, std::move(options)));
+  RoleContext ctx;
+  ASSIGN_OR_RETURN(ctx.transport,
+                   NodeTransport(id, role, coordinator, bind, curve));
+  const char* security = curve ? " (CURVE)" : "";
+  if (role == Role::kCoordinator) {
+    LogInfo("{} listening at {}{}", who, ctx.transport->endpoint(), security);
+  } else {
+    LogInfo("{} at {} joining the coordinator at {}{}", who,
+            ctx.transport->endpoint(), coordinator, security);
+  }
+  ctx.config = &config;
+  ctx.plan = &in.plan;
+  ctx.role = role;
+  ctx.index = index;
+  ctx.coordinator = coordinator;
+  ctx.run_dir = &run_dir;
+  ctx.stop = stop;
+  ctx.data = in.has_data ? &in.data : nullptr;
+  Status st = RunRole(ctx);
+  return role == Role::kCoordinator ? st : st.WithContext(who);
+}
+
+}  // namespace strata

@@ -1,0 +1,31 @@
+#pragma once
+
+#include <atomic>
+#include <string>
+
+#include "cluster/role_table.h"
+#include "common/config.h"
+#include "run/run_dir.h"
+
+namespace strata {
+
+// Runs one node of a multi-process cluster (`strata node`): the coordinator
+// binds `coordinator` itself; every other node binds `bind` (e.g.
+// "tcp://10.0.0.5:*": the address the other nodes reach it at) and joins
+// the coordinator. Servers and the coordinator load no data, nor does a
+// worker the data service feeds; other workers, data servers and the
+// evaluator load the dataset the config names. Returns when the run ends;
+// an error names the role, the node and what failed.
+Status RunNode(const Config& config, Role role, int index,
+               const std::string& coordinator, const std::string& bind,
+               const RunDirectory& run_dir, const std::atomic<bool>* stop);
+
+// The role and index of this process from an MPI or Slurm rank
+// (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK or SLURM_PROCID): rank 0 is
+// the coordinator, 1..k the servers, then the workers, the evaluator, the
+// data servers (RoleTable::Standard's order). NotFound when no rank
+// variable is set; InvalidArgument when the rank does not fit the cluster
+// the config describes.
+Status RoleFromRank(const Config& config, Role* role, int* index);
+
+}  // namespace strata

@@ -1,0 +1,147 @@
+#pragma once
+
+// A run's typed results: what the trainers return and what summary.json
+// holds (docs/design/run_directory.md). JSON only at the edges: the files
+// (ToJson) and the reports nodes send over the wire (FromJson).
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "run/worker_metrics.h"
+
+namespace strata {
+
+// What a finished (or interrupted) run reports to its caller: the local
+// trainer's summary, and a cluster's in brief.
+struct RunSummary {
+  double final_train_loss = 0;
+  double final_train_acc = 0;
+  double final_val_loss = 0;
+  double final_val_acc = 0;
+  double wall_s = 0;         // whole run, data loading excluded
+  double train_s = 0;        // time spent in training steps
+  double samples_per_s = 0;  // training samples / train_s
+  int64_t steps = 0;
+  int64_t samples = 0;
+  double epochs = 0;  // samples / training-set size
+  int64_t parameters = 0;
+  bool interrupted = false;
+  // The final flat parameter vector (not serialised; for tests and tools).
+  std::vector<float> final_params;
+
+  nlohmann::json ToJson() const;
+};
+
+// The evaluator's evaluation of the final model (kFinalEvalReply).
+struct FinalEvaluation {
+  double train_loss = 0, train_acc = 0, val_loss = 0, val_acc = 0;
+  int64_t version = 0;  // the model's version (or the slowest worker's step)
+  int64_t parameters = 0;
+  std::optional<double> consensus_distance;  // decentralized modes
+
+  nlohmann::json ToJson() const;
+  // DataLoss naming the field for a malformed reply.
+  static Result<FinalEvaluation> FromJson(const nlohmann::json& j);
+};
+
+// A server node's statistics (kStatsReply, ps/server_group.h).
+struct ServerReport {
+  int64_t range_begin = 0, range_end = 0;
+  int64_t ranges = 0;  // 0: one range (not reported)
+  std::map<int64_t, int64_t> gradients_per_update;  // count -> updates
+  std::map<int64_t, int64_t> staleness;             // staleness -> count
+  int64_t tail_updates = 0, updates = 0, applied_gradients = 0;
+  int64_t dropped = 0, deferred = 0;
+  std::optional<int64_t> lost_updates_at_least;  // a restored server
+  // Sync k-of-n: a range that follows the lead range's choice counts no
+  // dropped or deferred gradients and no staleness.
+  bool follower = false;
+
+  nlohmann::json ToJson() const;
+  static Result<ServerReport> FromJson(const nlohmann::json& j);
+};
+
+// A data server's statistics (kStatsReply, dataservice/data_role.h).
+struct DataServerReport {
+  int data_server = 0;
+  std::string assignment, sampler;
+  int64_t batches = 0, acked = 0, returned = 0, wait_replies = 0;
+  uint64_t bytes = 0;
+  double active_s = 0, batches_per_s = 0, mb_per_s = 0;
+  // The loss-aware sampler's running loss per stratum: each stratum's
+  // class, sub-cluster and loss (absent: no loss seen yet).
+  struct StratumLoss {
+    std::vector<int64_t> cls, cluster;
+    std::vector<std::optional<double>> loss;
+  };
+  std::optional<StratumLoss> stratum_loss;
+
+  nlohmann::json ToJson() const;
+  static Result<DataServerReport> FromJson(const nlohmann::json& j);
+};
+
+// A lost node replaced while the run went on (cluster.restart).
+struct NodeRestart {
+  std::string node;   // described: "server 0 (node 1)"
+  double down_s = 0;  // from its predecessor's last message to the re-join
+};
+
+// One restart of a whole --processes cluster from its newest checkpoint.
+struct ClusterRestart {
+  std::string error;  // what stopped the previous life
+  int64_t steps_logged = 0;
+  int64_t resumed_at_step = 0;
+  int64_t lost_steps = 0;  // trained again
+};
+
+// What a cluster run reports (summary.json): the final evaluation, time
+// and throughput, every worker's metrics, the servers' and data servers'
+// statistics, staleness and dropped gradients, losses and restarts.
+struct ClusterSummary {
+  // The run's error, or OK; the summary is written either way.
+  Status status;
+  std::optional<FinalEvaluation> final_eval;
+  double wall_s = 0, train_s = 0, setup_s = 0;
+  int64_t samples = 0, steps = 0;
+  double samples_per_s = 0;
+  bool interrupted = false;
+  std::string model, dataset, mode;
+  int servers = 0, workers_count = 0;
+  int64_t worker_batch = 0, iterations_per_worker = 0;
+  // Each worker's report; absent for a worker lost before it reported.
+  std::vector<std::optional<WorkerMetrics>> workers;
+  std::string compression;
+  bool compress_pulls = false;
+  double pipeline_kb = 0;
+  std::vector<ServerReport> servers_stats;
+  std::vector<std::string> lost_workers;  // every lost node, described
+  // With the data service.
+  struct DataService {
+    std::vector<DataServerReport> data_servers;
+    std::string assignment;
+    int prefetch = 0;
+  };
+  std::optional<DataService> data_service;
+  bool gossip = false;  // report the gossip weights' total
+  std::optional<std::string> resumed_from;
+  int64_t resumed_at_step = 0;
+  std::optional<int64_t> checkpoints_written;
+  std::vector<NodeRestart> node_restarts;
+  std::vector<ClusterRestart> restarts;  // --processes lives
+
+  // Derived figures, as summary.json has them.
+  double BytesPerWorker() const;
+  double DataWaitFraction() const;
+  // The server whose counters are the run's (the first that leads).
+  const ServerReport* CountingServer() const;
+  nlohmann::json ToJson() const;
+  // The caller's view: the final metrics, time and throughput.
+  RunSummary Brief(int64_t train_size, int64_t parameters) const;
+};
+
+}  // namespace strata

@@ -1,0 +1,67 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "common/config.h"
+#include "common/status.h"
+#include "data/batch_sampler.h"
+#include "data/dataset.h"
+#include "dataservice/batch_stream.h"
+#include "run/options.h"
+#include "sharding/resolve.h"
+#include "worker/batch.h"
+
+namespace strata {
+
+// Where a worker's mini-batches come from: its own sampler over its shard
+// (data.sampler), or the data service's stream (which serves the same
+// batches in static assignment). Both assemble batches through a Batcher
+// (data.augment) whose generator a checkpoint keeps. Not thread-safe: the
+// worker's thread only.
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  // The steps this worker trains: the run's budget, its share of the
+  // epochs, or (dynamic assignment) until the data service runs dry.
+  virtual int64_t total_steps() const = 0;
+  // Whether the sampler uses the per-example losses of its batches.
+  virtual bool wants_losses() const = 0;
+  // The next batch into *batch (valid until the next call) and its epoch;
+  // false when the data service has no more. A stream's error names the data
+  // server.
+  virtual Result<bool> Next(Batch* batch, int64_t* epoch) = 0;
+  // The step on the last batch is done; `losses` (one per example) is empty
+  // unless wants_losses().
+  virtual void Done(const std::vector<float>& losses) = 0;
+  // The cursor a checkpoint keeps ("sampler", "augment_rng") into `state`,
+  // and back from it. DataLoss naming the worker for a state that does not
+  // fit.
+  virtual void SaveState(nlohmann::json& state) const;
+  virtual Status RestoreState(const nlohmann::json& state);
+  // Before the worker arrives at a checkpoint round: the data server's
+  // cursor must know every batch trained so far.
+  virtual Status BeforeCheckpoint() { return Status::Ok(); }
+  // Seconds spent waiting for a batch that was not there yet.
+  virtual double wait_s() const { return 0; }
+  // After the last step: the last acknowledgements.
+  virtual Status Finish() { return Status::Ok(); }
+
+ protected:
+  BatchSource(const Dataset& train, bool augment, uint64_t seed, int index)
+      : batcher_(train, augment, seed), index_(index) {}
+  Batcher batcher_;
+  const int index_;
+};
+
+// Worker `index`'s source: with a `stream` the data service's batches
+// (`shards` unused; `train` gives only the shape), otherwise the sampler
+// options.sampler over shards->worker_indices[index]. InvalidArgument
+// for a worker without examples or a sampler that cannot be built.
+Result<std::unique_ptr<BatchSource>> MakeBatchSource(
+    const ClusterRunOptions& options, int index, const Dataset& train,
+    const ShardSet* shards, BatchStream* stream);
+
+}  // namespace strata
