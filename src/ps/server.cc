@@ -22,6 +22,8 @@ Buffer SnapshotBuffer(std::shared_ptr<const std::vector<float>> snapshot) {
                        std::const_pointer_cast<std::vector<float>>(snapshot));
 }
 
+}  // namespace
+
 nlohmann::json CountsToJson(const std::map<int64_t, int64_t>& counts) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [k, v] : counts) j[std::to_string(k)] = v;
@@ -36,8 +38,6 @@ std::map<int64_t, int64_t> CountsFromJson(const nlohmann::json& j) {
   }
   return counts;
 }
-
-}  // namespace
 
 ParameterServer::ParameterServer(ServerOptions options,
                                  std::unique_ptr<Transport> transport,

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <memory>
 #include <set>
 #include <string>
@@ -15,6 +16,12 @@
 #include "transport/rpc.h"
 
 namespace strata {
+
+// A histogram of ShardStats (value -> count) as the JSON object
+// {"<value>": count} the statistics and checkpoints carry, and back (what
+// is not such an object or entry is left out).
+nlohmann::json CountsToJson(const std::map<int64_t, int64_t>& counts);
+std::map<int64_t, int64_t> CountsFromJson(const nlohmann::json& j);
 
 struct ServerOptions {
   KeyRange range;

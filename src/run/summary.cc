@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ps/server.h"
+
 namespace strata {
 
 nlohmann::json RunSummary::ToJson() const {
@@ -41,21 +43,6 @@ template <typename T>
 void Optional(const nlohmann::json& j, const char* key, std::optional<T>* out) {
   auto it = j.find(key);
   if (it != j.end() && !it->is_null()) *out = it->get<T>();
-}
-
-nlohmann::json CountsToJson(const std::map<int64_t, int64_t>& counts) {
-  nlohmann::json j = nlohmann::json::object();
-  for (const auto& [k, v] : counts) j[std::to_string(k)] = v;
-  return j;
-}
-
-std::map<int64_t, int64_t> CountsFromJson(const nlohmann::json& j) {
-  std::map<int64_t, int64_t> counts;
-  if (!j.is_object()) return counts;
-  for (const auto& [k, v] : j.items()) {
-    if (v.is_number_integer()) counts[std::stoll(k)] = v.get<int64_t>();
-  }
-  return counts;
 }
 
 }  // namespace
