@@ -91,7 +91,8 @@ std::vector<ConfigKey> MakeSchema() {
            "torchscript"}),
       Int("checkpoint.every_updates", 0,
           "write a checkpoint every this many steps (0 = off; also at the end "
-          "and on Ctrl-C when any checkpointing is on; docs/design/checkpoints.md)",
+          "and on Ctrl-C when any checkpointing is on; "
+          "docs/design/checkpoints.md)",
           0, 1000000000),
       Float("checkpoint.every_s", 0,
             "write a checkpoint every this many seconds (0 = off)", 0, 1e9),
@@ -100,7 +101,8 @@ std::vector<ConfigKey> MakeSchema() {
            "continue from the run directory's newest checkpoint (set by "
            "strata train --resume)"),
       Bool("metrics.tensorboard", true,
-           "write TensorBoard event files into <run>/tb/ (docs/design/metrics.md)"),
+           "write TensorBoard event files into <run>/tb/ "
+           "(docs/design/metrics.md)"),
       Str("model.path", "",
           "torchscript: a module saved with torch.jit.script(model).save(path) "
           "(docs/design/models.md)"),
@@ -298,7 +300,8 @@ std::vector<ConfigKey> MakeSchema() {
            "worker pulls before a step (the first step, every ssp step; "
            "sync and async get their parameters with the push's ack), the "
            "forward pass starts while the ranges arrive, and each layer "
-           "waits only for its own parameters (exact; docs/design/pipelining.md)"),
+           "waits only for its own parameters (exact; "
+           "docs/design/pipelining.md)"),
       Float("cluster.slice_kb", -1,
             "with cluster.pipeline and cluster.layer_wait: a built-in "
             "model's fully-connected layers larger than this (mlp's fc1) "
@@ -307,7 +310,8 @@ std::vector<ConfigKey> MakeSchema() {
             "and the next forward pass starts on a slice once its range is "
             "back (P3-style; equal to the unsliced layer to float rounding; "
             "0 = off; negative, the default: 256 over tcp, ucx and with "
-            "--processes, off in one process over inproc; docs/design/pipelining.md)",
+            "--processes, off in one process over inproc; "
+            "docs/design/pipelining.md)",
             -1, 4194304),
       Bool("cluster.overlap", false,
            "async only: the push (and pull) of iteration t travels while "
@@ -316,7 +320,8 @@ std::vector<ConfigKey> MakeSchema() {
       Str("cluster.compression", "none",
           "parameter-server modes: gradient pushes go as float32 (none), "
           "IEEE half (fp16, 0.5x the bytes) or int8 with a scale per 256 "
-          "values and error feedback (about 0.25x) (docs/design/compression.md)",
+          "values and error feedback (about 0.25x) "
+          "(docs/design/compression.md)",
           {"none", "fp16", "int8"}),
       Bool("cluster.compress_pulls", true,
            "with cluster.compression: workers' pulls come back with the same "
@@ -336,7 +341,8 @@ std::vector<ConfigKey> MakeSchema() {
           "copy; --processes uses tcp), tcp (ZeroMQ), ucx (UCX active "
           "messages: shared memory and cross-memory attach between nodes on "
           "one machine, TCP or RDMA between machines; "
-          "cluster.ucx_shared_memory; docs/design/transport.md; with --processes "
+          "cluster.ucx_shared_memory; docs/design/transport.md; with "
+          "--processes "
           "too; strata node takes it from --bind ucx://...)",
           {"inproc", "tcp", "ucx"}),
       Str("cluster.ucx_shared_memory", "auto",
@@ -354,7 +360,8 @@ std::vector<ConfigKey> MakeSchema() {
       Str("cluster.security", "none",
           "ZeroMQ TCP between nodes: none = plain TCP (loopback or a trusted "
           "network); curve = CurveZMQ authentication and encryption with the "
-          "cluster key pair in cluster.keys_dir (docs/design/security.md, Security)",
+          "cluster key pair in cluster.keys_dir (docs/design/security.md, "
+          "Security)",
           {"none", "curve"}),
       Str("cluster.keys_dir", "",
           "with cluster.security = \"curve\": the directory `strata keys "
@@ -371,7 +378,8 @@ std::vector<ConfigKey> MakeSchema() {
            "in-process clusters: a server with nothing queued handles a "
            "push or a pull on the sending worker's thread instead of waking "
            "its own, so the update runs where the gradient was just made; "
-           "over UCX, on the transport's progress thread (docs/design/transport.md)"),
+           "over UCX, on the transport's progress thread "
+           "(docs/design/transport.md)"),
       Int("cluster.threads_per_worker", 1,
           "LibTorch threads per worker in a cluster (0 = cores / workers)", 0,
           1024),

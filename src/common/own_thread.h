@@ -22,11 +22,11 @@ namespace strata {
 // left beside the workers' teams counts against the cores; once libgomp
 // counts more OpenMP threads than cores, no thread spins between parallel
 // regions and every worker's region waits for sleeping threads to wake
-// (docs/results/2026-11-26-gpu-h200-profile.md, "The second H200 session"). On a thread of its own, the
-// team ends with the work. LibTorch's thread count is process-wide
-// (at::set_num_threads), so the team has the size the caller's would have
-// had. Thread-local state (grad mode, a CUDA stream) is not carried over:
-// use it for CPU work that sets up its own.
+// (docs/results/2026-11-26-gpu-h200-profile.md, "The second H200 session"). On
+// a thread of its own, the team ends with the work. LibTorch's thread count is
+// process-wide (at::set_num_threads), so the team has the size the caller's
+// would have had. Thread-local state (grad mode, a CUDA stream) is not carried
+// over: use it for CPU work that sets up its own.
 template <typename Fn>
 std::invoke_result_t<Fn&> OnThreadOfItsOwn(Fn&& fn) {
   using R = std::invoke_result_t<Fn&>;

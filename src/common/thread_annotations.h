@@ -20,9 +20,9 @@
 #define PT_GUARDED_BY(x) STRATA_THREAD_ANNOTATION(pt_guarded_by(x))
 #define ACQUIRED_BEFORE(...) \
   STRATA_THREAD_ANNOTATION(acquired_before(__VA_ARGS__))
-#define ACQUIRED_AFTER(...) STRATA_THREAD_ANNOTATION(acquired_after(__VA_ARGS__))
-#define REQUIRES(...) \
-  STRATA_THREAD_ANNOTATION(requires_capability(__VA_ARGS__))
+#define ACQUIRED_AFTER(...) \
+  STRATA_THREAD_ANNOTATION(acquired_after(__VA_ARGS__))
+#define REQUIRES(...) STRATA_THREAD_ANNOTATION(requires_capability(__VA_ARGS__))
 #define ACQUIRE(...) STRATA_THREAD_ANNOTATION(acquire_capability(__VA_ARGS__))
 #define ACQUIRE_SHARED(...) \
   STRATA_THREAD_ANNOTATION(acquire_shared_capability(__VA_ARGS__))

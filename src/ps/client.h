@@ -156,8 +156,8 @@ class PsClient {
   std::unique_ptr<PushHandle> PushPull(
       const float* grads, const std::vector<int64_t>& base_versions,
       float* dest, std::shared_ptr<void> keep_alive = nullptr);
-  // Layer-wise pipelining (docs/design/pipelining.md): a gradient pushed range by
-  // range as the backward pass finishes each. BeginPush() sends nothing;
+  // Layer-wise pipelining (docs/design/pipelining.md): a gradient pushed range
+  // by range as the backward pass finishes each. BeginPush() sends nothing;
   // PushRange() then sends range `range` of `grads` (the whole flat
   // gradient, same rules as Push()), each range once, in any order, from
   // one thread at a time; Wait() waits for the ranges sent. With `dest`,

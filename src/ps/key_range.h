@@ -22,8 +22,8 @@ struct KeyRange {
 // cut into `num_servers` contiguous shares whose sizes differ by at most one
 // key (a large tensor is split across servers, so no server gets more than
 // its share); share i belongs to server i. A share may itself be cut into
-// several ranges (Bucketed: layer-wise pipelining, docs/design/pipelining.md), each
-// pushed, applied and pulled on its own; the ranges are in key order, so a
+// several ranges (Bucketed: layer-wise pipelining, docs/design/pipelining.md),
+// each pushed, applied and pulled on its own; the ranges are in key order, so a
 // server's ranges are consecutive. Immutable; thread-safe.
 class KeyLayout {
  public:

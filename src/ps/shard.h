@@ -12,9 +12,9 @@
 
 namespace strata {
 
-// How a server applies the gradients that workers push (docs/design/architecture.md,
-// Scheduling modes). ssp is kAsync here: its bound on clocks is enforced by
-// the coordinator, not by the servers.
+// How a server applies the gradients that workers push
+// (docs/design/architecture.md, Scheduling modes). ssp is kAsync here: its
+// bound on clocks is enforced by the coordinator, not by the servers.
 struct UpdatePolicy {
   enum class Mode { kSync, kAsync };
   // The update rule: what a push does to the range.
@@ -58,10 +58,10 @@ struct ShardStats {
   int64_t tail_updates = 0;
 };
 
-// What a checkpoint keeps of a shard (docs/design/checkpoints.md): its parameters,
-// its optimizer's state, its version and its counters. Gradients of a sync
-// step still being accumulated are not kept: checkpoints are taken between
-// steps, when there are none (n-of-n sync; k-of-n may defer late ones).
+// What a checkpoint keeps of a shard (docs/design/checkpoints.md): its
+// parameters, its optimizer's state, its version and its counters. Gradients of
+// a sync step still being accumulated are not kept: checkpoints are taken
+// between steps, when there are none (n-of-n sync; k-of-n may defer late ones).
 struct ShardState {
   std::vector<float> params;
   OptimizerState optimizer;

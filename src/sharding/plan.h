@@ -2,7 +2,8 @@
 
 // Shard plan files and dataset fingerprints.
 //
-// A plan file is one JSON document (docs/design/sharding.md has the full format):
+// A plan file is one JSON document (docs/design/sharding.md has the full
+// format):
 //   {"format": "strata-shard-plan", "version": 1, "method", "seed",
 //    "num_workers", "parameters": {...},
 //    "dataset": {"name", "fingerprint", "num_examples", "num_classes"},

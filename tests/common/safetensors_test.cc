@@ -116,7 +116,8 @@ TEST(SafetensorsTest, PyTorchReadsWhatWeWrite) {
   ASSERT_NE(::mkdtemp(dir), nullptr);
   const std::string path = std::string(dir) + "/t.safetensors";
   ASSERT_TRUE(WriteSafetensors(path, Sample(), {{"model", "mlp"}}).ok());
-  // The reader the docs show (docs/guide/torchscript.md): struct + json + torch.
+  // The reader the docs show (docs/guide/torchscript.md): struct + json +
+  // torch.
   const std::string script = std::string(dir) + "/read.py";
   ASSERT_TRUE(WriteFileAtomic(script, R"(import json, struct, sys, torch
 DT = {"F32": torch.float32, "I64": torch.int64}

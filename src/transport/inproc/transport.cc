@@ -9,7 +9,6 @@
 
 #include "common/log.h"
 #include "common/mutex.h"
-#include "common/mutex.h"
 
 namespace strata {
 namespace internal {

@@ -35,7 +35,6 @@
 #include "common/status.h"
 #include "transport/buffer.h"
 #include "transport/placement.h"
-#include "common/mutex.h"
 #include "transport/transport.h"
 #include "transport/ucx/transport.h"
 #include "transport/wire.h"
