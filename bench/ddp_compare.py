@@ -11,7 +11,7 @@ of torch.nn.parallel.DistributedDataParallel, and prints one JSON line:
 Run it with Debian's python3-torch: /usr/bin/python3 bench/ddp_compare.py
 --data-dir DIR/mnist [--steps 600 --batch 128 ...]. Standard library + torch.
 
-What is the same as strata (src/train/*, src/data/*, src/ps/*):
+What is the same as strata (src/worker/*, src/exchange/*, src/data/*, src/ps/*):
   - model: Linear(784, hidden) -> ReLU -> Linear(hidden, 10) (models.cc MlpImpl),
     cross-entropy loss; PyTorch's default Linear initialisation (LibTorch's
     too), rank 0's initial weights broadcast to every rank (DDP does this;

@@ -203,7 +203,8 @@ int RunNodeCommand(const NodeArgs& args, const std::atomic<bool>* stop) {
     LogError("{}", st.message());
     return 1;
   }
-  return 0;
+  // Interrupted (Ctrl-C, or SIGTERM from scancel): 130, as strata train.
+  return stop != nullptr && stop->load() ? 130 : 0;
 }
 
 }  // namespace

@@ -8,7 +8,7 @@ namespace strata {
 
 using Clock = std::chrono::steady_clock;
 
-void Barriers::Arrive(Message msg, const WorkerSet& workers) {
+void Barriers::Arrive(Message msg) {
   MutexLock lock(&mu_);
   if (msg.header.clock <= released_) {
     Message release;
@@ -18,7 +18,6 @@ void Barriers::Arrive(Message msg, const WorkerSet& workers) {
     return;
   }
   waiting_[msg.header.clock].push_back(std::move(msg));
-  ReleaseLocked(workers);
 }
 
 void Barriers::Release(const WorkerSet& workers) {
@@ -56,24 +55,21 @@ Clock::time_point Barriers::TrainingStart() const {
   return training_start_;
 }
 
-void ClockTable::Request(Message msg, const WorkerSet& workers) {
+void ClockTable::Request(Message msg) {
   MutexLock lock(&mu_);
   clocks_[msg.header.sender] = msg.header.clock;
   waiting_.push_back(std::move(msg));
-  GrantLocked(workers);
 }
 
-void ClockTable::Advance(NodeId id, int64_t clock, const WorkerSet& workers) {
+void ClockTable::Advance(NodeId id, int64_t clock) {
   MutexLock lock(&mu_);
   int64_t& c = clocks_[id];
   c = std::max(c, clock);
-  GrantLocked(workers);
 }
 
-void ClockTable::Finished(NodeId id, const WorkerSet& workers) {
+void ClockTable::Finished(NodeId id) {
   MutexLock lock(&mu_);
   clocks_[id] = std::numeric_limits<int64_t>::max() / 2;
-  GrantLocked(workers);
 }
 
 void ClockTable::Grant(const WorkerSet& workers) {

@@ -18,10 +18,10 @@ namespace strata {
 class Barriers {
  public:
   explicit Barriers(RpcEndpoint& rpc) : rpc_(rpc) {}
-  // A worker reached barrier msg.header.clock; released at once when it
-  // was released before (a replacement passing a barrier the others passed
-  // long ago).
-  void Arrive(Message msg, const WorkerSet& workers) EXCLUDES(mu_);
+  // A worker reached barrier msg.header.clock: kept until Release() finds
+  // every live worker there; released at once when it was released before
+  // (a replacement passing a barrier the others passed long ago).
+  void Arrive(Message msg) EXCLUDES(mu_);
   // Releases every barrier `workers` all reached.
   void Release(const WorkerSet& workers) EXCLUDES(mu_);
   // When barrier 0 was released (the epoch of the clock before).
@@ -45,15 +45,17 @@ class ClockTable {
  public:
   ClockTable(RpcEndpoint& rpc, int64_t staleness)
       : rpc_(rpc), staleness_(staleness) {}
-  // A worker's clock request; granted now or when the others catch up.
-  void Request(Message msg, const WorkerSet& workers) EXCLUDES(mu_);
+  // A worker's clock request: kept until Grant() finds the others close
+  // enough.
+  void Request(Message msg) EXCLUDES(mu_);
   // Raises `id`'s clock to `clock` (a worker waiting in a checkpoint round
-  // must not hold the others back) and grants what that allows.
-  void Advance(NodeId id, int64_t clock, const WorkerSet& workers)
-      EXCLUDES(mu_);
+  // must not hold the others back).
+  void Advance(NodeId id, int64_t clock) EXCLUDES(mu_);
   // `id` finished: it holds nobody back any more.
-  void Finished(NodeId id, const WorkerSet& workers) EXCLUDES(mu_);
-  // Grants every waiting request the live workers' clocks allow.
+  void Finished(NodeId id) EXCLUDES(mu_);
+  // Grants every waiting request the live workers' clocks allow. Called
+  // after every change of the clocks or of membership, with a snapshot
+  // taken after that change.
   void Grant(const WorkerSet& workers) EXCLUDES(mu_);
   // The minimum clock over the live workers.
   int64_t MinClock(const WorkerSet& workers) const EXCLUDES(mu_);

@@ -39,8 +39,9 @@ void Coordinator::Start() {
 
 void Coordinator::Stop() {
   if (!outcome_.Stop()) return;
-  if (monitor_.joinable()) monitor_.join();
+  // No round starts from here on (the monitor may still look once).
   rounds_.Stop();
+  if (monitor_.joinable()) monitor_.join();
   rpc_.Stop();
 }
 
@@ -62,9 +63,13 @@ void Coordinator::Handle(Message msg) {
     case MessageType::kHeartbeat:
       return OnHeartbeat(std::move(msg));
     case MessageType::kBarrier:
-      return barriers_.Arrive(std::move(msg), membership_.Workers());
+      // Kept first, then released against membership as it is now: a
+      // worker lost meanwhile is not waited for.
+      barriers_.Arrive(std::move(msg));
+      return barriers_.Release(membership_.Workers());
     case MessageType::kClock:
-      return clocks_.Request(std::move(msg), membership_.Workers());
+      clocks_.Request(std::move(msg));
+      return clocks_.Grant(membership_.Workers());
     case MessageType::kShutdown:
       return OnDone(std::move(msg));
     default:
@@ -87,9 +92,10 @@ void Coordinator::OnHeartbeat(Message msg) {
 void Coordinator::OnDone(Message msg) {
   const NodeId from = msg.header.sender;
   membership_.MarkDone(from, msg.payloads.empty() ? "" : ErrorText(msg));
-  const WorkerSet workers = membership_.Workers();
   // A finished worker never holds anyone back.
-  clocks_.Finished(from, workers);
+  clocks_.Finished(from);
+  const WorkerSet workers = membership_.Workers();
+  clocks_.Grant(workers);
   barriers_.Release(workers);
   rounds_.MaybeRun(workers);
   outcome_.MaybeFinish(workers, options_.roles.num_workers());
@@ -101,9 +107,13 @@ void Coordinator::OnCheckpointArrive(Message msg) {
   const CheckpointRounds::Started s =
       rounds_.Arrive(std::move(msg), membership_.Workers());
   if (!s.taken) return;
+  // Looked at again against membership as it is now (a worker lost while
+  // this one arrived is not waited for).
+  rounds_.MaybeRun(membership_.Workers());
   // The worker has done `clock` iterations: that is its clock too (a worker
   // waiting in a round must not hold the others back, ssp).
-  clocks_.Advance(from, clock, membership_.Workers());
+  clocks_.Advance(from, clock);
+  clocks_.Grant(membership_.Workers());
   NotifyNodes(rpc_, options_.roles, s.pauses, MessageType::kCheckpointPause,
               s.round);
 }
@@ -172,9 +182,7 @@ void Coordinator::OnLost(const LostNode& lost, Clock::time_point now) {
           ? "lost {}: no message for {:.1f} s (heartbeat timeout {:.1f} s)"
           : "lost {}: never registered in {:.1f} s (join timeout {:.1f} s)",
       roles.Describe(lost.id), lost.silent_s, timeout.count() / 1000.0);
-  if (lost.role == Role::kServer && lost.joined &&
-      options_.server_restart_timeout.count() > 0) {
-    restarts_.Await(lost.id, now);
+  if (lost.awaited) {
     LogWarning(
         "coordinator: {}; waiting up to {:.0f} s for its replacement "
         "(cluster.restart)",

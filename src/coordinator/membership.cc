@@ -153,8 +153,8 @@ void Membership::RegisterReplacement(Message msg, const std::string& endpoint,
   const NodeId from = msg.header.sender;
   // A server registering again is its replacement, even before its
   // predecessor's silence was noticed (a node never registers twice).
-  const std::optional<Clock::time_point> awaited = restarts_.TakeAwaited(from);
   MutexLock lock(&mu_);
+  const std::optional<Clock::time_point> awaited = restarts_.TakeAwaited(from);
   const bool replaceable =
       awaited.has_value() ||
       (role == Role::kServer && o_.server_restart_timeout.count() > 0) ||
@@ -213,6 +213,9 @@ std::vector<LostNode> Membership::FindLost(Clock::time_point now,
       lost.role = Role::kWorker;
     lost.joined = joined;
     lost.silent_s = std::chrono::duration<double>(now - seen).count();
+    lost.awaited = lost.role == Role::kServer && joined &&
+                   o_.server_restart_timeout.count() > 0;
+    if (lost.awaited) restarts_.Await(id, now);
     out.push_back(lost);
   }
   return out;

@@ -30,6 +30,9 @@ struct LostNode {
   Role role = Role::kWorker;
   bool joined = false;  // registered before it went silent
   double silent_s = 0;
+  // A server the run waits to see replaced (cluster.restart): awaited in
+  // Restarts from the moment it was found lost.
+  bool awaited = false;
 };
 
 // The coordinator's membership part: rendezvous (nodes register their
@@ -37,8 +40,9 @@ struct LostNode {
 // connected to every peer), the run facts the nodes announce (merged;
 // disagreement refused, naming both nodes), heartbeats (when each node was
 // last heard from), which nodes were lost or reported done, and the
-// re-join of a replacement (with Restarts). Thread-safe; replies go
-// through `rpc`.
+// re-join of a replacement (with Restarts, whose lock it may take while
+// holding its own: the one lock order between the coordinator's parts).
+// Thread-safe; replies go through `rpc`.
 class Membership {
  public:
   using Clock = std::chrono::steady_clock;
@@ -56,7 +60,9 @@ class Membership {
   void MarkDone(NodeId id, std::string report) EXCLUDES(mu_);
   // Marks lost, and returns, every node silent for longer than the
   // heartbeat timeout (registered) or the join timeout (never registered,
-  // counted from `started`).
+  // counted from `started`); a lost server that may be replaced
+  // (cluster.restart) is awaited in Restarts at once, under the same lock
+  // as its registration takes it back.
   std::vector<LostNode> FindLost(Clock::time_point now,
                                  Clock::time_point started,
                                  Clock::duration heartbeat_timeout,

@@ -99,9 +99,4 @@ bool RunOutcome::Stop() {
   return true;
 }
 
-bool RunOutcome::stopping() const {
-  MutexLock lock(&mu_);
-  return stopping_;
-}
-
 }  // namespace strata

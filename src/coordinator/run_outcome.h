@@ -46,7 +46,6 @@ class RunOutcome {
   bool WaitForStop(Clock::duration period) EXCLUDES(mu_);
   // Marks the coordinator stopping; false when it already was.
   bool Stop() EXCLUDES(mu_);
-  bool stopping() const EXCLUDES(mu_);
 
  private:
   mutable Mutex mu_;

@@ -87,7 +87,6 @@ class DataServer {
   const RunDirectory* const run_dir_;
   // The workers this data server feeds: w mod m == index.
   std::vector<int> group_;
-  Node node_;
   // Feature blocks come back to the pool when their send completes: no
   // fresh pages (and page faults) per batch.
   std::shared_ptr<BufferPool> pool_ = BufferPool::Create(size_t{64} << 20);
@@ -102,6 +101,8 @@ class DataServer {
   Clock::time_point last_ GUARDED_BY(mu_){};
   std::string served_lines_ GUARDED_BY(mu_);
   std::string loss_lines_ GUARDED_BY(mu_);
+  // Last: destroyed first, so no handler runs on what is gone.
+  Node node_;
 };
 
 DataServer::DataServer(RoleContext& ctx)

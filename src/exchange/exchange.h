@@ -103,7 +103,7 @@ struct ExchangeState {
 
 // How a worker's step result leaves the worker: one strategy per mode
 // family (parameter-server push/pull, elastic averaging, collective
-// all-reduce, neighbour averaging, gossip). The worker loop (nodes.cc)
+// all-reduce, neighbour averaging, gossip). The worker loop (worker/worker.cc)
 // draws a batch, runs forward and backward into model.grads and calls the
 // strategy around it; a new mode is a new strategy, not a branch in the
 // loop. Not thread-safe: the worker's thread makes every call, in the order

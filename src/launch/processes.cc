@@ -233,8 +233,10 @@ int64_t NewestLoggedStep(const RunDirectory& run_dir) {
 // A restart of the whole cluster after `failed`: what it cost, from the
 // newest checkpoint and what the workers logged. NotFound without a
 // checkpoint to restart from.
+// `restart` (from 1) of at most `most`.
 Result<ClusterRestart> PlanRestart(const RunDirectory& run_dir,
-                                   const Status& failed) {
+                                   const Status& failed, size_t restart,
+                                   int most) {
   ASSIGN_OR_RETURN(Checkpoint newest, LoadNewestCheckpoint(run_dir.path()));
   ClusterRestart r;
   r.error = failed.message();
@@ -242,10 +244,18 @@ Result<ClusterRestart> PlanRestart(const RunDirectory& run_dir,
   r.resumed_at_step = newest.step;
   r.lost_steps = std::max<int64_t>(0, r.steps_logged - newest.step);
   LogWarning(
-      "cluster.restart: {}; starting every node again from {} (about {} "
-      "steps per worker are trained again)",
-      failed.message(), newest.dir, r.lost_steps);
+      "cluster.restart: {}; starting every node again from {} (restart {} "
+      "of at most {}; about {} steps per worker are trained again)",
+      failed.message(), newest.dir, restart, most, r.lost_steps);
   return r;
+}
+
+// The summary, written again with what the restarts cost.
+void RecordRestarts(const RunDirectory& run_dir, ClusterSummary& summary,
+                    const std::vector<ClusterRestart>& restarts) {
+  summary.restarts = restarts;
+  Status w = run_dir.WriteJson("summary.json", summary.ToJson());
+  if (!w.ok()) LogWarning("summary.json: {}", w.message());
 }
 
 }  // namespace
@@ -278,40 +288,42 @@ Result<ClusterSummary> TrainProcesses(const Config& config,
   setenv("OPENBLAS_NUM_THREADS", "1", 0);
   Config life = config;
   std::vector<ClusterRestart> restarts;
+  // The last life's summary (the one summary.json holds).
+  ClusterSummary last;
   while (true) {
     ASSIGN_OR_RETURN(ClusterRunOptions lo, ClusterRunOptions::FromConfig(life));
-    ASSIGN_OR_RETURN(ClusterSummary summary,
-                     RunProcessesOnce(life, lo, run_dir, self_exe, curve, stop,
-                                      std::exchange(resume_from, nullptr)));
-    const bool lost = summary.status.code() == Status::Code::kUnavailable;
+    Result<ClusterSummary> life_summary =
+        RunProcessesOnce(life, lo, run_dir, self_exe, curve, stop,
+                         std::exchange(resume_from, nullptr));
+    if (!life_summary.ok()) {
+      // This life's coordinator wrote no summary: the last one says what
+      // the restarts so far cost.
+      if (!restarts.empty()) RecordRestarts(run_dir, last, restarts);
+      return life_summary.status();
+    }
+    last = std::move(life_summary).value();
+    const bool lost = last.status.code() == Status::Code::kUnavailable;
     if (o.restart && lost && !(stop != nullptr && stop->load()) &&
         static_cast<int>(restarts.size()) < o.max_restarts) {
-      Result<ClusterRestart> r = PlanRestart(run_dir, summary.status);
+      Result<ClusterRestart> r = PlanRestart(run_dir, last.status,
+                                             restarts.size() + 1, o.max_restarts);
       if (!r.ok()) {
         LogError("cluster.restart: nothing to restart from: {}",
                  r.status().message());
-        return summary.status;
+        return last.status;
       }
       restarts.push_back(*r);
-      LogWarning("cluster.restart: restart {} of at most {}", restarts.size(),
-                 o.max_restarts);
       RETURN_IF_ERROR(life.ApplyOverride("checkpoint.resume=true"));
       continue;
     }
-    if (!restarts.empty()) {
-      // The summary (written by the last life's coordinator) says what the
-      // restarts cost.
-      summary.restarts = restarts;
-      Status w = run_dir.WriteJson("summary.json", summary.ToJson());
-      if (!w.ok()) LogWarning("summary.json: {}", w.message());
-    }
+    if (!restarts.empty()) RecordRestarts(run_dir, last, restarts);
     if (lost && o.restart) {
-      return summary.status.WithContext(
+      return last.status.WithContext(
           fmt::format("after {} restart(s) (cluster.max_restarts = {})",
                       restarts.size(), o.max_restarts));
     }
-    if (!summary.status.ok()) return summary.status;
-    return summary;
+    if (!last.status.ok()) return last.status;
+    return last;
   }
 }
 

@@ -116,11 +116,11 @@ Result<RunSummary> TrainCluster(const Config& given, const DatasetSplits& data,
                                 const RunDirectory& run_dir,
                                 const std::atomic<bool>* stop) {
   ASSIGN_OR_RETURN(const Config config, ThreadsConfig(given));
+  // A GPU that is not there fails the run before anything (only the
+  // workers and the evaluator compute on it; PlaceModel checks in them).
+  RETURN_IF_ERROR(CheckDevice(DeviceOptions::FromConfig(config)));
   ASSIGN_OR_RETURN(ClusterPlan plan, MakeClusterPlan(config, data));
   const ClusterRunOptions& o = plan.options;
-  // A GPU that is not there fails the run before any node starts (only the
-  // workers and the evaluator compute on it; PlaceModel checks in them).
-  RETURN_IF_ERROR(CheckDevice(o.device));
   at::set_num_threads(ThreadsPerWorker(o));
   // Only in-process waits spin (spin_wait.h); the previous budget again
   // after this run.

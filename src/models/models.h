@@ -75,7 +75,7 @@ class ClassifierImpl : public torch::nn::Module {
   }
   // The weights SliceLayers may cut (2-D, a row after a row in the flat
   // vector): a run that will slice them cuts its key ranges inside them at
-  // row boundaries only (ClusterPlan::SizeFor).
+  // row boundaries only (ClusterPlan::Shape).
   virtual std::vector<torch::Tensor> sliceable_weights() { return {}; }
   // The parameters whose gradients autograd accumulates (every parameter
   // but a sliced weight, whose slices go to the GradReport instead).

@@ -37,7 +37,7 @@ struct UpdatePolicy {
   // sync k-of-n with several ranges: a follower does not choose which
   // gradients make a step (arrival order differs between ranges, and
   // independent choices can leave workers waiting on each other across
-  // ranges). One range leads (LeadRange in train/nodes.h): it chooses, and
+  // ranges). One range leads (LeadRange in run/plan.h): it chooses, and
   // every gradient it did not drop reaches the followers tagged with its
   // step and that step's size (PushTagged).
   bool follower = false;

@@ -228,7 +228,7 @@ Status CheckResumeConfig(const std::string& saved_toml, const Config& now) {
     differs += fmt::format("{}{}: {} in the checkpoint, {} now",
                            differs.empty() ? "" : "; ", k.name, a, b);
     // A run in one process over inproc records the default it chose
-    // (cluster_run.cc); the same run resumed with --processes, or over TCP,
+    // (launch/threads.cc); the same run resumed with --processes, or over TCP,
     // would choose another.
     if (k.name == "cluster.slice_kb" && now.GetFloat(k.name) < 0) {
       differs += fmt::format(

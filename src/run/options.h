@@ -138,8 +138,8 @@ struct ClusterRunOptions {
   // ClassifierImpl::SliceLayers). 0: off.
   int64_t slice_floats = 0;
   // Whether a sliceable weight of `floats` floats is cut into row slices:
-  // the plan's cut points (ClusterPlan::SizeFor) and the worker's slicing
-  // (RunWorker) both ask this.
+  // the plan's cut points (ClusterPlan::Shape) and the worker's slicing
+  // (worker/layer_gate.cc) both ask this.
   bool SlicesWeight(int64_t floats) const {
     return slice_floats > 0 && pipeline_floats > 0 && layer_wait &&
            floats > slice_floats;

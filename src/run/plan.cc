@@ -9,7 +9,7 @@ Status ClusterPlan::Shape(const ModelShape& shape) {
   num_params = shape.num_params;
   tensor_ends = shape.tensor_ends;
   // Workers that will compute a large layer in row slices (cluster.
-  // slice_kb, worker/param_gate.cc) need ranges cut inside it: into the
+  // slice_kb, worker/layer_gate.cc) need ranges cut inside it: into the
   // fewest slices of at most about slice_kb, equal, of a multiple of 16
   // rows each. (A matrix product over a row count that is not a multiple
   // of 16 ran up to 25 % slower here: the BLAS kernels' tiles are 16 wide;

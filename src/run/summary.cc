@@ -70,6 +70,7 @@ Result<FinalEvaluation> FinalEvaluation::FromJson(const nlohmann::json& j) {
 }
 
 nlohmann::json ServerReport::ToJson() const {
+  if (no_ranges) return nlohmann::json::object();
   nlohmann::json j{{"range", {range_begin, range_end}},
                    {"gradients_per_update", CountsToJson(gradients_per_update)},
                    {"tail_updates", tail_updates},
@@ -88,6 +89,10 @@ nlohmann::json ServerReport::ToJson() const {
 Result<ServerReport> ServerReport::FromJson(const nlohmann::json& j) {
   constexpr const char* kWhat = "a server's statistics";
   ServerReport r;
+  if (j.is_object() && j.empty()) {
+    r.no_ranges = true;
+    return r;
+  }
   std::vector<int64_t> range;
   RETURN_IF_ERROR(Field(j, "range", kWhat, &range));
   if (range.size() != 2)

@@ -61,6 +61,9 @@ struct ServerReport {
   // Sync k-of-n: a range that follows the lead range's choice counts no
   // dropped or deferred gradients and no staleness.
   bool follower = false;
+  // A server without key ranges yet (the run failed before it had any)
+  // reports nothing: {}.
+  bool no_ranges = false;
 
   nlohmann::json ToJson() const;
   static Result<ServerReport> FromJson(const nlohmann::json& j);
