@@ -305,8 +305,8 @@ Result<ClusterSummary> TrainProcesses(const Config& config,
     const bool lost = last.status.code() == Status::Code::kUnavailable;
     if (o.restart && lost && !(stop != nullptr && stop->load()) &&
         static_cast<int>(restarts.size()) < o.max_restarts) {
-      Result<ClusterRestart> r = PlanRestart(run_dir, last.status,
-                                             restarts.size() + 1, o.max_restarts);
+      Result<ClusterRestart> r = PlanRestart(
+          run_dir, last.status, restarts.size() + 1, o.max_restarts);
       if (!r.ok()) {
         LogError("cluster.restart: nothing to restart from: {}",
                  r.status().message());
