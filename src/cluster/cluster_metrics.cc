@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_field.h"
+
 namespace strata {
 
 const char* RunPhaseName(RunPhase phase) {
@@ -166,17 +168,9 @@ void RenderWorkers(std::string* out, const IndexedStatus& workers,
 // Server `s`'s staleness counts (its status' "staleness" object) as the
 // buckets, sum and count of one histogram.
 void RenderStaleness(Family& h, int s, const nlohmann::json& j) {
-  std::map<int64_t, int64_t> counts;
   auto st = j.find("staleness");
-  if (st != j.end() && st->is_object()) {
-    for (const auto& [k, v] : st->items()) {
-      if (!v.is_number_integer()) continue;
-      try {
-        counts[std::stoll(k)] += v.get<int64_t>();
-      } catch (const std::exception&) {
-      }
-    }
-  }
+  const std::map<int64_t, int64_t> counts =
+      CountsFromJson(st != j.end() ? *st : nlohmann::json());
   int64_t total = 0;
   double sum = 0;
   for (const auto& [k, v] : counts) {

@@ -21,9 +21,6 @@ class CAPABILITY("mutex") Mutex {
 
   void Lock() ACQUIRE() { mu_.lock(); }
   void Unlock() RELEASE() { mu_.unlock(); }
-  bool TryLock() TRY_ACQUIRE(true) { return mu_.try_lock(); }
-  // Tells the analysis that the caller holds it (checked nowhere else).
-  void AssertHeld() const ASSERT_CAPABILITY(this) {}
 
  private:
   friend class CondVar;

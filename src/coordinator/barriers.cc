@@ -77,11 +77,6 @@ void ClockTable::Grant(const WorkerSet& workers) {
   GrantLocked(workers);
 }
 
-int64_t ClockTable::MinClock(const WorkerSet& workers) const {
-  MutexLock lock(&mu_);
-  return MinClockLocked(workers);
-}
-
 int64_t ClockTable::MinClockLocked(const WorkerSet& workers) const {
   int64_t min_clock = std::numeric_limits<int64_t>::max();
   for (NodeId id : workers.live) {

@@ -57,10 +57,9 @@ class ClockTable {
   // after every change of the clocks or of membership, with a snapshot
   // taken after that change.
   void Grant(const WorkerSet& workers) EXCLUDES(mu_);
-  // The minimum clock over the live workers.
-  int64_t MinClock(const WorkerSet& workers) const EXCLUDES(mu_);
 
  private:
+  // The minimum clock over the live workers.
   int64_t MinClockLocked(const WorkerSet& workers) const REQUIRES(mu_);
   void GrantLocked(const WorkerSet& workers) REQUIRES(mu_);
 

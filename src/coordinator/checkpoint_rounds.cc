@@ -42,7 +42,6 @@ CheckpointRounds::Started CheckpointRounds::Arrive(Message msg,
   arrivals_.erase(from);  // a worker that caught up arrives again
   arrivals_.emplace(from, std::move(msg));
   moved_ = Clock::now();
-  MaybeRunLocked(workers);
   return started;
 }
 

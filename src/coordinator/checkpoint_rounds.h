@@ -39,7 +39,9 @@ class CheckpointRounds {
 
   // What an arrival or a request did: whether the arrival was taken into a
   // round (false: answered at once), and the workers to ask to arrive at
-  // `round` (kCheckpointPause, sent by the caller without any lock).
+  // `round` (kCheckpointPause, sent by the caller without any lock). An
+  // arrival is only kept: the caller then calls MaybeRun with membership as
+  // it is after the arrival.
   struct Started {
     bool taken = false;
     int64_t round = 0;

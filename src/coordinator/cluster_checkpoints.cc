@@ -104,34 +104,45 @@ Result<int64_t> ClusterCheckpoints::AddWorkerStates(
   return step;
 }
 
-Status ClusterCheckpoints::AddStatesOf(Role role, Coordinator& coordinator,
-                                       Files& files, nlohmann::json& versions) {
-  const bool server = role == Role::kServer;
-  const std::vector<NodeId> ids = o_.roles.Ids(role);
+Result<Message> ClusterCheckpoints::RequestState(Coordinator& coordinator,
+                                                 NodeId id,
+                                                 const std::string& who) {
+  Message m;
+  m.header.type = MessageType::kCheckpointRequest;
+  auto reply = coordinator.Request(id, std::move(m))->Wait(o_.request_timeout);
+  if (!reply.ok())
+    return reply.status().WithContext(fmt::format("{} state", who));
+  return reply;
+}
+
+Status ClusterCheckpoints::AddServerStates(Coordinator& coordinator,
+                                           Files& files,
+                                           nlohmann::json& versions) {
+  const std::vector<NodeId> ids = o_.roles.Ids(Role::kServer);
   for (size_t j = 0; j < ids.size(); ++j) {
-    const std::string who =
-        fmt::format("{} {}", server ? "server" : "data server", j);
-    Message m;
-    m.header.type = MessageType::kCheckpointRequest;
-    auto reply =
-        coordinator.Request(ids[j], std::move(m))->Wait(o_.request_timeout);
-    if (!reply.ok())
-      return reply.status().WithContext(fmt::format("{} state", who));
-    // Data servers keep no tensors: their cursor is all.
-    const size_t parts = server ? 2 : 1;
-    if (reply->payloads.size() < parts ||
-        (server && reply->payloads.size() != parts)) {
-      if (!server) return Status::DataLoss("{}: an empty state", who);
+    const std::string who = fmt::format("server {}", j);
+    ASSIGN_OR_RETURN(Message reply, RequestState(coordinator, ids[j], who));
+    if (reply.payloads.size() != 2) {
       return Status::DataLoss("{}: a checkpoint state has 2 parts, got {}", who,
-                              reply->payloads.size());
+                              reply.payloads.size());
     }
-    const std::string name =
-        fmt::format("{}-{}", server ? "server" : "data", j);
-    files[name + ".json"] = reply->payloads[0].ToString();
-    if (server) {
-      files[name + ".safetensors"] = reply->payloads[1].ToString();
-      versions.push_back(reply->header.clock);
-    }
+    files[fmt::format("server-{}.json", j)] = reply.payloads[0].ToString();
+    files[fmt::format("server-{}.safetensors", j)] =
+        reply.payloads[1].ToString();
+    versions.push_back(reply.header.clock);
+  }
+  return Status::Ok();
+}
+
+Status ClusterCheckpoints::AddDataStates(Coordinator& coordinator,
+                                         Files& files) {
+  const std::vector<NodeId> ids = o_.roles.Ids(Role::kData);
+  for (size_t j = 0; j < ids.size(); ++j) {
+    const std::string who = fmt::format("data server {}", j);
+    ASSIGN_OR_RETURN(Message reply, RequestState(coordinator, ids[j], who));
+    if (reply.payloads.empty())
+      return Status::DataLoss("{}: an empty state", who);
+    files[fmt::format("data-{}.json", j)] = reply.payloads[0].ToString();
   }
   return Status::Ok();
 }
@@ -152,8 +163,8 @@ Status ClusterCheckpoints::Write(Coordinator& coordinator,
   nlohmann::json steps = nlohmann::json::object();
   ASSIGN_OR_RETURN(const int64_t step, AddWorkerStates(arrivals, files, steps));
   nlohmann::json versions = nlohmann::json::array();
-  RETURN_IF_ERROR(AddStatesOf(Role::kServer, coordinator, files, versions));
-  RETURN_IF_ERROR(AddStatesOf(Role::kData, coordinator, files, versions));
+  RETURN_IF_ERROR(AddServerStates(coordinator, files, versions));
+  RETURN_IF_ERROR(AddDataStates(coordinator, files));
   files["coordinator.json"] = nlohmann::json{{"kind", "cluster"},
                                              {"mode", RunModeName(o_.mode)},
                                              {"step", step},

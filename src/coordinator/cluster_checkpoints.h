@@ -64,9 +64,14 @@ class ClusterCheckpoints {
   // each worker's in `steps`.
   Result<int64_t> AddWorkerStates(std::map<NodeId, Message>& arrivals,
                                   Files& files, nlohmann::json& steps);
-  // Asks every node of `role` (servers, data servers) for its state.
-  Status AddStatesOf(Role role, Coordinator& coordinator, Files& files,
-                     nlohmann::json& versions);
+  // Asks node `id` (`who`, for errors) for its state.
+  Result<Message> RequestState(Coordinator& coordinator, NodeId id,
+                               const std::string& who);
+  // Every server's state (JSON and safetensors) and version.
+  Status AddServerStates(Coordinator& coordinator, Files& files,
+                         nlohmann::json& versions);
+  // Every data server's cursor (they keep no tensors).
+  Status AddDataStates(Coordinator& coordinator, Files& files);
 
   const Config& config_;
   const ClusterRunOptions& o_;

@@ -107,13 +107,14 @@ void Coordinator::OnCheckpointArrive(Message msg) {
   const CheckpointRounds::Started s =
       rounds_.Arrive(std::move(msg), membership_.Workers());
   if (!s.taken) return;
-  // Looked at again against membership as it is now (a worker lost while
-  // this one arrived is not waited for).
-  rounds_.MaybeRun(membership_.Workers());
   // The worker has done `clock` iterations: that is its clock too (a worker
   // waiting in a round must not hold the others back, ssp).
   clocks_.Advance(from, clock);
-  clocks_.Grant(membership_.Workers());
+  // Kept first, then looked at against membership as it is now (a worker
+  // lost while this one arrived is not waited for).
+  const WorkerSet workers = membership_.Workers();
+  rounds_.MaybeRun(workers);
+  clocks_.Grant(workers);
   NotifyNodes(rpc_, options_.roles, s.pauses, MessageType::kCheckpointPause,
               s.round);
 }

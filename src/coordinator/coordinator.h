@@ -121,8 +121,6 @@ class Coordinator {
   // Rounds finished, and whether the last one wrote its checkpoint.
   int64_t checkpoint_rounds() const { return rounds_.rounds_done(); }
   bool last_checkpoint_ok() const { return rounds_.last_ok(); }
-  // Test hook: the clock table's minimum over live workers.
-  int64_t MinClock() const { return clocks_.MinClock(membership_.Workers()); }
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -5,6 +5,7 @@
 
 #include "cluster/cluster_metrics.h"
 #include "common/log.h"
+#include "common/seconds.h"
 #include "coordinator/cluster_checkpoints.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/metrics_endpoint.h"
@@ -15,10 +16,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-
-double Seconds(Clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
 
 // One run of the coordinator role, from its options to its summary.
 class CoordinatorRun {
@@ -187,12 +184,9 @@ Result<ClusterSummary> CoordinatorRun::Run(
   // The workers may have seen the stop themselves and finished before the
   // loop above looked at it: the run was interrupted all the same.
   if (stop_ != nullptr && stop_->load()) interrupted_ = true;
-  SummaryGather gather(coordinator, o_, start_);
+  SummaryGather gather(coordinator, o_, start_, checkpoints_.prior_train_s());
   SetPhase(coordinator, RunPhase::kFinishing);
   ClusterSummary summary = gather.Gather(run_status, interrupted_);
-  summary.train_s += checkpoints_.prior_train_s();
-  summary.samples_per_s =
-      summary.train_s > 0 ? summary.samples / summary.train_s : 0.0;
   if (checkpoints_.resuming()) {
     summary.resumed_from = checkpoints_.dir();
     summary.resumed_at_step = checkpoints_.step();

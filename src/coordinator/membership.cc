@@ -4,6 +4,7 @@
 
 #include "cluster/protocol.h"
 #include "common/log.h"
+#include "common/seconds.h"
 #include "coordinator/notify.h"
 
 namespace strata {
@@ -29,13 +30,7 @@ void Membership::Reply(RpcEndpoint& rpc, const Message& to,
 void Membership::Register(Message msg, Clock::time_point prev_seen) {
   if (!(msg.header.flags & kRegisterConnected))
     return RegisterEndpoint(std::move(msg), prev_seen);
-  bool replacement = false;
-  {
-    MutexLock lock(&mu_);
-    replacement = connected_done_;
-  }
-  if (replacement) return ReplacementConnected(std::move(msg));
-  RegisterConnected(std::move(msg));
+  if (!RegisterConnected(msg)) ReplacementConnected(std::move(msg));
 }
 
 void Membership::ReplacementConnected(Message msg) {
@@ -65,15 +60,17 @@ void Membership::ReplacementConnected(Message msg) {
              o_.roles.Describe(from), endpoint);
 }
 
-void Membership::RegisterConnected(Message msg) {
+bool Membership::RegisterConnected(Message& msg) {
   MutexLock lock(&mu_);
+  if (connected_done_) return false;
   waiting_connected_.push_back(std::move(msg));
   if (static_cast<int>(waiting_connected_.size()) != o_.roles.num_nodes() - 1)
-    return;
+    return true;
   std::vector<Message> waiting;
   waiting.swap(waiting_connected_);
   for (Message& w : waiting) Reply(rpc_, w, "");
   connected_done_ = true;
+  return true;
 }
 
 Status Membership::MergeRunFacts(const Message& msg) {
@@ -169,8 +166,7 @@ void Membership::RegisterReplacement(Message msg, const std::string& endpoint,
     return;
   }
   const Clock::time_point since = awaited ? *awaited : prev_seen;
-  restarts_.Rejoining(
-      from, std::chrono::duration<double>(Clock::now() - since).count());
+  restarts_.Rejoining(from, Seconds(since, Clock::now()));
   lost_.erase(from);
   endpoints_[from] = endpoint;
   const std::string map = ClusterMapLocked();
@@ -212,7 +208,7 @@ std::vector<LostNode> Membership::FindLost(Clock::time_point now,
     if (!o_.roles.RoleOf(id, &lost.role, &index).ok())
       lost.role = Role::kWorker;
     lost.joined = joined;
-    lost.silent_s = std::chrono::duration<double>(now - seen).count();
+    lost.silent_s = Seconds(seen, now);
     lost.awaited = lost.role == Role::kServer && joined &&
                    o_.server_restart_timeout.count() > 0;
     if (lost.awaited) restarts_.Await(id, now);

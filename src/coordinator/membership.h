@@ -81,8 +81,9 @@ class Membership {
   // A node registering after the rendezvous: a replacement, or a stranger.
   void RegisterReplacement(Message msg, const std::string& endpoint, Role role,
                            Clock::time_point prev_seen) EXCLUDES(mu_);
-  // The second phase ("connected to every peer").
-  void RegisterConnected(Message msg) EXCLUDES(mu_);
+  // The second phase ("connected to every peer"); false (and `msg` left
+  // as it is) once the rendezvous is over: a replacement's.
+  bool RegisterConnected(Message& msg) EXCLUDES(mu_);
   // A replacement finished connecting: the others move to it.
   void ReplacementConnected(Message msg) EXCLUDES(mu_);
   // Merges the run facts of msg.payloads[1]; the error to reply otherwise.

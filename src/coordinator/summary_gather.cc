@@ -3,15 +3,12 @@
 #include <algorithm>
 
 #include "common/log.h"
+#include "common/seconds.h"
 
 namespace strata {
 namespace {
 
 using std::chrono::milliseconds;
-
-double Seconds(SummaryGather::Clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
 
 // A reply's JSON report; DataLoss for an empty or malformed one.
 Result<nlohmann::json> ReportOf(const Message& reply) {
@@ -105,7 +102,8 @@ ClusterSummary SummaryGather::Gather(const Status& run_status,
   const auto end = Clock::now();
   const auto training_start = c_.TrainingStart();
   const bool started = training_start != Clock::time_point{};
-  s.train_s = Seconds(end - (started ? training_start : start_));
+  s.train_s =
+      prior_train_s_ + Seconds(end - (started ? training_start : start_));
   s.setup_s = started ? Seconds(training_start - start_) : 0.0;
   const std::vector<NodeId> lost = c_.LostIds();
   if (!run_status.ok()) ReleaseWorkers(run_status);

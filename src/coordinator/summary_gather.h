@@ -19,10 +19,14 @@ class SummaryGather {
  public:
   using Clock = std::chrono::steady_clock;
   // `start`: when the coordinator started (setup_s runs from there to the
-  // first barrier, train_s from that barrier to now).
+  // first barrier, train_s from that barrier to now, plus `prior_train_s`:
+  // the training time before the checkpoint this run resumed from).
   SummaryGather(Coordinator& coordinator, const ClusterRunOptions& options,
-                Clock::time_point start)
-      : c_(coordinator), o_(options), start_(start) {}
+                Clock::time_point start, double prior_train_s)
+      : c_(coordinator),
+        o_(options),
+        start_(start),
+        prior_train_s_(prior_train_s) {}
 
   ClusterSummary Gather(const Status& run_status, bool interrupted);
 
@@ -38,6 +42,7 @@ class SummaryGather {
   Coordinator& c_;
   const ClusterRunOptions& o_;
   const Clock::time_point start_;
+  const double prior_train_s_;
 };
 
 }  // namespace strata

@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
-#include <mutex>
 #include <thread>
+
+#include "common/seconds.h"
 
 namespace strata {
 namespace {
@@ -25,10 +26,6 @@ int64_t GetI64(const uint8_t* p) {
   uint64_t v = 0;
   for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
   return static_cast<int64_t>(v);
-}
-
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "common/md5.h"
 #include "common/mutex.h"
+#include "common/seconds.h"
 #include "data/batch_cursor.h"
 #include "dataservice/batch_stream.h"
 #include "run/node_life.h"
@@ -39,10 +40,6 @@ void SetKind(Message* reply, uint32_t kind) {
 
 // The most batches one request may ask for.
 constexpr int64_t kMaxBatchesPerReply = 64;
-
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
 
 // A batch request's acknowledgements: the sequence numbers, how many
 // losses each carries, the losses.
@@ -309,6 +306,9 @@ DataServerReport DataServer::Report() const {
   r.active_s = active;
   r.batches_per_s = active > 0 ? served_ / active : 0.0;
   r.mb_per_s = active > 0 ? bytes_ / active / 1e6 : 0.0;
+  auto loss = DataServerReport::StratumLoss::FromJson(cursor_->StratumLosses());
+  STRATA_CHECK(loss.ok());  // the cursor's own JSON
+  r.stratum_loss = std::move(loss).value();
   return r;
 }
 
@@ -317,12 +317,7 @@ void DataServer::OnStats(Message req) {
   {
     MutexLock lock(&mu_);
     Flush();
-    nlohmann::json j = Report().ToJson();
-    // The loss-aware sampler's running loss per stratum, as the cursor
-    // reports it.
-    const nlohmann::json loss = cursor_->StratumLosses();
-    if (!loss.empty()) j["stratum_loss"] = loss;
-    text = j.dump();
+    text = Report().ToJson().dump();
   }
   Message reply;
   reply.header.type = MessageType::kStatsReply;

@@ -132,11 +132,14 @@ Status BucketReducer::FinishStep(std::chrono::milliseconds timeout) {
   }
   // The caller finishes: once the reducer's thread is out of reduce_, it
   // begins no other bucket of this step.
+  auto finished = [this]() REQUIRES(mu_) {
+    return caller_finishes_ ? !reducing_ : done_ == step_;
+  };
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!(caller_finishes_ ? !reducing_ : done_ == step_)) {
+  while (!finished()) {
     if (!cv_.WaitUntil(deadline)) break;
   }
-  if (!(caller_finishes_ ? !reducing_ : done_ == step_)) {
+  if (!finished()) {
     return Status::DeadlineExceeded(
         "the reduction of the gradient buckets did not finish within {} ms",
         timeout.count());

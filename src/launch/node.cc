@@ -37,7 +37,7 @@ Result<NodeInputs> PrepareNode(const Config& config, Role role,
   ASSIGN_OR_RETURN(in.data, LoadDatasetFromConfig(config));
   in.has_data = true;
   ASSIGN_OR_RETURN(
-      in.plan, MakeClusterPlan(config, in.data,
+      in.plan, MakeClusterPlan(std::move(options), config, in.data,
                                role == Role::kWorker || role == Role::kData));
   return in;
 }

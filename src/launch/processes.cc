@@ -45,8 +45,8 @@ class Children {
   // ended.
   Status StartAll(bool resume) EXCLUDES(mu_);
   // cluster.restart in the free modes: a server or worker process that
-  // died of a signal while the run goes on is started again.
-  void RestartDead() EXCLUDES(mu_);
+  // died of a signal while the run goes on (until `ended`) is started again.
+  void RestartDead(const std::atomic<bool>& ended) EXCLUDES(mu_);
   // Waits (20 s at most) for every child to end; then ends the rest.
   void Reap() EXCLUDES(mu_);
 
@@ -107,7 +107,7 @@ Status Children::StartAll(bool resume) {
   return Status::Ok();
 }
 
-void Children::RestartDead() {
+void Children::RestartDead(const std::atomic<bool>& ended) {
   std::vector<NodeId> restartable = roles_.Ids(Role::kServer);
   for (NodeId id : roles_.Ids(Role::kWorker)) restartable.push_back(id);
   for (NodeId id : restartable) {
@@ -117,7 +117,8 @@ void Children::RestartDead() {
       MutexLock lock(&mu_);
       pid = pids_[id];
     }
-    if (::waitpid(pid, &status, WNOHANG) != pid || !WIFSIGNALED(status))
+    if (::waitpid(pid, &status, WNOHANG) != pid || !WIFSIGNALED(status) ||
+        ended.load())
       continue;
     LogWarning(
         "cluster.restart: {} (pid {}) died of signal {}; starting it again",
@@ -166,10 +167,8 @@ Result<ClusterSummary> RunProcessesOnce(
     std::shared_ptr<const Checkpoint> resume_from) {
   // Every node on this machine: over UCX with cluster.transport = "ucx",
   // else ZeroMQ TCP.
-  ASSIGN_OR_RETURN(
-      const std::string local,
-      LocalEndpoint(config.GetString("cluster.transport") == "ucx" ? "ucx"
-                                                                   : "tcp"));
+  ASSIGN_OR_RETURN(const std::string local,
+                   LocalEndpoint(o.transport == "ucx" ? "ucx" : "tcp"));
   TransportOptions options;
   options.curve = curve;
   RoleContext ctx;
@@ -192,13 +191,13 @@ Result<ClusterSummary> RunProcessesOnce(
     watcher = std::thread([&] {
       while (!ended.load()) {
         std::this_thread::sleep_for(milliseconds(100));
-        if (!ended.load()) children.RestartDead();
+        children.RestartDead(ended);
       }
     });
   }
   ClusterPlan plan;
   plan.options = o;
-  ClusterSummary summary;
+  std::optional<ClusterSummary> summary;
   ctx.config = &config;
   ctx.plan = &plan;
   ctx.role = Role::kCoordinator;
@@ -211,10 +210,9 @@ Result<ClusterSummary> RunProcessesOnce(
   ended = true;
   if (watcher.joinable()) watcher.join();
   children.Reap();
-  // No mode: the coordinator stopped before it wrote a summary.
-  if (summary.mode.empty())
-    return st.ok() ? Status::Internal("no summary") : st;
-  return summary;
+  // The coordinator stopped before it wrote a summary.
+  if (!summary) return st.ok() ? Status::Internal("no summary") : st;
+  return std::move(*summary);
 }
 
 // The newest step any worker logged in metrics.jsonl (0 when none).
@@ -278,12 +276,8 @@ Result<ClusterSummary> TrainProcesses(const Config& config,
                    CurveKeysFromConfig(config));
   // cluster.ucx_shared_memory: the children (and the coordinator's own
   // transport) take it from the environment (UcxOptions::shared_memory).
-  setenv(
-      "STRATA_UCX_SHARED_MEMORY",
-      UcxSharedMemoryEnvValue(UcxSharedMemoryFromConfig(
-                                  config.GetString("cluster.ucx_shared_memory"))
-                                  .value_or(UcxOptions::SharedMemory::kAuto)),
-      1);
+  setenv("STRATA_UCX_SHARED_MEMORY",
+         UcxSharedMemoryEnvValue(o.ucx_shared_memory), 1);
   // Several processes share the cores: one BLAS thread each.
   setenv("OPENBLAS_NUM_THREADS", "1", 0);
   Config life = config;

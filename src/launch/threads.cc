@@ -40,23 +40,11 @@ Result<Config> ThreadsConfig(const Config& given) {
 
 // One bound transport per node: one fabric (inproc) or one ZeroMQ context
 // (tcp: one CURVE handler) for every node of the process.
-class Transports {
- public:
-  static Result<std::vector<std::unique_ptr<Transport>>> Make(
-      const Config& config, const RoleTable& roles, Transports* keep);
-  std::string Describe() const;
-
- private:
-  std::string kind_;
-  bool curve_ = false;
-  InProcFabric fabric_;
-};
-
-Result<std::vector<std::unique_ptr<Transport>>> Transports::Make(
-    const Config& config, const RoleTable& roles, Transports* t) {
-  t->kind_ = config.GetString("cluster.transport");
-  ASSIGN_OR_RETURN(std::optional<CurveKeys> curve, CurveKeysFromConfig(config));
-  if (curve && t->kind_ == "inproc") {
+// `fabric` carries the in-process transport's messages.
+Result<std::vector<std::unique_ptr<Transport>>> MakeTransports(
+    const ClusterRunOptions& o, std::optional<CurveKeys> curve,
+    InProcFabric& fabric) {
+  if (curve && o.transport == "inproc") {
     return Status::InvalidArgument(
         "cluster.security = \"curve\" authenticates and encrypts ZeroMQ TCP, "
         "but this run's nodes are threads of one process talking over the "
@@ -65,29 +53,24 @@ Result<std::vector<std::unique_ptr<Transport>>> Transports::Make(
         "\"tcp\" (CURVE on loopback), run with --processes or strata node, "
         "or leave cluster.security = \"none\"");
   }
-  t->curve_ = curve.has_value();
   TransportOptions options;
-  options.fabric = &t->fabric_;
+  options.fabric = &fabric;
   options.curve = std::move(curve);
-  // The config schema allows only its spellings.
-  options.ucx_shared_memory =
-      UcxSharedMemoryFromConfig(config.GetString("cluster.ucx_shared_memory"))
-          .value_or(UcxOptions::SharedMemory::kAuto);
-  if (t->kind_ == "tcp") {
+  options.ucx_shared_memory = o.ucx_shared_memory;
+  if (o.transport == "tcp") {
     ASSIGN_OR_RETURN(options.zmq_context, ZmqContext::Create(1));
   }
-  ASSIGN_OR_RETURN(const std::string local, LocalEndpoint(t->kind_));
-  std::vector<std::unique_ptr<Transport>> out(roles.num_nodes());
-  for (NodeId id = 0; id < roles.num_nodes(); ++id) {
+  ASSIGN_OR_RETURN(const std::string local, LocalEndpoint(o.transport));
+  std::vector<std::unique_ptr<Transport>> out(o.roles.num_nodes());
+  for (NodeId id = 0; id < o.roles.num_nodes(); ++id) {
     ASSIGN_OR_RETURN(out[id], NewBoundTransport(id, local, options));
   }
   return out;
 }
 
-std::string Transports::Describe() const {
-  if (kind_ == "ucx") return "UCX (loopback)";
-  if (kind_ == "tcp")
-    return curve_ ? "tcp (loopback, CURVE)" : "tcp (loopback)";
+std::string DescribeTransport(const std::string& kind, bool curve) {
+  if (kind == "ucx") return "UCX (loopback)";
+  if (kind == "tcp") return curve ? "tcp (loopback, CURVE)" : "tcp (loopback)";
   return "the in-process transport";
 }
 
@@ -124,15 +107,17 @@ Result<RunSummary> TrainCluster(const Config& given, const DatasetSplits& data,
   at::set_num_threads(ThreadsPerWorker(o));
   // Only in-process waits spin (spin_wait.h); the previous budget again
   // after this run.
-  const ScopedSpinWait spin(
-      std::chrono::microseconds(config.GetInt("cluster.spin_us")));
+  const ScopedSpinWait spin(o.spin);
   RETURN_IF_ERROR(CheckMetricsAddress(o.metrics_address));
   ASSIGN_OR_RETURN(std::shared_ptr<const Checkpoint> resume_from,
                    CheckResumable(config, o, run_dir));
-  Transports keep;
-  ASSIGN_OR_RETURN(auto transports, Transports::Make(config, o.roles, &keep));
-  LogCluster(plan, keep.Describe());
-  ClusterSummary summary;
+  ASSIGN_OR_RETURN(std::optional<CurveKeys> curve, CurveKeysFromConfig(config));
+  const bool secure = curve.has_value();
+  InProcFabric fabric;
+  ASSIGN_OR_RETURN(auto transports,
+                   MakeTransports(o, std::move(curve), fabric));
+  LogCluster(plan, DescribeTransport(o.transport, secure));
+  std::optional<ClusterSummary> summary;
   std::vector<float> final_params;
   std::vector<RoleContext> contexts(o.roles.num_nodes());
   for (NodeId id = 0; id < o.roles.num_nodes(); ++id) {
@@ -166,7 +151,9 @@ Result<RunSummary> TrainCluster(const Config& given, const DatasetSplits& data,
   for (auto& t : threads) t.join();
   // The coordinator's result is the run's.
   RETURN_IF_ERROR(results[0]);
-  RunSummary s = summary.Brief(data.train.size(), plan.num_params);
+  if (!summary)
+    return Status::Internal("the coordinator handed back no summary");
+  RunSummary s = summary->Brief(data.train.size(), plan.num_params);
   s.final_params = std::move(final_params);
   return s;
 }

@@ -21,6 +21,12 @@ struct LrSchedule {
   int64_t total_steps = 1;
 
   double Rate(int64_t step) const;
+  // This schedule over a run of `total_steps` (at least 1).
+  LrSchedule ForSteps(int64_t total_steps) const {
+    LrSchedule s = *this;
+    s.total_steps = total_steps > 1 ? total_steps : 1;
+    return s;
+  }
 
   // Reads train.lr, train.schedule, ... ; total_steps is the run's budget.
   static LrSchedule FromConfig(const Config& config, int64_t total_steps);

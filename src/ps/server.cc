@@ -4,6 +4,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "common/json_field.h"
 #include "common/log.h"
 #include "common/safetensors.h"
 #include "ps/compression.h"
@@ -23,21 +24,6 @@ Buffer SnapshotBuffer(std::shared_ptr<const std::vector<float>> snapshot) {
 }
 
 }  // namespace
-
-nlohmann::json CountsToJson(const std::map<int64_t, int64_t>& counts) {
-  nlohmann::json j = nlohmann::json::object();
-  for (const auto& [k, v] : counts) j[std::to_string(k)] = v;
-  return j;
-}
-
-std::map<int64_t, int64_t> CountsFromJson(const nlohmann::json& j) {
-  std::map<int64_t, int64_t> counts;
-  if (!j.is_object()) return counts;
-  for (const auto& [k, v] : j.items()) {
-    if (v.is_number_integer()) counts[std::stoll(k)] = v.get<int64_t>();
-  }
-  return counts;
-}
 
 ParameterServer::ParameterServer(ServerOptions options,
                                  std::unique_ptr<Transport> transport,
@@ -65,24 +51,24 @@ ShardStats ParameterServer::stats() const {
   return shard_ ? shard_->stats() : ShardStats{};
 }
 
-std::string ParameterServer::StatsJson() const {
+ServerReport ParameterServer::Report() const {
   ShardStats s = stats();
-  nlohmann::json staleness = CountsToJson(s.staleness);
-  nlohmann::json per_update = CountsToJson(s.gradients_per_update);
   const KeyRange range = Range();
-  nlohmann::json j{{"range", {range.begin, range.end}},
-                   {"gradients_per_update", per_update},
-                   {"tail_updates", s.tail_updates},
-                   {"updates", s.updates},
-                   {"applied_gradients", s.applied_gradients},
-                   {"dropped", s.dropped},
-                   {"deferred", s.deferred},
-                   {"staleness", staleness}};
-  if (restored_) j["lost_updates_at_least"] = lost_updates_.load();
+  ServerReport r;
+  r.range_begin = range.begin;
+  r.range_end = range.end;
+  r.gradients_per_update = std::move(s.gradients_per_update);
+  r.staleness = std::move(s.staleness);
+  r.tail_updates = s.tail_updates;
+  r.updates = s.updates;
+  r.applied_gradients = s.applied_gradients;
+  r.dropped = s.dropped;
+  r.deferred = s.deferred;
+  if (restored_) r.lost_updates_at_least = lost_updates_.load();
   // A follower (sync k-of-n) counts no dropped or deferred gradients and no
   // staleness: its leader's counters are the run's.
-  if (follower()) j["follower"] = true;
-  return j.dump();
+  r.follower = follower();
+  return r;
 }
 
 Result<ShardState> ParameterServer::SaveShardState() const {
@@ -325,7 +311,7 @@ void ParameterServer::HandleLeaveOrRejoin(Message msg) {
   ack.header.type = MessageType::kAck;
   ack.header.clock = shard ? shard->version() : 0;
   rpc_->ReplyOrLog(msg, std::move(ack));
-  if (closed) Flush();
+  if (closed) Flush(*shard);
 }
 
 bool ParameterServer::TakeTrailer(Message& msg, PushTrailer* trailer) {
@@ -421,6 +407,7 @@ void ParameterServer::HandleInitPush(Message msg, const KeyRange& r) {
   const float* values = msg.payloads[0].floats();
   Message ack;
   ack.header.type = MessageType::kAck;
+  ParameterShard* shard = nullptr;
   {
     MutexLock lock(&shard_mu_);
     if (restored_) {
@@ -433,10 +420,11 @@ void ParameterServer::HandleInitPush(Message msg, const KeyRange& r) {
       Status st = shard_->Overwrite(values, r.size());
       if (!st.ok()) LogWarning("server: initial parameters: {}", st.message());
     }
-    ack.header.clock = shard_->version();
+    shard = shard_.get();
+    ack.header.clock = shard->version();
   }
   rpc_->ReplyOrLog(msg, std::move(ack));
-  Flush();
+  Flush(*shard);
 }
 
 void ParameterServer::HandleTaggedPush(Message msg, ParameterShard& shard,
@@ -455,7 +443,7 @@ void ParameterServer::HandleTaggedPush(Message msg, ParameterShard& shard,
     msg.payloads.push_back(Buffer::CopyOf(keep, sizeof(keep)));
   }
   waiting_tagged_.emplace(step, std::move(msg));
-  if (outcome.state == State::kApplied) Flush();
+  if (outcome.state == State::kApplied) Flush(shard);
 }
 
 void ParameterServer::HandleGradientPush(Message msg, ParameterShard& shard,
@@ -487,7 +475,7 @@ void ParameterServer::HandleGradientPush(Message msg, ParameterShard& shard,
     }
   }
   rpc_->ReplyOrLog(msg, std::move(ack));
-  if (outcome.state == State::kApplied) Flush();
+  if (outcome.state == State::kApplied) Flush(shard);
 }
 
 void ParameterServer::ReplyPull(ParameterShard& shard, const Message& request) {
@@ -553,13 +541,11 @@ void ParameterServer::HandlePull(Message msg) {
   }
 }
 
-void ParameterServer::Flush() {
-  ParameterShard* shard = CurrentShard();
-  if (!shard) return;
-  const int64_t version = shard->version();
+void ParameterServer::Flush(ParameterShard& shard) {
+  const int64_t version = shard.version();
   std::vector<Message> acks;
   acks.swap(waiting_acks_);
-  const int64_t size = shard->last_step_size();
+  const int64_t size = shard.last_step_size();
   for (Message& m : acks) {
     // A pending push was part of the step that just closed.
     Message ack;
@@ -575,7 +561,7 @@ void ParameterServer::Flush() {
         std::memcpy(&seq, m.payloads[0].data(), sizeof(seq));
       int64_t at = -1;
       std::shared_ptr<const std::vector<float>> snapshot =
-          shard->SnapshotIfAtLeast(0, &at);
+          shard.SnapshotIfAtLeast(0, &at);
       ack.header.clock = at;
       AppendParameters(m, seq, std::move(snapshot), ack);
     }
@@ -595,7 +581,7 @@ void ParameterServer::Flush() {
       ack.payloads.push_back(AckInfo(keep[1], 0));
       int64_t at = -1;
       std::shared_ptr<const std::vector<float>> snapshot =
-          shard->SnapshotIfAtLeast(0, &at);
+          shard.SnapshotIfAtLeast(0, &at);
       ack.header.clock = at;
       AppendParameters(m, keep[0], std::move(snapshot), ack);
     }
@@ -605,7 +591,7 @@ void ParameterServer::Flush() {
   std::vector<Message> still_waiting;
   for (Message& m : waiting_pulls_) {
     if (version >= m.header.clock) {
-      ReplyPull(*shard, m);
+      ReplyPull(shard, m);
     } else {
       still_waiting.push_back(std::move(m));
     }

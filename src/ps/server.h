@@ -4,7 +4,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
@@ -12,16 +11,11 @@
 #include "common/mutex.h"
 #include "common/thread_annotations.h"
 #include "ps/key_range.h"
+#include "ps/server_report.h"
 #include "ps/shard.h"
 #include "transport/rpc.h"
 
 namespace strata {
-
-// A histogram of ShardStats (value -> count) as the JSON object
-// {"<value>": count} the statistics and checkpoints carry, and back (what
-// is not such an object or entry is left out).
-nlohmann::json CountsToJson(const std::map<int64_t, int64_t>& counts);
-std::map<int64_t, int64_t> CountsFromJson(const nlohmann::json& j);
 
 struct ServerOptions {
   KeyRange range;
@@ -97,8 +91,10 @@ class ParameterServer {
   int64_t version() const EXCLUDES(shard_mu_);
   // Statistics so far (zeros before initialisation).
   ShardStats stats() const EXCLUDES(shard_mu_);
-  // The statistics as JSON text (also the payload of kStatsReply).
-  std::string StatsJson() const;
+  // The statistics as a report, and as its JSON text (the payload of
+  // kStatsReply).
+  ServerReport Report() const;
+  std::string StatsJson() const { return Report().ToJson().dump(); }
 
  private:
   // The trailing payloads of a push (protocol.h), taken off by TakeTrailer.
@@ -128,8 +124,8 @@ class ParameterServer {
   void HandleGradientPush(Message msg, ParameterShard& shard, int64_t pull_seq)
       EXCLUDES(shard_mu_);
   void HandlePull(Message msg) EXCLUDES(shard_mu_);
-  // Answers the pulls and acks that the current version satisfies.
-  void Flush() EXCLUDES(shard_mu_);
+  // Answers the pulls and acks that the shard's current version satisfies.
+  void Flush(ParameterShard& shard) EXCLUDES(shard_mu_);
   void ReplyPull(ParameterShard& shard, const Message& request)
       EXCLUDES(shard_mu_);
   // The parameters a reply carries (payloads appended to `reply`): the

@@ -229,24 +229,27 @@ Status ServerGroup::RestoreState(const std::vector<Buffer>& state) {
   return Status::Ok();
 }
 
-std::string ServerGroup::StatsJson() const {
+ServerReport ServerGroup::Report() const {
   const auto servers = Servers();
-  if (servers.empty()) return "{}";
-  if (servers.size() == 1) return servers.front()->StatsJson();
+  if (servers.empty()) {
+    ServerReport none;
+    none.no_ranges = true;
+    return none;
+  }
+  if (servers.size() == 1) return servers.front()->Report();
   // CountedRange()'s counters, over the whole share; the restart's loss is
   // the largest of any range.
-  nlohmann::json j =
-      nlohmann::json::parse(servers[CountedRange(servers)]->StatsJson());
+  ServerReport r = servers[CountedRange(servers)]->Report();
   const KeyRange share = Share();
-  j["range"] = {share.begin, share.end};
-  j["ranges"] = servers.size();
-  int64_t lost = -1;
+  r.range_begin = share.begin;
+  r.range_end = share.end;
+  r.ranges = static_cast<int64_t>(servers.size());
   for (const auto& s : servers) {
-    nlohmann::json one = nlohmann::json::parse(s->StatsJson());
-    lost = std::max(lost, one.value("lost_updates_at_least", int64_t{-1}));
+    const std::optional<int64_t> lost = s->Report().lost_updates_at_least;
+    if (lost && (!r.lost_updates_at_least || *lost > *r.lost_updates_at_least))
+      r.lost_updates_at_least = lost;
   }
-  if (lost >= 0) j["lost_updates_at_least"] = lost;
-  return j.dump();
+  return r;
 }
 
 }  // namespace strata

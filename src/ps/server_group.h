@@ -40,7 +40,10 @@ class ServerGroup {
   // From SaveState()'s form, saved with the same share; the ranges may be
   // cut differently if every range was at the same version.
   Status RestoreState(const std::vector<Buffer>& state);
-  std::string StatsJson() const;
+  // The ranges' statistics as one report (no_ranges before there are
+  // any), and as its JSON text (the payload of kStatsReply).
+  ServerReport Report() const;
+  std::string StatsJson() const { return Report().ToJson().dump(); }
   int num_ranges() const;
 
  private:

@@ -241,6 +241,16 @@ Status ResolveDecentralized(const Config& c, ClusterRunOptions& o) {
   return Status::Ok();
 }
 
+// How the launchers connect the nodes.
+void ResolveTransport(const Config& c, ClusterRunOptions& o) {
+  o.transport = c.GetString("cluster.transport");
+  // The config schema allows only its spellings.
+  o.ucx_shared_memory =
+      UcxSharedMemoryFromConfig(c.GetString("cluster.ucx_shared_memory"))
+          .value_or(UcxOptions::SharedMemory::kAuto);
+  o.spin = std::chrono::microseconds(c.GetInt("cluster.spin_us"));
+}
+
 }  // namespace
 
 Result<ClusterRunOptions> ClusterRunOptions::FromConfig(const Config& c) {
@@ -254,6 +264,7 @@ Result<ClusterRunOptions> ClusterRunOptions::FromConfig(const Config& c) {
   RETURN_IF_ERROR(ResolveLifecycle(c, o));
   ResolvePipelining(c, o);
   RETURN_IF_ERROR(ResolveDecentralized(c, o));
+  ResolveTransport(c, o);
   return o;
 }
 

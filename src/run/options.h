@@ -16,6 +16,7 @@
 #include "ps/schedule.h"
 #include "sharding/methods.h"
 #include "sharding/resolve.h"
+#include "transport/ucx/transport.h"
 
 namespace strata {
 
@@ -82,19 +83,20 @@ struct ClusterRunOptions {
   // machine's cores shared among the workers).
   int threads_per_worker = 0;
   // The update rule (train.optimizer, ...) and the learning rate schedule
-  // (train.lr, train.schedule, ...; ScheduleFor sets its length).
+  // (train.lr, train.schedule, ...; LrSchedule::ForSteps sets its length).
   OptimizerOptions optimizer;
   LrSchedule schedule;
-  LrSchedule ScheduleFor(int64_t total_steps) const {
-    LrSchedule s = schedule;
-    s.total_steps = std::max<int64_t>(1, total_steps);
-    return s;
-  }
   std::chrono::milliseconds request_timeout{120000};
   std::chrono::milliseconds heartbeat_interval{500};
   // cluster.metrics_address: the coordinator serves /metrics there, and
   // workers and servers send their counters with their heartbeats.
   std::string metrics_address;
+  // How the launchers connect the nodes of one machine: cluster.transport
+  // ("inproc", "tcp" or "ucx", transport/factory.h), cluster.
+  // ucx_shared_memory, and cluster.spin_us (in-process waits, spin_wait.h).
+  std::string transport = "inproc";
+  UcxOptions::SharedMemory ucx_shared_memory = UcxOptions::SharedMemory::kAuto;
+  std::chrono::microseconds spin{0};
   // Checkpoints (checkpoint.*; docs/design/checkpoints.md): a round every this
   // many steps of each worker and/or seconds (0: off), the newest kept, and
   // whether this run resumes from its newest checkpoint.
@@ -202,7 +204,7 @@ struct LocalRunOptions {
   int64_t eval_batch = 1000;
   LocalOptimizer optimizer_on = LocalOptimizer::kAuto;
   OptimizerOptions optimizer;
-  LrSchedule schedule;            // its length set for the run (ScheduleFor)
+  LrSchedule schedule;  // its length set for the run (LrSchedule::ForSteps)
   int64_t checkpoint_every = 0;   // steps; 0: off
   double checkpoint_every_s = 0;  // 0: off
   int checkpoint_keep = 3;
@@ -212,11 +214,6 @@ struct LocalRunOptions {
 
   bool checkpoints() const {
     return checkpoint_every > 0 || checkpoint_every_s > 0;
-  }
-  LrSchedule ScheduleFor(int64_t total_steps) const {
-    LrSchedule s = schedule;
-    s.total_steps = std::max<int64_t>(1, total_steps);
-    return s;
   }
   // InvalidArgument naming the key for a value it cannot take.
   static Result<LocalRunOptions> FromConfig(const Config& config);

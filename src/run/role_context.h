@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,9 +40,10 @@ struct RoleContext {
   // The coordinator: the checkpoint CheckResumable returned (null: read
   // the newest with checkpoint.resume).
   std::shared_ptr<const Checkpoint> resume_from;
-  // What roles hand back: the coordinator its summary, the evaluator the
-  // final parameters. May be null.
-  ClusterSummary* summary = nullptr;
+  // What roles hand back: the coordinator its summary (left empty when it
+  // stopped before it had one), the evaluator the final parameters. May be
+  // null.
+  std::optional<ClusterSummary>* summary = nullptr;
   std::vector<float>* final_params = nullptr;
 
   const ClusterRunOptions& options() const { return plan->options; }

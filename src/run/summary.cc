@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "ps/server.h"
+#include "common/json_field.h"
 
 namespace strata {
 
@@ -22,31 +22,6 @@ nlohmann::json RunSummary::ToJson() const {
                         {"interrupted", interrupted}};
 }
 
-namespace {
-
-// The value of `key` in `j` as T; DataLoss naming the key and the report
-// when it is missing or of another type.
-template <typename T>
-Status Field(const nlohmann::json& j, const char* key, const char* what,
-             T* out) {
-  try {
-    *out = j.at(key).get<T>();
-    return Status::Ok();
-  } catch (const std::exception&) {
-    return Status::DataLoss("{}: no {} \"{}\" in {}", what,
-                            std::is_same_v<T, std::string> ? "text" : "number",
-                            key, j.dump());
-  }
-}
-
-template <typename T>
-void Optional(const nlohmann::json& j, const char* key, std::optional<T>* out) {
-  auto it = j.find(key);
-  if (it != j.end() && !it->is_null()) *out = it->get<T>();
-}
-
-}  // namespace
-
 nlohmann::json FinalEvaluation::ToJson() const {
   nlohmann::json j{
       {"final_train_loss", train_loss}, {"final_train_acc", train_acc},
@@ -59,58 +34,15 @@ nlohmann::json FinalEvaluation::ToJson() const {
 Result<FinalEvaluation> FinalEvaluation::FromJson(const nlohmann::json& j) {
   constexpr const char* kWhat = "the final evaluation";
   FinalEvaluation e;
-  RETURN_IF_ERROR(Field(j, "final_train_loss", kWhat, &e.train_loss));
-  RETURN_IF_ERROR(Field(j, "final_train_acc", kWhat, &e.train_acc));
-  RETURN_IF_ERROR(Field(j, "final_val_loss", kWhat, &e.val_loss));
-  RETURN_IF_ERROR(Field(j, "final_val_acc", kWhat, &e.val_acc));
-  RETURN_IF_ERROR(Field(j, "final_version", kWhat, &e.version));
-  RETURN_IF_ERROR(Field(j, "parameters", kWhat, &e.parameters));
-  Optional(j, "final_consensus_distance", &e.consensus_distance);
+  RETURN_IF_ERROR(JsonField(j, "final_train_loss", kWhat, &e.train_loss));
+  RETURN_IF_ERROR(JsonField(j, "final_train_acc", kWhat, &e.train_acc));
+  RETURN_IF_ERROR(JsonField(j, "final_val_loss", kWhat, &e.val_loss));
+  RETURN_IF_ERROR(JsonField(j, "final_val_acc", kWhat, &e.val_acc));
+  RETURN_IF_ERROR(JsonField(j, "final_version", kWhat, &e.version));
+  RETURN_IF_ERROR(JsonField(j, "parameters", kWhat, &e.parameters));
+  RETURN_IF_ERROR(JsonOptional(j, "final_consensus_distance", kWhat,
+                               &e.consensus_distance));
   return e;
-}
-
-nlohmann::json ServerReport::ToJson() const {
-  if (no_ranges) return nlohmann::json::object();
-  nlohmann::json j{{"range", {range_begin, range_end}},
-                   {"gradients_per_update", CountsToJson(gradients_per_update)},
-                   {"tail_updates", tail_updates},
-                   {"updates", updates},
-                   {"applied_gradients", applied_gradients},
-                   {"dropped", dropped},
-                   {"deferred", deferred},
-                   {"staleness", CountsToJson(staleness)}};
-  if (ranges > 0) j["ranges"] = ranges;
-  if (lost_updates_at_least)
-    j["lost_updates_at_least"] = *lost_updates_at_least;
-  if (follower) j["follower"] = true;
-  return j;
-}
-
-Result<ServerReport> ServerReport::FromJson(const nlohmann::json& j) {
-  constexpr const char* kWhat = "a server's statistics";
-  ServerReport r;
-  if (j.is_object() && j.empty()) {
-    r.no_ranges = true;
-    return r;
-  }
-  std::vector<int64_t> range;
-  RETURN_IF_ERROR(Field(j, "range", kWhat, &range));
-  if (range.size() != 2)
-    return Status::DataLoss("{}: a range of {} numbers", kWhat, range.size());
-  r.range_begin = range[0];
-  r.range_end = range[1];
-  RETURN_IF_ERROR(Field(j, "tail_updates", kWhat, &r.tail_updates));
-  RETURN_IF_ERROR(Field(j, "updates", kWhat, &r.updates));
-  RETURN_IF_ERROR(Field(j, "applied_gradients", kWhat, &r.applied_gradients));
-  RETURN_IF_ERROR(Field(j, "dropped", kWhat, &r.dropped));
-  RETURN_IF_ERROR(Field(j, "deferred", kWhat, &r.deferred));
-  r.gradients_per_update =
-      CountsFromJson(j.value("gradients_per_update", nlohmann::json()));
-  r.staleness = CountsFromJson(j.value("staleness", nlohmann::json()));
-  r.ranges = j.value("ranges", int64_t{0});
-  Optional(j, "lost_updates_at_least", &r.lost_updates_at_least);
-  r.follower = j.value("follower", false);
-  return r;
 }
 
 nlohmann::json DataServerReport::ToJson() const {
@@ -143,31 +75,38 @@ nlohmann::json DataServerReport::ToJson() const {
 Result<DataServerReport> DataServerReport::FromJson(const nlohmann::json& j) {
   constexpr const char* kWhat = "a data server's statistics";
   DataServerReport r;
-  RETURN_IF_ERROR(Field(j, "data_server", kWhat, &r.data_server));
-  RETURN_IF_ERROR(Field(j, "assignment", kWhat, &r.assignment));
-  RETURN_IF_ERROR(Field(j, "sampler", kWhat, &r.sampler));
-  RETURN_IF_ERROR(Field(j, "batches", kWhat, &r.batches));
-  RETURN_IF_ERROR(Field(j, "acked", kWhat, &r.acked));
-  RETURN_IF_ERROR(Field(j, "returned", kWhat, &r.returned));
-  RETURN_IF_ERROR(Field(j, "wait_replies", kWhat, &r.wait_replies));
-  RETURN_IF_ERROR(Field(j, "bytes", kWhat, &r.bytes));
-  RETURN_IF_ERROR(Field(j, "active_s", kWhat, &r.active_s));
-  RETURN_IF_ERROR(Field(j, "batches_per_s", kWhat, &r.batches_per_s));
-  RETURN_IF_ERROR(Field(j, "mb_per_s", kWhat, &r.mb_per_s));
+  RETURN_IF_ERROR(JsonField(j, "data_server", kWhat, &r.data_server));
+  RETURN_IF_ERROR(JsonField(j, "assignment", kWhat, &r.assignment));
+  RETURN_IF_ERROR(JsonField(j, "sampler", kWhat, &r.sampler));
+  RETURN_IF_ERROR(JsonField(j, "batches", kWhat, &r.batches));
+  RETURN_IF_ERROR(JsonField(j, "acked", kWhat, &r.acked));
+  RETURN_IF_ERROR(JsonField(j, "returned", kWhat, &r.returned));
+  RETURN_IF_ERROR(JsonField(j, "wait_replies", kWhat, &r.wait_replies));
+  RETURN_IF_ERROR(JsonField(j, "bytes", kWhat, &r.bytes));
+  RETURN_IF_ERROR(JsonField(j, "active_s", kWhat, &r.active_s));
+  RETURN_IF_ERROR(JsonField(j, "batches_per_s", kWhat, &r.batches_per_s));
+  RETURN_IF_ERROR(JsonField(j, "mb_per_s", kWhat, &r.mb_per_s));
   auto s = j.find("stratum_loss");
-  if (s != j.end() && s->is_object() && !s->empty()) {
-    StratumLoss loss;
-    RETURN_IF_ERROR(Field(*s, "class", kWhat, &loss.cls));
-    RETURN_IF_ERROR(Field(*s, "cluster", kWhat, &loss.cluster));
-    for (const nlohmann::json& l : s->value("loss", nlohmann::json::array())) {
-      if (l.is_number())
-        loss.loss.emplace_back(l.get<double>());
-      else
-        loss.loss.emplace_back(std::nullopt);
-    }
-    r.stratum_loss = std::move(loss);
+  if (s != j.end()) {
+    ASSIGN_OR_RETURN(r.stratum_loss, StratumLoss::FromJson(*s));
   }
   return r;
+}
+
+Result<std::optional<DataServerReport::StratumLoss>>
+DataServerReport::StratumLoss::FromJson(const nlohmann::json& j) {
+  if (!j.is_object() || j.empty()) return std::optional<StratumLoss>();
+  constexpr const char* kWhat = "a data server's stratum losses";
+  StratumLoss loss;
+  RETURN_IF_ERROR(JsonField(j, "class", kWhat, &loss.cls));
+  RETURN_IF_ERROR(JsonField(j, "cluster", kWhat, &loss.cluster));
+  for (const nlohmann::json& l : j.value("loss", nlohmann::json::array())) {
+    if (l.is_number())
+      loss.loss.emplace_back(l.get<double>());
+    else
+      loss.loss.emplace_back(std::nullopt);
+  }
+  return std::optional<StratumLoss>(std::move(loss));
 }
 
 double ClusterSummary::BytesPerWorker() const {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "ps/server_report.h"
 #include "run/worker_metrics.h"
 
 namespace strata {
@@ -49,26 +50,6 @@ struct FinalEvaluation {
   static Result<FinalEvaluation> FromJson(const nlohmann::json& j);
 };
 
-// A server node's statistics (kStatsReply, ps/server_group.h).
-struct ServerReport {
-  int64_t range_begin = 0, range_end = 0;
-  int64_t ranges = 0;  // 0: one range (not reported)
-  std::map<int64_t, int64_t> gradients_per_update;  // count -> updates
-  std::map<int64_t, int64_t> staleness;             // staleness -> count
-  int64_t tail_updates = 0, updates = 0, applied_gradients = 0;
-  int64_t dropped = 0, deferred = 0;
-  std::optional<int64_t> lost_updates_at_least;  // a restored server
-  // Sync k-of-n: a range that follows the lead range's choice counts no
-  // dropped or deferred gradients and no staleness.
-  bool follower = false;
-  // A server without key ranges yet (the run failed before it had any)
-  // reports nothing: {}.
-  bool no_ranges = false;
-
-  nlohmann::json ToJson() const;
-  static Result<ServerReport> FromJson(const nlohmann::json& j);
-};
-
 // A data server's statistics (kStatsReply, dataservice/data_role.h).
 struct DataServerReport {
   int data_server = 0;
@@ -81,6 +62,10 @@ struct DataServerReport {
   struct StratumLoss {
     std::vector<int64_t> cls, cluster;
     std::vector<std::optional<double>> loss;
+
+    // From BatchCursor::StratumLosses' JSON; nullopt for its {} (a sampler
+    // that keeps no losses).
+    static Result<std::optional<StratumLoss>> FromJson(const nlohmann::json& j);
   };
   std::optional<StratumLoss> stratum_loss;
 

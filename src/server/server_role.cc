@@ -92,7 +92,8 @@ Status ServerNode::Configure(const std::string& text) {
   // Sync k-of-n: the lead range chooses each step's gradients, the others
   // (on this node or another) follow.
   const int lead = LeadRange(o_, layout);
-  server_.Configure(layout.RangesOf(index_), o_.ScheduleFor(*facts->iterations),
+  server_.Configure(layout.RangesOf(index_),
+                    o_.schedule.ForSteps(*facts->iterations),
                     lead < 0 ? -1 : layout.range(lead).begin);
   if (o_.checkpoints()) RETURN_IF_ERROR(Restore());
   LogDebug("server {}: keys {} of {} parameters", index_, layout.ToString(),

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "common/log.h"
+#include "data/batch_sampler.h"
 #include "sharding/plan.h"
 #include "sharding/report.h"
 
@@ -61,11 +62,11 @@ Result<ShardSet> ResolveShards(const Config& config, const Dataset& train,
   for (int w = 0; w < num_workers; ++w)
     set.worker_indices[w] = set.plan.WorkerShard(w);
   set.cluster_ids = set.plan.cluster_ids;
-  if (set.cluster_ids.empty() &&
-      (config.GetString("data.sampler") == "cluster-stratified" ||
-       config.GetString("data.sampler") == "loss-aware")) {
+  ASSIGN_OR_RETURN(const SamplerKind sampler,
+                   ParseSamplerKind(config.GetString("data.sampler")));
+  if (set.cluster_ids.empty() && UsesClusters(sampler)) {
     LogInfo("data.sampler = {}: clustering each class into {} sub-clusters",
-            config.GetString("data.sampler"), options.subclusters);
+            SamplerKindName(sampler), options.subclusters);
     ASSIGN_OR_RETURN(set.cluster_ids, ComputeClassSubclusters(train, options));
   }
   set.report = MakeShardReport(set.plan, train.labels);

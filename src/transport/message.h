@@ -70,7 +70,8 @@ enum class MessageType : uint16_t {
   kLastUserType = 0x1FFF,
 };
 
-// "push", "pull_request", ..., "user(4097)", or "unknown(77)".
+// "push", "pull_request", ..., "user(4101)" (0x1005, an unnamed user type),
+// or "unknown(77)".
 std::string MessageTypeName(MessageType type);
 // True for the named types above and the user range; false for kInvalid and
 // anything else.

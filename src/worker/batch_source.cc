@@ -23,9 +23,8 @@ namespace {
 class ShardBatches final : public BatchSource {
  public:
   ShardBatches(const ClusterRunOptions& o, int index, const Dataset& train,
-               bool augment, std::unique_ptr<BatchSampler> sampler)
-      : BatchSource(train, augment,
-                    (o.seed << 8) ^ static_cast<uint64_t>(index), index),
+               std::unique_ptr<BatchSampler> sampler)
+      : BatchSource(o, train, index),
         sampler_(std::move(sampler)),
         batch_size_(o.worker_batch),
         total_(o.iterations > 0
@@ -65,11 +64,10 @@ class ShardBatches final : public BatchSource {
 class StreamedBatches final : public BatchSource {
  public:
   StreamedBatches(const ClusterRunOptions& o, int index, const Dataset& shape,
-                  bool augment, bool wants_losses, BatchStream& stream)
-      : BatchSource(shape, augment,
-                    (o.seed << 8) ^ static_cast<uint64_t>(index), index),
+                  BatchStream& stream)
+      : BatchSource(o, shape, index),
         stream_(stream),
-        wants_losses_(wants_losses),
+        wants_losses_(o.sampler == SamplerKind::kLossAware),
         // Dynamic assignment: any worker takes the next batch; train until
         // the service runs dry.
         total_(o.assignment == Assignment::kDynamic
@@ -112,8 +110,7 @@ Result<std::unique_ptr<BatchSource>> MakeBatchSource(const ClusterRunOptions& o,
                                                      BatchStream* stream) {
   if (stream != nullptr) {
     return std::unique_ptr<BatchSource>(
-        new StreamedBatches(o, index, train, o.augment,
-                            o.sampler == SamplerKind::kLossAware, *stream));
+        new StreamedBatches(o, index, train, *stream));
   }
   if (shards == nullptr ||
       index >= static_cast<int>(shards->worker_indices.size()) ||
@@ -127,7 +124,7 @@ Result<std::unique_ptr<BatchSource>> MakeBatchSource(const ClusterRunOptions& o,
                                     BatchCursor::SamplerSeed(o.seed, index),
                                     o.shuffle, o.loss_aware_max_boost));
   return std::unique_ptr<BatchSource>(
-      new ShardBatches(o, index, train, o.augment, std::move(sampler)));
+      new ShardBatches(o, index, train, std::move(sampler)));
 }
 
 }  // namespace strata

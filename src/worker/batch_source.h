@@ -5,7 +5,6 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "common/config.h"
 #include "common/status.h"
 #include "data/batch_sampler.h"
 #include "data/dataset.h"
@@ -44,14 +43,19 @@ class BatchSource {
   // Before the worker arrives at a checkpoint round: the data server's
   // cursor must know every batch trained so far.
   virtual Status BeforeCheckpoint() { return Status::Ok(); }
-  // Seconds spent waiting for a batch that was not there yet.
-  virtual double wait_s() const { return 0; }
+  // Seconds spent waiting for the data service's next batch; -1 without a
+  // data service (nothing to wait for).
+  virtual double wait_s() const { return -1; }
   // After the last step: the last acknowledgements.
   virtual Status Finish() { return Status::Ok(); }
 
  protected:
-  BatchSource(const Dataset& train, bool augment, uint64_t seed, int index)
-      : batcher_(train, augment, seed), index_(index) {}
+  // Worker `index`'s batcher: options.augment, seeded from run.seed and the
+  // index.
+  BatchSource(const ClusterRunOptions& o, const Dataset& train, int index)
+      : batcher_(train, o.augment,
+                 (o.seed << 8) ^ static_cast<uint64_t>(index)),
+        index_(index) {}
   Batcher batcher_;
   const int index_;
 };

@@ -37,7 +37,7 @@ struct CheckpointedParts {
   FaultInjection& faults;
   WorkerMetrics& metrics;
   PublishedModel& published;
-  ModelBuffers model;
+  const ModelBuffers& model;
   // Modes whose workers keep their own model save it too (the parameter-
   // server modes' model is the servers').
   bool keeps_model = false;
@@ -84,7 +84,6 @@ class CheckpointParticipant {
   // Arrives with the state at step `done` and waits for the round to end.
   Status Arrive(int64_t done, bool final, bool paused,
                 const CheckpointedParts& parts);
-  Status Resumed(const Message& reply);
 
   WorkerCheckpoints* const checkpoints_;
   const ClusterRunOptions& o_;

@@ -7,6 +7,7 @@
 
 #include "common/log.h"
 #include "common/own_thread.h"
+#include "common/seconds.h"
 #include "worker/batch.h"
 
 namespace strata {
@@ -14,10 +15,6 @@ namespace strata {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
 // The evaluator's model, built on a thread of its own: the evaluator's
 // thread lives all run.
 Result<Model> CreateEvaluatorModel(const ClusterRunOptions& o,

@@ -7,6 +7,7 @@
 #include "cluster/node.h"
 #include "common/log.h"
 #include "common/mutex.h"
+#include "common/seconds.h"
 #include "models/model_file.h"
 #include "run/run_facts.h"
 #include "worker/batch.h"
@@ -136,13 +137,12 @@ void EvaluatorNode::Record(const FinalEvaluation& e, Model& model) {
   Status written = WriteModelFiles(ctx_.run_dir->path(), o_.model,
                                    InputSpecOf(data_.train), model);
   if (!written.ok()) LogWarning("model files: {}", written.message());
-  nlohmann::json line{
-      {"step", o_.iterations},
-      {"version", e.version},
-      {"wall_s", std::chrono::duration<double>(Clock::now() - start_).count()},
-      {"val_loss", e.val_loss},
-      {"val_acc", e.val_acc},
-      {"final", true}};
+  nlohmann::json line{{"step", o_.iterations},
+                      {"version", e.version},
+                      {"wall_s", Seconds(start_, Clock::now())},
+                      {"val_loss", e.val_loss},
+                      {"val_acc", e.val_acc},
+                      {"final", true}};
   // The final point of the consensus-distance curve.
   if (e.consensus_distance) line["consensus_distance"] = *e.consensus_distance;
   Status appended = ctx_.run_dir->AppendJson("eval.jsonl", line);

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "common/log.h"
+#include "common/seconds.h"
 
 namespace strata {
 
@@ -22,7 +23,7 @@ LayerGate::~LayerGate() { model_.net->set_param_gate(nullptr); }
 void LayerGate::Await(int64_t end) {
   const auto t = Clock::now();
   Status in = exchange_.AwaitParams(end);
-  wait_s_ += std::chrono::duration<double>(Clock::now() - t).count();
+  wait_s_ += Seconds(t, Clock::now());
   if (!in.ok()) {
     failed_ = true;
     throw ParamWaitError(std::move(in));

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/seconds.h"
 #include "models/model_file.h"
 #include "run/progress.h"
 #include "sharding/methods.h"
@@ -17,10 +18,6 @@ namespace strata {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
 // A single-process run: its model, batches and update, and the parts
 // around the loop (evaluation, checkpoints, the metrics window, progress).
 class LocalTrainer {
@@ -119,7 +116,7 @@ Status LocalTrainer::SetUp() {
   RETURN_IF_ERROR(PlaceModel(model_, o_.device));
   RETURN_IF_ERROR(MakeSampler());
   ASSIGN_OR_RETURN(update_, MakeLocalUpdate(o_, model_.flat));
-  schedule_ = o_.ScheduleFor(total_steps_);
+  schedule_ = o_.schedule.ForSteps(total_steps_);
   // Checkpoints (docs/design/checkpoints.md).
   if (o_.resume) RETURN_IF_ERROR(Resume());
   last_checkpoint_ = Clock::now();

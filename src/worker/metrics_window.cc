@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/seconds.h"
+
 namespace strata {
 
 Status MetricsWindow::Record(int64_t it, int64_t total, int64_t epoch,
@@ -17,9 +19,7 @@ Status MetricsWindow::Record(int64_t it, int64_t total, int64_t epoch,
   ++n_;
   if (run_dir_ == nullptr || ((it + 1) % log_every_ != 0 && it + 1 != total))
     return Status::Ok();
-  const double wall_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_)
-          .count();
+  const double wall_s = Seconds(start_, std::chrono::steady_clock::now());
   nlohmann::json j{{"worker", index_},         {"step", it + 1},
                    {"epoch", epoch},           {"wall_s", wall_s},
                    {"train_loss", loss_ / n_}, {"train_acc", accuracy_ / n_},

@@ -34,8 +34,17 @@ Status SizePlan(ClusterPlan* plan, const InputSpec& input) {
 Result<ClusterPlan> MakeClusterPlan(const Config& config,
                                     const DatasetSplits& data,
                                     bool resolve_shards) {
+  ASSIGN_OR_RETURN(ClusterRunOptions options,
+                   ClusterRunOptions::FromConfig(config));
+  return MakeClusterPlan(std::move(options), config, data, resolve_shards);
+}
+
+Result<ClusterPlan> MakeClusterPlan(ClusterRunOptions options,
+                                    const Config& config,
+                                    const DatasetSplits& data,
+                                    bool resolve_shards) {
   ClusterPlan plan;
-  ASSIGN_OR_RETURN(plan.options, ClusterRunOptions::FromConfig(config));
+  plan.options = std::move(options);
   const int n = plan.options.roles.num_workers();
   if (data.train.size() < n) {
     return Status::InvalidArgument(

@@ -25,6 +25,11 @@ Status SizePlan(ClusterPlan* plan, const InputSpec& input);
 Result<ClusterPlan> MakeClusterPlan(const Config& config,
                                     const DatasetSplits& data,
                                     bool resolve_shards = true);
+// The same from options already resolved from `config`.
+Result<ClusterPlan> MakeClusterPlan(ClusterRunOptions options,
+                                    const Config& config,
+                                    const DatasetSplits& data,
+                                    bool resolve_shards);
 
 // A worker fed by the data service: the same plan (no shards) from the
 // shape and size the data servers announced.

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/seconds.h"
 #include "worker/batch.h"
 #include "worker/batch_source.h"
 #include "worker/fault_injection.h"
@@ -20,10 +21,6 @@ namespace strata {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
 // The model goes away with the loop: whatever happens, a copy of it (and no
 // pointer into it) is left behind for the evaluator.
 struct FreezeAtExit {
@@ -250,7 +247,7 @@ Result<bool> WorkerLoop::Step(int64_t it) {
   profiler_->AfterStep(it);
   const StepTimes times{Seconds(t0, t1), Seconds(t1, t2), gate_->wait_s(),
                         Seconds(t2, t3)};
-  const double data_wait = s_.stream != nullptr ? source_->wait_s() : -1;
+  const double data_wait = source_->wait_s();
   RETURN_IF_ERROR(window_.Record(it, source_->total_steps(), epoch, r.loss,
                                  r.accuracy, samples, times,
                                  exchange_->version(), data_wait, m_));
@@ -266,11 +263,11 @@ Status WorkerLoop::Finish() {
   const bool to_the_end =
       m_.iterations == source_->total_steps() || data_ended_;
   RETURN_IF_ERROR(checkpoints_.AtEnd(to_the_end, first_step_, Parts()));
-  if (s_.stream != nullptr) {
-    m_.data_wait_s = source_->wait_s();
-    m_.compute_s -= m_.data_wait_s;
-    RETURN_IF_ERROR(source_->Finish());
+  if (const double data_wait = source_->wait_s(); data_wait >= 0) {
+    m_.data_wait_s = data_wait;
+    m_.compute_s -= data_wait;
   }
+  RETURN_IF_ERROR(source_->Finish());
   RETURN_IF_ERROR(exchange_->Finish(m_.iterations));
   m_.finished = to_the_end;
   return Status::Ok();

@@ -3,7 +3,6 @@
 #include <atomic>
 #include <cstdint>
 
-#include "common/config.h"
 #include "data/dataset.h"
 #include "dataservice/batch_stream.h"
 #include "exchange/exchange.h"

@@ -152,7 +152,7 @@ Result<WorkerMetrics> WorkerNode::Train() {
   setup.env.layout = &p.layout;
   setup.env.mailbox = &mailbox_;
   setup.env.optimizer = p.options.optimizer;
-  setup.env.schedule = p.options.ScheduleFor(p.options.iterations);
+  setup.env.schedule = p.options.schedule.ForSteps(p.options.iterations);
   setup.published = &published_;
   setup.run_dir = ctx_.run_dir;
   setup.stop = ctx_.stop;

@@ -15,6 +15,7 @@
 #include "cluster/node.h"
 #include "coordinator/coordinator_role.h"
 #include "data/load.h"
+#include "data/test_util.h"
 #include "dataservice/batch_stream.h"
 #include "dataservice/data_role.h"
 #include "exchange/exchange.h"
@@ -61,7 +62,7 @@ Status FakeWorker(const ClusterPlan& plan, std::unique_ptr<Transport> t,
   env.member = &node.member();
   env.layout = &plan.layout;
   env.optimizer = o.optimizer;
-  env.schedule = o.ScheduleFor(o.iterations);
+  env.schedule = o.schedule.ForSteps(o.iterations);
   env.metrics = &metrics;
   env.params_mu = &mu;
   ASSIGN_OR_RETURN(std::unique_ptr<Exchange> exchange, MakeExchange(env));
@@ -100,9 +101,8 @@ bool LibTorchLoaded() {
 }
 
 TEST(TorchFreeClusterTest, CoordinatorServerAndDataServerRunWithoutLibTorch) {
-  char dir[] = "/tmp/strata_torch_free_XXXXXX";
-  ASSERT_NE(::mkdtemp(dir), nullptr);
-  const Config config = TestConfig(dir);
+  const testing::TempDir dir;
+  const Config config = TestConfig(dir.path());
   auto data = LoadDatasetFromConfig(config);
   ASSERT_TRUE(data.ok()) << data.status().ToString();
   auto run_dir = RunDirectory::Create(config);
@@ -137,7 +137,7 @@ TEST(TorchFreeClusterTest, CoordinatorServerAndDataServerRunWithoutLibTorch) {
     ctx.run_dir = &*run_dir;
     ctx.data = &*data;
   }
-  ClusterSummary summary;
+  std::optional<ClusterSummary> summary;
   contexts[0].summary = &summary;
   std::vector<Status> results(contexts.size());
   int64_t batches = 0;
@@ -163,14 +163,18 @@ TEST(TorchFreeClusterTest, CoordinatorServerAndDataServerRunWithoutLibTorch) {
   }
   for (auto& t : threads) t.join();
   ASSERT_TRUE(results[0].ok()) << results[0].ToString();
+  for (size_t i = 1; i < results.size(); ++i)
+    EXPECT_TRUE(results[i].ok())
+        << contexts[i].who() << ": " << results[i].ToString();
   EXPECT_EQ(batches, kSteps);
-  EXPECT_EQ(summary.steps, kSteps);
-  ASSERT_EQ(summary.servers_stats.size(), 1u);
+  ASSERT_TRUE(summary.has_value());
+  EXPECT_EQ(summary->steps, kSteps);
+  ASSERT_EQ(summary->servers_stats.size(), 1u);
   // Sync with one worker: one update of the server's range per step.
-  EXPECT_EQ(summary.servers_stats[0].updates, kSteps);
-  ASSERT_TRUE(summary.data_service.has_value());
-  ASSERT_EQ(summary.data_service->data_servers.size(), 1u);
-  EXPECT_EQ(summary.data_service->data_servers[0].acked, kSteps);
+  EXPECT_EQ(summary->servers_stats[0].updates, kSteps);
+  ASSERT_TRUE(summary->data_service.has_value());
+  ASSERT_EQ(summary->data_service->data_servers.size(), 1u);
+  EXPECT_EQ(summary->data_service->data_servers[0].acked, kSteps);
   EXPECT_FALSE(LibTorchLoaded());
 }
 
