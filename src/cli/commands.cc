@@ -11,15 +11,14 @@
 #include "cli/experiment_commands.h"
 #include "cli/keys_command.h"
 #include "cli/shard_command.h"
-#include "cluster/run_mode.h"
 #include "common/config.h"
 #include "common/fs.h"
 #include "common/log.h"
 #include "data/download.h"
-#include "data/load.h"
 #include "launch/node.h"
 #include "launch/processes.h"
 #include "launch/threads.h"
+#include "launch/train.h"
 #include "models/model_file.h"
 #include "run/run_dir.h"
 #include "worker/local_trainer.h"
@@ -28,15 +27,12 @@ namespace strata {
 namespace {
 
 struct TrainArgs {
-  std::string config_path;
-  std::vector<std::string> overrides;
-  bool processes = false;
-  std::string resume;      // a run directory to continue
+  TrainRequest request;
   bool on_thread = false;  // the run on a thread other than main (diagnostic)
 };
 
 struct NodeArgs {
-  TrainArgs train;
+  TrainRequest train;
   std::string role;
   int index = 0;
   std::string coordinator;
@@ -49,40 +45,6 @@ LogLevel ParseLevel(const std::string& s) {
   if (s == "warning") return LogLevel::kWarning;
   if (s == "error") return LogLevel::kError;
   return LogLevel::kInfo;
-}
-
-// Defaults, then the TOML file, then --set overrides, in that order.
-Result<Config> ResolveConfig(const TrainArgs& args) {
-  Config config;
-  if (!args.resume.empty()) {
-    // The run's own resolved config; --set may still change what a resume
-    // allows (the log level, ...), the checkpoint refuses the rest.
-    if (!args.config_path.empty())
-      return Status::InvalidArgument(
-          "--resume continues a run with its own config.toml: drop -c");
-    ASSIGN_OR_RETURN(
-        config, Config::FromTomlFile(JoinPath(args.resume, "config.toml")));
-  } else if (!args.config_path.empty()) {
-    ASSIGN_OR_RETURN(config, Config::FromTomlFile(args.config_path));
-  }
-  for (const std::string& o : args.overrides) {
-    Status st = config.ApplyOverride(o);
-    if (!st.ok()) return st.WithContext("--set " + o);
-  }
-  if (!args.resume.empty()) {
-    RETURN_IF_ERROR(config.ApplyOverride("checkpoint.resume=true"));
-  }
-  return config;
-}
-
-// The run directory: a new one, or the resumed run's (metrics are
-// appended, the summary rewritten at the end).
-Result<RunDirectory> TrainRunDirectory(const TrainArgs& args,
-                                       const Config& config) {
-  if (args.resume.empty()) return RunDirectory::Create(config);
-  ASSIGN_OR_RETURN(RunDirectory dir, RunDirectory::Open(args.resume));
-  dir.SetTensorBoard(config.GetBool("metrics.tensorboard"));
-  return dir;
 }
 
 // The end of a run: its final figures, where it is; 130 when interrupted.
@@ -102,59 +64,43 @@ int Done(const Result<RunSummary>& summary, const RunDirectory& run_dir) {
   return done.interrupted ? 130 : 0;
 }
 
-// In this process: the local trainer or a cluster of threads.
-Result<RunSummary> TrainHere(const TrainArgs& args, const Config& config,
-                             bool local, const RunDirectory& run_dir,
-                             const std::atomic<bool>* stop) {
-  ASSIGN_OR_RETURN(DatasetSplits data, LoadDatasetFromConfig(config));
-  auto train = [&] {
-    return local ? TrainLocal(config, data, run_dir, stop)
-                 : TrainCluster(config, data, run_dir, stop);
-  };
-  if (!args.on_thread) return train();
-  // A diagnostic (docs/results/2026-11-26-gpu-h200-profile.md): the run on
-  // a thread other than main, as a cluster's workers are.
+// The run, on this thread or (--on-thread, a diagnostic:
+// docs/results/2026-11-26-gpu-h200-profile.md) on a thread other than main,
+// as a cluster's workers are.
+Result<RunSummary> TrainOn(const TrainArgs& args, const Config& config,
+                           const RunDirectory& run_dir,
+                           const std::atomic<bool>* stop) {
+  if (!args.on_thread) return Train(args.request, config, run_dir, stop);
   std::optional<Result<RunSummary>> summary;
-  std::thread t([&] { summary.emplace(train()); });
+  std::thread t(
+      [&] { summary.emplace(Train(args.request, config, run_dir, stop)); });
   t.join();
   return std::move(*summary);
 }
 
 int RunTrain(const TrainArgs& args, const std::atomic<bool>* stop) {
-  auto config = ResolveConfig(args);
+  auto config = ResolveTrainConfig(args.request);
   if (!config.ok()) {
     LogError("{}", config.status().message());
     return 2;
   }
   SetLogLevel(ParseLevel(config->GetString("run.log_level")));
-  Result<RunMode> mode = ParseRunMode(config->GetString("cluster.mode"));
-  if (!mode.ok()) {
-    LogError("{}", mode.status().message());
+  Status launch = CheckLaunch(args.request, *config);
+  if (!launch.ok()) {
+    LogError("{}", launch.message());
     return 2;
   }
-  const bool local = *mode == RunMode::kLocal;
-  if (args.processes && local) {
-    LogError(
-        "--processes needs a cluster mode (cluster.mode = sync, async or "
-        "ssp), not local");
-    return 2;
-  }
-  Result<RunDirectory> run_dir = TrainRunDirectory(args, *config);
+  Result<RunDirectory> run_dir = TrainRunDirectory(args.request, *config);
   if (!run_dir.ok()) {
     LogError("{}", run_dir.status().message());
     return 1;
   }
   LogInfo("run directory: {}", run_dir->path());
-  if (!args.processes)
-    return Done(TrainHere(args, *config, local, *run_dir, stop), *run_dir);
-  Result<ClusterSummary> summary =
-      TrainProcesses(*config, *run_dir, SelfExe(), stop);
-  if (!summary.ok()) return Done(summary.status(), *run_dir);
-  return Done(summary->Brief(0, 0), *run_dir);
+  return Done(TrainOn(args, *config, *run_dir, stop), *run_dir);
 }
 
 int RunNodeCommand(const NodeArgs& args, const std::atomic<bool>* stop) {
-  auto config = ResolveConfig(args.train);
+  auto config = ResolveTrainConfig(args.train);
   if (!config.ok()) {
     LogError("{}", config.status().message());
     return 2;
@@ -207,26 +153,24 @@ int RunNodeCommand(const NodeArgs& args, const std::atomic<bool>* stop) {
   return stop != nullptr && stop->load() ? 130 : 0;
 }
 
-}  // namespace
-
-void AddCommands(CLI::App& app, int* exit_code, const std::atomic<bool>* stop) {
-  app.require_subcommand(1);
-  app.option_defaults()->always_capture_default();
-
-  // strata train
+// strata train
+void AddTrainCommand(CLI::App& app, int* exit_code,
+                     const std::atomic<bool>* stop) {
   auto train_args = std::make_shared<TrainArgs>();
   CLI::App* train = app.add_subcommand(
       "train",
       "Train a model. With no arguments: the embedded default (synthetic data, "
       "a small MLP). cluster.mode = \"local\" trains in this process.");
-  train->add_option("-c,--config", train_args->config_path, "TOML run config")
+  train
+      ->add_option("-c,--config", train_args->request.config_path,
+                   "TOML run config")
       ->check(CLI::ExistingFile);
   train
       ->add_option(
-          "--set", train_args->overrides,
+          "--set", train_args->request.overrides,
           "override a config key: --set section.key=value (repeatable)")
       ->take_all();
-  train->add_flag("--processes", train_args->processes,
+  train->add_flag("--processes", train_args->request.processes,
                   "run every cluster node as its own process (loopback TCP) "
                   "instead of threads");
   train
@@ -236,13 +180,21 @@ void AddCommands(CLI::App& app, int* exit_code, const std::atomic<bool>* stop) {
                  "docs/results/2026-11-26-gpu-h200-profile.md)")
       ->group("");  // hidden from --help
   train
-      ->add_option("--resume", train_args->resume,
+      ->add_option("--resume", train_args->request.resume,
                    "continue RUN_DIR from its newest checkpoint, with its own "
                    "config (local runs; docs/design/checkpoints.md)")
       ->check(CLI::ExistingDirectory);
   train->footer("\n" + Config::SchemaHelp());
 
-  // strata node
+  train->callback([=]() {
+    train_args->request.exe = SelfExe();
+    *exit_code = RunTrain(*train_args, stop);
+  });
+}
+
+// strata node
+void AddNodeCommand(CLI::App& app, int* exit_code,
+                    const std::atomic<bool>* stop) {
   auto node_args = std::make_shared<NodeArgs>();
   CLI::App* node =
       app.add_subcommand("node",
@@ -274,18 +226,61 @@ void AddCommands(CLI::App& app, int* exit_code, const std::atomic<bool>* stop) {
                    "override a config key (repeatable)")
       ->take_all();
   node->callback([=]() { *exit_code = RunNodeCommand(*node_args, stop); });
-  train->callback([=]() { *exit_code = RunTrain(*train_args, stop); });
+}
 
-  // strata experiment, strata report
-  AddExperimentCommands(app, exit_code, stop);
+// strata export: a run's final model (or a checkpoint's), checked and
+// copied. The exit code.
+int RunExport(const std::string& run_dir, const std::string& out,
+              const std::string& step_text) {
+  if (!step_text.empty()) {
+    int64_t step = -1;
+    if (step_text != "newest") {
+      if (step_text.find_first_not_of("0123456789") != std::string::npos) {
+        LogError("--checkpoint \"{}\": a step number or \"newest\"", step_text);
+        return 2;
+      }
+      step = std::stoll(step_text);
+    }
+    auto dir = ExportLocalCheckpoint(run_dir, step, out);
+    if (!dir.ok()) {
+      LogError("{}", dir.status().message());
+      return dir.status().code() == Status::Code::kNotFound ? 2 : 1;
+    }
+    std::printf("%s: the model of %s\n", JoinPath(*dir, kModelFile).c_str(),
+                step_text.c_str());
+    return 0;
+  }
+  auto info = CheckModelFiles(run_dir);
+  if (!info.ok()) {
+    LogError("{}", info.status().message());
+    return info.status().code() == Status::Code::kNotFound ? 2 : 1;
+  }
+  std::string dir = run_dir;
+  if (!out.empty()) {
+    dir = out;
+    Status st = MakeDirs(dir);
+    for (const char* f : {kModelFile, kModelInfoFile}) {
+      if (!st.ok()) break;
+      auto bytes = ReadFile(JoinPath(run_dir, f));
+      st = bytes.ok() ? WriteFileAtomic(JoinPath(dir, f), *bytes)
+                      : bytes.status();
+    }
+    if (!st.ok()) {
+      LogError("{}", st.message());
+      return 1;
+    }
+  }
+  std::printf("%s: %s, %zu tensors, %lld parameters\n%s: its architecture\n",
+              JoinPath(dir, kModelFile).c_str(),
+              (*info)["model"].get<std::string>().c_str(),
+              (*info)["tensors"].size(),
+              static_cast<long long>((*info)["parameters"].get<int64_t>()),
+              JoinPath(dir, kModelInfoFile).c_str());
+  return 0;
+}
 
-  // strata shard
-  AddShardCommand(app, exit_code);
-
-  // strata keys generate
-  AddKeysCommand(app, exit_code);
-
-  // strata export
+// strata export
+void AddExportCommand(CLI::App& app, int* exit_code) {
   auto export_run = std::make_shared<std::string>();
   auto export_out = std::make_shared<std::string>();
   CLI::App* exp = app.add_subcommand(
@@ -307,60 +302,12 @@ void AddCommands(CLI::App& app, int* exit_code, const std::atomic<bool>* stop) {
       "export a checkpoint's model instead of the final one: its "
       "step, or \"newest\" (local runs; docs/design/checkpoints.md)");
   exp->callback([=]() {
-    if (!export_step->empty()) {
-      int64_t step = -1;
-      if (*export_step != "newest") {
-        if (export_step->find_first_not_of("0123456789") != std::string::npos) {
-          LogError("--checkpoint \"{}\": a step number or \"newest\"",
-                   *export_step);
-          *exit_code = 2;
-          return;
-        }
-        step = std::stoll(*export_step);
-      }
-      auto dir = ExportLocalCheckpoint(*export_run, step, *export_out);
-      if (!dir.ok()) {
-        LogError("{}", dir.status().message());
-        *exit_code = dir.status().code() == Status::Code::kNotFound ? 2 : 1;
-        return;
-      }
-      std::printf("%s: the model of %s\n", JoinPath(*dir, kModelFile).c_str(),
-                  export_step->c_str());
-      *exit_code = 0;
-      return;
-    }
-    auto info = CheckModelFiles(*export_run);
-    if (!info.ok()) {
-      LogError("{}", info.status().message());
-      *exit_code = info.status().code() == Status::Code::kNotFound ? 2 : 1;
-      return;
-    }
-    std::string dir = *export_run;
-    if (!export_out->empty()) {
-      dir = *export_out;
-      Status st = MakeDirs(dir);
-      for (const char* f : {kModelFile, kModelInfoFile}) {
-        if (!st.ok()) break;
-        auto bytes = ReadFile(JoinPath(*export_run, f));
-        st = bytes.ok() ? WriteFileAtomic(JoinPath(dir, f), *bytes)
-                        : bytes.status();
-      }
-      if (!st.ok()) {
-        LogError("{}", st.message());
-        *exit_code = 1;
-        return;
-      }
-    }
-    std::printf("%s: %s, %zu tensors, %lld parameters\n%s: its architecture\n",
-                JoinPath(dir, kModelFile).c_str(),
-                (*info)["model"].get<std::string>().c_str(),
-                (*info)["tensors"].size(),
-                static_cast<long long>((*info)["parameters"].get<int64_t>()),
-                JoinPath(dir, kModelInfoFile).c_str());
-    *exit_code = 0;
+    *exit_code = RunExport(*export_run, *export_out, *export_step);
   });
+}
 
-  // strata data download
+// strata data download
+void AddDataCommand(CLI::App& app, int* exit_code) {
   CLI::App* data = app.add_subcommand("data", "Dataset utilities");
   data->require_subcommand(1);
   auto dl_name = std::make_shared<std::string>();
@@ -388,6 +335,21 @@ void AddCommands(CLI::App& app, int* exit_code, const std::atomic<bool>* stop) {
     std::printf("%s is in %s\n", dl_name->c_str(), dl_dir->c_str());
     *exit_code = 0;
   });
+}
+
+}  // namespace
+
+void AddCommands(CLI::App& app, int* exit_code, const std::atomic<bool>* stop) {
+  app.require_subcommand(1);
+  app.option_defaults()->always_capture_default();
+
+  AddTrainCommand(app, exit_code, stop);
+  AddNodeCommand(app, exit_code, stop);
+  AddExperimentCommands(app, exit_code, stop);  // experiment, report
+  AddShardCommand(app, exit_code);
+  AddKeysCommand(app, exit_code);  // keys generate
+  AddExportCommand(app, exit_code);
+  AddDataCommand(app, exit_code);  // data download
 }
 
 std::string SelfExe() {

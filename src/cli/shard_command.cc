@@ -1,6 +1,5 @@
 #include "cli/shard_command.h"
 
-#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -9,8 +8,7 @@
 
 #include "common/config.h"
 #include "common/log.h"
-#include "data/load.h"
-#include "sharding/plan.h"
+#include "sharding/plan_files.h"
 #include "sharding/report.h"
 #include "sharding/resolve.h"
 
@@ -82,38 +80,14 @@ int RunShard(const ShardArgs& args) {
     LogError("{}", options.status().message());
     return 2;
   }
-  const auto t = std::chrono::steady_clock::now();
-  auto data = LoadDatasetFromConfig(*config);
-  if (!data.ok()) {
-    LogError("{}", data.status().message());
-    return 1;
-  }
-  const double load_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t)
-          .count();
-  LogInfo("{}: {} training examples loaded in {:.2f} s", data->train.name,
-          data->train.size(), load_s);
-  auto plan = ComputeShardPlan(data->train, *options);
-  if (!plan.ok()) {
-    LogError("{}", plan.status().message());
-    return 1;
-  }
-  plan->timings.load = load_s;
-  plan->timings.total += load_s;
-  Status st = SaveShardPlan(*plan, args.out);
-  if (!st.ok()) {
-    LogError("{}", st.message());
-    return 1;
-  }
-  const nlohmann::json report = MakeShardReport(*plan, data->train.labels);
   const std::string report_path =
       args.report.empty() ? DefaultReportPath(args.out) : args.report;
-  st = WriteShardReport(report, report_path);
-  if (!st.ok()) {
-    LogError("{}", st.message());
+  auto report = WriteShardPlanFiles(*config, workers, args.out, report_path);
+  if (!report.ok()) {
+    LogError("{}", report.status().message());
     return 1;
   }
-  std::printf("%s\n", FormatShardReport(report).c_str());
+  std::printf("%s\n", FormatShardReport(*report).c_str());
   std::printf(
       "plan: %s\nreport: %s\ntrain with it: --set data.shard_plan=%s (and "
       "the same data.* settings, so the dataset fingerprint matches)\n",

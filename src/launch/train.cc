@@ -1,0 +1,72 @@
+#include "launch/train.h"
+
+#include "cluster/run_mode.h"
+#include "common/fs.h"
+#include "data/load.h"
+#include "launch/processes.h"
+#include "launch/threads.h"
+#include "worker/local_trainer.h"
+
+namespace strata {
+
+Result<Config> ResolveTrainConfig(const TrainRequest& request) {
+  Config config = request.base;
+  if (!request.resume.empty()) {
+    // The run's own resolved config; overrides may still change what a
+    // resume allows (the log level, ...), the checkpoint refuses the rest.
+    if (!request.config_path.empty())
+      return Status::InvalidArgument(
+          "--resume continues a run with its own config.toml: drop -c");
+    ASSIGN_OR_RETURN(
+        config, Config::FromTomlFile(JoinPath(request.resume, "config.toml")));
+  } else if (!request.config_path.empty()) {
+    ASSIGN_OR_RETURN(config, Config::FromTomlFile(request.config_path));
+  }
+  for (const std::string& o : request.overrides) {
+    Status st = config.ApplyOverride(o);
+    if (!st.ok()) return st.WithContext("--set " + o);
+  }
+  if (!request.resume.empty()) {
+    RETURN_IF_ERROR(config.ApplyOverride("checkpoint.resume=true"));
+  }
+  return config;
+}
+
+Result<RunDirectory> TrainRunDirectory(const TrainRequest& request,
+                                       const Config& config) {
+  if (request.resume.empty()) return RunDirectory::Create(config);
+  ASSIGN_OR_RETURN(RunDirectory dir, RunDirectory::Open(request.resume));
+  dir.SetTensorBoard(config.GetBool("metrics.tensorboard"));
+  return dir;
+}
+
+Status CheckLaunch(const TrainRequest& request, const Config& config) {
+  ASSIGN_OR_RETURN(RunMode mode,
+                   ParseRunMode(config.GetString("cluster.mode")));
+  if (request.processes && mode == RunMode::kLocal)
+    return Status::InvalidArgument(
+        "--processes needs a cluster mode (cluster.mode = sync, async or "
+        "ssp), not local");
+  if (request.processes && request.exe.empty())
+    return Status::InvalidArgument(
+        "--processes needs the strata binary to start the nodes with");
+  return Status::Ok();
+}
+
+Result<RunSummary> Train(const TrainRequest& request, const Config& config,
+                         const RunDirectory& run_dir,
+                         const std::atomic<bool>* stop) {
+  RETURN_IF_ERROR(CheckLaunch(request, config));
+  if (request.processes) {
+    ASSIGN_OR_RETURN(ClusterSummary summary,
+                     TrainProcesses(config, run_dir, request.exe, stop));
+    return summary.Brief(0, 0);
+  }
+  ASSIGN_OR_RETURN(RunMode mode,
+                   ParseRunMode(config.GetString("cluster.mode")));
+  ASSIGN_OR_RETURN(DatasetSplits data, LoadDatasetFromConfig(config));
+  return mode == RunMode::kLocal ? TrainLocal(config, data, run_dir, stop)
+                                 : TrainCluster(config, data, run_dir, stop);
+}
+
+}  // namespace strata
