@@ -32,11 +32,11 @@ LAYERS = [
     ["exchange", "coordinator", "server", "dataservice"],
     ["worker"],
     ["launch"],
-    ["cli"],
+    ["cli", "python"],
 ]
 # The modules where a model computes; every other one (and strata_http,
 # a library of src/metrics) must never see LibTorch (src/CMakeLists.txt).
-TORCH_MODULES = {"models", "worker", "launch", "cli"}
+TORCH_MODULES = {"models", "worker", "launch", "cli", "python"}
 TORCH_FREE = {m for ms in LAYERS for m in ms} - TORCH_MODULES | {"http"}
 TORCH = re.compile(r'^\s*#\s*include\s*[<"](torch|ATen|c10|caffe2)/', re.M)
 LOCAL = re.compile(r'^\s*#\s*include\s*"([a-z_]+/[^"]+)"', re.M)

@@ -21,6 +21,8 @@ PACKAGES=(
   chromium                # headless browser for the report test (tests/experiment)
   slurm-wlm munge         # a real single-node Slurm for the srun test (tests/launch/slurm_test.sh)
   clang                   # the thread-safety pass (scripts/thread_safety.sh, -Wthread-safety)
+  pybind11-dev python3-dev  # the strata Python package (src/python, docs/guide/python.md)
+  python3-torch           # its tests and example: Debian's PyTorch 1.13, the same build as libtorch-dev
 )
 
 missing=()
