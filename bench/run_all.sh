@@ -15,6 +15,10 @@ echo "== ddp_bench"
 # /usr/bin/python3's torch.
 echo "== torchscript_bench"
 "$(dirname "$0")/torchscript_bench.sh" "$build"
+# strata.train (Python) against strata train, and the import time; skips
+# itself without /usr/bin/python3's torch or the built package.
+echo "== python_bench"
+/usr/bin/python3 "$(dirname "$0")/python_bench.py" "$build"
 # TensorBoard + Prometheus /metrics on vs off (needs STRATA_DATA_DIR).
 if [ -n "${STRATA_DATA_DIR:-}" ]; then
   echo "== metrics_overhead"
