@@ -13,7 +13,9 @@ command); training releases the GIL.
 
 from .config import Config, schema
 from .data import Dataset, Split, load_dataset
-from .errors import DataLoss, Error, InvalidArgument, ModelError, NotFound
+from .errors import (Cancelled, DataLoss, DeadlineExceeded, Error,
+                     FailedPrecondition, InvalidArgument, IoError, ModelError,
+                     NotFound, Unavailable, Unimplemented)
 from .experiments import Experiment, experiment, load_experiment
 from .run import Run, Summary, load_run
 from .sharding import ShardPlan, shard
@@ -25,8 +27,9 @@ except ImportError:  # an installed copy without the build's info
     __version__ = "0.1.0"
 
 __all__ = [
-    "Config", "DataLoss", "Dataset", "Error", "Experiment", "InvalidArgument",
-    "ModelError", "NotFound", "Run", "ShardPlan", "Split", "Summary", "experiment",
-    "load_dataset", "load_experiment", "load_run", "schema", "script_model", "shard",
-    "train",
+    "Cancelled", "Config", "DataLoss", "Dataset", "DeadlineExceeded", "Error",
+    "Experiment", "FailedPrecondition", "InvalidArgument", "IoError",
+    "ModelError", "NotFound", "Run", "ShardPlan", "Split", "Summary",
+    "Unavailable", "Unimplemented", "experiment", "load_dataset",
+    "load_experiment", "load_run", "schema", "script_model", "shard", "train",
 ]

@@ -38,17 +38,49 @@ class ModelError(Error, TypeError):
     code = "InvalidArgument"
 
 
-_BY_CODE = {c.code: c for c in (InvalidArgument, NotFound, DataLoss)}
+class IoError(Error, OSError):
+    """A file or directory that cannot be read or written."""
+
+    code = "IoError"
+
+
+class DeadlineExceeded(Error, TimeoutError):
+    """A wait that ran past its timeout (the message says for what)."""
+
+    code = "DeadlineExceeded"
+
+
+class Unavailable(Error):
+    """A peer is gone (a lost node)."""
+
+    code = "Unavailable"
+
+
+class FailedPrecondition(Error):
+    """A state that does not allow the call (e.g. a plan for another
+    dataset)."""
+
+    code = "FailedPrecondition"
+
+
+class Cancelled(Error):
+    """Stopped before it finished."""
+
+    code = "Cancelled"
+
+
+class Unimplemented(Error):
+    """Not built for this case (the message says which)."""
+
+    code = "Unimplemented"
+
+
+_BY_CODE = {c.code: c for c in (
+    InvalidArgument, NotFound, DataLoss, IoError, DeadlineExceeded,
+    Unavailable, FailedPrecondition, Cancelled, Unimplemented)}
 
 
 def error_class(code):
-    """The exception class for strata status code `code` (used by the
-    native module to raise strata's errors)."""
-    cls = _BY_CODE.get(code)
-    if cls is not None:
-        return cls
-    # One class per remaining code, so `except strata.Error` catches all
-    # and `e.code` still says which.
-    cls = type(code, (Error,), {"code": code})
-    _BY_CODE[code] = cls
-    return cls
+    """The exception class for strata status code `code` (the native module
+    raises strata's errors with it); Error for "Internal" and any other."""
+    return _BY_CODE.get(code, Error)

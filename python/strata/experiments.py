@@ -9,7 +9,7 @@ import tempfile
 from . import _strata
 from .errors import InvalidArgument
 from .run import Run
-from .training import _finish, _POLL_S, strata_exe
+from .training import _checked_exe, wait_for
 
 _BARE = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -108,43 +108,65 @@ class Experiment:
         return f"<strata.Experiment {self.output}: {len(self.cells)} cells>"
 
 
+def _dict_spec_file(spec):
+    """A dict spec written as TOML to a temporary file: it must name the
+    experiment (the output folder and a resume depend on it), and a
+    relative `config` path is taken from the current directory, as the
+    caller sees it."""
+    if not spec.get("name"):
+        raise InvalidArgument(
+            "experiment spec: a dict needs a 'name' (its output folder, "
+            "runs/<name> by default, and a later resume depend on it)")
+    spec = dict(spec)
+    if spec.get("config"):
+        spec["config"] = os.path.abspath(spec["config"])
+    fd, path = tempfile.mkstemp(prefix="strata-experiment-", suffix=".toml")
+    with os.fdopen(fd, "w") as f:
+        f.write(spec_to_toml(spec))
+    return path
+
+
+def _output_of(spec, path):
+    """Where `strata experiment` puts the results (spec.cc): the spec's
+    output, else runs/<name>, the name defaulting to the file's stem."""
+    if not isinstance(spec, dict):
+        import tomllib
+        with open(path, "rb") as f:
+            spec = tomllib.load(f)
+    name = spec.get("name") or os.path.splitext(os.path.basename(path))[0]
+    return spec.get("output") or os.path.join("runs", name)
+
+
 def experiment(spec, *, output=None, parallel=0, run_timeout_s=0,
                dry_run=False):
     """Runs an experiment as `strata experiment -c SPEC` does (runs already
-    complete in `output` are kept) and returns its Experiment.
+    complete in the output are kept, so calling it again resumes) and
+    returns its Experiment; with dry_run, prints the plan and returns None.
 
     spec  an experiment file's path, or the same content as a dict
-          ({"name", "output", "repeats", "base": {...}, "cells": [...]})
-    Ctrl-C stops it as in the CLI (call again to resume); the returned
-    Experiment then has exit_code 130.
+          ({"name", "output", "repeats", "base": {...}, "cells": [...]};
+          "name" required, a relative "config" taken from the current
+          directory)
+    The returned Experiment's exit_code is what the CLI would exit with:
+    0 when every run is complete, 1 when some run failed (its log is in
+    the summary's runs), 130 when Ctrl-C stopped it. A bad spec raises.
     """
-    if isinstance(spec, dict):
-        fd, path = tempfile.mkstemp(prefix="strata-experiment-",
-                                    suffix=".toml")
-        with os.fdopen(fd, "w") as f:
-            f.write(spec_to_toml(spec))
-    else:
-        path = os.fspath(spec)
-    job = _strata.start_experiment(path, os.fspath(output or ""), parallel,
-                                   float(run_timeout_s), dry_run,
-                                   strata_exe())
+    exe = _checked_exe("strata.experiment")
+    path = _dict_spec_file(spec) if isinstance(spec, dict) else \
+        os.fspath(spec)
     try:
-        while not job.wait(_POLL_S):
-            pass
-    except KeyboardInterrupt:
-        _finish(job)
-    code = json.loads(job.result())["exit_code"]
-    if dry_run:
-        return None
-    out = output or _output_of(path)
-    return Experiment(out, exit_code=code)
-
-
-def _output_of(path):
-    import tomllib
-    with open(path, "rb") as f:
-        spec = tomllib.load(f)
-    return spec.get("output") or os.path.join("runs", spec.get("name", ""))
+        out = os.fspath(output) if output else _output_of(spec, path)
+        job = _strata.start_experiment(path, out, parallel,
+                                       float(run_timeout_s), dry_run, exe)
+        try:
+            wait_for(job)
+        finally:
+            job.stop()
+        code = json.loads(job.result())["exit_code"]
+    finally:
+        if isinstance(spec, dict):
+            os.remove(path)
+    return None if dry_run else Experiment(out, exit_code=code)
 
 
 def load_experiment(output):

@@ -60,9 +60,12 @@ class JsonlTail:
     """The lines appended to a JSON-lines file since the last look; a line
     still being written is left for the next look."""
 
-    def __init__(self, path):
+    def __init__(self, path, from_end=False):
+        """from_end: only lines appended after now (a resumed run's)."""
         self.path = path
         self.offset = 0
+        if from_end and os.path.exists(path):
+            self.offset = os.path.getsize(path)
 
     def new_records(self):
         try:
@@ -133,7 +136,8 @@ class Run:
     metrics      metrics.jsonl as a list of dicts (a DataFrame with pandas)
     evals        eval.jsonl likewise
     state_dict() the trained parameters and buffers as torch tensors, under
-                 the model's own names (model.load_state_dict takes them)
+                 the model's own names (model.load_state_dict takes them);
+                 state_dict(model): exactly model's keys and dtypes
     """
 
     def __init__(self, run_dir, brief=None):
@@ -159,7 +163,11 @@ class Run:
 
     @property
     def config(self):
-        with open(self.file("config.toml"), "rb") as f:
+        path = self.file("config.toml")
+        if not os.path.exists(path):
+            from .errors import NotFound
+            raise NotFound(f"{path}: the run has no config.toml")
+        with open(path, "rb") as f:
             nested = tomllib.load(f)
         flat = {}
 
@@ -180,13 +188,28 @@ class Run:
     def evals(self):
         return _frame(read_jsonl(self.file("eval.jsonl")))
 
-    def state_dict(self):
+    def state_dict(self, like=None):
+        """The trained tensors by name. With `like` (a module or a
+        state_dict), exactly its keys in its dtypes: what its
+        load_state_dict(strict=True) takes even when the file also holds
+        non-persistent buffers, or float64 tensors strata stores as float32.
+        strata.InvalidArgument names the keys `like` has and the run lacks."""
         path = self.file("model.safetensors")
         if not os.path.exists(path):
             from .errors import NotFound
             raise NotFound(f"{path}: no trained model (the run did not "
                            "finish, or ended with an error)")
-        return load_safetensors(path)
+        tensors = load_safetensors(path)
+        if like is None:
+            return tensors
+        ref = like.state_dict() if hasattr(like, "state_dict") else like
+        missing = [k for k in ref if k not in tensors]
+        if missing:
+            from .errors import InvalidArgument
+            raise InvalidArgument(
+                f"{path} has no {', '.join(missing)} (it has "
+                f"{', '.join(sorted(tensors))})")
+        return {k: tensors[k].to(ref[k].dtype) for k in ref}
 
     def __repr__(self):
         s = self.summary

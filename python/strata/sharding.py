@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from . import _strata
 from .config import Config, overrides_of
-from .training import _finish, _POLL_S
+from .training import wait_for
 
 
 @dataclass
@@ -33,36 +33,42 @@ class ShardPlan:
         return self.report["tv_distance"]["max"]
 
     def __repr__(self):
-        sizes = [len(w) for w in self.workers]
-        return (f"<strata.ShardPlan {self.method}, {len(sizes)} workers of "
-                f"{min(sizes)}-{max(sizes)} examples, max TV "
+        sizes = [len(w) for w in self.workers] or [0]
+        return (f"<strata.ShardPlan {self.method}, {len(self.workers)} "
+                f"workers of {min(sizes)}-{max(sizes)} examples, max TV "
                 f"{self.max_tv:.4f}: {self.path}>")
 
 
-def shard(dataset=None, method="stratified", workers=None, *, config=None,
+def shard(dataset=None, method=None, workers=None, *, config=None,
           out=None, **options):
     """Assigns a dataset's training examples to `workers` workers, as
     `strata shard` does, and returns the ShardPlan.
 
     dataset  a dataset's name ("mnist", "cifar10", "synthetic", ...) or
              None for the config's data.dataset
-    method   random | mod | stratified | distribution-aware | class-clusters
-    workers  number of workers (default: the config's cluster.workers)
+    method   random | mod | stratified | distribution-aware | class-clusters,
+             or None for the config's data.sharding.method
+    workers  number of workers (None or 0: the config's cluster.workers)
     config   as for strata.train (data.dir, data.normalize, ... live there)
-    out      the plan file to write (default: a temporary file)
+    out      the plan file to write (default: a new temporary file, kept:
+             train with it as data.shard_plan); its report is written
+             beside it as <out>.report.json
     options  data.sharding.* settings by their short name (seed,
              pca_components, clusters, subclusters, ...), or any
              "section.key" override (data__dir="...")
+    Ctrl-C stops it once the data is loaded (strata.Cancelled).
     """
     c = Config(config)
     if dataset is not None:
         c.set("data.dataset", dataset)
-    c.set("data.sharding.method", method)
+    if method is not None:
+        c.set("data.sharding.method", method)
     for key, value in options.items():
         name = key.replace("__", ".")
-        c.apply(overrides_of(
-            {name if "." in name else "data.sharding." + name: value})[0])
-    n = int(workers if workers is not None else c.get("cluster.workers"))
+        for o in overrides_of(
+                {name if "." in name else "data.sharding." + name: value}):
+            c.apply(o)
+    n = int(workers or c.get("cluster.workers"))
     if out is None:
         fd, out = tempfile.mkstemp(prefix="strata-shard-", suffix=".json")
         os.close(fd)
@@ -71,11 +77,9 @@ def shard(dataset=None, method="stratified", workers=None, *, config=None,
         ".report.json"
     job = _strata.start_shard(c, n, out, report_path)
     try:
-        while not job.wait(_POLL_S):
-            pass
-    except KeyboardInterrupt:
-        _finish(job)
-        raise
+        wait_for(job)
+    finally:
+        job.stop()
     report = json.loads(job.result())
     with open(out, encoding="utf-8") as f:
         plan = json.load(f)

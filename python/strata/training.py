@@ -3,8 +3,10 @@
 import collections
 import hashlib
 import io
+import json
 import os
 import sys
+import time
 
 from . import _strata
 from .config import Config, overrides_of
@@ -79,45 +81,89 @@ def _model_overrides(model, config):
     return ["model.name=torchscript", f"model.path={path}"]
 
 
+_STOP_GRACE_S = 120.0  # how long a stopped job may take to end
+
+
 def _finish(job):
-    """Asks `job` to stop and waits for it (a second Ctrl-C stops waiting)."""
+    """Asks `job` to stop and waits up to _STOP_GRACE_S for it to end; True
+    when it ended. Ctrl-C while waiting raises KeyboardInterrupt."""
     job.stop()
-    try:
-        while not job.wait(_POLL_S):
-            pass
-    except KeyboardInterrupt:
-        pass
+    deadline = time.monotonic() + _STOP_GRACE_S
+    while not job.wait(_POLL_S):
+        if time.monotonic() > deadline:
+            print(f"strata: the stopped job did not end within "
+                  f"{_STOP_GRACE_S:.0f} s", file=sys.stderr)
+            return False
+    return True
+
+
+def wait_for(job):
+    """Waits for a job that has no callbacks; Ctrl-C stops it as in the
+    CLI and waits for it to end (a second Ctrl-C stops waiting), then
+    returns normally so the caller can read what was written."""
+    _wait(job, [])
 
 
 def _wait(job, tails):
-    """Waits for the job, handing new lines to the callbacks; Ctrl-C (while
-    waiting or in a callback) stops the run as in the CLI, and a second one
-    stops waiting."""
+    """Waits for the job, handing new lines to the callbacks. Ctrl-C (while
+    waiting or in a callback) stops the run as in the CLI and goes on
+    waiting for it to end; a second one raises KeyboardInterrupt at once. A
+    callback's own exception stops the run, which is waited for, and is
+    raised."""
     pending = collections.deque()
 
     def drain():
         for tail, callback in tails:
             pending.extend((callback, r) for r in tail.new_records())
         while pending:
-            callback, record = pending[0]
-            pending.popleft()
+            callback, record = pending.popleft()
             callback(record)
-    try:
-        while True:
+    while True:
+        try:
+            done = job.wait(_POLL_S)
+            drain()
+            if done:
+                return
+        except KeyboardInterrupt:
+            if job.stop_requested:
+                raise
+            print("strata: stopping at the next step (Ctrl-C again to "
+                  "stop waiting)", file=sys.stderr)
+            job.stop()
+        except BaseException:
             try:
-                done = job.wait(_POLL_S)
-                drain()
-                if done:
-                    return
+                _finish(job)
             except KeyboardInterrupt:
-                if job.stop_requested:
-                    raise
-                print("strata: stopping at the next step (Ctrl-C again to "
-                      "stop waiting)", file=sys.stderr)
-                job.stop()
-    except BaseException:
-        _finish(job)
-        raise
+                pass
+            raise
+
+
+def _checked_exe(what):
+    exe = strata_exe()
+    if not exe:
+        raise InvalidArgument(
+            f"{what} starts the strata binary, and none was found: set "
+            "STRATA_EXE to its path, or put `strata` on PATH")
+    return exe
+
+
+class _TorchStateKept:
+    """Keeps the caller's torch RNG state and thread count across a run
+    (strata's runtime seeds LibTorch's global generator and sets its
+    thread count, which the caller's torch shares)."""
+
+    def __enter__(self):
+        self.torch = sys.modules.get("torch")
+        if self.torch is not None:
+            self.rng = self.torch.get_rng_state()
+            self.threads = self.torch.get_num_threads()
+        return self
+
+    def __exit__(self, *exc):
+        if self.torch is not None:
+            self.torch.set_rng_state(self.rng)
+            self.torch.set_num_threads(self.threads)
+        return False
 
 
 def train(model=None, config=None, *, overrides=None, processes=False,
@@ -134,7 +180,7 @@ def train(model=None, config=None, *, overrides=None, processes=False,
                strata.train(net, "mnist.toml", cluster__mode="sync")
     processes  one process per node (as `strata train --processes`)
     resume     a run directory to continue from its newest checkpoint (with
-               its own config; `config` must then be None)
+               its own config; `config` and `model` must then be None)
     on_eval    called with each line of eval.jsonl as it is written
     on_log     called with each line of metrics.jsonl as it is written
 
@@ -142,12 +188,13 @@ def train(model=None, config=None, *, overrides=None, processes=False,
     a thread of its own with the GIL released. Ctrl-C (KeyboardInterrupt)
     stops the run as in the CLI and returns what was written, the Run
     marked interrupted. Errors raise strata.Error (strata.InvalidArgument
-    for a bad key, naming it).
+    for a bad key, naming it). The caller's torch RNG state and thread
+    count are the same afterwards.
     """
     over = overrides_of(overrides) + overrides_of(kwargs)
-    if resume is not None and config is not None:
+    if resume is not None and (config is not None or model is not None):
         raise InvalidArgument("resume continues a run with its own "
-                              "config.toml: drop config")
+                              "config.toml and model: drop config and model")
     base = Config(config)
     if resume is None:
         for o in over:
@@ -155,18 +202,22 @@ def train(model=None, config=None, *, overrides=None, processes=False,
         for o in _model_overrides(model, base):
             base.apply(o)
         over = []
-    elif model is not None:
-        raise InvalidArgument("resume trains the run's own model: drop model")
-    _strata.set_log_level(base.get("run.log_level"))
-    job, run_dir, resolved = _strata.start_train(
-        "", base, over, bool(processes), os.fspath(resume or ""),
-        strata_exe())
-    tails = [(JsonlTail(os.path.join(run_dir, name)), cb)
-             for name, cb in (("eval.jsonl", on_eval),
-                              ("metrics.jsonl", on_log)) if cb is not None]
-    _wait(job, tails)
-    import json
-    brief = json.loads(job.result())
-    if job.stop_requested:
-        brief["interrupted"] = True
+    exe = _checked_exe("processes=True") if processes else strata_exe()
+    with _TorchStateKept():
+        job, run_dir, _ = _strata.start_train(
+            "", base, over, bool(processes), os.fspath(resume or ""), exe)
+        try:
+            tails = [(JsonlTail(os.path.join(run_dir, name),
+                                from_end=resume is not None), cb)
+                     for name, cb in (("eval.jsonl", on_eval),
+                                      ("metrics.jsonl", on_log))
+                     if cb is not None]
+            _wait(job, tails)
+        except BaseException as e:
+            if not isinstance(e, KeyboardInterrupt):
+                e.add_note(f"strata: the run directory is {run_dir}")
+            raise
+        finally:
+            job.stop()  # a no-op once it ended
+        brief = json.loads(job.result())
     return Run(run_dir, brief)

@@ -55,14 +55,24 @@ void TranslateStatusErrors() {
 
 // A Python value as a config value of the key's type, so that a bad type
 // is refused with the key named (Config::Set).
-ConfigValue ToConfigValue(const py::handle& v) {
-  if (py::isinstance<py::bool_>(v)) return v.cast<bool>();
-  if (py::isinstance<py::int_>(v)) return v.cast<int64_t>();
-  if (py::isinstance<py::float_>(v)) return v.cast<double>();
-  if (py::isinstance<py::str>(v)) return v.cast<std::string>();
+// numpy scalars are taken through __index__ / __float__ / their bool.
+ConfigValue ToConfigValue(const std::string& key, const py::handle& v) {
+  const std::string type =
+      py::str(py::type::of(v).attr("__name__")).cast<std::string>();
+  try {
+    if (py::isinstance<py::bool_>(v) || type == "bool_") return v.cast<bool>();
+    if (py::isinstance<py::str>(v)) return v.cast<std::string>();
+    if (py::hasattr(v, "__index__"))
+      return py::int_(py::reinterpret_borrow<py::object>(v)).cast<int64_t>();
+    if (py::hasattr(v, "__float__"))
+      return py::float_(py::reinterpret_borrow<py::object>(v)).cast<double>();
+  } catch (const py::cast_error&) {
+    Throw(Status::InvalidArgument("{}: {} does not fit a 64-bit integer", key,
+                                  py::repr(v).cast<std::string>()));
+  }
   Throw(Status::InvalidArgument(
-      "a config value must be a bool, int, float or str, not {}",
-      py::str(py::type::of(v).attr("__name__")).cast<std::string>()));
+      "{}: a config value must be a bool, int, float or str, not {}", key,
+      type));
 }
 
 py::object FromConfigValue(const ConfigValue& v) {
@@ -122,7 +132,7 @@ void BindConfig(py::module_& m) {
            })
       .def("set",
            [](Config& c, const std::string& key, const py::handle& value) {
-             Status st = c.Set(key, ToConfigValue(value));
+             Status st = c.Set(key, ToConfigValue(key, value));
              if (!st.ok()) Throw(st);
            })
       .def("get", &GetValue)
@@ -132,8 +142,22 @@ void BindConfig(py::module_& m) {
         "every config key: (name, type, default, help, choices)");
 }
 
+// Destroys a Job with the GIL released: ~Job waits for a stopped run to
+// end, and other Python threads go on meanwhile.
+struct JobDeleter {
+  void operator()(Job* job) const {
+    if (PyGILState_Check()) {
+      py::gil_scoped_release release;
+      delete job;
+    } else {
+      delete job;
+    }
+  }
+};
+using JobPtr = std::unique_ptr<Job, JobDeleter>;
+
 void BindJob(py::module_& m) {
-  py::class_<Job>(m, "Job")
+  py::class_<Job, JobPtr>(m, "Job")
       .def(
           "wait",
           [](Job& job, double timeout_s) {
@@ -152,6 +176,15 @@ void BindJob(py::module_& m) {
       .def("result", [](Job& job) { return OrThrow(job.Take()); });
 }
 
+void SetLevel(const std::string& level) {
+  if (level == "debug") return SetLogLevel(LogLevel::kDebug);
+  if (level == "info") return SetLogLevel(LogLevel::kInfo);
+  if (level == "warning") return SetLogLevel(LogLevel::kWarning);
+  if (level == "error") return SetLogLevel(LogLevel::kError);
+  Throw(Status::InvalidArgument("log level '{}': debug, info, warning or error",
+                                level));
+}
+
 // strata train: the config resolved and the run directory made here (their
 // errors raise at once), the training on the job's thread.
 py::tuple StartTrain(const std::string& config_path, const Config& base,
@@ -168,34 +201,34 @@ py::tuple StartTrain(const std::string& config_path, const Config& base,
   Status launch = CheckLaunch(request, config);
   if (!launch.ok()) Throw(launch);
   RunDirectory run_dir = OrThrow(TrainRunDirectory(request, config));
-  auto job = std::make_unique<Job>(
-      [request, config,
-       run_dir](const std::atomic<bool>* stop) -> Result<std::string> {
-        ASSIGN_OR_RETURN(RunSummary s, Train(request, config, run_dir, stop));
-        return s.ToJson().dump();
-      });
+  SetLevel(config.GetString("run.log_level"));
+  JobPtr job(new Job([request, config, run_dir](
+                         const std::atomic<bool>* stop) -> Result<std::string> {
+    ASSIGN_OR_RETURN(RunSummary s, Train(request, config, run_dir, stop));
+    return s.ToJson().dump();
+  }));
   return py::make_tuple(std::move(job), run_dir.path(), config);
 }
 
-std::unique_ptr<Job> StartExperiment(ExperimentOptions options) {
-  return std::make_unique<Job>(
+JobPtr StartExperiment(ExperimentOptions options) {
+  return JobPtr(new Job(
       [options](const std::atomic<bool>* stop) mutable -> Result<std::string> {
         options.stop = stop;
         ASSIGN_OR_RETURN(int code, RunExperiment(options));
         return nlohmann::json{{"exit_code", code}}.dump();
-      });
+      }));
 }
 
-std::unique_ptr<Job> StartShard(const Config& config, int workers,
-                                const std::string& plan_path,
-                                const std::string& report_path) {
-  return std::make_unique<Job>(
-      [=](const std::atomic<bool>*) -> Result<std::string> {
+JobPtr StartShard(const Config& config, int workers,
+                  const std::string& plan_path,
+                  const std::string& report_path) {
+  return JobPtr(
+      new Job([=](const std::atomic<bool>* stop) -> Result<std::string> {
         ASSIGN_OR_RETURN(
             nlohmann::json report,
-            WriteShardPlanFiles(config, workers, plan_path, report_path));
+            WriteShardPlanFiles(config, workers, plan_path, report_path, stop));
         return report.dump();
-      });
+      }));
 }
 
 // One array of a loaded dataset, lent to Python without a copy through the
@@ -257,17 +290,14 @@ void BindDataset(py::module_& m) {
 }
 
 std::string LoadResultsJson(const std::string& path) {
-  ExperimentData data = OrThrow(LoadResults(path));
-  return Summarize(data).dump();
-}
-
-void SetLevel(const std::string& level) {
-  if (level == "debug") return SetLogLevel(LogLevel::kDebug);
-  if (level == "info") return SetLogLevel(LogLevel::kInfo);
-  if (level == "warning") return SetLogLevel(LogLevel::kWarning);
-  if (level == "error") return SetLogLevel(LogLevel::kError);
-  Throw(Status::InvalidArgument("log level '{}': debug, info, warning or error",
-                                level));
+  Result<std::string> text = Status::Internal("not read");
+  {
+    py::gil_scoped_release release;  // reads every run's files
+    Result<ExperimentData> data = LoadResults(path);
+    text = data.ok() ? Result<std::string>(Summarize(*data).dump())
+                     : Result<std::string>(data.status());
+  }
+  return OrThrow(std::move(text));
 }
 
 void BindStarts(py::module_& m) {

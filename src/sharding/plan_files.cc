@@ -11,7 +11,8 @@ namespace strata {
 
 Result<nlohmann::json> WriteShardPlanFiles(const Config& config, int workers,
                                            const std::string& plan_path,
-                                           const std::string& report_path) {
+                                           const std::string& report_path,
+                                           const std::atomic<bool>* stop) {
   ASSIGN_OR_RETURN(ShardOptions options,
                    ShardOptionsFromConfig(config, workers));
   const auto t = std::chrono::steady_clock::now();
@@ -19,6 +20,8 @@ Result<nlohmann::json> WriteShardPlanFiles(const Config& config, int workers,
   const double load_s = Seconds(std::chrono::steady_clock::now() - t);
   LogInfo("{}: {} training examples loaded in {:.2f} s", data.train.name,
           data.train.size(), load_s);
+  if (stop != nullptr && stop->load())
+    return Status::Cancelled("sharding stopped before the plan was computed");
   ASSIGN_OR_RETURN(ShardPlan plan, ComputeShardPlan(data.train, options));
   plan.timings.load = load_s;
   plan.timings.total += load_s;

@@ -51,6 +51,9 @@ class ExperimentTest(unittest.TestCase):
         self.assertEqual(again.summary["cells"], exp.summary["cells"])
         with self.assertRaises(strata.NotFound):
             strata.load_experiment(os.path.join(root, "nothing"))
+        with self.assertRaises(strata.InvalidArgument) as e:
+            strata.experiment({k: v for k, v in spec.items() if k != "name"})
+        self.assertIn("'name'", str(e.exception))
 
 
 class ShardTest(unittest.TestCase):
@@ -84,6 +87,13 @@ class ConfigAndDataTest(unittest.TestCase):
         with self.assertRaises(strata.InvalidArgument) as e:
             c["train.lrr"] = 0.1
         self.assertIn("train.lrr", str(e.exception))
+        import numpy
+        c["cluster.workers"] = numpy.int64(5)
+        c["train.lr"] = numpy.float32(0.25)
+        self.assertEqual((c["cluster.workers"], c["train.lr"]), (5, 0.25))
+        with self.assertRaises(strata.InvalidArgument) as e:
+            c["cluster.workers"] = 2 ** 70
+        self.assertIn("cluster.workers", str(e.exception))
         names = [k[0] for k in strata.schema()]
         self.assertIn("cluster.mode", names)
 

@@ -50,6 +50,9 @@ class SyncMatchesTheCliTest(unittest.TestCase):
                                      net.state_dict()["fc1.weight"]))
 
         net.load_state_dict(run.state_dict(), strict=True)
+        self.assertEqual(sorted(run.state_dict(net)), sorted(ours))
+        with self.assertRaises(strata.InvalidArgument):
+            run.state_dict({"fc3.weight": torch.zeros(1)})
         data = strata.load_dataset(config)
         self.assertEqual(len(data.val), 500)
         self.assertAlmostEqual(accuracy(net, data.val),
@@ -102,6 +105,23 @@ class ErrorsTest(unittest.TestCase):
         self.assertIn("try blocks aren't supported", str(e.exception))
         with self.assertRaises(strata.ModelError):
             strata.train(42)
+
+    def test_a_callback_that_raises_stops_the_run_and_raises(self):
+        root = temp_root("raises")
+
+        def boom(record):
+            raise ValueError("boom from the callback")
+
+        with self.assertRaises(ValueError) as e:
+            strata.train(Mlp(), small_config(root, "boom", **{
+                "cluster.mode": "async", "cluster.workers": 2,
+                "train.iterations": 1000000}), on_log=boom)
+        self.assertIn("boom from the callback", str(e.exception))
+        notes = "\n".join(getattr(e.exception, "__notes__", []))
+        self.assertIn(os.path.join(root, "boom"), notes)
+        # The run was stopped and waited for: its summary says so.
+        self.assertTrue(strata.load_run(os.path.join(root, "boom"))
+                        .summary.interrupted)
 
     def test_a_model_that_does_not_fit_the_data_raises_from_the_run(self):
         root = temp_root("misfit")
