@@ -27,6 +27,29 @@ Status Guard(const char* what, F&& f) {
   }
 }
 
+// The Gloo backend: Gloo's TCP transport, a full mesh.
+class GlooCollective final : public Collective {
+ public:
+  GlooCollective(std::shared_ptr<gloo::Context> context, int rank, int size,
+                 std::chrono::milliseconds timeout)
+      : Collective(rank, size),
+        context_(std::move(context)),
+        timeout_(timeout) {}
+
+  const char* backend() const override { return "gloo"; }
+  Status AllReduceSum(float* data, size_t count) override;
+  Status ReduceScatterSum(float* data,
+                          const std::vector<int64_t>& counts) override;
+  Status AllGather(float* data, const std::vector<int64_t>& counts) override;
+  Status Barrier() override;
+
+ private:
+  std::shared_ptr<gloo::Context> context_;
+  const std::chrono::milliseconds timeout_;
+  uint32_t next_tag_ = 0;
+  std::vector<float> scratch_;  // AllGather's output buffer
+};
+
 }  // namespace
 
 std::vector<int64_t> BalancedCounts(int64_t total, int parts) {
@@ -34,15 +57,6 @@ std::vector<int64_t> BalancedCounts(int64_t total, int parts) {
   for (int64_t i = 0; i < total % parts; ++i) ++counts[static_cast<size_t>(i)];
   return counts;
 }
-
-Collective::Collective(std::shared_ptr<gloo::Context> context, int rank,
-                       int size, std::chrono::milliseconds timeout)
-    : context_(std::move(context)),
-      rank_(rank),
-      size_(size),
-      timeout_(timeout) {}
-
-Collective::~Collective() = default;
 
 Result<std::unique_ptr<Collective>> Collective::Connect(
     const CollectiveOptions& o, gloo::rendezvous::Store& store) {
@@ -65,11 +79,11 @@ Result<std::unique_ptr<Collective>> Collective::Connect(
         fmt::format("member {} of {} at {}", o.rank, o.size, o.hostname));
   }
   return std::unique_ptr<Collective>(
-      new Collective(std::move(context), o.rank, o.size, o.timeout));
+      new GlooCollective(std::move(context), o.rank, o.size, o.timeout));
 }
 
-Status Collective::AllReduceSum(float* data, size_t count) {
-  if (size_ == 1 || count == 0) return Status::Ok();
+Status GlooCollective::AllReduceSum(float* data, size_t count) {
+  if (size() == 1 || count == 0) return Status::Ok();
   return Guard("all-reduce", [&] {
     gloo::AllreduceOptions opts(context_);
     opts.setOutput(data, count);
@@ -82,13 +96,13 @@ Status Collective::AllReduceSum(float* data, size_t count) {
   });
 }
 
-Status Collective::ReduceScatterSum(float* data,
-                                    const std::vector<int64_t>& counts) {
-  if (static_cast<int>(counts.size()) != size_) {
+Status GlooCollective::ReduceScatterSum(float* data,
+                                        const std::vector<int64_t>& counts) {
+  if (static_cast<int>(counts.size()) != size()) {
     return Status::InvalidArgument("reduce-scatter: {} counts for {} members",
-                                   counts.size(), size_);
+                                   counts.size(), size());
   }
-  if (size_ == 1) return Status::Ok();
+  if (size() == 1) return Status::Ok();
   const int64_t total =
       std::accumulate(counts.begin(), counts.end(), int64_t{0});
   std::vector<int> recv(counts.begin(), counts.end());
@@ -101,29 +115,32 @@ Status Collective::ReduceScatterSum(float* data,
   // Gloo leaves a member's reduced slice at the start of its buffer; move
   // it to the slice's own place (the contract above).
   int64_t offset = 0;
-  for (int r = 0; r < rank_; ++r) offset += counts[static_cast<size_t>(r)];
+  for (int r = 0; r < rank(); ++r) offset += counts[static_cast<size_t>(r)];
   if (offset > 0) {
     std::memmove(data + offset, data,
-                 sizeof(float) * static_cast<size_t>(counts[rank_]));
+                 sizeof(float) *
+                     static_cast<size_t>(counts[static_cast<size_t>(rank())]));
   }
   return Status::Ok();
 }
 
-Status Collective::AllGather(float* data, const std::vector<int64_t>& counts) {
-  if (static_cast<int>(counts.size()) != size_) {
+Status GlooCollective::AllGather(float* data,
+                                 const std::vector<int64_t>& counts) {
+  if (static_cast<int>(counts.size()) != size()) {
     return Status::InvalidArgument("all-gather: {} counts for {} members",
-                                   counts.size(), size_);
+                                   counts.size(), size());
   }
-  if (size_ == 1) return Status::Ok();
+  if (size() == 1) return Status::Ok();
   const int64_t total =
       std::accumulate(counts.begin(), counts.end(), int64_t{0});
   int64_t offset = 0;
-  for (int r = 0; r < rank_; ++r) offset += counts[static_cast<size_t>(r)];
+  for (int r = 0; r < rank(); ++r) offset += counts[static_cast<size_t>(r)];
   scratch_.resize(static_cast<size_t>(total));
   std::vector<size_t> elements(counts.begin(), counts.end());
   Status st = Guard("all-gather", [&] {
     gloo::AllgathervOptions opts(context_);
-    opts.setInput(data + offset, static_cast<size_t>(counts[rank_]));
+    opts.setInput(data + offset,
+                  static_cast<size_t>(counts[static_cast<size_t>(rank())]));
     opts.setOutput(scratch_.data(), elements);
     opts.setTag(next_tag_++);
     opts.setTimeout(timeout_);
@@ -133,8 +150,8 @@ Status Collective::AllGather(float* data, const std::vector<int64_t>& counts) {
   return st;
 }
 
-Status Collective::Barrier() {
-  if (size_ == 1) return Status::Ok();
+Status GlooCollective::Barrier() {
+  if (size() == 1) return Status::Ok();
   return Guard("barrier", [&] {
     gloo::BarrierOptions opts(context_);
     opts.setTag(next_tag_++);

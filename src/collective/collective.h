@@ -30,50 +30,50 @@ struct CollectiveOptions {
   std::string prefix = "strata";
 };
 
-// A group of `size` members doing collectives over Gloo's TCP transport
-// (all-reduce, reduce-scatter, all-gather on float32), the data-parallel
-// primitives of PyTorch's c10d without LibTorch. Members find each other
-// through a rendezvous store (store.h: over the coordinator). Not
-// thread-safe: one thread per member issues the calls, and every member
-// issues the same calls in the same order. A failed call (a peer lost, a
-// timeout) returns kUnavailable with Gloo's reason; the group is then
-// unusable.
+// A group of `size` members doing collectives on float32 (all-reduce,
+// reduce-scatter, all-gather), the data-parallel primitives of PyTorch's
+// c10d without LibTorch. Two backends: Gloo's TCP transport between
+// processes (Connect: members find each other through a rendezvous store,
+// store.h, over the coordinator), and shared memory between the threads of
+// one process (inproc.h: CollectiveHub). Not thread-safe: one thread per
+// member issues the calls, and every member issues the same calls in the
+// same order. A failed call (a peer lost, a timeout) returns kUnavailable
+// (or kDeadlineExceeded) with the reason; the group is then unusable.
 class Collective {
  public:
-  ~Collective();
+  virtual ~Collective() = default;
   Collective(const Collective&) = delete;
   Collective& operator=(const Collective&) = delete;
 
-  // Connects to every other member (a full mesh); blocks until all have
-  // joined or options.timeout passed.
+  // Over Gloo: connects to every other member (a full mesh); blocks until
+  // all have joined or options.timeout passed.
   static Result<std::unique_ptr<Collective>> Connect(
       const CollectiveOptions& options, gloo::rendezvous::Store& store);
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  // The backend, for logs and summaries: "gloo" or "memory".
+  virtual const char* backend() const = 0;
 
   // data[0, count) becomes the element-wise sum over the members.
-  Status AllReduceSum(float* data, size_t count);
+  virtual Status AllReduceSum(float* data, size_t count) = 0;
   // Sums every member's data[0, total) and leaves in this member's slice
   // (offset = counts[0] + ... + counts[rank - 1], counts[rank] floats) the
   // sum of that slice; the rest of `data` is left unspecified.
-  Status ReduceScatterSum(float* data, const std::vector<int64_t>& counts);
+  virtual Status ReduceScatterSum(float* data,
+                                  const std::vector<int64_t>& counts) = 0;
   // Every member contributes its slice of `data` (as in ReduceScatterSum);
   // afterwards every member's data[0, total) holds every slice.
-  Status AllGather(float* data, const std::vector<int64_t>& counts);
+  virtual Status AllGather(float* data, const std::vector<int64_t>& counts) = 0;
   // Waits until every member called Barrier().
-  Status Barrier();
+  virtual Status Barrier() = 0;
+
+ protected:
+  Collective(int rank, int size) : rank_(rank), size_(size) {}
 
  private:
-  Collective(std::shared_ptr<gloo::Context> context, int rank, int size,
-             std::chrono::milliseconds timeout);
-
-  std::shared_ptr<gloo::Context> context_;
   const int rank_;
   const int size_;
-  const std::chrono::milliseconds timeout_;
-  uint32_t next_tag_ = 0;
-  std::vector<float> scratch_;  // AllGather's output buffer
 };
 
 // Contiguous slices of `total` elements over `parts` members, balanced (the

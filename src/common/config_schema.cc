@@ -141,7 +141,11 @@ std::vector<ConfigKey> MakeSchema() {
           0, 1e6),
       Int("train.profile_from", 20,
           "steps run before the profiled window starts", 0, 1e12),
-      Int("train.threads", 0, "LibTorch intra-op threads; 0 = number of cores",
+      Int("train.threads", 0,
+          "LibTorch intra-op threads of the local trainer; 0 = chosen for "
+          "the model (1 for a model without convolutions, every core "
+          "otherwise; docs/guide/training.md, Threads); strata also sets "
+          "the BLAS library's threads unless OPENBLAS_NUM_THREADS is set",
           0, 1024),
       Str("train.device", "cpu",
           "where workers, the evaluator and the local trainer compute: cpu, "
@@ -159,8 +163,10 @@ std::vector<ConfigKey> MakeSchema() {
           "operations on the model's device (on a GPU, no copies a step); "
           "auto = torch on a GPU, host on the CPU",
           {"auto", "host", "torch"}),
-      Int("train.eval_batch_size", 1000, "batch size for evaluation", 1,
-          1 << 20),
+      Int("train.eval_batch_size", 256,
+          "batch size for evaluation (larger batches are slower on the CPU: "
+          "their im2col buffers fall out of the caches)",
+          1, 1 << 20),
 
       Bool("data.shuffle", true,
            "reshuffle each worker's examples every epoch; false = fixed order"),
@@ -263,6 +269,12 @@ std::vector<ConfigKey> MakeSchema() {
       Int("cluster.tree_fanout", 2,
           "tree-easgd: children per worker (worker i's parent is (i-1)/fanout)",
           1, 4096),
+      Str("cluster.collective", "auto",
+          "allreduce, ring, local-sgd: how the workers' collectives travel: "
+          "auto = through memory when the workers are threads of one "
+          "process (the default launch), else Gloo over TCP; gloo = Gloo "
+          "over TCP always",
+          {"auto", "gloo"}),
       Bool("cluster.bucket_overlap", true,
            "allreduce: all-reduce each gradient bucket as soon as the "
            "backward pass has produced it, overlapping communication with "

@@ -21,6 +21,8 @@
 
 namespace strata {
 
+class CollectiveHub;
+
 // A worker's model as the exchange sees it: the flat parameter and gradient
 // buffers (LibTorch's tensors are views of them; no LibTorch here).
 struct ModelBuffers {
@@ -50,6 +52,9 @@ struct ExchangeEnv {
   Mutex* params_mu = nullptr;
   // Peer messages (neighbour models, gossip pushes) the node received.
   Mailbox* mailbox = nullptr;
+  // Where the workers, threads of one process, form their collective
+  // group through memory (RoleContext::collectives); null: Gloo over TCP.
+  CollectiveHub* collectives = nullptr;
   // GPU workers (train.device): a strategy whose gradient sink works in
   // place (GradientSink::in_place) calls this before reading the gradient
   // floats [offset, offset + count) of model.grads, to wait until their

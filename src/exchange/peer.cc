@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "collective/collective.h"
+#include "collective/inproc.h"
 #include "collective/store.h"
 #include "common/log.h"
 #include "exchange/exchange.h"
@@ -60,6 +61,8 @@ Result<std::unique_ptr<Collective>> ConnectGroup(const ExchangeEnv& env) {
   co.timeout =
       std::max(o.heartbeat_timeout * 2, std::chrono::milliseconds(2000));
   co.prefix = "workers";
+  if (env.collectives != nullptr && !o.gloo_always)
+    return env.collectives->Join(co);
   return Collective::Connect(co, store);
 }
 
@@ -79,6 +82,7 @@ class CollectiveExchange final : public Exchange {
 
   Status Start() override {
     ASSIGN_OR_RETURN(group_, ConnectGroup(env_));
+    m_.collective = group_->backend();
     const int n = group_->size();
     counts_ = BalancedCounts(env_.model.size, n);
     offset_ = 0;
@@ -89,7 +93,12 @@ class CollectiveExchange final : public Exchange {
     } else {
       optimizer_ = MakeOptimizer(env_.optimizer, env_.model.size);
     }
-    if (o_.mode == RunMode::kAllReduce && o_.bucket_overlap) {
+    // Through memory there is no transfer to hide behind the backward
+    // pass, and a reducer thread per worker only competes for the cores:
+    // one all-reduce after the backward pass.
+    const bool overlap =
+        o_.bucket_overlap && std::string(group_->backend()) != "memory";
+    if (o_.mode == RunMode::kAllReduce && overlap) {
       reducer_ = std::make_unique<BucketReducer>(
           env_.model.size, o_.bucket_floats, [this](float* data, size_t n) {
             return group_->AllReduceSum(data, n);

@@ -6,10 +6,12 @@
 #include <thread>
 #include <vector>
 
+#include "collective/inproc.h"
 #include "common/log.h"
 #include "coordinator/cluster_checkpoints.h"
 #include "coordinator/metrics_endpoint.h"
 #include "launch/roles.h"
+#include "models/cpu_threads.h"
 #include "models/models.h"
 #include "transport/factory.h"
 #include "transport/spin_wait.h"
@@ -105,6 +107,9 @@ Result<RunSummary> TrainCluster(const Config& given, const DatasetSplits& data,
   ASSIGN_OR_RETURN(ClusterPlan plan, MakeClusterPlan(config, data));
   const ClusterRunOptions& o = plan.options;
   at::set_num_threads(ThreadsPerWorker(o));
+  // Several nodes compute at once: one BLAS thread each (LibTorch's pool
+  // is theirs), unless the environment says otherwise.
+  LogDebug("cluster: {}", SetBlasThreads(1));
   // Only in-process waits spin (spin_wait.h); the previous budget again
   // after this run.
   const ScopedSpinWait spin(o.spin);
@@ -114,6 +119,7 @@ Result<RunSummary> TrainCluster(const Config& given, const DatasetSplits& data,
   ASSIGN_OR_RETURN(std::optional<CurveKeys> curve, CurveKeysFromConfig(config));
   const bool secure = curve.has_value();
   InProcFabric fabric;
+  CollectiveHub collectives;  // the workers' groups, through memory
   ASSIGN_OR_RETURN(auto transports,
                    MakeTransports(o, std::move(curve), fabric));
   LogCluster(plan, DescribeTransport(o.transport, secure));
@@ -130,6 +136,7 @@ Result<RunSummary> TrainCluster(const Config& given, const DatasetSplits& data,
     ctx.run_dir = &run_dir;
     ctx.stop = stop;
     ctx.data = &data;
+    ctx.collectives = &collectives;
   }
   contexts[0].resume_from = std::move(resume_from);
   contexts[0].summary = &summary;

@@ -226,6 +226,7 @@ Status ResolveDecentralized(const Config& c, ClusterRunOptions& o) {
                                                           : Topology::kRing;
   o.gossip_p = c.GetFloat("cluster.gossip_p");
   o.bucket_overlap = c.GetBool("cluster.bucket_overlap");
+  o.gloo_always = c.GetString("cluster.collective") == "gloo";
   o.tau_up = c.GetInt("cluster.tau_up");
   o.tau_down = c.GetInt("cluster.tau_down");
   o.tree_fanout = static_cast<int>(c.GetInt("cluster.tree_fanout"));

@@ -161,7 +161,9 @@ struct ClusterRunOptions {
   int64_t tau_down = 4;        // tree-easgd
   int tree_fanout = 2;         // tree-easgd
   bool bucket_overlap = true;  // allreduce: reduce buckets during backward
-  int64_t bucket_floats = 0;   // allreduce: gradient bucket size
+  // cluster.collective = gloo: Gloo over TCP even between threads.
+  bool gloo_always = false;
+  int64_t bucket_floats = 0;  // allreduce: gradient bucket size
 
   // The mini-batch streaming service (cluster.data_servers > 0).
   int data_servers = 0;

@@ -17,6 +17,8 @@
 
 namespace strata {
 
+class CollectiveHub;
+
 // Everything one node of a cluster is given, whatever launched it (threads
 // in one process, `--processes`, `strata node`, an MPI or Slurm rank): the
 // one launcher (src/launch) fills it and runs the role's function from its
@@ -37,6 +39,10 @@ struct RoleContext {
   // The data the node loaded (null for servers, the coordinator and a
   // worker the data service feeds).
   const DatasetSplits* data = nullptr;
+  // The threads launcher's hub: workers that are threads of one process
+  // form their collective groups through memory (collective/inproc.h).
+  // Null where each node is a process of its own.
+  CollectiveHub* collectives = nullptr;
   // The coordinator: the checkpoint CheckResumable returned (null: read
   // the newest with checkpoint.resume).
   std::shared_ptr<const Checkpoint> resume_from;

@@ -46,6 +46,9 @@ struct WorkerMetrics {
   float gossip_weight = 0;  // gossip: the worker's weight at the end
   bool finished = false;
   std::string error;
+  // allreduce, ring, local-sgd: how the collectives travelled ("memory"
+  // between threads of one process, "gloo" over TCP); empty otherwise.
+  std::string collective;
 
   void NoteStaleness(int64_t s) {
     if (s < 0) return;
@@ -104,6 +107,7 @@ struct WorkerMetrics {
     j["finished"] = finished;
     if (gossip_weight > 0) j["gossip_weight"] = gossip_weight;
     if (!error.empty()) j["error"] = error;
+    if (!collective.empty()) j["collective"] = collective;
     return j;
   }
   static WorkerMetrics FromWire(const nlohmann::json& j) {
@@ -114,6 +118,7 @@ struct WorkerMetrics {
     m.finished = j.value("finished", false);
     m.gossip_weight = j.value("gossip_weight", 0.0f);
     m.error = j.value("error", std::string());
+    m.collective = j.value("collective", std::string());
     return m;
   }
 
@@ -134,6 +139,7 @@ struct WorkerMetrics {
       j["staleness_max"] = staleness_max;
     }
     if (!error.empty()) j["error"] = error;
+    if (!collective.empty()) j["collective"] = collective;
     return j;
   }
 };

@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/mutex.h"
 #include "common/seconds.h"
+#include "common/thread_priority.h"
 #include "models/model_file.h"
 #include "run/run_facts.h"
 #include "worker/batch.h"
@@ -160,6 +161,10 @@ Status EvaluatorNode::Run() {
   std::thread watch([this] { Watch(); });
   Status status;
   if (o_.periodic_eval) {
+    // The periodic evaluations give way to the workers they share the
+    // cores with (the final one runs when the workers are done).
+    if (!LowerThreadPriority(5))
+      LogDebug("evaluator: its priority could not be lowered");
     status = decentralized_
                  ? RunPeerEvaluator(o_, data_, node_.rpc(), node_.member(),
                                     ctx_.run_dir, &done_, start_)

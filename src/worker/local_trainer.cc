@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "common/seconds.h"
+#include "models/cpu_threads.h"
 #include "models/model_file.h"
 #include "run/progress.h"
 #include "sharding/methods.h"
@@ -57,6 +58,7 @@ class LocalTrainer {
   const RunDirectory& run_dir_;
   const Clock::time_point start_ = Clock::now();
   int threads_ = 1;
+  std::string blas_;  // the BLAS library's threads, for the log
   Model model_;
   std::unique_ptr<BatchSampler> sampler_;
   Batcher batcher_;
@@ -107,12 +109,11 @@ Status LocalTrainer::MakeSampler() {
 }
 
 Status LocalTrainer::SetUp() {
-  threads_ =
-      o_.threads == 0
-          ? static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))
-          : o_.threads;
-  torch::set_num_threads(threads_);
   ASSIGN_OR_RETURN(model_, CreateModel(o_.model, InputSpecOf(data_.train)));
+  const CpuThreads cpu = LocalCpuThreads(o_.threads, model_, CpuCores());
+  threads_ = cpu.torch;
+  torch::set_num_threads(threads_);
+  blas_ = SetBlasThreads(cpu.blas);
   RETURN_IF_ERROR(PlaceModel(model_, o_.device));
   RETURN_IF_ERROR(MakeSampler());
   ASSIGN_OR_RETURN(update_, MakeLocalUpdate(o_, model_.flat));
@@ -123,10 +124,10 @@ Status LocalTrainer::SetUp() {
   model_.flat.Upload();  // GPU: the host copy is the one restored/updated
   LogInfo(
       "training {} ({} parameters) on {} ({} train / {} val), batch {}, "
-      "{} steps ({} per epoch), {} threads, device {}, optimizer on {}",
+      "{} steps ({} per epoch), {} threads ({}), device {}, optimizer on {}",
       o_.model.name, model_.flat.size(), data_.train.name, data_.train.size(),
       data_.val.size(), o_.batch_size, total_steps_, per_epoch_, threads_,
-      model_.flat.device().str(),
+      blas_, model_.flat.device().str(),
       update_->where() == std::string("device")
           ? model_.flat.device().str() + " (LibTorch operations)"
           : std::string("the host"));

@@ -151,6 +151,7 @@ Result<WorkerMetrics> WorkerNode::Train() {
   setup.env.member = &node_.member();
   setup.env.layout = &p.layout;
   setup.env.mailbox = &mailbox_;
+  setup.env.collectives = ctx_.collectives;
   setup.env.optimizer = p.options.optimizer;
   setup.env.schedule = p.options.schedule.ForSteps(p.options.iterations);
   setup.published = &published_;

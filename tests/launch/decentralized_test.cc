@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "common/fs.h"
 #include "data/load.h"
 #include "launch/cluster_test_util.h"
 #include "launch/threads.h"
@@ -66,6 +67,7 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(DecentralizedTest, AllReduceBucketsAndOverlapDoNotChangeTheResult) {
+  // Over Gloo (through memory there are no buckets to overlap).
   // Tiny buckets (the mlp here has 16 x 16 + 16 + 16 x 10 + 10 = 442
   // floats: 0.0005 MiB is 131 floats, 4 buckets, parameters split across
   // them), reduced during the backward pass or after it.
@@ -75,12 +77,39 @@ TEST(DecentralizedTest, AllReduceBucketsAndOverlapDoNotChangeTheResult) {
   for (const char* overlap : {"true", "false"}) {
     auto got = RunConfig(
         With(Base(root), {"cluster.mode=allreduce", "cluster.workers=4",
-                          "cluster.bucket_mb=0.0005",
+                          "cluster.collective=gloo", "cluster.bucket_mb=0.0005",
                           std::string("cluster.bucket_overlap=") + overlap}));
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     EXPECT_LT(MaxAbsDiff(expected->final_params, got->final_params), 1e-4)
         << "overlap " << overlap;
   }
+}
+
+// Workers that are threads of one process reduce through memory
+// (cluster.collective = auto); Gloo over TCP (gloo) and the sync parameter
+// server compute the same update, up to the rounding of their sums.
+TEST(DecentralizedTest, MemoryCollectivesEqualGlooAndTheSyncServer) {
+  const std::string root = TempRoot();
+  const Config four = With(Base(root), {"cluster.workers=4"});
+  auto memory =
+      RunConfig(With(four, {"cluster.mode=allreduce", "run.name=memory"}));
+  auto gloo =
+      RunConfig(With(four, {"cluster.mode=allreduce", "cluster.collective=gloo",
+                            "run.name=gloo"}));
+  auto sync = RunConfig(With(four, {"cluster.mode=sync"}));
+  ASSERT_TRUE(memory.ok()) << memory.status().ToString();
+  ASSERT_TRUE(gloo.ok()) << gloo.status().ToString();
+  ASSERT_TRUE(sync.ok()) << sync.status().ToString();
+  ASSERT_FALSE(memory->final_params.empty());
+  for (const auto& [name, backend] :
+       {std::pair{"memory", "memory"}, std::pair{"gloo", "gloo"}}) {
+    auto text = ReadFile(root + "/" + name + "/summary.json");
+    ASSERT_TRUE(text.ok()) << text.status().ToString();
+    for (const auto& w : nlohmann::json::parse(*text)["workers"])
+      EXPECT_EQ(w.value("collective", ""), backend) << w.dump();
+  }
+  EXPECT_LT(MaxAbsDiff(memory->final_params, gloo->final_params), 1e-5);
+  EXPECT_LT(MaxAbsDiff(memory->final_params, sync->final_params), 1e-5);
 }
 
 TEST(DecentralizedTest, RingEqualsAllReduce) {
