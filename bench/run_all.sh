@@ -21,6 +21,9 @@ echo "== python_bench"
 /usr/bin/python3 "$(dirname "$0")/python_bench.py" "$build"
 # TensorBoard + Prometheus /metrics on vs off (needs STRATA_DATA_DIR).
 if [ -n "${STRATA_DATA_DIR:-}" ]; then
+  # The CPU defaults against the best settings, allreduce against sync PS.
+  echo "== cpu_defaults"
+  python3 "$(dirname "$0")/cpu_defaults.py" "$build"
   echo "== metrics_overhead"
   "$(dirname "$0")/metrics_overhead.sh" "$build"
   # cluster.compression none / fp16 / int8, one rep (docs/design/compression.md
