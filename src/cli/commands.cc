@@ -40,13 +40,6 @@ struct NodeArgs {
   std::string run_dir;
 };
 
-LogLevel ParseLevel(const std::string& s) {
-  if (s == "debug") return LogLevel::kDebug;
-  if (s == "warning") return LogLevel::kWarning;
-  if (s == "error") return LogLevel::kError;
-  return LogLevel::kInfo;
-}
-
 // The end of a run: its final figures, where it is; 130 when interrupted.
 int Done(const Result<RunSummary>& summary, const RunDirectory& run_dir) {
   if (!summary.ok()) {
@@ -84,7 +77,7 @@ int RunTrain(const TrainArgs& args, const std::atomic<bool>* stop) {
     LogError("{}", config.status().message());
     return 2;
   }
-  SetLogLevel(ParseLevel(config->GetString("run.log_level")));
+  SetLogLevel(LogLevelNamed(config->GetString("run.log_level")));
   Status launch = CheckLaunch(args.request, *config);
   if (!launch.ok()) {
     LogError("{}", launch.message());
@@ -105,7 +98,7 @@ int RunNodeCommand(const NodeArgs& args, const std::atomic<bool>* stop) {
     LogError("{}", config.status().message());
     return 2;
   }
-  SetLogLevel(ParseLevel(config->GetString("run.log_level")));
+  SetLogLevel(LogLevelNamed(config->GetString("run.log_level")));
   Role role;
   int index = args.index;
   if (args.role.empty()) {

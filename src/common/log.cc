@@ -16,6 +16,13 @@ Mutex g_write_mu;
 }  // namespace
 
 void SetLogLevel(LogLevel level) { g_level = static_cast<int>(level); }
+
+LogLevel LogLevelNamed(const std::string& name) {
+  if (name == "debug") return LogLevel::kDebug;
+  if (name == "warning") return LogLevel::kWarning;
+  if (name == "error") return LogLevel::kError;
+  return LogLevel::kInfo;
+}
 LogLevel GetLogLevel() { return static_cast<LogLevel>(g_level.load()); }
 
 void LogLine(LogLevel level, const std::string& message) {

@@ -13,6 +13,9 @@ enum class LogLevel { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3 };
 
 // Lines below `level` are dropped. Default kInfo. Thread-safe.
 void SetLogLevel(LogLevel level);
+// run.log_level's names: "debug", "info", "warning", "error" (anything else
+// is info; the config schema admits only these four).
+LogLevel LogLevelNamed(const std::string& name);
 LogLevel GetLogLevel();
 void LogLine(LogLevel level, const std::string& message);
 

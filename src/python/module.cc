@@ -176,15 +176,6 @@ void BindJob(py::module_& m) {
       .def("result", [](Job& job) { return OrThrow(job.Take()); });
 }
 
-void SetLevel(const std::string& level) {
-  if (level == "debug") return SetLogLevel(LogLevel::kDebug);
-  if (level == "info") return SetLogLevel(LogLevel::kInfo);
-  if (level == "warning") return SetLogLevel(LogLevel::kWarning);
-  if (level == "error") return SetLogLevel(LogLevel::kError);
-  Throw(Status::InvalidArgument("log level '{}': debug, info, warning or error",
-                                level));
-}
-
 // strata train: the config resolved and the run directory made here (their
 // errors raise at once), the training on the job's thread.
 py::tuple StartTrain(const std::string& config_path, const Config& base,
@@ -201,7 +192,7 @@ py::tuple StartTrain(const std::string& config_path, const Config& base,
   Status launch = CheckLaunch(request, config);
   if (!launch.ok()) Throw(launch);
   RunDirectory run_dir = OrThrow(TrainRunDirectory(request, config));
-  SetLevel(config.GetString("run.log_level"));
+  SetLogLevel(LogLevelNamed(config.GetString("run.log_level")));
   JobPtr job(new Job([request, config, run_dir](
                          const std::atomic<bool>* stop) -> Result<std::string> {
     ASSIGN_OR_RETURN(RunSummary s, Train(request, config, run_dir, stop));
@@ -325,7 +316,6 @@ void BindStarts(py::module_& m) {
         py::arg("plan_path"), py::arg("report_path"));
   m.def("load_results", &LoadResultsJson, py::arg("path"),
         "an experiment or run directory summarised (strata report's JSON)");
-  m.def("set_log_level", &SetLevel, py::arg("level"));
 }
 
 }  // namespace
