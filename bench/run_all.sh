@@ -24,6 +24,9 @@ if [ -n "${STRATA_DATA_DIR:-}" ]; then
   # The CPU defaults against the best settings, allreduce against sync PS.
   echo "== cpu_defaults"
   python3 "$(dirname "$0")/cpu_defaults.py" "$build"
+  # workers.* pacing and net.* links in whole runs.
+  echo "== emulation_bench"
+  python3 "$(dirname "$0")/emulation_bench.py" "$build"
   echo "== metrics_overhead"
   "$(dirname "$0")/metrics_overhead.sh" "$build"
   # cluster.compression none / fp16 / int8, one rep (docs/design/compression.md

@@ -445,10 +445,74 @@ std::vector<ConfigKey> MakeSchema() {
   };
 }
 
+// net.*: the links of one run's class of nodes, each field -1 = net.*'s.
+void AddLinkClass(std::vector<ConfigKey>& keys, const std::string& cls,
+                  const std::string& what) {
+  keys.push_back(Float("net." + cls + ".bandwidth_bps", -1,
+                       what + ": rate in bit/s (0 = unlimited; -1 = "
+                              "net.bandwidth_bps)",
+                       -1, 1e15));
+  keys.push_back(Float("net." + cls + ".latency_ms", -1,
+                       what + ": one-way latency in ms (-1 = net.latency_ms)",
+                       -1, 1e6));
+  keys.push_back(Float("net." + cls + ".jitter_ms", -1,
+                       what + ": latency jitter in ms (-1 = net.jitter_ms)", -1,
+                       1e6));
+}
+
+// The emulated cluster (docs/design/links.md): links (net.*) and worker
+// speeds (workers.*). Off by default.
+std::vector<ConfigKey> EmulationKeys() {
+  std::vector<ConfigKey> keys = {
+      Float("net.bandwidth_bps", 0,
+            "emulated links: every link's rate in bit/s, e.g. 1e9 (0 = "
+            "unlimited: net.* off unless a latency is set)",
+            0, 1e15),
+      Float("net.latency_ms", 0,
+            "emulated links: every link's one-way latency in ms", 0, 1e6),
+      Float("net.jitter_ms", 0,
+            "emulated links: the latency varies uniformly by +- this many ms "
+            "(order per link is kept)",
+            0, 1e6),
+      Str("net.nodes", "",
+          "emulated links: per-node or per-pair overrides, e.g. \"worker3: "
+          "bandwidth_bps=1e8 latency_ms=20; worker0-server1: latency_ms=5\" "
+          "(a node's slows every link it is on; a pair's replaces its "
+          "fields)"),
+      Str("workers.speed", "",
+          "heterogeneous workers: compute speed per worker, a list "
+          "\"1,1,1,0.25\" (0.25 = 4x slower) or a distribution drawn per "
+          "worker, \"uniform:0.5,1\" or \"lognormal:0.3\"; empty = all 1"),
+      Float("workers.straggler_probability", 0,
+            "heterogeneous workers: chance per step that a worker pauses "
+            "workers.straggler_ms",
+            0, 1),
+      Float("workers.straggler_ms", 0,
+            "heterogeneous workers: a transient straggler's pause in ms", 0,
+            1e6),
+      Float("workers.noise_sigma", 0,
+            "heterogeneous workers: lognormal noise on each step's compute "
+            "time (median 1, this sigma)",
+            0, 10),
+      Int("workers.seed", 0,
+          "heterogeneous workers: seed of the draws (0 = run.seed)", 0, 1e18),
+  };
+  AddLinkClass(keys, "worker_server", "worker<->server links");
+  AddLinkClass(keys, "worker_worker", "worker<->worker links");
+  AddLinkClass(keys, "worker_data", "worker<->data server links");
+  return keys;
+}
+
+std::vector<ConfigKey> AllKeys() {
+  std::vector<ConfigKey> keys = MakeSchema();
+  for (ConfigKey& k : EmulationKeys()) keys.push_back(std::move(k));
+  return keys;
+}
+
 }  // namespace
 
 const std::vector<ConfigKey>& Config::Schema() {
-  static const std::vector<ConfigKey> schema = MakeSchema();
+  static const std::vector<ConfigKey> schema = AllKeys();
   return schema;
 }
 

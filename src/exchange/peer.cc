@@ -12,6 +12,7 @@
 
 #include "collective/collective.h"
 #include "collective/inproc.h"
+#include "collective/shaped.h"
 #include "collective/store.h"
 #include "common/log.h"
 #include "exchange/exchange.h"
@@ -61,9 +62,20 @@ Result<std::unique_ptr<Collective>> ConnectGroup(const ExchangeEnv& env) {
   co.timeout =
       std::max(o.heartbeat_timeout * 2, std::chrono::milliseconds(2000));
   co.prefix = "workers";
-  if (env.collectives != nullptr && !o.gloo_always)
-    return env.collectives->Join(co);
-  return Collective::Connect(co, store);
+  std::unique_ptr<Collective> group;
+  if (env.collectives != nullptr && !o.gloo_always) {
+    ASSIGN_OR_RETURN(group, env.collectives->Join(co));
+  } else {
+    ASSIGN_OR_RETURN(group, Collective::Connect(co, store));
+  }
+  if (!o.links) return group;
+  // Emulated links (collective/shaped.h): rank r sends to rank r+1.
+  std::vector<LinkSpec> ring;
+  for (int r = 0; r < co.size; ++r) {
+    ring.push_back(
+        o.links(o.roles.WorkerId(r), o.roles.WorkerId((r + 1) % co.size)));
+  }
+  return NewShapedCollective(std::move(group), std::move(ring));
 }
 
 // allreduce, ring and local-sgd: synchronous, every worker in every round.

@@ -47,9 +47,12 @@ Result<NodeInputs> PrepareNode(const Config& config, Role role,
 // the others bind `bind` and must speak the coordinator's transport.
 Result<std::unique_ptr<Transport>> NodeTransport(
     NodeId id, Role role, const std::string& coordinator,
-    const std::string& bind, const std::optional<CurveKeys>& curve) {
+    const std::string& bind, const std::optional<CurveKeys>& curve,
+    const ClusterRunOptions& o) {
   TransportOptions options;
   options.curve = curve;
+  options.links = o.links;
+  options.link_seed = o.seed;
   if (role == Role::kCoordinator) {
     Result<std::string> at = ResolveBindHost(coordinator);
     if (!at.ok())
@@ -108,8 +111,8 @@ Status RunNode(const Config& config, Role role, int index,
   ASSIGN_OR_RETURN(NodeInputs in,
                    PrepareNode(config, role, std::move(options)));
   RoleContext ctx;
-  ASSIGN_OR_RETURN(ctx.transport,
-                   NodeTransport(id, role, coordinator, bind, curve));
+  ASSIGN_OR_RETURN(ctx.transport, NodeTransport(id, role, coordinator, bind,
+                                                curve, in.plan.options));
   const char* security = curve ? " (CURVE)" : "";
   if (role == Role::kCoordinator) {
     LogInfo("{} listening at {}{}", who, ctx.transport->endpoint(), security);

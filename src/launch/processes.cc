@@ -171,6 +171,8 @@ Result<ClusterSummary> RunProcessesOnce(
                    LocalEndpoint(o.transport == "ucx" ? "ucx" : "tcp"));
   TransportOptions options;
   options.curve = curve;
+  options.links = o.links;
+  options.link_seed = o.seed;
   RoleContext ctx;
   ASSIGN_OR_RETURN(ctx.transport, NewBoundTransport(0, local, options));
   const std::string endpoint = ctx.transport->endpoint();
@@ -182,6 +184,7 @@ Result<ClusterSummary> RunProcessesOnce(
   LogInfo("cluster: {} processes ({}) around the coordinator at {}{}",
           o.roles.num_nodes() - 1, o.roles.ToString(), endpoint,
           curve ? " (CURVE)" : "");
+  LogEmulation(config, o.pace);
   // cluster.restart in the free modes: a lost server or worker is started
   // again under its role and index; it re-joins and takes its state from
   // the newest checkpoint.

@@ -59,6 +59,8 @@ Result<std::vector<std::unique_ptr<Transport>>> MakeTransports(
   options.fabric = &fabric;
   options.curve = std::move(curve);
   options.ucx_shared_memory = o.ucx_shared_memory;
+  options.links = o.links;
+  options.link_seed = o.seed;
   if (o.transport == "tcp") {
     ASSIGN_OR_RETURN(options.zmq_context, ZmqContext::Create(1));
   }
@@ -123,6 +125,7 @@ Result<RunSummary> TrainCluster(const Config& given, const DatasetSplits& data,
   ASSIGN_OR_RETURN(auto transports,
                    MakeTransports(o, std::move(curve), fabric));
   LogCluster(plan, DescribeTransport(o.transport, secure));
+  LogEmulation(config, o.pace);
   std::optional<ClusterSummary> summary;
   std::vector<float> final_params;
   std::vector<RoleContext> contexts(o.roles.num_nodes());

@@ -266,6 +266,9 @@ Result<ClusterRunOptions> ClusterRunOptions::FromConfig(const Config& c) {
   ResolvePipelining(c, o);
   RETURN_IF_ERROR(ResolveDecentralized(c, o));
   ResolveTransport(c, o);
+  ASSIGN_OR_RETURN(o.links, LinksFromConfig(c, o.roles));
+  ASSIGN_OR_RETURN(o.pace,
+                   WorkerPaceOptions::FromConfig(c, o.roles.num_workers()));
   return o;
 }
 

@@ -14,6 +14,7 @@
 #include "ps/compression.h"
 #include "ps/optimizer.h"
 #include "ps/schedule.h"
+#include "run/emulation.h"
 #include "sharding/methods.h"
 #include "sharding/resolve.h"
 #include "transport/ucx/transport.h"
@@ -164,6 +165,12 @@ struct ClusterRunOptions {
   // cluster.collective = gloo: Gloo over TCP even between threads.
   bool gloo_always = false;
   int64_t bucket_floats = 0;  // allreduce: gradient bucket size
+
+  // The emulated cluster (run/emulation.h): the links every launcher
+  // shapes its nodes' transports with (empty: net.* off), and the
+  // workers' speeds (worker/pace.h).
+  LinkLookup links;
+  WorkerPaceOptions pace;
 
   // The mini-batch streaming service (cluster.data_servers > 0).
   int data_servers = 0;

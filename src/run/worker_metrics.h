@@ -49,6 +49,11 @@ struct WorkerMetrics {
   // allreduce, ring, local-sgd: how the collectives travelled ("memory"
   // between threads of one process, "gloo" over TCP); empty otherwise.
   std::string collective;
+  // workers.* (worker/pace.h): this worker's speed factor and the time its
+  // pacing added to compute_s (slowdown, noise and straggler pauses).
+  bool paced = false;  // workers.* is on (the two below are reported)
+  double speed = 1;
+  double paced_s = 0;
 
   void NoteStaleness(int64_t s) {
     if (s < 0) return;
@@ -79,6 +84,15 @@ struct WorkerMetrics {
             {"staleness_count", staleness_count},
             {"staleness_max", staleness_max}};
   }
+  // SaveCounters() with the pacing's, where the worker is paced.
+  nlohmann::json SaveAll() const {
+    nlohmann::json j = SaveCounters();
+    if (paced) {
+      j["speed"] = speed;
+      j["paced_s"] = paced_s;
+    }
+    return j;
+  }
   void RestoreCounters(const nlohmann::json& j) {
     iterations = j.value("iterations", int64_t{0});
     samples = j.value("samples", int64_t{0});
@@ -97,12 +111,15 @@ struct WorkerMetrics {
     staleness_sum = j.value("staleness_sum", int64_t{0});
     staleness_count = j.value("staleness_count", int64_t{0});
     staleness_max = j.value("staleness_max", int64_t{0});
+    paced = j.contains("speed");
+    speed = j.value("speed", 1.0);
+    paced_s = j.value("paced_s", 0.0);
   }
 
   // The worker's report to the coordinator (its kShutdown "done"): every
   // counter, so the coordinator's summary can derive what ToJson shows.
   nlohmann::json ToWire() const {
-    nlohmann::json j = SaveCounters();
+    nlohmann::json j = SaveAll();
     j["worker"] = index;
     j["finished"] = finished;
     if (gossip_weight > 0) j["gossip_weight"] = gossip_weight;
@@ -125,7 +142,7 @@ struct WorkerMetrics {
   // summary.json's row (and /metrics' source): the counters with the
   // staleness as its mean and maximum.
   nlohmann::json ToJson() const {
-    nlohmann::json j = SaveCounters();
+    nlohmann::json j = SaveAll();
     // Reported as their mean and max below.
     j.erase("staleness_sum");
     j.erase("staleness_count");

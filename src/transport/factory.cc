@@ -187,7 +187,10 @@ Result<std::unique_ptr<Transport>> NewZmqNode(NodeId id,
 
 }  // namespace
 
-Result<std::unique_ptr<Transport>> NewBoundTransport(
+namespace {
+
+// The backend's transport, bound.
+Result<std::unique_ptr<Transport>> NewBackendTransport(
     NodeId id, const std::string& endpoint, const TransportOptions& options) {
   const std::optional<Backend> backend = BackendOf(endpoint);
   if (!backend) return NoSuchBackend(id, endpoint);
@@ -216,6 +219,20 @@ Result<std::unique_ptr<Transport>> NewBoundTransport(
   }
   RETURN_IF_ERROR(BindOrSay(id, endpoint, *t));
   return t;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Transport>> NewBoundTransport(
+    NodeId id, const std::string& endpoint, const TransportOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Transport> t,
+                   NewBackendTransport(id, endpoint, options));
+  if (!options.links) return t;
+  ShapedOptions shaped;
+  shaped.links = options.links;
+  // Each node its own jitter.
+  shaped.seed = options.link_seed * 1000003 + static_cast<uint64_t>(id);
+  return NewShapedTransport(std::move(t), std::move(shaped));
 }
 
 Result<std::string> LocalEndpoint(std::string_view transport) {

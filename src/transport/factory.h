@@ -25,6 +25,7 @@
 
 #include "common/status.h"
 #include "transport/inproc/transport.h"
+#include "transport/shaped/transport.h"
 #include "transport/transport.h"
 #include "transport/ucx/transport.h"
 #include "transport/zmq/curve_keys.h"
@@ -60,6 +61,12 @@ struct TransportOptions {
   // ucx://: UcxOptions::shared_memory. Unset: the environment variable
   // STRATA_UCX_SHARED_MEMORY decides, and kAuto without it.
   std::optional<UcxOptions::SharedMemory> ucx_shared_memory;
+  // An emulated network (net.*): set, the node's links are shaped as it
+  // says (shaped/transport.h); empty, the transport is the backend's own
+  // and nothing is added. link_seed drives the jitter (each node draws its
+  // own from it).
+  LinkLookup links;
+  uint64_t link_seed = 1;
 };
 
 // A transport for node `id` bound to `endpoint`, of the backend its scheme

@@ -135,7 +135,7 @@ Status CheckpointParticipant::Arrive(int64_t done, bool final, bool paused,
   ASSIGN_OR_RETURN(ExchangeState es, parts.exchange.SaveState());
   nlohmann::json state{{"step", done},
                        {"worker", index_},
-                       {"counters", parts.metrics.SaveCounters()},
+                       {"counters", parts.metrics.SaveAll()},
                        {"delay_rng", parts.faults.SaveState()}};
   parts.source.SaveState(state);
   Message msg;

@@ -14,6 +14,7 @@
 #include "worker/gradient_hooks.h"
 #include "worker/layer_gate.h"
 #include "worker/metrics_window.h"
+#include "worker/pace.h"
 #include "worker/step_profile.h"
 #include "worker/stop_signal.h"
 
@@ -37,6 +38,7 @@ class WorkerLoop {
         stop_(s_.stop, s_.checkpoints != nullptr, *s_.env.member, s_.index),
         checkpoints_(s_.checkpoints, o_, s_.index, *s_.env.rpc, stop_),
         faults_(o_, s_.index),
+        pace_(o_.pace, s_.index),
         window_(o_, s_.index, s_.run_dir, start_) {
     m_.index = s_.index;
   }
@@ -77,6 +79,7 @@ class WorkerLoop {
   StopSignal stop_;
   CheckpointParticipant checkpoints_;
   FaultInjection faults_;
+  WorkerPace pace_;
   MetricsWindow window_;
   // Declared in the order they are made; destroyed in reverse (the hooks
   // and the gate before the exchange they point at, the model last).
@@ -236,6 +239,7 @@ Result<bool> WorkerLoop::Step(int64_t it) {
   ASSIGN_OR_RETURN(const bool computed, Compute(it, &epoch, &r, &samples));
   if (!computed) return false;
   faults_.DelayStep();
+  pace_.Stretch(it, Seconds(t1, Clock::now()), m_);
   const auto t2 = Clock::now();
   phase.Next("strata::after_step");
   Status after = exchange_->AfterStep(it);
