@@ -54,6 +54,33 @@ LinkFields Slower(LinkFields base, const LinkFields& node) {
   return base;
 }
 
+// The whole of `text` as a number (surrounding blanks allowed).
+bool ParseNumber(const std::string& text, double* out) {
+  try {
+    size_t used = 0;
+    *out = std::stod(text, &used);
+    return text.find_first_not_of(" \t\n", used) == std::string::npos;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+// "a,b,c" as numbers; kInvalidArgument naming `key` and the piece that is
+// not one.
+Result<std::vector<double>> ParseNumbers(const std::string& text,
+                                         const char* key) {
+  std::vector<double> out;
+  std::istringstream in(text);
+  std::string piece;
+  while (std::getline(in, piece, ',')) {
+    double v = 0;
+    if (!ParseNumber(piece, &v))
+      return Status::InvalidArgument("{}: '{}' is not a number", key, piece);
+    out.push_back(v);
+  }
+  return out;
+}
+
 std::string Trim(const std::string& s) {
   const size_t b = s.find_first_not_of(" \t\n");
   if (b == std::string::npos) return "";
@@ -90,14 +117,8 @@ Result<LinkFields> ParseOverrideFields(const std::string& text) {
     if (word.back() == ',') word.pop_back();
     const size_t eq = word.find('=');
     double value = 0;
-    try {
-      size_t used = 0;
-      value = std::stod(word.substr(eq + 1), &used);
-      if (eq == std::string::npos || used != word.size() - eq - 1)
-        throw std::invalid_argument(word);
-    } catch (const std::exception&) {
+    if (eq == std::string::npos || !ParseNumber(word.substr(eq + 1), &value))
       return Status::InvalidArgument("'{}' is not KEY=NUMBER", word);
-    }
     if (value < 0) return Status::InvalidArgument("'{}' is negative", word);
     const std::string key = word.substr(0, eq);
     if (key == "bandwidth_bps") {
@@ -270,32 +291,19 @@ Result<std::vector<double>> DrawSpeeds(const std::string& text, int workers,
                                        uint64_t seed) {
   const size_t colon = text.find(':');
   const std::string kind = text.substr(0, colon);
-  std::vector<double> args;
-  if (colon != std::string::npos) {
-    std::istringstream in(text.substr(colon + 1));
-    std::string a;
-    while (std::getline(in, a, ',')) {
-      try {
-        args.push_back(std::stod(a));
-      } catch (const std::exception&) {
-        return Status::InvalidArgument("workers.speed: '{}' is not a number",
-                                       a);
-      }
-    }
-  }
+  ASSIGN_OR_RETURN(const std::vector<double> args,
+                   ParseNumbers(text.substr(colon + 1), "workers.speed"));
   std::mt19937_64 rng(seed);
-  std::vector<double> out;
+  auto draw = [&](auto distribution) {
+    std::vector<double> out;
+    for (int i = 0; i < workers; ++i) out.push_back(distribution(rng));
+    return out;
+  };
   if (kind == "uniform" && args.size() == 2 && args[0] > 0 &&
-      args[1] >= args[0]) {
-    std::uniform_real_distribution<double> d(args[0], args[1]);
-    for (int i = 0; i < workers; ++i) out.push_back(d(rng));
-    return out;
-  }
-  if (kind == "lognormal" && args.size() == 1 && args[0] >= 0) {
-    std::lognormal_distribution<double> d(0.0, args[0]);
-    for (int i = 0; i < workers; ++i) out.push_back(d(rng));
-    return out;
-  }
+      args[1] >= args[0])
+    return draw(std::uniform_real_distribution<double>(args[0], args[1]));
+  if (kind == "lognormal" && args.size() == 1 && args[0] >= 0)
+    return draw(std::lognormal_distribution<double>(0.0, args[0]));
   return Status::InvalidArgument(
       "workers.speed = \"{}\": want a list of {} factors (\"1,1,0.25,...\"), "
       "\"uniform:LO,HI\" (0 < LO <= HI) or \"lognormal:SIGMA\"",
@@ -307,22 +315,13 @@ Result<std::vector<double>> ParseSpeeds(const std::string& text, int workers,
   if (Trim(text).empty()) return std::vector<double>();
   if (text.find(':') != std::string::npos)
     return DrawSpeeds(Trim(text), workers, seed);
-  std::vector<double> out;
-  std::istringstream in(text);
-  std::string a;
-  while (std::getline(in, a, ',')) {
-    double v = 0;
-    try {
-      v = std::stod(a);
-    } catch (const std::exception&) {
-      return Status::InvalidArgument("workers.speed: '{}' is not a number", a);
-    }
-    if (!(v > 0)) {
+  ASSIGN_OR_RETURN(std::vector<double> out,
+                   ParseNumbers(text, "workers.speed"));
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!(out[i] > 0)) {
       return Status::InvalidArgument(
-          "workers.speed: factor {} of worker {} is not above 0", v,
-          out.size());
+          "workers.speed: factor {} of worker {} is not above 0", out[i], i);
     }
-    out.push_back(v);
   }
   if (static_cast<int>(out.size()) != workers) {
     return Status::InvalidArgument(

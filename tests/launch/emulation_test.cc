@@ -22,10 +22,9 @@ using testing_util::RunConfig;
 using testing_util::TempRoot;
 using testing_util::With;
 
+// A default config with `kvs` applied.
 Config Net(std::initializer_list<std::string> kvs) {
-  Config c;
-  for (const std::string& kv : kvs) EXPECT_TRUE(c.ApplyOverride(kv).ok()) << kv;
-  return c;
+  return With(Config(), kvs);
 }
 
 // coordinator 0, servers 1-2, workers 3-6, evaluator 7, data 8.

@@ -265,9 +265,10 @@ Status ShapedTransport::Send(NodeId to, Message msg) {
     return Status::Cancelled("node {}: Send() to node {} after Close()",
                              node_id(), to);
   }
-  RETURN_IF_ERROR(ValidateOutgoing(msg, MessageLimits{}));
   const LinkSpec link = o_.links(node_id(), to);
   if (!link.shaped()) return inner_->Send(to, std::move(msg));
+  // Checked now: the wrapped transport's own check comes when it is due.
+  RETURN_IF_ERROR(ValidateOutgoing(msg, MessageLimits{}));
   const uint64_t bytes = WireBytes(msg);
   if (!out_.WaitForRoom(o_.max_queued_bytes, o_.send_timeout)) {
     return Status::DeadlineExceeded(
