@@ -114,9 +114,11 @@ void ClusterMember::StartHeartbeats() {
     while (!stop_heartbeats_ && !shutdown_.load()) {
       lock.Unlock();
       if (in_flight && in_flight->Ready()) {
-        if (in_flight->Wait(std::chrono::milliseconds(0)).ok()) {
+        auto reply = in_flight->Wait(std::chrono::milliseconds(0));
+        if (reply.ok()) {
           last_reply = std::chrono::steady_clock::now();
           answered = true;
+          NoteClock(*in_flight, *reply);
         }
         in_flight.reset();
       }
@@ -173,13 +175,25 @@ Status ClusterMember::Barrier(int64_t number,
   Message m;
   m.header.type = MessageType::kBarrier;
   m.header.clock = number;
+  timeline::Span span("barrier", "wait", number);
   auto r = rpc_.Request(roles_.CoordinatorId(), std::move(m))->Wait(timeout);
   if (!r.ok()) return r.status().WithContext(fmt::format("barrier {}", number));
   return Status::Ok();
 }
 
+void ClusterMember::NoteClock(const RpcCall& call, const Message& reply) {
+  MutexLock lock(&mu_);
+  clock_.Add(call.sent_ns(), reply.header.clock, call.completed_ns());
+}
+
+timeline::ClockEstimate ClusterMember::clock_offset() const {
+  MutexLock lock(&mu_);
+  return clock_;
+}
+
 Status ClusterMember::ClockWait(int64_t completed,
                                 std::chrono::milliseconds timeout) {
+  timeline::Span span("clock wait", "wait", completed);
   Message m;
   m.header.type = MessageType::kClock;
   m.header.clock = completed;

@@ -11,6 +11,7 @@
 
 #include "cluster/role_table.h"
 #include "common/mutex.h"
+#include "common/timeline.h"
 #include "transport/rpc.h"
 
 namespace strata {
@@ -77,8 +78,13 @@ class ClusterMember {
   std::string shutdown_reason() const;
   // Waits up to `timeout` for a shutdown; true if one came.
   bool WaitForShutdown(std::chrono::milliseconds timeout);
+  // This node's clock offset to the coordinator's, from the heartbeats'
+  // round trips (the coordinator stamps its replies).
+  timeline::ClockEstimate clock_offset() const;
 
  private:
+  void NoteClock(const RpcCall& call, const Message& reply);
+
   RpcEndpoint& rpc_;
   const RoleTable roles_;
   const std::chrono::milliseconds heartbeat_interval_;
@@ -90,6 +96,7 @@ class ClusterMember {
   CondVar cv_{&mu_};
   std::string reason_ GUARDED_BY(mu_);
   bool stop_heartbeats_ GUARDED_BY(mu_) = false;
+  timeline::ClockEstimate clock_ GUARDED_BY(mu_);
   std::function<std::string()> status_source_;  // set before heartbeats
   std::thread heartbeat_;
 };

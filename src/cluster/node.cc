@@ -2,6 +2,7 @@
 
 #include "cluster/protocol.h"
 #include "common/log.h"
+#include "common/timeline_wire.h"
 
 namespace strata {
 
@@ -41,6 +42,15 @@ void Node::Dispatch(Message msg) {
             resent);
     return;
   }
+  if (msg.header.type == MessageType::kTimelineRequest) {
+    // The coordinator gathers the timeline at the end of the run.
+    Message reply;
+    reply.header.type = MessageType::kAck;
+    const std::string text = TakeTimeline();
+    reply.payloads.push_back(Buffer::CopyOf(text.data(), text.size()));
+    rpc_.ReplyOrLog(msg, std::move(reply));
+    return;
+  }
   auto it = handlers_.find(msg.header.type);
   if (it != handlers_.end()) {
     it->second(std::move(msg));
@@ -69,6 +79,25 @@ void Node::Leave() {
   left_ = true;
   member_.StopHeartbeats();
   rpc_.Stop();
+}
+
+std::string Node::TakeTimeline() {
+  timeline::NodeTimeline t;
+  t.node = rpc_.node_id();
+  t.taken = timeline::Take(t.node);
+  t.clock = member_.clock_offset();
+  return timeline::Encode(t);
+}
+
+Status Node::SendTimeline(std::chrono::milliseconds timeout) {
+  if (!timeline::On()) return Status::Ok();
+  Message m;
+  m.header.type = MessageType::kTimelineRequest;
+  const std::string text = TakeTimeline();
+  m.payloads.push_back(Buffer::CopyOf(text.data(), text.size()));
+  auto r = rpc_.Request(roles_.CoordinatorId(), std::move(m))->Wait(timeout);
+  if (!r.ok()) return r.status().WithContext("sending the timeline");
+  return Status::Ok();
 }
 
 void Node::WaitForEnd() {

@@ -45,6 +45,10 @@ class Node {
   void Leave();
   // Waits until the coordinator ends the run (or is lost).
   void WaitForEnd();
+  // With the timeline on (common/timeline.h): sends this node's spans so far
+  // to the coordinator, for a node about to leave before the run's end (a
+  // worker). A no-op while off.
+  Status SendTimeline(std::chrono::milliseconds timeout);
 
   // What the node reports with its heartbeats (ClusterMember); before
   // Join().
@@ -57,6 +61,8 @@ class Node {
 
  private:
   void Dispatch(Message msg);
+  // This node's spans so far, taken out, with its clock offset (text).
+  std::string TakeTimeline();
 
   const RoleTable roles_;
   std::map<MessageType, Handler> handlers_;  // written before Join() only

@@ -348,6 +348,14 @@ std::vector<ConfigKey> MakeSchema() {
            "gradient with train.lr / n (paper 001 Sec. II-C)"),
       Bool("cluster.evaluator", true,
            "run an evaluator node that tracks the global model"),
+      Bool("cluster.timeline", false,
+           "record one timeline of the whole cluster (every node's spans, "
+           "clock offsets from the heartbeats) into timeline.json, a Chrome "
+           "trace for Perfetto or chrome://tracing"),
+      Int("cluster.timeline_events", 200000,
+          "cluster.timeline: spans kept per thread (the oldest are dropped "
+          "beyond it, and counted)",
+          1, 1e8),
       Str("cluster.transport", "inproc",
           "transport between the nodes: inproc (threads of one process, zero "
           "copy; --processes uses tcp), tcp (ZeroMQ), ucx (UCX active "

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/log.h"
+#include "common/timeline.h"
 #include "coordinator/notify.h"
 
 namespace strata {
@@ -72,6 +73,8 @@ void Coordinator::Handle(Message msg) {
       return clocks_.Grant(membership_.Workers());
     case MessageType::kShutdown:
       return OnDone(std::move(msg));
+    case MessageType::kTimelineRequest:
+      return OnTimeline(std::move(msg));
     default:
       LogWarning("coordinator: ignoring unexpected {} from {}",
                  MessageTypeName(msg.header.type),
@@ -85,8 +88,21 @@ void Coordinator::OnHeartbeat(Message msg) {
   if (msg.header.request_id != 0) {
     Message ack;
     ack.header.type = MessageType::kAck;
+    // The node estimates its clock offset from this stamp.
+    ack.header.clock = timeline::NowNs();
     rpc_.ReplyOrLog(msg, std::move(ack));
   }
+}
+
+void Coordinator::OnTimeline(Message msg) {
+  {
+    MutexLock lock(&timelines_mu_);
+    timelines_[msg.header.sender] =
+        msg.payloads.empty() ? std::string() : msg.payloads[0].ToString();
+  }
+  Message ack;
+  ack.header.type = MessageType::kAck;
+  rpc_.ReplyOrLog(msg, std::move(ack));
 }
 
 void Coordinator::OnDone(Message msg) {

@@ -106,6 +106,13 @@ class Coordinator {
   std::map<NodeId, std::string> DoneReports() const {
     return membership_.DoneReports();
   }
+  // The timelines nodes sent before they left (cluster.timeline: a worker
+  // sends its own with its "done"), as text (common/timeline_wire.h);
+  // taken out.
+  std::map<NodeId, std::string> TakeTimelines() EXCLUDES(timelines_mu_) {
+    MutexLock lock(&timelines_mu_);
+    return std::move(timelines_);
+  }
   // When barrier 0 (every worker set up, training begins) was released;
   // the epoch of the steady clock if it has not been yet.
   std::chrono::steady_clock::time_point TrainingStart() const {
@@ -129,6 +136,7 @@ class Coordinator {
   void OnDone(Message msg);
   void OnCheckpointArrive(Message msg);
   void OnRestoreRequest(Message msg);
+  void OnTimeline(Message msg);
   // After membership changed: every part that depends on who is there.
   void Reassess();
   void Monitor();
@@ -148,6 +156,8 @@ class Coordinator {
   CheckpointRounds rounds_;
   RendezvousStore store_;
   RunOutcome outcome_;
+  Mutex timelines_mu_;
+  std::map<NodeId, std::string> timelines_ GUARDED_BY(timelines_mu_);
   std::thread monitor_;
 };
 

@@ -4,12 +4,15 @@
 #include <chrono>
 
 #include "cluster/cluster_metrics.h"
+#include "common/fs.h"
 #include "common/log.h"
 #include "common/seconds.h"
 #include "coordinator/cluster_checkpoints.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/metrics_endpoint.h"
 #include "coordinator/summary_gather.h"
+#include "run/stragglers.h"
+#include "run/timeline_trace.h"
 
 namespace strata {
 namespace {
@@ -41,6 +44,8 @@ class CoordinatorRun {
   // Ctrl-C: with checkpoints one last round (the workers stop after it),
   // otherwise, or when it fails or takes too long, plain stops.
   void Interrupt(Coordinator& c, bool training);
+  // cluster.timeline: timeline.json in the run directory.
+  void WriteTimeline(const std::vector<timeline::NodeTimeline>& nodes);
   void SetPhase(Coordinator& c, RunPhase phase) {
     if (metrics_) metrics_->SetPhase(phase, c.LostNodes());
   }
@@ -163,6 +168,28 @@ Status CoordinatorRun::Supervise(Coordinator& c) {
   }
 }
 
+void CoordinatorRun::WriteTimeline(
+    const std::vector<timeline::NodeTimeline>& nodes) {
+  size_t spans = 0;
+  int64_t dropped = 0;
+  for (const auto& n : nodes) {
+    spans += n.taken.events.size();
+    dropped += n.taken.dropped;
+  }
+  const std::string path = run_dir_.File("timeline.json");
+  const auto describe = [this](int32_t id) { return o_.roles.Describe(id); };
+  Status st = WriteFileAtomic(path, ChromeTrace(nodes, describe).dump());
+  if (!st.ok()) {
+    LogWarning("timeline: not written: {}", st.message());
+    return;
+  }
+  LogInfo("timeline: {} spans of {} nodes in {}{}", spans, nodes.size(), path,
+          dropped > 0 ? fmt::format(" ({} older spans dropped: "
+                                    "cluster.timeline_events)",
+                                    dropped)
+                      : "");
+}
+
 Result<ClusterSummary> CoordinatorRun::Run(
     std::unique_ptr<Transport> transport,
     std::shared_ptr<const Checkpoint> resume_from) {
@@ -187,6 +214,11 @@ Result<ClusterSummary> CoordinatorRun::Run(
   SummaryGather gather(coordinator, o_, start_, checkpoints_.prior_train_s());
   SetPhase(coordinator, RunPhase::kFinishing);
   ClusterSummary summary = gather.Gather(run_status, interrupted_);
+  if (o_.timeline) WriteTimeline(gather.TakeTimelines());
+  if (o_.timeline || o_.pace.on()) {
+    LogInfo("stragglers (summary.json \"stragglers\"):\n{}",
+            FormatStragglers(StragglerTable(summary.workers)));
+  }
   if (checkpoints_.resuming()) {
     summary.resumed_from = checkpoints_.dir();
     summary.resumed_at_step = checkpoints_.step();

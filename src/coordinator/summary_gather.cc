@@ -4,6 +4,7 @@
 
 #include "common/log.h"
 #include "common/seconds.h"
+#include "coordinator/timeline_gather.h"
 
 namespace strata {
 namespace {
@@ -113,6 +114,8 @@ ClusterSummary SummaryGather::Gather(const Status& run_status,
   if (run_status.ok() && o_.roles.has_evaluator() &&
       std::find(lost.begin(), lost.end(), o_.roles.EvaluatorId()) == lost.end())
     s.final_eval = FinalEval();
+  if (o_.timeline)
+    timelines_ = GatherTimelines(c_, o_.roles, lost, milliseconds(10000));
   c_.BroadcastShutdown(run_status.ok() ? "" : run_status.message());
   AddWorkers(s);
   s.samples_per_s = s.train_s > 0 ? s.samples / s.train_s : 0.0;

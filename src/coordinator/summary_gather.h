@@ -3,6 +3,7 @@
 #include <chrono>
 #include <vector>
 
+#include "common/timeline_wire.h"
 #include "coordinator/coordinator.h"
 #include "run/options.h"
 #include "run/summary.h"
@@ -29,6 +30,11 @@ class SummaryGather {
         prior_train_s_(prior_train_s) {}
 
   ClusterSummary Gather(const Status& run_status, bool interrupted);
+  // cluster.timeline: every node's spans, gathered by Gather() before the
+  // nodes were told to stop (coordinator/timeline_gather.h); taken out.
+  std::vector<timeline::NodeTimeline> TakeTimelines() {
+    return std::move(timelines_);
+  }
 
  private:
   // Tells the workers of a failed run at once (they may block on it).
@@ -43,6 +49,7 @@ class SummaryGather {
   const ClusterRunOptions& o_;
   const Clock::time_point start_;
   const double prior_train_s_;
+  std::vector<timeline::NodeTimeline> timelines_;
 };
 
 }  // namespace strata

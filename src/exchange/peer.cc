@@ -15,6 +15,7 @@
 #include "collective/shaped.h"
 #include "collective/store.h"
 #include "common/log.h"
+#include "common/timeline.h"
 #include "exchange/exchange.h"
 #include "run/plan.h"
 #include "transport/zmq/transport.h"
@@ -233,6 +234,7 @@ class CollectiveExchange final : public Exchange {
   // (a collective returns when its slowest member has contributed).
   template <typename F>
   Status Collect(F&& call, const char* what, int64_t it) {
+    timeline::Span span(what, "collective", it);
     const auto t0 = Clock::now();
     Status st = call();
     m_.wait_s += Since(t0);

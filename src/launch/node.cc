@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "common/log.h"
+#include "common/timeline.h"
 #include "data/load.h"
 #include "launch/roles.h"
 #include "run/plan.h"
@@ -108,6 +109,8 @@ Status RunNode(const Config& config, Role role, int index,
   // here runs a LibTorch operator.
   if (role != Role::kCoordinator && role != Role::kServer)
     at::set_num_threads(ThreadsPerWorker(options));
+  const timeline::ScopedRecording recording(options.timeline,
+                                            options.timeline_events);
   ASSIGN_OR_RETURN(NodeInputs in,
                    PrepareNode(config, role, std::move(options)));
   RoleContext ctx;

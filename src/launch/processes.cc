@@ -17,6 +17,7 @@
 
 #include "common/log.h"
 #include "common/mutex.h"
+#include "common/timeline.h"
 #include "coordinator/cluster_checkpoints.h"
 #include "coordinator/metrics_endpoint.h"
 #include "launch/roles.h"
@@ -173,6 +174,8 @@ Result<ClusterSummary> RunProcessesOnce(
   options.curve = curve;
   options.links = o.links;
   options.link_seed = o.seed;
+  // The coordinator's own spans (the children record theirs, launch/node.cc).
+  const timeline::ScopedRecording recording(o.timeline, o.timeline_events);
   RoleContext ctx;
   ASSIGN_OR_RETURN(ctx.transport, NewBoundTransport(0, local, options));
   const std::string endpoint = ctx.transport->endpoint();

@@ -8,6 +8,7 @@
 
 #include "collective/inproc.h"
 #include "common/log.h"
+#include "common/timeline.h"
 #include "coordinator/cluster_checkpoints.h"
 #include "coordinator/metrics_endpoint.h"
 #include "launch/roles.h"
@@ -126,6 +127,7 @@ Result<RunSummary> TrainCluster(const Config& given, const DatasetSplits& data,
                    MakeTransports(o, std::move(curve), fabric));
   LogCluster(plan, DescribeTransport(o.transport, secure));
   LogEmulation(config, o.pace);
+  const timeline::ScopedRecording recording(o.timeline, o.timeline_events);
   std::optional<ClusterSummary> summary;
   std::vector<float> final_params;
   std::vector<RoleContext> contexts(o.roles.num_nodes());

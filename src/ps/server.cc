@@ -7,6 +7,7 @@
 #include "common/json_field.h"
 #include "common/log.h"
 #include "common/safetensors.h"
+#include "common/timeline.h"
 #include "ps/compression.h"
 #include "ps/protocol.h"
 
@@ -269,6 +270,7 @@ ParameterShard* ParameterServer::CurrentShard() const {
 }
 
 void ParameterServer::HandlePush(Message msg) {
+  timeline::Span span("handle push", "server", msg.header.sender, node_id());
   if (msg.header.flags & (kPushDone | kPushRejoin)) {
     HandleLeaveOrRejoin(std::move(msg));
     return;

@@ -81,6 +81,8 @@ void ResolveReporting(const Config& c, ClusterRunOptions& o) {
   o.log_every = c.GetInt("train.log_every");
   o.profile_from = c.GetInt("train.profile_from");
   o.profile_steps = c.GetInt("train.profile_steps");
+  o.timeline = c.GetBool("cluster.timeline");
+  o.timeline_events = c.GetInt("cluster.timeline_events");
   o.eval_batch = c.GetInt("train.eval_batch_size");
   o.eval_every_updates = c.GetInt("eval.every_updates");
   o.eval_every_s = c.GetFloat("eval.every_s");

@@ -47,6 +47,9 @@ struct ClusterRunOptions {
   // train.profile_from / train.profile_steps (worker 0; step_profile.h).
   int64_t profile_from = 20;
   int64_t profile_steps = 0;
+  // cluster.timeline (common/timeline.h): record spans, spans per thread.
+  bool timeline = false;
+  int64_t timeline_events = 200000;
   int64_t eval_batch = 1000;
   int64_t eval_every_updates = 0;
   double eval_every_s = 2.0;

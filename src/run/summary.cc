@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "common/json_field.h"
+#include "run/stragglers.h"
 
 namespace strata {
 
@@ -180,6 +181,7 @@ nlohmann::json ClusterSummary::ToJson() const {
   j["worker_batch"] = worker_batch;
   j["iterations_per_worker"] = iterations_per_worker;
   j["workers"] = WorkersToJson(workers);
+  j["stragglers"] = StragglersToJson(StragglerTable(workers));
   j["bytes_per_worker"] = BytesPerWorker();
   j["compression"] = compression;
   j["compress_pulls"] = compress_pulls;

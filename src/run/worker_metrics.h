@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "run/step_histogram.h"
+
 namespace strata {
 
 // What one worker measured (summary.json's "workers" rows).
@@ -54,6 +56,7 @@ struct WorkerMetrics {
   bool paced = false;  // workers.* is on (the two below are reported)
   double speed = 1;
   double paced_s = 0;
+  StepHistogram step_times;  // each step's wall time (the straggler table)
 
   void NoteStaleness(int64_t s) {
     if (s < 0) return;
@@ -87,6 +90,7 @@ struct WorkerMetrics {
   // SaveCounters() with the pacing's, where the worker is paced.
   nlohmann::json SaveAll() const {
     nlohmann::json j = SaveCounters();
+    if (step_times.count() > 0) j["step_times"] = step_times.ToJson();
     if (paced) {
       j["speed"] = speed;
       j["paced_s"] = paced_s;
@@ -114,6 +118,8 @@ struct WorkerMetrics {
     paced = j.contains("speed");
     speed = j.value("speed", 1.0);
     paced_s = j.value("paced_s", 0.0);
+    if (j.contains("step_times"))
+      step_times = StepHistogram::FromJson(j.at("step_times"));
   }
 
   // The worker's report to the coordinator (its kShutdown "done"): every
@@ -147,6 +153,12 @@ struct WorkerMetrics {
     j.erase("staleness_sum");
     j.erase("staleness_count");
     j.erase("staleness_max");
+    j.erase("step_times");
+    if (step_times.count() > 0) {
+      j["step_p50_s"] = step_times.Quantile(0.5);
+      j["step_p90_s"] = step_times.Quantile(0.9);
+      j["step_p99_s"] = step_times.Quantile(0.99);
+    }
     j["worker"] = index;
     j["finished"] = finished;
     if (gossip_weight > 0) j["gossip_weight"] = gossip_weight;

@@ -76,6 +76,8 @@ std::string MessageTypeName(MessageType type) {
       return "restore_request";
     case MessageType::kCheckpointRequest:
       return "checkpoint_request";
+    case MessageType::kTimelineRequest:
+      return "timeline_request";
     default:
       break;
   }

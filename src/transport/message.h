@@ -66,6 +66,7 @@ enum class MessageType : uint16_t {
   kCheckpointPause = 0x1029,
   kRestoreRequest = 0x102A,
   kCheckpointRequest = 0x102B,
+  kTimelineRequest = 0x102C,
 
   kLastUserType = 0x1FFF,
 };

@@ -5,6 +5,7 @@
 
 #include "common/log.h"
 #include "common/mutex.h"
+#include "common/timeline.h"
 #include "transport/spin_wait.h"
 
 namespace strata {
@@ -435,13 +436,18 @@ bool RpcCall::Ready() const {
 }
 
 void RpcCall::Complete(Result<Message> result) {
+  const int64_t now = timeline::NowNs();
   {
     MutexLock lock(&mu_);
     if (done_) return;
     result_ = std::make_unique<Result<Message>>(std::move(result));
+    completed_ns_ = now;
     done_ = true;
   }
   cv_.SignalAll();
+  if (span_name_ != nullptr)
+    timeline::Add(span_name_, "rpc", sent_ns_, now, to_, from_, "requests",
+                  /*async=*/true);
 }
 
 InlineSendScope::InlineSendScope(bool on) : previous_(t_inline_sends) {
@@ -555,12 +561,19 @@ void RpcEndpoint::Stop() {
   }
 }
 
-void RpcEndpoint::Loop() { state_->Serve(running_, handler_); }
+void RpcEndpoint::Loop() {
+  timeline::SetThread(node_id(), "handler");
+  state_->Serve(running_, handler_);
+}
 
 std::shared_ptr<RpcCall> RpcEndpoint::Request(
     NodeId to, Message msg, std::shared_ptr<PayloadPlacement> placement) {
   auto call = std::make_shared<RpcCall>();
   call->to_ = to;
+  call->from_ = node_id();
+  call->sent_ns_ = timeline::NowNs();
+  if (timeline::On() && msg.header.type != MessageType::kHeartbeat)
+    call->span_name_ = timeline::Intern(MessageTypeName(msg.header.type));
   call->placement_ = std::move(placement);
   call->what_ =
       fmt::format("{} to node {}", MessageTypeName(msg.header.type), to);

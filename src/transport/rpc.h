@@ -31,6 +31,10 @@ class RpcCall {
   // becomes a non-OK status carrying the peer's message. Call once.
   Result<Message> Wait(std::chrono::milliseconds timeout) EXCLUDES(mu_);
   bool Ready() const EXCLUDES(mu_);
+  // When the request was sent and its reply (or error) came, on this
+  // process's steady clock in ns (common/timeline.h NowNs); 0 until then.
+  int64_t sent_ns() const { return sent_ns_; }
+  int64_t completed_ns() const { return completed_ns_.load(); }
 
  private:
   friend class RpcEndpoint;
@@ -39,6 +43,12 @@ class RpcCall {
 
   std::string what_;  // "pull_request to node 3", for timeouts
   NodeId to_ = kInvalidNodeId;
+  NodeId from_ = kInvalidNodeId;
+  int64_t sent_ns_ = 0;
+  std::atomic<int64_t> completed_ns_{0};
+  // With the timeline on (common/timeline.h): the request's span, from its
+  // send to its reply, is recorded under this name.
+  const char* span_name_ = nullptr;
   // Where the reply's payload goes as it arrives, if the transport can.
   std::shared_ptr<PayloadPlacement> placement_;
   // Set when waiting callers receive their replies themselves (RpcEndpoint).

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "common/timeline.h"
 #include "data/transforms.h"
 #include "models/torchscript.h"
 
@@ -170,6 +171,7 @@ Result<StepResult> ForwardBackward(ClassifierImpl& net, const Batch& batch,
     const torch::Tensor inputs = batch.inputs.to(device, /*non_blocking=*/true);
     const torch::Tensor targets =
         batch.targets.to(device, /*non_blocking=*/true);
+    timeline::Span forward("forward", "step");
     auto logits = net.forward(inputs);
     // Every parameter is in before the backward pass reads them and its
     // gradients leave (cluster.layer_wait; a no-op without a gate).
@@ -187,7 +189,10 @@ Result<StepResult> ForwardBackward(ClassifierImpl& net, const Batch& batch,
     } else {
       loss = torch::nn::functional::cross_entropy(logits, targets);
     }
+    forward.End();
+    timeline::Span backward("backward", "step");
     loss.backward();
+    backward.End();
     StepResult r;
     const double n = static_cast<double>(targets.size(0));
     torch::NoGradGuard no_grad;

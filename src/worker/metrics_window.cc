@@ -14,6 +14,7 @@ Status MetricsWindow::Record(int64_t it, int64_t total, int64_t epoch,
   m.comm_s += t.before_s + t.param_wait_s + t.after_s;
   m.iterations = it + 1;
   m.samples += samples;
+  m.step_times.Add(t.before_s + t.compute_s + t.after_s);
   loss_ += loss;
   accuracy_ += accuracy;
   ++n_;

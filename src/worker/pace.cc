@@ -6,6 +6,8 @@
 #include <random>
 #include <thread>
 
+#include "common/timeline.h"
+
 namespace strata {
 
 WorkerPace::WorkerPace(const WorkerPaceOptions& options, int index)
@@ -41,6 +43,7 @@ void WorkerPace::Stretch(int64_t it, double compute_s, WorkerMetrics& metrics) {
   metrics.speed = speed_;
   owed_s_ += ExtraSeconds(it, compute_s);
   if (owed_s_ <= 0) return;
+  const timeline::Span span("paced", "step", it);
   const auto t0 = std::chrono::steady_clock::now();
   std::this_thread::sleep_for(std::chrono::duration<double>(owed_s_));
   const double slept =

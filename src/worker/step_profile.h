@@ -8,10 +8,12 @@
 #include <ATen/record_function.h>
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 
 #include "common/status.h"
+#include "common/timeline.h"
 
 namespace strata {
 
@@ -68,12 +70,22 @@ class StepProfiler {
 // LibTorch user scope from construction or Next() to the next Next(), End()
 // or the end of the scope. Costs a look-up of LibTorch's callbacks while
 // nothing records. Not thread-safe: one thread's scope.
+//
+// With the cluster's timeline on (common/timeline.h) each phase is also a
+// span of the thread's node, named without the "strata::" prefix.
 class PhaseMark {
  public:
   explicit PhaseMark(const char* name) { Next(name); }
+  ~PhaseMark() { EndSpan(); }
+  PhaseMark(const PhaseMark&) = delete;
+  PhaseMark& operator=(const PhaseMark&) = delete;
   // Ends the current phase and starts `name`.
   void Next(const char* name) {
-    rf_.reset();
+    End();
+    if (timeline::On()) {
+      span_name_ = std::strncmp(name, "strata::", 8) == 0 ? name + 8 : name;
+      span_start_ = timeline::NowNs();
+    }
     auto callbacks =
         at::getStepCallbacksUnlessEmpty(at::RecordScope::USER_SCOPE);
     if (!callbacks) return;
@@ -81,10 +93,21 @@ class PhaseMark {
     if (rf_->isActive()) rf_->before(name);
   }
   // Ends the current phase.
-  void End() { rf_.reset(); }
+  void End() {
+    rf_.reset();
+    EndSpan();
+  }
 
  private:
+  void EndSpan() {
+    if (span_start_ < 0) return;
+    timeline::Add(span_name_, "step", span_start_, timeline::NowNs());
+    span_start_ = -1;
+  }
+
   std::optional<at::RecordFunction> rf_;
+  const char* span_name_ = "";
+  int64_t span_start_ = -1;
 };
 
 }  // namespace strata

@@ -3,6 +3,7 @@
 #include "cluster/mailbox.h"
 #include "cluster/node.h"
 #include "common/log.h"
+#include "common/timeline.h"
 #include "dataservice/batch_stream.h"
 #include "run/node_life.h"
 #include "run/run_facts.h"
@@ -141,6 +142,7 @@ Status WorkerNode::Serve() {
 }
 
 Result<WorkerMetrics> WorkerNode::Train() {
+  timeline::SetThread(node_.rpc().node_id(), "main");
   const ClusterPlan& p = service_ ? served_plan_ : *ctx_.plan;
   WorkerSetup setup;
   setup.options = &p.options;
@@ -185,6 +187,8 @@ Status WorkerNode::Run() {
     node_.Leave();
     return metrics.status();
   }
+  if (Status sent = node_.SendTimeline(o_.request_timeout); !sent.ok())
+    LogWarning("worker {}: {}", index_, sent.message());
   Status done = node_.member().ReportDone(metrics->ToWire().dump());
   // The evaluator averages the workers' final models: stay until the end.
   if (done.ok() && IsDecentralized(o_.mode)) node_.WaitForEnd();

@@ -156,6 +156,37 @@ void ExpectAsyncRunOutlivesAKilledWorker(const std::vector<std::string>& set) {
   EXPECT_GT(summary["final_val_acc"].get<double>(), 0.2);
 }
 
+// cluster.timeline across processes: every node's spans reach the
+// coordinator, each with its clock offset estimated from the heartbeats.
+// The nodes share this machine's monotonic clock, so the true offset is 0
+// and the estimate must be within its bound, half the round trip.
+TEST(ProcessClusterTest, TheTimelineGathersEveryProcessOnOneClock) {
+  const Launched l =
+      Launch("async", {"cluster.timeline=true", "net.latency_ms=1"});
+  double secs = 0;
+  ASSERT_EQ(WaitExit(l.pid, &secs), 0);
+  std::ifstream in(l.run_dir + "/timeline.json");
+  const nlohmann::json trace = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_TRUE(trace.is_object()) << "no timeline.json in " << l.run_dir;
+  const nlohmann::json& clocks = trace.at("otherData").at("clocks");
+  ASSERT_EQ(clocks.size(), 6u);  // coordinator, 1 server, 3 workers, evaluator
+  for (const auto& [who, c] : clocks.items()) {
+    if (who.rfind("coordinator", 0) == 0) continue;
+    EXPECT_GT(c.at("samples").get<int64_t>(), 0) << who;
+    EXPECT_GE(c.at("rtt_ns").get<int64_t>(), 2'000'000) << who;  // 2 x 1 ms
+    EXPECT_LE(std::abs(c.at("offset_ns").get<int64_t>()),
+              c.at("rtt_ns").get<int64_t>() / 2 + 1)
+        << who;
+    EXPECT_GT(c.at("spans").get<int64_t>(), 0) << who;
+  }
+  std::map<int, int> steps;  // per worker process (pid = node id)
+  for (const auto& e : trace.at("traceEvents"))
+    if (e.at("ph") == "X" && e.at("name") == "step") ++steps[e.at("pid")];
+  EXPECT_EQ(steps[2], 300);
+  EXPECT_EQ(steps[3], 300);
+  EXPECT_EQ(steps[4], 300);
+}
+
 TEST(ProcessClusterTest, AsyncRunFinishesWithoutAKilledWorkerAndNamesIt) {
   ExpectAsyncRunOutlivesAKilledWorker({});
 }

@@ -15,6 +15,7 @@
 
 #include "common/log.h"
 #include "common/mutex.h"
+#include "common/timeline.h"
 
 namespace strata {
 namespace {
@@ -283,6 +284,15 @@ Status ShapedTransport::Send(NodeId to, Message msg) {
   }
   const Departure d = egress_.Schedule(to, link, bytes, clock_->NowNs());
   if (o_.on_departure) o_.on_departure(to, bytes, d);
+  if (timeline::On()) {
+    // Serialisation on this node's interface (never overlapping), then the
+    // whole way to the receiver (overlapping: an async span).
+    const int64_t b = static_cast<int64_t>(bytes);
+    timeline::Add("on the wire", "link", d.start_ns, d.end_ns, b, node_id(),
+                  "link out");
+    timeline::Add("to the receiver", "link", d.start_ns, d.arrive_ns, to,
+                  node_id(), "link out", /*async=*/true);
+  }
   // Under the lock: the queue's order among equal times is Send()'s.
   out_.Push(Timed{d.arrive_ns, 0, to, bytes, std::move(msg)});
   return Status::Ok();
