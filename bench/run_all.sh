@@ -27,6 +27,9 @@ if [ -n "${STRATA_DATA_DIR:-}" ]; then
   # workers.* pacing and net.* links in whole runs.
   echo "== emulation_bench"
   python3 "$(dirname "$0")/emulation_bench.py" "$build"
+  # cluster.timeline off vs on, alternating pairs.
+  echo "== timeline_bench"
+  python3 "$(dirname "$0")/timeline_bench.py" "$build"
   echo "== metrics_overhead"
   "$(dirname "$0")/metrics_overhead.sh" "$build"
   # cluster.compression none / fp16 / int8, one rep (docs/design/compression.md
