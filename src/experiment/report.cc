@@ -52,10 +52,10 @@ struct Curve {
 
 // Lines of several workers at the same step are averaged into one point.
 Curve CurveOf(const std::vector<nlohmann::json>& lines, const char* loss_key,
-              const char* acc_key) {
+              const char* acc_key, const char* x_key = "step") {
   std::map<double, std::array<double, 3>> by_step;  // sum loss, sum acc, n
   for (const auto& j : lines) {
-    const double step = NumberOr(j, "step", kNaN);
+    const double step = NumberOr(j, x_key, kNaN);
     const double loss = NumberOr(j, loss_key, kNaN);
     const double acc = NumberOr(j, acc_key, kNaN);
     if (!std::isfinite(step) || !std::isfinite(loss) || !std::isfinite(acc))
@@ -231,7 +231,8 @@ nlohmann::json ReportData(const ExperimentData& data,
     for (const auto& kv : c.overrides) o[kv.first] = kv.second;
     cells.push_back({{"name", c.name}, {"overrides", o}});
   }
-  std::vector<Curve> train(data.runs.size()), val(data.runs.size());
+  std::vector<Curve> train(data.runs.size()), val(data.runs.size()),
+      val_wall(data.runs.size());
   nlohmann::json runs = nlohmann::json::array();
   for (size_t i = 0; i < data.runs.size(); ++i) {
     const LoadedRun& r = data.runs[i];
@@ -243,11 +244,13 @@ nlohmann::json ReportData(const ExperimentData& data,
     if (r.state != "missing") {
       train[i] = CurveOf(ReadJsonLines(JoinPath(r.dir, "metrics.jsonl")),
                          "train_loss", "train_acc");
-      val[i] = CurveOf(ReadJsonLines(JoinPath(r.dir, "eval.jsonl")), "val_loss",
-                       "val_acc");
+      const auto evals = ReadJsonLines(JoinPath(r.dir, "eval.jsonl"));
+      val[i] = CurveOf(evals, "val_loss", "val_acc");
+      val_wall[i] = CurveOf(evals, "val_loss", "val_acc", "wall_s");
     }
     j["train"] = CurveJson(train[i]);
     j["val"] = CurveJson(val[i]);
+    j["val_wall"] = CurveJson(val_wall[i]);
     nlohmann::json hist = nlohmann::json::object();
     if (r.summary.is_object() && r.summary.contains("staleness_histogram") &&
         r.summary["staleness_histogram"].is_object())
@@ -299,17 +302,19 @@ nlohmann::json ReportData(const ExperimentData& data,
 
   nlohmann::json bands = nlohmann::json::array();
   for (size_t c = 0; c < data.cells.size(); ++c) {
-    std::vector<const Curve*> t, v;
+    std::vector<const Curve*> t, v, w;
     for (size_t i = 0; i < data.runs.size(); ++i) {
       if (data.runs[i].cell != static_cast<int>(c)) continue;
       t.push_back(&train[i]);
       v.push_back(&val[i]);
+      w.push_back(&val_wall[i]);
     }
     bands.push_back({{"cell", c},
                      {"train_loss", Band(t, false)},
                      {"train_acc", Band(t, true)},
                      {"val_loss", Band(v, false)},
-                     {"val_acc", Band(v, true)}});
+                     {"val_acc", Band(v, true)},
+                     {"val_acc_wall", Band(w, true)}});
   }
   return {{"title", data.single_run ? "strata run " + data.name
                                     : "strata experiment " + data.name},
@@ -318,6 +323,7 @@ nlohmann::json ReportData(const ExperimentData& data,
           {"generated", Now()},
           {"echarts_version", std::string(EchartsVersion())},
           {"baseline", data.baseline},
+          {"target_accuracy", data.target_accuracy},
           {"box_runs_per_cell", kBoxRunsPerCell},
           {"sharding_phases", sharding_phases},
           {"cells", cells},

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <sstream>
 
 #include "common/fs.h"
 #include "experiment/stats.h"
@@ -46,6 +47,39 @@ void LoadRunState(LoadedRun* run) {
   auto text = ReadFile(JoinPath(run->dir, "summary.json"));
   run->summary = nlohmann::json::parse(*text, nullptr, false);
   run->state = "complete";
+}
+
+// One metric of one cell: its statistics, and against the baseline's (when
+// there is one) the variance ratio with two tests of equal variances and
+// the repeats an F-test would need to detect the ratio seen.
+nlohmann::json MetricJson(const SampleStats& s, const std::vector<double>& xs,
+                          const SampleStats* base,
+                          const std::vector<double>* base_xs) {
+  const double ratio =
+      base != nullptr ? VarianceRatio(base->variance, s.variance) : kNaN;
+  nlohmann::json j = {{"n", s.n},
+                      {"mean", Num(s.mean)},
+                      {"ci95", Num(MeanCi95(xs))},
+                      {"variance", Num(s.variance)},
+                      {"min", Num(s.min)},
+                      {"max", Num(s.max)},
+                      {"variance_ratio", Num(ratio)}};
+  if (base_xs != nullptr && base_xs != &xs) {
+    j["variance_f_p"] = Num(FTestP(*base_xs, xs));
+    j["variance_levene_p"] = Num(BrownForsytheP(*base_xs, xs));
+    const int64_t need = RepeatsForPower80(ratio);
+    j["repeats_for_power80"] =
+        need > 0 ? nlohmann::json(need) : nlohmann::json(nullptr);
+  }
+  return j;
+}
+
+// With a target: the run's time to it, into its summary (null: never).
+void AddTimeToAccuracy(double target, LoadedRun* run) {
+  if (target <= 0 || !run->summary.is_object()) return;
+  const double t = TimeToAccuracy(JoinPath(run->dir, "eval.jsonl"), target);
+  run->summary["time_to_accuracy_s"] =
+      std::isfinite(t) ? nlohmann::json(t) : nlohmann::json(nullptr);
 }
 
 // "key=value, key=value" of the settings where `cell` differs from `ref`.
@@ -110,13 +144,33 @@ nlohmann::json Scaled(const nlohmann::json& x, double factor) {
 
 }  // namespace
 
+double TimeToAccuracy(const std::string& eval_jsonl, double target) {
+  auto text = ReadFile(eval_jsonl);
+  if (!text.ok()) return kNaN;
+  std::istringstream in(*text);
+  std::string line;
+  double first = kNaN;
+  while (std::getline(in, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_object() || !j.contains("val_acc") || !j.contains("wall_s") ||
+        !j["val_acc"].is_number() || !j["wall_s"].is_number())
+      continue;
+    if (j["val_acc"].get<double>() < target) continue;
+    const double t = j["wall_s"].get<double>();
+    if (!(t >= first)) first = t;  // the earliest (lines are in order)
+  }
+  return first;
+}
+
 const std::vector<std::string>& SummaryMetrics() {
   static const std::vector<std::string> m = {
       "final_train_loss", "final_train_acc", "final_val_loss", "final_val_acc",
       "wall_s", "train_s", "samples_per_s",
       // Appended (indices above are used by position): communication and,
       // for decentralized modes, how far apart the workers' models ended.
-      "bytes_per_worker", "final_consensus_distance"};
+      "bytes_per_worker", "final_consensus_distance",
+      // With the experiment's target_accuracy: over the runs that reached it.
+      "time_to_accuracy_s"};
   return m;
 }
 
@@ -174,6 +228,7 @@ Result<nlohmann::json> PlanJson(const ExperimentSpec& spec) {
                         {"source", spec.source},
                         {"baseline", spec.baseline},
                         {"repeats", spec.repeats},
+                        {"target_accuracy", spec.target_accuracy},
                         {"grid_keys", spec.grid_keys},
                         {"cells", cells},
                         {"runs", runs}};
@@ -193,6 +248,7 @@ Result<ExperimentData> LoadExperiment(const std::string& dir) {
     d.name = plan.value("name", BaseName(dir));
     d.output = dir;
     d.baseline = plan.value("baseline", "");
+    d.target_accuracy = plan.value("target_accuracy", 0.0);
     d.grid_keys = plan.value("grid_keys", std::vector<std::string>{});
     for (const auto& c : plan["cells"]) {
       CellInfo cell;
@@ -217,6 +273,7 @@ Result<ExperimentData> LoadExperiment(const std::string& dir) {
                                 run.name, run.cell, d.cells.size());
       run.dir = JoinPath(JoinPath(dir, "runs"), run.name);
       LoadRunState(&run);
+      AddTimeToAccuracy(d.target_accuracy, &run);
       d.runs.push_back(std::move(run));
     }
   } catch (const nlohmann::json::exception& e) {
@@ -309,16 +366,11 @@ nlohmann::json Summarize(const ExperimentData& data,
     int64_t n = 0;
     for (size_t m = 0; m < metrics.size(); ++m) {
       const SampleStats& s = stats[c][m];
-      n = std::max(n, s.n);
-      jm[metrics[m]] = {
-          {"n", s.n},
-          {"mean", Num(s.mean)},
-          {"variance", Num(s.variance)},
-          {"min", Num(s.min)},
-          {"max", Num(s.max)},
-          {"variance_ratio",
-           Num(base >= 0 ? VarianceRatio(stats[base][m].variance, s.variance)
-                         : kNaN)}};
+      // time_to_accuracy_s counts the runs that reached the target only.
+      if (metrics[m] != "time_to_accuracy_s") n = std::max(n, s.n);
+      jm[metrics[m]] = MetricJson(s, values[c][m],
+                                  base >= 0 ? &stats[base][m] : nullptr,
+                                  base >= 0 ? &values[base][m] : nullptr);
     }
     if (n < planned[c]) complete = false;
     cells.push_back({{"name", cell.name},
@@ -334,18 +386,25 @@ nlohmann::json Summarize(const ExperimentData& data,
         static_cast<int>(c) == ref ? "(baseline)" : Change(cell, ref_cell);
     const SampleStats& acc = stats[c][3];   // final_val_acc
     const SampleStats& time = stats[c][5];  // train_s
-    table004.push_back({{"cell", cell.name},
-                        {"reference", ref_cell ? ref_cell->name : ""},
-                        {"change", change},
-                        {"n", acc.n},
-                        {"accuracy_pct", Num(acc.mean * 100)},
-                        {"accuracy_pct_variance", Num(acc.variance * 1e4)},
-                        {"training_time_s", Num(time.mean)}});
+    const size_t tta = metrics.size() - 1;  // time_to_accuracy_s
+    table004.push_back(
+        {{"cell", cell.name},
+         {"reference", ref_cell ? ref_cell->name : ""},
+         {"change", change},
+         {"n", acc.n},
+         {"accuracy_pct", Num(acc.mean * 100)},
+         {"accuracy_pct_variance", Num(acc.variance * 1e4)},
+         {"accuracy_pct_ci95", Num(MeanCi95(values[c][3]) * 100)},
+         {"training_time_s", Num(time.mean)},
+         {"reached_target", stats[c][tta].n},
+         {"time_to_accuracy_s", Num(stats[c][tta].mean)},
+         {"time_to_accuracy_s_ci95", Num(MeanCi95(values[c][tta]))}});
   }
   return nlohmann::json{
       {"experiment", data.name},
       {"dir", data.output},
       {"baseline", data.baseline},
+      {"target_accuracy", data.target_accuracy},
       {"grid_keys", data.grid_keys},
       {"metrics", metrics},
       {"complete", complete},
@@ -425,28 +484,56 @@ std::string SummaryText(const nlohmann::json& s) {
   out += has_base ? "; * = baseline):\n" : "):\n";
   out += TextTable(rows);
   if (has_base) {
-    rows = {{"cell", "train loss", "train acc", "val loss", "val acc"}};
+    rows = {{"cell", "train loss", "train acc", "val loss", "val acc",
+             "val acc F p", "Levene p", "n for power 0.8"}};
     for (const auto& c : s["cells"]) {
       const auto& m = c["metrics"];
+      const auto& acc = m["final_val_acc"];
       rows.push_back({c["name"].get<std::string>(),
                       Ratio(m["final_train_loss"]["variance_ratio"]),
                       Ratio(m["final_train_acc"]["variance_ratio"]),
                       Ratio(m["final_val_loss"]["variance_ratio"]),
-                      Ratio(m["final_val_acc"]["variance_ratio"])});
+                      Ratio(acc["variance_ratio"]),
+                      Fixed(acc.value("variance_f_p", nlohmann::json()), 4),
+                      Fixed(acc.value("variance_levene_p", nlohmann::json()), 4),
+                      Fixed(acc.value("repeats_for_power80", nlohmann::json()),
+                            0)});
     }
     out += "\nVariance ratio against the baseline '" +
            s["baseline"].get<std::string>() +
-           "' (baseline variance / cell variance; > 1 = less variance):\n";
+           "' (baseline variance / cell variance; > 1 = less variance), with "
+           "the p of equal variances (F-test, Brown-Forsythe/Levene) and the "
+           "repeats per cell an F-test needs to detect the ratio seen with "
+           "probability 0.8:\n";
     out += TextTable(rows);
   }
-  rows = {{"cell", "change to baseline", "accuracy %", "training time s"}};
+  const double target = s.value("target_accuracy", 0.0);
+  rows = {{"cell", "change to baseline", "accuracy %", "+-95%",
+           "training time s"}};
+  if (target > 0) {
+    rows[0].push_back("reached");
+    rows[0].push_back(fmt::format("time to {:.3g} s", target));
+    rows[0].push_back("+-95%");
+  }
   for (const auto& r : s["paper004_table"]) {
     rows.push_back({r["cell"].get<std::string>(),
                     r["change"].get<std::string>(), Fixed(r["accuracy_pct"], 2),
+                    Fixed(r.value("accuracy_pct_ci95", nlohmann::json()), 2),
                     Fixed(r["training_time_s"], 2)});
+    if (target > 0) {
+      rows.back().push_back(fmt::format("{}/{}", r.value("reached_target", 0),
+                                        r.value("n", 0)));
+      rows.back().push_back(Fixed(r["time_to_accuracy_s"], 2));
+      rows.back().push_back(
+          Fixed(r.value("time_to_accuracy_s_ci95", nlohmann::json()), 2));
+    }
   }
   out +=
-      "\nAccuracy (final validation) and training time per setting (means):\n";
+      "\nAccuracy (final validation) and training time per setting (means, "
+      "95% confidence intervals";
+  out += target > 0 ? "; time to the target: the evaluator's wall clock, over "
+                      "the runs that reached it):\n"
+                    : "):\n";
   out += TextTable(rows);
   if (!s.value("complete", true))
     out += "\n(incomplete: some planned runs have not finished)\n";

@@ -46,9 +46,17 @@ struct ExperimentData {
   std::vector<CellInfo> cells;
   std::vector<LoadedRun> runs;
   bool single_run = false;
+  // The experiment's target_accuracy (0 = none): each complete run's
+  // summary then holds time_to_accuracy_s (null: never reached).
+  double target_accuracy = 0;
 
   int CellIndex(const std::string& name) const;
 };
+
+// The wall_s of the first evaluation in `eval_jsonl` (a run's eval.jsonl)
+// whose val_acc is at least `target`; NaN when none is, or the file cannot
+// be read.
+double TimeToAccuracy(const std::string& eval_jsonl, double target);
 
 // The plan of `spec` as JSON (written to <output>/plan.json by `strata
 // experiment`, read by LoadExperiment).

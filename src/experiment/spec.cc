@@ -175,13 +175,15 @@ class SpecParser {
 
 Status SpecParser::CheckTopKeys() const {
   static const std::set<std::string> kTopKeys = {
-      "name",     "output",        "config", "repeats", "seeds", "baseline",
-      "parallel", "run_timeout_s", "base",   "grid",    "cells"};
+      "name",     "output",        "config", "repeats",
+      "seeds",    "baseline",      "parallel", "run_timeout_s",
+      "target_accuracy", "base",   "grid",    "cells"};
   for (const auto& [key, node] : doc_) {
     if (kTopKeys.count(std::string(key.str())) == 0) {
       return Err(fmt::format(
           "unknown entry '{}' (known: name, output, config, repeats, seeds, "
-          "baseline, parallel, run_timeout_s, [base], [grid], [[cells]])",
+          "baseline, parallel, run_timeout_s, target_accuracy, [base], [grid], "
+          "[[cells]])",
           key.str()));
     }
   }
@@ -263,6 +265,12 @@ Status SpecParser::ParseLimits(ExperimentSpec* spec) const {
     auto t = doc_["run_timeout_s"].value<double>();
     if (!t || *t <= 0) return Err("'run_timeout_s' must be a number > 0");
     spec->run_timeout_s = *t;
+  }
+  if (doc_.contains("target_accuracy")) {
+    auto t = doc_["target_accuracy"].value<double>();
+    if (!t || *t <= 0 || *t > 1)
+      return Err("'target_accuracy' must be a number in (0, 1]");
+    spec->target_accuracy = *t;
   }
   return Status::Ok();
 }

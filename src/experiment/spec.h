@@ -40,6 +40,7 @@ struct PlannedRun {
 //   baseline = "random"                 # a cell name or "key=value,..."
 //   parallel = 1                        # runs at once
 //   run_timeout_s = 3600                # per run
+//   target_accuracy = 0.95              # optional: time to this val acc
 //   [base]                              # config keys over the base file
 //   cluster.mode = "async"
 //   [grid]                              # cartesian product of the lists
@@ -61,6 +62,9 @@ struct ExperimentSpec {
   std::vector<int64_t> seeds;  // one per repeat
   std::string baseline;        // cell name; "" = none
   int parallel = 1;
+  // The validation accuracy whose first reaching the summaries time
+  // (time_to_accuracy_s); 0 = none.
+  double target_accuracy = 0;
   double run_timeout_s = 3600;
   std::vector<std::string> grid_keys;  // keys varied by the grid, in order
   std::vector<ExperimentCell> cells;

@@ -50,3 +50,39 @@ double Interpolate(const std::vector<double>& xs, const std::vector<double>& ys,
                    double x);
 
 }  // namespace strata
+
+namespace strata {
+
+// Distributions and tests for comparing cells (docs/design/experiments.md,
+// "Significance"). Pure functions; NaN for undefined input.
+
+// The regularized incomplete beta function I_x(a, b), a, b > 0, 0 <= x <= 1
+// (a continued fraction, to about 1e-12).
+double IncompleteBeta(double a, double b, double x);
+// P(T <= t) for Student's t with `df` degrees of freedom.
+double StudentTCdf(double t, double df);
+// The t with P(T <= t) = p (0 < p < 1).
+double StudentTQuantile(double p, double df);
+// P(F <= f) for Fisher's F(d1, d2).
+double FCdf(double f, double d1, double d2);
+// The f with P(F <= f) = p.
+double FQuantile(double p, double d1, double d2);
+
+// Half the width of the 95% confidence interval of the mean of `xs`
+// (Student's t); NaN for fewer than 2 values.
+double MeanCi95(const std::vector<double>& xs);
+
+// Two-sided F-test of equal variances: p for var(a) / var(b). NaN when
+// either has fewer than 2 values or a variance is 0.
+double FTestP(const std::vector<double>& a, const std::vector<double>& b);
+// The Brown-Forsythe test (Levene's, about the medians) of equal variances,
+// robust to non-normal data: p. NaN when either has fewer than 2 values or
+// every deviation is 0.
+double BrownForsytheP(const std::vector<double>& a,
+                      const std::vector<double>& b);
+// Repeats per cell that a two-sided F-test at level 0.05 needs to detect a
+// true variance ratio `ratio` (> 0, != 1) with probability 0.8; -1 when
+// the ratio is undefined or 1, and `cap` + 1 beyond `cap`.
+int64_t RepeatsForPower80(double ratio, int64_t cap = 1000);
+
+}  // namespace strata

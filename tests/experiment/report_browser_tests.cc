@@ -141,6 +141,32 @@ TEST_F(ReportBrowserTest, RunReportDraws) {
   EXPECT_EQ(dom.find("id=\"live-status\""), std::string::npos);
 }
 
+// With a target accuracy, the report adds validation accuracy against wall
+// time, each cell's runs and band, with the target drawn across.
+TEST_F(ReportBrowserTest, ATargetAccuracyAddsTheWallTimeChart) {
+  const std::string copy = JoinPath(*dir_, "target");
+  ASSERT_EQ(std::system(("rm -rf '" + copy + "' && cp -r '" +
+                         JoinPath(*dir_, "out") + "' '" + copy + "'")
+                            .c_str()),
+            0);
+  const std::string plan_path = JoinPath(copy, "plan.json");
+  nlohmann::json plan = nlohmann::json::parse(*ReadFile(plan_path));
+  plan["target_accuracy"] = 0.3;
+  ASSERT_TRUE(WriteFileAtomic(plan_path, plan.dump()).ok());
+  auto html = WriteReport(copy, "");
+  ASSERT_TRUE(html.ok()) << html.status().message();
+  std::string why;
+  const std::string dom = DumpDom(*html, &why);
+  if (dom.empty()) GTEST_SKIP() << why;
+  nlohmann::json check = SelfCheck(dom);
+  ASSERT_TRUE(check.is_object());
+  EXPECT_TRUE(check["errors"].empty()) << check["errors"].dump();
+  EXPECT_TRUE(check["failed"].empty()) << check.dump();
+  EXPECT_EQ(check["charts"], 11) << check.dump();  // the 10 above + this one
+  EXPECT_GT(testing_util::ChartPoints(check, "curve-val_acc_wall"), 0)
+      << check.dump();
+}
+
 // The control: the self-check does notice a script error.
 TEST_F(ReportBrowserTest, SelfCheckCatchesScriptErrors) {
   const std::string out = JoinPath(*dir_, "out");

@@ -143,3 +143,70 @@ TEST(ResultsTest, LoadResultsRefusesOtherDirectories) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+// target_accuracy: each run's time to it from its eval.jsonl, summarised
+// over the runs that reached it.
+TEST(TimeToAccuracyTest, FirstEvaluationAtTheTargetPerRunAndPerCell) {
+  const std::string out = testing_util::FreshDir("tta");
+  auto spec = ExperimentSpec::FromString(R"(
+name = "tta"
+repeats = 3
+target_accuracy = 0.8
+[[cells]]
+name = "a"
+set = { train.lr = 0.1 }
+)",
+                                         "tta.toml", ".");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  auto plan = PlanJson(*spec);
+  ASSERT_TRUE(plan.ok());
+  ASSERT_TRUE(WriteFileAtomic(JoinPath(out, "plan.json"), plan->dump()).ok());
+  // Run 1 reaches 0.8 at 2 s, run 2 at 4 s (0.85 at 3 s is after a 0.79),
+  // run 3 never.
+  const std::vector<std::vector<std::pair<double, double>>> evals = {
+      {{0.5, 1.0}, {0.8, 2.0}, {0.9, 3.0}},
+      {{0.79, 2.0}, {0.82, 4.0}, {0.7, 5.0}},
+      {{0.5, 1.0}, {0.79, 9.0}}};
+  for (const PlannedRun& r : spec->runs) {
+    testing_util::WriteFakeRun(*spec, r, out,
+                               {{"final_val_acc", 0.8}, {"train_s", 1.0}});
+    std::string lines;
+    for (const auto& [acc, wall] : evals[r.repeat - 1])
+      lines += nlohmann::json{{"step", 1}, {"val_acc", acc}, {"wall_s", wall}}
+                   .dump() +
+               "\n";
+    ASSERT_TRUE(WriteFileAtomic(
+                    JoinPath(JoinPath(JoinPath(out, "runs"), r.name),
+                             "eval.jsonl"),
+                    lines)
+                    .ok());
+  }
+  EXPECT_DOUBLE_EQ(
+      TimeToAccuracy(JoinPath(out, "runs/a_r1/eval.jsonl"), 0.8), 2.0);
+  EXPECT_TRUE(std::isnan(TimeToAccuracy(JoinPath(out, "nothing"), 0.8)));
+  auto data = LoadExperiment(out);
+  ASSERT_TRUE(data.ok()) << data.status().message();
+  EXPECT_DOUBLE_EQ(data->target_accuracy, 0.8);
+  const nlohmann::json s = Summarize(*data);
+  const auto& tta = s["cells"][0]["metrics"]["time_to_accuracy_s"];
+  EXPECT_EQ(tta["n"], 2);
+  EXPECT_DOUBLE_EQ(tta["mean"].get<double>(), 3.0);
+  // t(0.975, 1) = 12.706 x sd sqrt(2) / sqrt(2).
+  EXPECT_NEAR(tta["ci95"].get<double>(), 12.706, 1e-2);
+  EXPECT_EQ(s["cells"][0]["runs_complete"], 3);
+  EXPECT_TRUE(s["runs"][2]["time_to_accuracy_s"].is_null());
+  EXPECT_EQ(s["paper004_table"][0]["reached_target"], 2);
+  const std::string text = SummaryText(s);
+  EXPECT_NE(text.find("2/3"), std::string::npos) << text;
+  EXPECT_NE(text.find("time to 0.8 s"), std::string::npos) << text;
+  // A target outside (0, 1] is refused, naming it.
+  auto bad = ExperimentSpec::FromString("target_accuracy = 80\n", "x.toml", ".");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("target_accuracy"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace strata

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
+#include <vector>
 
 namespace strata {
 namespace {
@@ -83,6 +85,72 @@ TEST(StatsTest, InterpolateIsPiecewiseLinearAndHoldsEnds) {
   EXPECT_DOUBLE_EQ(Interpolate(xs, ys, -4), 1.0);
   EXPECT_DOUBLE_EQ(Interpolate(xs, ys, 99), 2.0);
   EXPECT_TRUE(std::isnan(Interpolate({}, {}, 1)));
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+// Reference values from printed tables (Student's t, Fisher's F).
+TEST(DistributionsTest, MatchPrintedTables) {
+  EXPECT_NEAR(IncompleteBeta(1, 1, 0.3), 0.3, 1e-12);
+  EXPECT_NEAR(IncompleteBeta(2, 3, 0.4), 0.5248, 1e-4);  // by hand
+  EXPECT_NEAR(StudentTQuantile(0.975, 1), 12.7062, 1e-3);
+  EXPECT_NEAR(StudentTQuantile(0.975, 4), 2.7764, 1e-3);
+  EXPECT_NEAR(StudentTQuantile(0.975, 9), 2.2622, 1e-3);
+  EXPECT_NEAR(StudentTQuantile(0.975, 29), 2.0452, 1e-3);
+  EXPECT_NEAR(StudentTQuantile(0.025, 9), -2.2622, 1e-3);
+  EXPECT_NEAR(StudentTCdf(0, 5), 0.5, 1e-12);
+  EXPECT_NEAR(FQuantile(0.975, 4, 4), 9.6045, 1e-3);
+  EXPECT_NEAR(FQuantile(0.95, 9, 9), 3.1789, 1e-3);
+  EXPECT_NEAR(FQuantile(0.975, 1, 10), 6.9367, 1e-3);
+  EXPECT_TRUE(std::isnan(StudentTQuantile(1.5, 3)));
+  EXPECT_TRUE(std::isnan(FCdf(1, 0, 3)));
+}
+
+TEST(SignificanceTest, ConfidenceIntervalAndVarianceTests) {
+  // 1..5: mean 3, sd sqrt(2.5), t(0.975, 4) = 2.7764.
+  EXPECT_NEAR(MeanCi95({1, 2, 3, 4, 5}), 2.7764 * std::sqrt(2.5 / 5), 1e-3);
+  EXPECT_TRUE(std::isnan(MeanCi95({1})));
+  const std::vector<double> narrow = {0.50, 0.51, 0.49, 0.50, 0.52, 0.48};
+  const std::vector<double> wide = {0.40, 0.62, 0.35, 0.58, 0.66, 0.31};
+  // Variances 0.0002 and about 0.0228 (ratio about 114): both reject.
+  EXPECT_LT(FTestP(wide, narrow), 0.001);
+  EXPECT_LT(BrownForsytheP(wide, narrow), 0.01);
+  // The F-test is symmetric in its two-sided form.
+  EXPECT_NEAR(FTestP(wide, narrow), FTestP(narrow, wide), 1e-12);
+  // The same spread shifted: nothing to reject.
+  std::vector<double> shifted = narrow;
+  for (double& x : shifted) x += 0.3;
+  EXPECT_NEAR(FTestP(shifted, narrow), 1.0, 1e-9);
+  EXPECT_GT(BrownForsytheP(shifted, narrow), 0.99);
+  EXPECT_TRUE(std::isnan(FTestP({1, 1, 1}, narrow)));
+}
+
+// The power calculation against a simulation of the F-test it describes.
+TEST(SignificanceTest, RepeatsForPowerMatchesASimulation) {
+  EXPECT_EQ(RepeatsForPower80(1.0), -1);
+  const int64_t n4 = RepeatsForPower80(4.0);
+  EXPECT_EQ(RepeatsForPower80(0.25), n4);  // either direction
+  EXPECT_LT(RepeatsForPower80(10.0), n4);
+  EXPECT_GT(RepeatsForPower80(2.0), n4);
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> z(0, 1);
+  auto power = [&](int64_t n) {
+    int rejected = 0;
+    const int trials = 4000;
+    for (int t = 0; t < trials; ++t) {
+      std::vector<double> a(n), b(n);
+      for (auto& x : a) x = 2.0 * z(rng);  // variance 4
+      for (auto& x : b) x = z(rng);
+      if (FTestP(a, b) < 0.05) ++rejected;
+    }
+    return static_cast<double>(rejected) / trials;
+  };
+  EXPECT_NEAR(power(n4), 0.8, 0.04) << "n = " << n4;
+  EXPECT_LT(power(n4 - 3), 0.8);
 }
 
 }  // namespace
