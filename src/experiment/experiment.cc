@@ -21,6 +21,31 @@ std::string ShellQuote(const std::string& s) {
   return q + "'";
 }
 
+// Runs at once only where that changes nothing they report, unless the
+// experiment accepts it (parallel_policy = "shared").
+Status CheckParallel(const ExperimentSpec& spec, int parallel) {
+  const std::vector<std::string> hazards = spec.ParallelHazards();
+  if (hazards.empty()) return Status::Ok();
+  std::string why;
+  for (size_t i = 0; i < hazards.size() && i < 4; ++i) why += "\n  " + hazards[i];
+  if (hazards.size() > 4)
+    why += fmt::format("\n  ... and {} more", hazards.size() - 4);
+  if (!spec.parallel_shared) {
+    return Status::FailedPrecondition(
+        "experiment '{}': {} runs at once would change what they measure:{}\n"
+        "Run them one at a time (parallel = 1, --parallel 1), or set "
+        "parallel_policy = \"shared\" in the experiment file to accept that "
+        "their times (and timing-dependent results) differ from runs made "
+        "alone (docs/guide/experiments.md, \"Runs at once\")",
+        spec.name, parallel, why);
+  }
+  LogWarning(
+      "experiment '{}': {} runs at once with parallel_policy = \"shared\"; "
+      "their times are not comparable with runs made alone:{}",
+      spec.name, parallel, why);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<int> RunExperiment(const ExperimentOptions& options) {
@@ -35,6 +60,7 @@ Result<int> RunExperiment(const ExperimentOptions& options) {
   ro.run_timeout_s =
       options.run_timeout_s > 0 ? options.run_timeout_s : spec.run_timeout_s;
   ro.stop = options.stop;
+  if (ro.parallel > 1) RETURN_IF_ERROR(CheckParallel(spec, ro.parallel));
 
   std::printf(
       "experiment '%s': %zu cell(s) x %d repeat(s) = %zu run(s) in %s "
@@ -66,6 +92,7 @@ Result<int> RunExperiment(const ExperimentOptions& options) {
       WriteFileAtomic(JoinPath(spec.output, "experiment.toml"), source));
   RETURN_IF_ERROR(spec.base.WriteToml(ro.base_config));
   ASSIGN_OR_RETURN(nlohmann::json plan, PlanJson(spec));
+  plan["parallel"] = ro.parallel;  // the summary says when runs shared
   RETURN_IF_ERROR(
       WriteFileAtomic(JoinPath(spec.output, "plan.json"), plan.dump(2) + "\n"));
 

@@ -249,6 +249,7 @@ Result<ExperimentData> LoadExperiment(const std::string& dir) {
     d.output = dir;
     d.baseline = plan.value("baseline", "");
     d.target_accuracy = plan.value("target_accuracy", 0.0);
+    d.parallel = plan.value("parallel", 1);
     d.grid_keys = plan.value("grid_keys", std::vector<std::string>{});
     for (const auto& c : plan["cells"]) {
       CellInfo cell;
@@ -416,7 +417,16 @@ nlohmann::json Summarize(const ExperimentData& data,
          "> 1: the cell varies less than the baseline"},
         {"training_time_s",
          "mean train_s (training only, without the final "
-         "evaluation)"}}},
+         "evaluation)"},
+        {"ci95", "half the width of the 95% confidence interval of the mean "
+                 "(Student's t, n - 1 degrees of freedom)"},
+        {"times", data.parallel > 1
+                      ? fmt::format("{} runs ran at once and shared the "
+                                    "machine: wall_s, train_s, samples_per_s "
+                                    "and time_to_accuracy_s are not "
+                                    "comparable with runs made alone",
+                                    data.parallel)
+                      : "runs ran one at a time"}}},
       {"cells", cells},
       {"paper004_table", table004},
       {"runs", runs}};

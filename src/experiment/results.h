@@ -49,6 +49,7 @@ struct ExperimentData {
   // The experiment's target_accuracy (0 = none): each complete run's
   // summary then holds time_to_accuracy_s (null: never reached).
   double target_accuracy = 0;
+  int parallel = 1;  // runs at once when they ran (plan.json)
 
   int CellIndex(const std::string& name) const;
 };

@@ -177,13 +177,13 @@ Status SpecParser::CheckTopKeys() const {
   static const std::set<std::string> kTopKeys = {
       "name",     "output",        "config", "repeats",
       "seeds",    "baseline",      "parallel", "run_timeout_s",
-      "target_accuracy", "base",   "grid",    "cells"};
+      "target_accuracy", "parallel_policy", "base", "grid", "cells"};
   for (const auto& [key, node] : doc_) {
     if (kTopKeys.count(std::string(key.str())) == 0) {
       return Err(fmt::format(
           "unknown entry '{}' (known: name, output, config, repeats, seeds, "
-          "baseline, parallel, run_timeout_s, target_accuracy, [base], [grid], "
-          "[[cells]])",
+          "baseline, parallel, run_timeout_s, target_accuracy, parallel_policy, "
+          "[base], [grid], [[cells]])",
           key.str()));
     }
   }
@@ -271,6 +271,12 @@ Status SpecParser::ParseLimits(ExperimentSpec* spec) const {
     if (!t || *t <= 0 || *t > 1)
       return Err("'target_accuracy' must be a number in (0, 1]");
     spec->target_accuracy = *t;
+  }
+  if (doc_.contains("parallel_policy")) {
+    auto p = doc_["parallel_policy"].value<std::string>();
+    if (!p || (*p != "strict" && *p != "shared"))
+      return Err("'parallel_policy' must be \"strict\" or \"shared\"");
+    spec->parallel_shared = *p == "shared";
   }
   return Status::Ok();
 }
@@ -528,6 +534,58 @@ int ExperimentSpec::BaselineIndex() const {
     if (cells[i].name == baseline) return static_cast<int>(i);
   }
   return -1;
+}
+
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+// What in `c` makes a run's result or its times depend on having the
+// machine to itself; empty when nothing does.
+std::vector<std::string> CellHazards(const Config& c) {
+  std::vector<std::string> out;
+  const std::string mode = c.GetString("cluster.mode");
+  if (mode == "async" || mode == "ssp" || mode == "easgd" || mode == "gossip")
+    out.push_back("cluster.mode = " + mode +
+                  " (the order of updates follows the workers' timing)");
+  const int64_t k = c.GetInt("cluster.updates_per_step");
+  if (mode == "sync" && k > 0 && k < c.GetInt("cluster.workers"))
+    out.push_back("sync with k of n (which gradients make a step follows "
+                  "the workers' timing)");
+  if (c.GetInt("cluster.data_servers") > 0 &&
+      c.GetString("data.assignment") == "dynamic")
+    out.push_back("dynamic data assignment (which worker gets which batch "
+                  "follows their timing)");
+  bool net = !c.GetString("net.nodes").empty();
+  for (const char* cls : {"", "worker_server.", "worker_worker.",
+                          "worker_data."})
+    for (const char* f : {"bandwidth_bps", "latency_ms", "jitter_ms"})
+      net = net || c.GetFloat(std::string("net.") + cls + f) > 0;
+  if (net)
+    out.push_back("net.* emulated links (their delays are wall-clock time; "
+                  "a run sharing the cores computes slower)");
+  if (!c.GetString("workers.speed").empty() ||
+      c.GetFloat("workers.straggler_probability") > 0 ||
+      c.GetFloat("workers.noise_sigma") > 0)
+    out.push_back("workers.* pacing (its pauses scale compute time measured "
+                  "on a machine the run shares)");
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> ExperimentSpec::ParallelHazards() const {
+  std::vector<std::string> out;
+  if (target_accuracy > 0)
+    out.push_back("target_accuracy: the runs are timed to it");
+  for (size_t i = 0; i < cells.size(); ++i) {
+    Result<Config> c = CellConfig(static_cast<int>(i));
+    if (!c.ok()) continue;  // checked when the spec was parsed
+    for (const std::string& h : CellHazards(*c))
+      out.push_back("cell '" + cells[i].name + "': " + h);
+  }
+  return out;
 }
 
 }  // namespace strata

@@ -41,6 +41,7 @@ struct PlannedRun {
 //   parallel = 1                        # runs at once
 //   run_timeout_s = 3600                # per run
 //   target_accuracy = 0.95              # optional: time to this val acc
+//   parallel_policy = "strict"          # or "shared" (ParallelHazards)
 //   [base]                              # config keys over the base file
 //   cluster.mode = "async"
 //   [grid]                              # cartesian product of the lists
@@ -62,6 +63,11 @@ struct ExperimentSpec {
   std::vector<int64_t> seeds;  // one per repeat
   std::string baseline;        // cell name; "" = none
   int parallel = 1;
+  // parallel_policy: "strict" (the default) refuses to run runs at once
+  // when their results or the times they report depend on the machine
+  // being theirs alone (ParallelHazards); "shared" runs them anyway, and
+  // the summary says their times are not comparable with lone runs.
+  bool parallel_shared = false;
   // The validation accuracy whose first reaching the summaries time
   // (time_to_accuracy_s); 0 = none.
   double target_accuracy = 0;
@@ -76,6 +82,13 @@ struct ExperimentSpec {
   // what is wrong (an unknown config key, a value the key does not allow,
   // an empty grid list, a baseline that matches no cell or several...).
   static Result<ExperimentSpec> FromFile(const std::string& path);
+  // Why the runs of this experiment should not share the machine, one line
+  // per cell and reason (empty: they may): a mode whose updates follow the
+  // workers' timing (async, ssp, easgd, gossip, sync with k of n), dynamic
+  // data assignment, emulated links or workers (net.*, workers.*: their
+  // delays are wall-clock time, while a run that shares the cores computes
+  // slower), and target_accuracy (it times the runs).
+  std::vector<std::string> ParallelHazards() const;
   static Result<ExperimentSpec> FromString(const std::string& text,
                                            const std::string& origin,
                                            const std::string& base_dir);

@@ -273,3 +273,80 @@ baseline = "cluster.mode=async")" + TinyTwoModeBody(10))
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+// Runs at once only where nothing they report depends on the machine being
+// theirs alone (docs/guide/experiments.md, "Runs at once").
+TEST(ParallelPolicyTest, HazardsAreNamedPerCell) {
+  auto spec = ExperimentSpec::FromString(R"(
+[grid]
+cluster.mode = ["sync", "allreduce", "async"]
+)",
+                                         "p.toml", ".");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  const auto h = spec->ParallelHazards();
+  ASSERT_EQ(h.size(), 1u);
+  EXPECT_NE(h[0].find("cell 'mode-async'"), std::string::npos) << h[0];
+  auto lockstep = ExperimentSpec::FromString(R"(
+[grid]
+cluster.mode = ["sync", "allreduce"]
+)",
+                                             "p.toml", ".");
+  ASSERT_TRUE(lockstep.ok());
+  EXPECT_TRUE(lockstep->ParallelHazards().empty());
+  auto emulated = ExperimentSpec::FromString(R"(
+target_accuracy = 0.9
+[base]
+cluster.mode = "sync"
+net.worker_server.latency_ms = 2
+workers.speed = "1,1,1,0.25"
+cluster.updates_per_step = 3
+)",
+                                             "p.toml", ".");
+  ASSERT_TRUE(emulated.ok()) << emulated.status().message();
+  const auto e = emulated->ParallelHazards();
+  ASSERT_EQ(e.size(), 4u);
+  EXPECT_NE(e[0].find("target_accuracy"), std::string::npos);
+  EXPECT_NE(e[1].find("k of n"), std::string::npos);
+  EXPECT_NE(e[2].find("net.*"), std::string::npos);
+  EXPECT_NE(e[3].find("workers.*"), std::string::npos);
+  auto bad = ExperimentSpec::FromString("parallel_policy = \"loose\"\n",
+                                        "p.toml", ".");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("parallel_policy"), std::string::npos);
+}
+
+TEST(ParallelPolicyTest, RunsAtOnceAreRefusedUnlessShared) {
+  const std::string dir = testing_util::FreshDir("parallel");
+  const std::string file = JoinPath(dir, "exp.toml");
+  ASSERT_TRUE(WriteFileAtomic(file, "output = \"" + JoinPath(dir, "out") +
+                                        "\"\n" + testing_util::TinyTwoModeBody(10))
+                  .ok());
+  ExperimentOptions o;
+  o.spec_path = file;
+  o.exe = STRATA_BINARY;
+  o.parallel = 2;
+  auto refused = RunExperiment(o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("cell 'mode-async'"),
+            std::string::npos)
+      << refused.status().message();
+  EXPECT_NE(refused.status().message().find("parallel_policy"),
+            std::string::npos);
+  EXPECT_FALSE(FileExists(JoinPath(dir, "out/plan.json")));  // nothing ran
+  ASSERT_TRUE(WriteFileAtomic(file, "output = \"" + JoinPath(dir, "out") +
+                                        "\"\nparallel_policy = \"shared\"\n" +
+                                        testing_util::TinyTwoModeBody(10))
+                  .ok());
+  auto code = RunExperiment(o);
+  ASSERT_TRUE(code.ok()) << code.status().message();
+  EXPECT_EQ(*code, 0);
+  auto s = nlohmann::json::parse(*ReadFile(JoinPath(dir, "out/summary.json")));
+  EXPECT_NE(s["notes"]["times"].get<std::string>().find("2 runs ran at once"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace strata
