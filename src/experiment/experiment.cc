@@ -27,7 +27,8 @@ Status CheckParallel(const ExperimentSpec& spec, int parallel) {
   const std::vector<std::string> hazards = spec.ParallelHazards();
   if (hazards.empty()) return Status::Ok();
   std::string why;
-  for (size_t i = 0; i < hazards.size() && i < 4; ++i) why += "\n  " + hazards[i];
+  for (size_t i = 0; i < hazards.size() && i < 4; ++i)
+    why += "\n  " + hazards[i];
   if (hazards.size() > 4)
     why += fmt::format("\n  ... and {} more", hazards.size() - 4);
   if (!spec.parallel_shared) {

@@ -369,9 +369,9 @@ nlohmann::json Summarize(const ExperimentData& data,
       const SampleStats& s = stats[c][m];
       // time_to_accuracy_s counts the runs that reached the target only.
       if (metrics[m] != "time_to_accuracy_s") n = std::max(n, s.n);
-      jm[metrics[m]] = MetricJson(s, values[c][m],
-                                  base >= 0 ? &stats[base][m] : nullptr,
-                                  base >= 0 ? &values[base][m] : nullptr);
+      jm[metrics[m]] =
+          MetricJson(s, values[c][m], base >= 0 ? &stats[base][m] : nullptr,
+                     base >= 0 ? &values[base][m] : nullptr);
     }
     if (n < planned[c]) complete = false;
     cells.push_back({{"name", cell.name},
@@ -418,8 +418,9 @@ nlohmann::json Summarize(const ExperimentData& data,
         {"training_time_s",
          "mean train_s (training only, without the final "
          "evaluation)"},
-        {"ci95", "half the width of the 95% confidence interval of the mean "
-                 "(Student's t, n - 1 degrees of freedom)"},
+        {"ci95",
+         "half the width of the 95% confidence interval of the mean "
+         "(Student's t, n - 1 degrees of freedom)"},
         {"times", data.parallel > 1
                       ? fmt::format("{} runs ran at once and shared the "
                                     "machine: wall_s, train_s, samples_per_s "
@@ -499,15 +500,15 @@ std::string SummaryText(const nlohmann::json& s) {
     for (const auto& c : s["cells"]) {
       const auto& m = c["metrics"];
       const auto& acc = m["final_val_acc"];
-      rows.push_back({c["name"].get<std::string>(),
-                      Ratio(m["final_train_loss"]["variance_ratio"]),
-                      Ratio(m["final_train_acc"]["variance_ratio"]),
-                      Ratio(m["final_val_loss"]["variance_ratio"]),
-                      Ratio(acc["variance_ratio"]),
-                      Fixed(acc.value("variance_f_p", nlohmann::json()), 4),
-                      Fixed(acc.value("variance_levene_p", nlohmann::json()), 4),
-                      Fixed(acc.value("repeats_for_power80", nlohmann::json()),
-                            0)});
+      rows.push_back(
+          {c["name"].get<std::string>(),
+           Ratio(m["final_train_loss"]["variance_ratio"]),
+           Ratio(m["final_train_acc"]["variance_ratio"]),
+           Ratio(m["final_val_loss"]["variance_ratio"]),
+           Ratio(acc["variance_ratio"]),
+           Fixed(acc.value("variance_f_p", nlohmann::json()), 4),
+           Fixed(acc.value("variance_levene_p", nlohmann::json()), 4),
+           Fixed(acc.value("repeats_for_power80", nlohmann::json()), 0)});
     }
     out += "\nVariance ratio against the baseline '" +
            s["baseline"].get<std::string>() +
@@ -518,8 +519,8 @@ std::string SummaryText(const nlohmann::json& s) {
     out += TextTable(rows);
   }
   const double target = s.value("target_accuracy", 0.0);
-  rows = {{"cell", "change to baseline", "accuracy %", "+-95%",
-           "training time s"}};
+  rows = {
+      {"cell", "change to baseline", "accuracy %", "+-95%", "training time s"}};
   if (target > 0) {
     rows[0].push_back("reached");
     rows[0].push_back(fmt::format("time to {:.3g} s", target));
@@ -531,8 +532,8 @@ std::string SummaryText(const nlohmann::json& s) {
                     Fixed(r.value("accuracy_pct_ci95", nlohmann::json()), 2),
                     Fixed(r["training_time_s"], 2)});
     if (target > 0) {
-      rows.back().push_back(fmt::format("{}/{}", r.value("reached_target", 0),
-                                        r.value("n", 0)));
+      rows.back().push_back(
+          fmt::format("{}/{}", r.value("reached_target", 0), r.value("n", 0)));
       rows.back().push_back(Fixed(r["time_to_accuracy_s"], 2));
       rows.back().push_back(
           Fixed(r.value("time_to_accuracy_s_ci95", nlohmann::json()), 2));

@@ -174,15 +174,25 @@ class SpecParser {
 };
 
 Status SpecParser::CheckTopKeys() const {
-  static const std::set<std::string> kTopKeys = {
-      "name",     "output",        "config", "repeats",
-      "seeds",    "baseline",      "parallel", "run_timeout_s",
-      "target_accuracy", "parallel_policy", "base", "grid", "cells"};
+  static const std::set<std::string> kTopKeys = {"name",
+                                                 "output",
+                                                 "config",
+                                                 "repeats",
+                                                 "seeds",
+                                                 "baseline",
+                                                 "parallel",
+                                                 "run_timeout_s",
+                                                 "target_accuracy",
+                                                 "parallel_policy",
+                                                 "base",
+                                                 "grid",
+                                                 "cells"};
   for (const auto& [key, node] : doc_) {
     if (kTopKeys.count(std::string(key.str())) == 0) {
       return Err(fmt::format(
           "unknown entry '{}' (known: name, output, config, repeats, seeds, "
-          "baseline, parallel, run_timeout_s, target_accuracy, parallel_policy, "
+          "baseline, parallel, run_timeout_s, target_accuracy, "
+          "parallel_policy, "
           "[base], [grid], [[cells]])",
           key.str()));
     }
@@ -546,30 +556,35 @@ namespace {
 std::vector<std::string> CellHazards(const Config& c) {
   std::vector<std::string> out;
   const std::string mode = c.GetString("cluster.mode");
-  if (mode == "async" || mode == "ssp" || mode == "easgd" || mode == "gossip")
+  if (mode == "async" || mode == "ssp" || mode == "easgd" || mode == "gossip" ||
+      mode == "tree-easgd")
     out.push_back("cluster.mode = " + mode +
                   " (the order of updates follows the workers' timing)");
   const int64_t k = c.GetInt("cluster.updates_per_step");
   if (mode == "sync" && k > 0 && k < c.GetInt("cluster.workers"))
-    out.push_back("sync with k of n (which gradients make a step follows "
-                  "the workers' timing)");
+    out.push_back(
+        "sync with k of n (which gradients make a step follows "
+        "the workers' timing)");
   if (c.GetInt("cluster.data_servers") > 0 &&
       c.GetString("data.assignment") == "dynamic")
-    out.push_back("dynamic data assignment (which worker gets which batch "
-                  "follows their timing)");
+    out.push_back(
+        "dynamic data assignment (which worker gets which batch "
+        "follows their timing)");
   bool net = !c.GetString("net.nodes").empty();
-  for (const char* cls : {"", "worker_server.", "worker_worker.",
-                          "worker_data."})
+  for (const char* cls :
+       {"", "worker_server.", "worker_worker.", "worker_data."})
     for (const char* f : {"bandwidth_bps", "latency_ms", "jitter_ms"})
       net = net || c.GetFloat(std::string("net.") + cls + f) > 0;
   if (net)
-    out.push_back("net.* emulated links (their delays are wall-clock time; "
-                  "a run sharing the cores computes slower)");
+    out.push_back(
+        "net.* emulated links (their delays are wall-clock time; "
+        "a run sharing the cores computes slower)");
   if (!c.GetString("workers.speed").empty() ||
       c.GetFloat("workers.straggler_probability") > 0 ||
       c.GetFloat("workers.noise_sigma") > 0)
-    out.push_back("workers.* pacing (its pauses scale compute time measured "
-                  "on a machine the run shares)");
+    out.push_back(
+        "workers.* pacing (its pauses scale compute time measured "
+        "on a machine the run shares)");
   return out;
 }
 

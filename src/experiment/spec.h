@@ -84,7 +84,8 @@ struct ExperimentSpec {
   static Result<ExperimentSpec> FromFile(const std::string& path);
   // Why the runs of this experiment should not share the machine, one line
   // per cell and reason (empty: they may): a mode whose updates follow the
-  // workers' timing (async, ssp, easgd, gossip, sync with k of n), dynamic
+  // workers' timing (async, ssp, easgd, gossip, tree-easgd, sync with k of
+  // n), dynamic
   // data assignment, emulated links or workers (net.*, workers.*: their
   // delays are wall-clock time, while a run that shares the cores computes
   // slower), and target_accuracy (it times the runs).

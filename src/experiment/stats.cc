@@ -133,9 +133,9 @@ std::vector<double> AbsDeviationsFromMedian(std::vector<double> xs) {
 double IncompleteBeta(double a, double b, double x) {
   if (!(a > 0) || !(b > 0) || !(x >= 0) || !(x <= 1)) return kNaN;
   if (x == 0 || x == 1) return x;
-  const double front = std::exp(std::lgamma(a + b) - std::lgamma(a) -
-                                std::lgamma(b) + a * std::log(x) +
-                                b * std::log1p(-x));
+  const double front =
+      std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) +
+               a * std::log(x) + b * std::log1p(-x));
   if (x < (a + 1) / (a + b + 2)) return front * BetaFraction(a, b, x) / a;
   return 1 - front * BetaFraction(b, a, 1 - x) / b;
 }

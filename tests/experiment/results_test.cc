@@ -178,14 +178,14 @@ set = { train.lr = 0.1 }
       lines += nlohmann::json{{"step", 1}, {"val_acc", acc}, {"wall_s", wall}}
                    .dump() +
                "\n";
-    ASSERT_TRUE(WriteFileAtomic(
-                    JoinPath(JoinPath(JoinPath(out, "runs"), r.name),
-                             "eval.jsonl"),
-                    lines)
-                    .ok());
+    ASSERT_TRUE(
+        WriteFileAtomic(
+            JoinPath(JoinPath(JoinPath(out, "runs"), r.name), "eval.jsonl"),
+            lines)
+            .ok());
   }
-  EXPECT_DOUBLE_EQ(
-      TimeToAccuracy(JoinPath(out, "runs/a_r1/eval.jsonl"), 0.8), 2.0);
+  EXPECT_DOUBLE_EQ(TimeToAccuracy(JoinPath(out, "runs/a_r1/eval.jsonl"), 0.8),
+                   2.0);
   EXPECT_TRUE(std::isnan(TimeToAccuracy(JoinPath(out, "nothing"), 0.8)));
   auto data = LoadExperiment(out);
   ASSERT_TRUE(data.ok()) << data.status().message();
@@ -203,7 +203,8 @@ set = { train.lr = 0.1 }
   EXPECT_NE(text.find("2/3"), std::string::npos) << text;
   EXPECT_NE(text.find("time to 0.8 s"), std::string::npos) << text;
   // A target outside (0, 1] is refused, naming it.
-  auto bad = ExperimentSpec::FromString("target_accuracy = 80\n", "x.toml", ".");
+  auto bad =
+      ExperimentSpec::FromString("target_accuracy = 80\n", "x.toml", ".");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("target_accuracy"), std::string::npos);
 }

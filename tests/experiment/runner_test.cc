@@ -322,7 +322,8 @@ TEST(ParallelPolicyTest, RunsAtOnceAreRefusedUnlessShared) {
   const std::string dir = testing_util::FreshDir("parallel");
   const std::string file = JoinPath(dir, "exp.toml");
   ASSERT_TRUE(WriteFileAtomic(file, "output = \"" + JoinPath(dir, "out") +
-                                        "\"\n" + testing_util::TinyTwoModeBody(10))
+                                        "\"\n" +
+                                        testing_util::TinyTwoModeBody(10))
                   .ok());
   ExperimentOptions o;
   o.spec_path = file;
