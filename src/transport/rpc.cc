@@ -442,12 +442,14 @@ void RpcCall::Complete(Result<Message> result) {
     if (done_) return;
     result_ = std::make_unique<Result<Message>>(std::move(result));
     completed_ns_ = now;
+    // Recorded before the caller can see the reply: a worker sends its
+    // timeline right after its last request returns.
+    if (span_name_ != nullptr)
+      timeline::Add(span_name_, "rpc", sent_ns_, now, to_, from_, "requests",
+                    /*async=*/true);
     done_ = true;
   }
   cv_.SignalAll();
-  if (span_name_ != nullptr)
-    timeline::Add(span_name_, "rpc", sent_ns_, now, to_, from_, "requests",
-                  /*async=*/true);
 }
 
 InlineSendScope::InlineSendScope(bool on) : previous_(t_inline_sends) {

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -21,6 +22,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 #include <zmq.hpp>
 
 #include "common/fs.h"
@@ -156,6 +158,78 @@ void ExpectAsyncRunOutlivesAKilledWorker(const std::vector<std::string>& set) {
   EXPECT_GT(summary["final_val_acc"].get<double>(), 0.2);
 }
 
+// The trace as chrome://tracing and Perfetto read it (the JSON object
+// format): every event has a phase, a process, a thread and a time; slices
+// have a duration; each async begin has one end, not before it, with its id.
+void ExpectAValidChromeTrace(const nlohmann::json& trace) {
+  ASSERT_TRUE(trace.at("traceEvents").is_array());
+  std::map<std::string, double> open;  // id -> begin ts
+  int ended = 0;
+  for (const auto& e : trace.at("traceEvents")) {
+    const std::string ph = e.at("ph");
+    ASSERT_TRUE(e.at("pid").is_number_integer()) << e.dump();
+    if (ph == "M") continue;
+    ASSERT_TRUE(e.at("tid").is_number_integer()) << e.dump();
+    ASSERT_TRUE(e.at("ts").is_number()) << e.dump();
+    ASSERT_TRUE(e.at("name").is_string()) << e.dump();
+    EXPECT_GE(e.at("ts").get<double>(), 0.0) << e.dump();
+    if (ph == "X") {
+      EXPECT_GE(e.at("dur").get<double>(), 0.0) << e.dump();
+    } else if (ph == "b") {
+      open[e.at("id2").dump()] = e.at("ts").get<double>();
+    } else if (ph == "e") {
+      auto it = open.find(e.at("id2").dump());
+      ASSERT_NE(it, open.end()) << "an end without its begin: " << e.dump();
+      EXPECT_GE(e.at("ts").get<double>(), it->second) << e.dump();
+      open.erase(it);
+      ++ended;
+    } else {
+      ADD_FAILURE() << "unexpected phase " << ph;
+    }
+  }
+  EXPECT_TRUE(open.empty()) << open.size() << " async slices never end";
+  EXPECT_GT(ended, 0);
+}
+
+// On the coordinator's clock, a worker's push request (send to ack) holds the
+// server's handling of it, within the two clocks' error bounds (half their
+// round trips). Pushes are matched to handlings in order, per worker.
+void ExpectEveryPushAroundItsHandling(const nlohmann::json& trace,
+                                      const nlohmann::json& clocks) {
+  int64_t slack_ns = 0;
+  for (const auto& [who, c] : clocks.items())
+    slack_ns = std::max(slack_ns, c.at("rtt_ns").get<int64_t>() / 2);
+  const double slack_us = 2.0 * static_cast<double>(slack_ns) / 1e3 + 1.0;
+  std::map<int, std::vector<std::pair<double, double>>> pushes;  // worker
+  std::map<int, std::vector<double>> handled;  // worker -> handling starts
+  std::map<std::string, double> begun;
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e.at("ph") == "b" && e.at("name") == "push")
+      begun[e.at("id2").dump()] = e.at("ts").get<double>();
+    if (e.at("ph") == "e" && e.at("name") == "push")
+      pushes[e.at("pid")].push_back(
+          {begun.at(e.at("id2").dump()), e.at("ts").get<double>()});
+    if (e.at("ph") == "X" && e.at("name") == "handle push")
+      handled[e.at("args").at("arg").get<int>()].push_back(
+          e.at("ts").get<double>());
+  }
+  ASSERT_EQ(pushes.size(), 3u);
+  for (auto& [worker, ps] : pushes) {
+    std::vector<double>& hs = handled[worker];
+    std::sort(ps.begin(), ps.end());
+    std::sort(hs.begin(), hs.end());
+    // Every push (one per step; the server handles each once) has its
+    // handling inside it.
+    ASSERT_EQ(ps.size(), hs.size()) << "worker node " << worker;
+    int inside = 0;
+    for (size_t i = 0; i < ps.size(); ++i)
+      if (hs[i] >= ps[i].first - slack_us && hs[i] <= ps[i].second + slack_us)
+        ++inside;
+    EXPECT_EQ(inside, static_cast<int>(ps.size()))
+        << "worker node " << worker << ", slack " << slack_us << " us";
+  }
+}
+
 // cluster.timeline across processes: every node's spans reach the
 // coordinator, each with its clock offset estimated from the heartbeats.
 // The nodes share this machine's monotonic clock, so the true offset is 0
@@ -185,6 +259,8 @@ TEST(ProcessClusterTest, TheTimelineGathersEveryProcessOnOneClock) {
   EXPECT_EQ(steps[2], 300);
   EXPECT_EQ(steps[3], 300);
   EXPECT_EQ(steps[4], 300);
+  ExpectAValidChromeTrace(trace);
+  ExpectEveryPushAroundItsHandling(trace, clocks);
 }
 
 TEST(ProcessClusterTest, AsyncRunFinishesWithoutAKilledWorkerAndNamesIt) {
