@@ -4,10 +4,37 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "common/log.h"
 
 namespace strata {
+namespace {
+
+// The timelines the workers send right after their "done": waits up to
+// `timeout` for every worker that reported done to have sent its own.
+std::map<NodeId, std::string> AwaitWorkers(Coordinator& coordinator,
+                                           std::chrono::milliseconds timeout) {
+  std::map<NodeId, std::string> texts;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const std::map<NodeId, std::string> done = coordinator.DoneReports();
+  for (;;) {
+    texts.merge(coordinator.TakeTimelines());
+    bool all = true;
+    for (const auto& [id, report] : done) all = all && texts.count(id) != 0;
+    if (all) return texts;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      LogWarning(
+          "timeline: not every finished worker sent its spans within "
+          "{} ms",
+          timeout.count());
+      return texts;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+}  // namespace
 
 std::vector<timeline::NodeTimeline> GatherTimelines(
     Coordinator& coordinator, const RoleTable& roles,
@@ -18,7 +45,7 @@ std::vector<timeline::NodeTimeline> GatherTimelines(
   own.taken = timeline::Take(own.node);
   own.clock.rtt_ns = 0;  // its own clock is the trace's
   out.push_back(std::move(own));
-  std::map<NodeId, std::string> texts = coordinator.TakeTimelines();
+  std::map<NodeId, std::string> texts = AwaitWorkers(coordinator, timeout);
   std::map<NodeId, std::shared_ptr<RpcCall>> asked;
   for (NodeId id = 0; id < roles.num_nodes(); ++id) {
     if (id == roles.CoordinatorId() || texts.count(id) != 0 ||

@@ -11,7 +11,9 @@
 
 namespace strata {
 
-// Every node's timeline that could be had, the coordinator's first. A node
+// Every node's timeline that could be had, the coordinator's first. Waits
+// (up to `timeout`) for the timelines of the workers that reported done,
+// which send theirs right after. A node
 // that does not answer within `timeout`, or answers with a malformed
 // timeline, is named in a warning and left out; lost nodes are not asked.
 std::vector<timeline::NodeTimeline> GatherTimelines(

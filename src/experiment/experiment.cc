@@ -21,6 +21,24 @@ std::string ShellQuote(const std::string& s) {
   return q + "'";
 }
 
+// --dry-run: the cells and each run's command line.
+void PrintDryRun(const ExperimentSpec& spec, const RunnerOptions& ro) {
+  for (const auto& c : spec.cells) {
+    std::string o;
+    for (const auto& kv : c.overrides)
+      o += (o.empty() ? "" : ", ") + kv.first + "=" + kv.second;
+    std::printf("  cell %s%s: %s\n", c.name.c_str(),
+                c.name == spec.baseline ? " (baseline)" : "",
+                o.empty() ? "(base config)" : o.c_str());
+  }
+  for (const auto& r : spec.runs) {
+    std::string cmd;
+    for (const auto& a : RunCommand(spec, r, ro))
+      cmd += (cmd.empty() ? "" : " ") + ShellQuote(a);
+    std::printf("  %s\n", cmd.c_str());
+  }
+}
+
 // Runs at once only where that changes nothing they report, unless the
 // experiment accepts it (parallel_policy = "shared").
 Status CheckParallel(const ExperimentSpec& spec, int parallel) {
@@ -70,20 +88,7 @@ Result<int> RunExperiment(const ExperimentOptions& options) {
       spec.output.c_str(), ro.parallel,
       FormatDuration(ro.run_timeout_s).c_str());
   if (options.dry_run) {
-    for (const auto& c : spec.cells) {
-      std::string o;
-      for (const auto& kv : c.overrides)
-        o += (o.empty() ? "" : ", ") + kv.first + "=" + kv.second;
-      std::printf("  cell %s%s: %s\n", c.name.c_str(),
-                  c.name == spec.baseline ? " (baseline)" : "",
-                  o.empty() ? "(base config)" : o.c_str());
-    }
-    for (const auto& r : spec.runs) {
-      std::string cmd;
-      for (const auto& a : RunCommand(spec, r, ro))
-        cmd += (cmd.empty() ? "" : " ") + ShellQuote(a);
-      std::printf("  %s\n", cmd.c_str());
-    }
+    PrintDryRun(spec, ro);
     return 0;
   }
 

@@ -221,6 +221,40 @@ nlohmann::json StratumLossJson(const std::string& path) {
   return {{"acked", acked}, {"series", series}};
 }
 
+// A run's staleness histogram from its summary: {"x": [...], "count": [...]}.
+nlohmann::json StalenessJson(const nlohmann::json& summary) {
+  nlohmann::json hist = nlohmann::json::object();
+  if (summary.is_object() && summary.contains("staleness_histogram") &&
+      summary["staleness_histogram"].is_object())
+    hist = summary["staleness_histogram"];
+  std::map<int64_t, double> h;
+  for (const auto& [k, v] : hist.items()) {
+    char* end = nullptr;
+    const long long s = std::strtoll(k.c_str(), &end, 10);
+    if (end != k.c_str() && v.is_number()) h[s] += v.get<double>();
+  }
+  nlohmann::json sx = nlohmann::json::array(), sc = nlohmann::json::array();
+  for (const auto& [s, n] : h) {
+    sx.push_back(s);
+    sc.push_back(n);
+  }
+  return {{"x", sx}, {"count", sc}};
+}
+
+// A run's data service figures from its summary; null without the service.
+nlohmann::json DataServiceJson(const nlohmann::json& summary) {
+  if (!summary.is_object() || !summary.contains("data_service") ||
+      !summary["data_service"].is_object())
+    return nullptr;
+  const nlohmann::json& d = summary["data_service"];
+  double batches_per_s = 0;
+  if (d.contains("data_servers") && d["data_servers"].is_array())
+    for (const auto& ds : d["data_servers"])
+      batches_per_s += ds.value("batches_per_s", 0.0);
+  return {{"wait_fraction", d.value("data_wait_fraction", 0.0)},
+          {"batches_per_s", batches_per_s}};
+}
+
 }  // namespace
 
 nlohmann::json ReportData(const ExperimentData& data,
@@ -251,34 +285,8 @@ nlohmann::json ReportData(const ExperimentData& data,
     j["train"] = CurveJson(train[i]);
     j["val"] = CurveJson(val[i]);
     j["val_wall"] = CurveJson(val_wall[i]);
-    nlohmann::json hist = nlohmann::json::object();
-    if (r.summary.is_object() && r.summary.contains("staleness_histogram") &&
-        r.summary["staleness_histogram"].is_object())
-      hist = r.summary["staleness_histogram"];
-    std::map<int64_t, double> h;
-    for (const auto& [k, v] : hist.items()) {
-      char* end = nullptr;
-      const long long s = std::strtoll(k.c_str(), &end, 10);
-      if (end != k.c_str() && v.is_number()) h[s] += v.get<double>();
-    }
-    nlohmann::json sx = nlohmann::json::array(), sc = nlohmann::json::array();
-    for (const auto& [s, n] : h) {
-      sx.push_back(s);
-      sc.push_back(n);
-    }
-    j["staleness"] = {{"x", sx}, {"count", sc}};
-    j["data_service"] = nullptr;
-    if (r.summary.is_object() && r.summary.contains("data_service") &&
-        r.summary["data_service"].is_object()) {
-      const nlohmann::json& d = r.summary["data_service"];
-      double batches_per_s = 0;
-      if (d.contains("data_servers") && d["data_servers"].is_array())
-        for (const auto& ds : d["data_servers"])
-          batches_per_s += ds.value("batches_per_s", 0.0);
-      j["data_service"] = {
-          {"wait_fraction", d.value("data_wait_fraction", 0.0)},
-          {"batches_per_s", batches_per_s}};
-    }
+    j["staleness"] = StalenessJson(r.summary);
+    j["data_service"] = DataServiceJson(r.summary);
     j["stratum_loss"] =
         r.state == "missing"
             ? nlohmann::json(nullptr)

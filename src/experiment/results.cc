@@ -74,6 +74,34 @@ nlohmann::json MetricJson(const SampleStats& s, const std::vector<double>& xs,
   return j;
 }
 
+std::string Change(const CellInfo& cell, const CellInfo* ref);
+
+// The paper 004-style row of cell `c`: the settings that differ from its
+// reference, accuracy with its interval, training time, time to target.
+// `stats` and `values` are the cell's, per SummaryMetrics() entry.
+nlohmann::json Paper004Row(const ExperimentData& data, int c, int base,
+                           const std::vector<SampleStats>& stats,
+                           const std::vector<std::vector<double>>& values) {
+  const CellInfo& cell = data.cells[c];
+  const int ref =
+      cell.compare_to.empty() ? base : data.CellIndex(cell.compare_to);
+  const CellInfo* ref_cell = ref >= 0 ? &data.cells[ref] : nullptr;
+  const SampleStats& acc = stats[3];    // final_val_acc
+  const SampleStats& time = stats[5];   // train_s
+  const size_t tta = stats.size() - 1;  // time_to_accuracy_s
+  return {{"cell", cell.name},
+          {"reference", ref_cell ? ref_cell->name : ""},
+          {"change", c == ref ? "(baseline)" : Change(cell, ref_cell)},
+          {"n", acc.n},
+          {"accuracy_pct", Num(acc.mean * 100)},
+          {"accuracy_pct_variance", Num(acc.variance * 1e4)},
+          {"accuracy_pct_ci95", Num(MeanCi95(values[3]) * 100)},
+          {"training_time_s", Num(time.mean)},
+          {"reached_target", stats[tta].n},
+          {"time_to_accuracy_s", Num(stats[tta].mean)},
+          {"time_to_accuracy_s_ci95", Num(MeanCi95(values[tta]))}};
+}
+
 // With a target: the run's time to it, into its summary (null: never).
 void AddTimeToAccuracy(double target, LoadedRun* run) {
   if (target <= 0 || !run->summary.is_object()) return;
@@ -381,25 +409,8 @@ nlohmann::json Summarize(const ExperimentData& data,
                      {"is_baseline", static_cast<int>(c) == base},
                      {"metrics", jm}});
 
-    int ref = cell.compare_to.empty() ? base : data.CellIndex(cell.compare_to);
-    const CellInfo* ref_cell = ref >= 0 ? &data.cells[ref] : nullptr;
-    std::string change =
-        static_cast<int>(c) == ref ? "(baseline)" : Change(cell, ref_cell);
-    const SampleStats& acc = stats[c][3];   // final_val_acc
-    const SampleStats& time = stats[c][5];  // train_s
-    const size_t tta = metrics.size() - 1;  // time_to_accuracy_s
     table004.push_back(
-        {{"cell", cell.name},
-         {"reference", ref_cell ? ref_cell->name : ""},
-         {"change", change},
-         {"n", acc.n},
-         {"accuracy_pct", Num(acc.mean * 100)},
-         {"accuracy_pct_variance", Num(acc.variance * 1e4)},
-         {"accuracy_pct_ci95", Num(MeanCi95(values[c][3]) * 100)},
-         {"training_time_s", Num(time.mean)},
-         {"reached_target", stats[c][tta].n},
-         {"time_to_accuracy_s", Num(stats[c][tta].mean)},
-         {"time_to_accuracy_s_ci95", Num(MeanCi95(values[c][tta]))}});
+        Paper004Row(data, static_cast<int>(c), base, stats[c], values[c]));
   }
   return nlohmann::json{
       {"experiment", data.name},
@@ -467,6 +478,45 @@ std::string SummaryCsv(const nlohmann::json& s) {
   return out;
 }
 
+namespace {
+
+// The paper 004-style table of summary `s`, with its heading.
+std::string Paper004Text(const nlohmann::json& s) {
+  std::vector<std::vector<std::string>> rows;
+  std::string out;
+  const double target = s.value("target_accuracy", 0.0);
+  rows = {
+      {"cell", "change to baseline", "accuracy %", "+-95%", "training time s"}};
+  if (target > 0) {
+    rows[0].push_back("reached");
+    rows[0].push_back(fmt::format("time to {:.3g} s", target));
+    rows[0].push_back("+-95%");
+  }
+  for (const auto& r : s["paper004_table"]) {
+    rows.push_back({r["cell"].get<std::string>(),
+                    r["change"].get<std::string>(), Fixed(r["accuracy_pct"], 2),
+                    Fixed(r.value("accuracy_pct_ci95", nlohmann::json()), 2),
+                    Fixed(r["training_time_s"], 2)});
+    if (target > 0) {
+      rows.back().push_back(
+          fmt::format("{}/{}", r.value("reached_target", 0), r.value("n", 0)));
+      rows.back().push_back(Fixed(r["time_to_accuracy_s"], 2));
+      rows.back().push_back(
+          Fixed(r.value("time_to_accuracy_s_ci95", nlohmann::json()), 2));
+    }
+  }
+  out +=
+      "\nAccuracy (final validation) and training time per setting (means, "
+      "95% confidence intervals";
+  out += target > 0 ? "; time to the target: the evaluator's wall clock, over "
+                      "the runs that reached it):\n"
+                    : "):\n";
+  out += TextTable(rows);
+  return out;
+}
+
+}  // namespace
+
 std::string SummaryText(const nlohmann::json& s) {
   std::string out;
   const bool has_base = !s.value("baseline", std::string()).empty();
@@ -518,34 +568,7 @@ std::string SummaryText(const nlohmann::json& s) {
            "probability 0.8:\n";
     out += TextTable(rows);
   }
-  const double target = s.value("target_accuracy", 0.0);
-  rows = {
-      {"cell", "change to baseline", "accuracy %", "+-95%", "training time s"}};
-  if (target > 0) {
-    rows[0].push_back("reached");
-    rows[0].push_back(fmt::format("time to {:.3g} s", target));
-    rows[0].push_back("+-95%");
-  }
-  for (const auto& r : s["paper004_table"]) {
-    rows.push_back({r["cell"].get<std::string>(),
-                    r["change"].get<std::string>(), Fixed(r["accuracy_pct"], 2),
-                    Fixed(r.value("accuracy_pct_ci95", nlohmann::json()), 2),
-                    Fixed(r["training_time_s"], 2)});
-    if (target > 0) {
-      rows.back().push_back(
-          fmt::format("{}/{}", r.value("reached_target", 0), r.value("n", 0)));
-      rows.back().push_back(Fixed(r["time_to_accuracy_s"], 2));
-      rows.back().push_back(
-          Fixed(r.value("time_to_accuracy_s_ci95", nlohmann::json()), 2));
-    }
-  }
-  out +=
-      "\nAccuracy (final validation) and training time per setting (means, "
-      "95% confidence intervals";
-  out += target > 0 ? "; time to the target: the evaluator's wall clock, over "
-                      "the runs that reached it):\n"
-                    : "):\n";
-  out += TextTable(rows);
+  out += Paper004Text(s);
   if (!s.value("complete", true))
     out += "\n(incomplete: some planned runs have not finished)\n";
   return out;

@@ -4,83 +4,57 @@
 
 namespace strata {
 
+namespace {
+
+// Every named type, with its name.
+struct NamedType {
+  MessageType type;
+  const char* name;
+};
+constexpr NamedType kNames[] = {
+    {MessageType::kInvalid, "invalid"},
+    {MessageType::kRegister, "register"},
+    {MessageType::kRegisterReply, "register_reply"},
+    {MessageType::kHeartbeat, "heartbeat"},
+    {MessageType::kPush, "push"},
+    {MessageType::kPullRequest, "pull_request"},
+    {MessageType::kPullReply, "pull_reply"},
+    {MessageType::kBarrier, "barrier"},
+    {MessageType::kBarrierRelease, "barrier_release"},
+    {MessageType::kClock, "clock"},
+    {MessageType::kShutdown, "shutdown"},
+    {MessageType::kAck, "ack"},
+    {MessageType::kError, "error"},
+    {MessageType::kClusterMap, "cluster_map"},
+    {MessageType::kCheckpoint, "checkpoint"},
+    {MessageType::kModelExchange, "model_exchange"},
+    {MessageType::kStatsRequest, "stats_request"},
+    {MessageType::kStatsReply, "stats_reply"},
+    {MessageType::kFinalEvalRequest, "final_eval_request"},
+    {MessageType::kFinalEvalReply, "final_eval_reply"},
+    {MessageType::kStoreSet, "store_set"},
+    {MessageType::kStoreGet, "store_get"},
+    {MessageType::kNodeLost, "node_lost"},
+    {MessageType::kNodeRejoined, "node_rejoined"},
+    {MessageType::kPeerModel, "peer_model"},
+    {MessageType::kGossipModel, "gossip_model"},
+    {MessageType::kGossipDone, "gossip_done"},
+    {MessageType::kModelRequest, "model_request"},
+    {MessageType::kTreeModel, "tree_model"},
+    {MessageType::kBatchRequest, "batch_request"},
+    {MessageType::kBatchReply, "batch_reply"},
+    {MessageType::kCheckpointArrive, "checkpoint_arrive"},
+    {MessageType::kCheckpointPause, "checkpoint_pause"},
+    {MessageType::kRestoreRequest, "restore_request"},
+    {MessageType::kCheckpointRequest, "checkpoint_request"},
+    {MessageType::kTimelineRequest, "timeline_request"},
+};
+
+}  // namespace
+
 std::string MessageTypeName(MessageType type) {
-  switch (type) {
-    case MessageType::kInvalid:
-      return "invalid";
-    case MessageType::kRegister:
-      return "register";
-    case MessageType::kRegisterReply:
-      return "register_reply";
-    case MessageType::kHeartbeat:
-      return "heartbeat";
-    case MessageType::kPush:
-      return "push";
-    case MessageType::kPullRequest:
-      return "pull_request";
-    case MessageType::kPullReply:
-      return "pull_reply";
-    case MessageType::kBarrier:
-      return "barrier";
-    case MessageType::kBarrierRelease:
-      return "barrier_release";
-    case MessageType::kClock:
-      return "clock";
-    case MessageType::kShutdown:
-      return "shutdown";
-    case MessageType::kAck:
-      return "ack";
-    case MessageType::kError:
-      return "error";
-    case MessageType::kClusterMap:
-      return "cluster_map";
-    case MessageType::kCheckpoint:
-      return "checkpoint";
-    case MessageType::kModelExchange:
-      return "model_exchange";
-    case MessageType::kStatsRequest:
-      return "stats_request";
-    case MessageType::kStatsReply:
-      return "stats_reply";
-    case MessageType::kFinalEvalRequest:
-      return "final_eval_request";
-    case MessageType::kFinalEvalReply:
-      return "final_eval_reply";
-    case MessageType::kStoreSet:
-      return "store_set";
-    case MessageType::kStoreGet:
-      return "store_get";
-    case MessageType::kNodeLost:
-      return "node_lost";
-    case MessageType::kNodeRejoined:
-      return "node_rejoined";
-    case MessageType::kPeerModel:
-      return "peer_model";
-    case MessageType::kGossipModel:
-      return "gossip_model";
-    case MessageType::kGossipDone:
-      return "gossip_done";
-    case MessageType::kModelRequest:
-      return "model_request";
-    case MessageType::kTreeModel:
-      return "tree_model";
-    case MessageType::kBatchRequest:
-      return "batch_request";
-    case MessageType::kBatchReply:
-      return "batch_reply";
-    case MessageType::kCheckpointArrive:
-      return "checkpoint_arrive";
-    case MessageType::kCheckpointPause:
-      return "checkpoint_pause";
-    case MessageType::kRestoreRequest:
-      return "restore_request";
-    case MessageType::kCheckpointRequest:
-      return "checkpoint_request";
-    case MessageType::kTimelineRequest:
-      return "timeline_request";
-    default:
-      break;
-  }
+  for (const NamedType& t : kNames)
+    if (t.type == type) return t.name;
   const auto value = static_cast<uint16_t>(type);
   if (IsValidMessageType(type)) return fmt::format("user({})", value);
   return fmt::format("unknown({})", value);

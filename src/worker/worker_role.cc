@@ -187,9 +187,10 @@ Status WorkerNode::Run() {
     node_.Leave();
     return metrics.status();
   }
+  Status done = node_.member().ReportDone(metrics->ToWire().dump());
+  // After "done", so that encoding it is not training time; before leaving.
   if (Status sent = node_.SendTimeline(o_.request_timeout); !sent.ok())
     LogWarning("worker {}: {}", index_, sent.message());
-  Status done = node_.member().ReportDone(metrics->ToWire().dump());
   // The evaluator averages the workers' final models: stay until the end.
   if (done.ok() && IsDecentralized(o_.mode)) node_.WaitForEnd();
   node_.Leave();
