@@ -255,16 +255,22 @@ nlohmann::json DataServiceJson(const nlohmann::json& summary) {
           {"batches_per_s", batches_per_s}};
 }
 
-}  // namespace
-
-nlohmann::json ReportData(const ExperimentData& data,
-                          const nlohmann::json& summary) {
+// Each cell's name and overrides.
+nlohmann::json CellsJson(const ExperimentData& data) {
   nlohmann::json cells = nlohmann::json::array();
   for (const CellInfo& c : data.cells) {
     nlohmann::json o = nlohmann::json::object();
     for (const auto& kv : c.overrides) o[kv.first] = kv.second;
     cells.push_back({{"name", c.name}, {"overrides", o}});
   }
+  return cells;
+}
+
+}  // namespace
+
+nlohmann::json ReportData(const ExperimentData& data,
+                          const nlohmann::json& summary) {
+  const nlohmann::json cells = CellsJson(data);
   std::vector<Curve> train(data.runs.size()), val(data.runs.size()),
       val_wall(data.runs.size());
   nlohmann::json runs = nlohmann::json::array();

@@ -76,6 +76,31 @@ nlohmann::json MetricJson(const SampleStats& s, const std::vector<double>& xs,
 
 std::string Change(const CellInfo& cell, const CellInfo* ref);
 
+// Run `i`'s row of the summary; its metrics (complete runs only) are added
+// to `values`, one list per SummaryMetrics() entry.
+nlohmann::json RunRow(const ExperimentData& data, size_t i,
+                      const std::vector<RunOutcome>* outcomes,
+                      std::vector<std::vector<double>>* values) {
+  const auto& metrics = SummaryMetrics();
+  const LoadedRun& r = data.runs[i];
+  nlohmann::json j{{"name", r.name},     {"cell", data.cells[r.cell].name},
+                   {"repeat", r.repeat}, {"seed", r.seed},
+                   {"state", r.state},   {"dir", r.dir}};
+  if (outcomes != nullptr && i < outcomes->size()) {
+    j["outcome"] = (*outcomes)[i].state;
+    j["exit_code"] = (*outcomes)[i].exit_code;
+    j["log"] = (*outcomes)[i].log;
+  }
+  const bool use =
+      r.state == "complete" || (data.single_run && r.summary.is_object());
+  for (size_t m = 0; m < metrics.size(); ++m) {
+    const double x = use ? Get(r.summary, metrics[m]) : kNaN;
+    j[metrics[m]] = Num(x);
+    if (use && std::isfinite(x)) (*values)[m].push_back(x);
+  }
+  return j;
+}
+
 // The paper 004-style row of cell `c`: the settings that differ from its
 // reference, accuracy with its interval, training time, time to target.
 // `stats` and `values` are the cell's, per SummaryMetrics() entry.
@@ -358,24 +383,8 @@ nlohmann::json Summarize(const ExperimentData& data,
   std::vector<int> planned(data.cells.size(), 0);
   nlohmann::json runs = nlohmann::json::array();
   for (size_t i = 0; i < data.runs.size(); ++i) {
-    const LoadedRun& r = data.runs[i];
-    planned[r.cell] += 1;
-    nlohmann::json j{{"name", r.name},     {"cell", data.cells[r.cell].name},
-                     {"repeat", r.repeat}, {"seed", r.seed},
-                     {"state", r.state},   {"dir", r.dir}};
-    if (outcomes != nullptr && i < outcomes->size()) {
-      j["outcome"] = (*outcomes)[i].state;
-      j["exit_code"] = (*outcomes)[i].exit_code;
-      j["log"] = (*outcomes)[i].log;
-    }
-    const bool use =
-        r.state == "complete" || (data.single_run && r.summary.is_object());
-    for (size_t m = 0; m < metrics.size(); ++m) {
-      const double x = use ? Get(r.summary, metrics[m]) : kNaN;
-      j[metrics[m]] = Num(x);
-      if (use && std::isfinite(x)) values[r.cell][m].push_back(x);
-    }
-    runs.push_back(j);
+    planned[data.runs[i].cell] += 1;
+    runs.push_back(RunRow(data, i, outcomes, &values[data.runs[i].cell]));
   }
 
   std::vector<std::vector<SampleStats>> stats(data.cells.size());
