@@ -71,7 +71,9 @@ Result<RunSummary> TrainOn(const TrainArgs& args, const Config& config,
   return std::move(*summary);
 }
 
-int RunTrain(const TrainArgs& args, const std::atomic<bool>* stop) {
+int RunTrain(const TrainArgs& given, const std::atomic<bool>* stop) {
+  TrainArgs args = given;
+  args.request = AsLaunchedBefore(given.request);
   auto config = ResolveTrainConfig(args.request);
   if (!config.ok()) {
     LogError("{}", config.status().message());

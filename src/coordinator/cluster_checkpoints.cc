@@ -13,7 +13,7 @@ using Clock = std::chrono::steady_clock;
 Status ClusterCheckpoints::Load(bool announce,
                                 std::shared_ptr<const Checkpoint> loaded) {
   if (loaded == nullptr) {
-    ASSIGN_OR_RETURN(Checkpoint c, LoadNewestCheckpoint(run_dir_.path()));
+    ASSIGN_OR_RETURN(Checkpoint c, LoadNewestIntactCheckpoint(run_dir_.path()));
     loaded = std::make_shared<const Checkpoint>(std::move(c));
   }
   const Checkpoint& c = *loaded;
@@ -49,7 +49,7 @@ Message ClusterCheckpoints::Restore(NodeId id) const {
   std::unique_ptr<Checkpoint> newest;
   const Checkpoint* c = resume_.get();
   if (written_.load() > 0) {
-    auto loaded = LoadNewestCheckpoint(run_dir_.path());
+    auto loaded = LoadNewestIntactCheckpoint(run_dir_.path());
     if (!loaded.ok()) {
       LogError("restart: {}", loaded.status().message());
       return m;

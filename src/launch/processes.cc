@@ -241,7 +241,8 @@ int64_t NewestLoggedStep(const RunDirectory& run_dir) {
 Result<ClusterRestart> PlanRestart(const RunDirectory& run_dir,
                                    const Status& failed, size_t restart,
                                    int most) {
-  ASSIGN_OR_RETURN(Checkpoint newest, LoadNewestCheckpoint(run_dir.path()));
+  ASSIGN_OR_RETURN(Checkpoint newest,
+                   LoadNewestIntactCheckpoint(run_dir.path()));
   ClusterRestart r;
   r.error = failed.message();
   r.steps_logged = NewestLoggedStep(run_dir);

@@ -2,6 +2,7 @@
 
 #include "cluster/run_mode.h"
 #include "common/fs.h"
+#include "common/log.h"
 #include "data/load.h"
 #include "launch/processes.h"
 #include "launch/threads.h"
@@ -38,6 +39,18 @@ Result<RunDirectory> TrainRunDirectory(const TrainRequest& request,
   ASSIGN_OR_RETURN(RunDirectory dir, RunDirectory::Open(request.resume));
   dir.SetTensorBoard(config.GetBool("metrics.tensorboard"));
   return dir;
+}
+
+TrainRequest AsLaunchedBefore(TrainRequest request) {
+  if (request.resume.empty() || request.processes ||
+      !FileExists(JoinPath(request.resume, "pids.json")))
+    return request;
+  LogInfo(
+      "resuming {} as it was launched: one process per node (--processes; "
+      "its pids.json)",
+      request.resume);
+  request.processes = true;
+  return request;
 }
 
 Status CheckLaunch(const TrainRequest& request, const Config& config) {

@@ -34,6 +34,12 @@ Result<Config> ResolveTrainConfig(const TrainRequest& request);
 Result<RunDirectory> TrainRunDirectory(const TrainRequest& request,
                                        const Config& config);
 
+// A resumed run is launched as it was first: a run started with --processes
+// (its run directory has the nodes' pids.json) resumes with --processes
+// when the flag is not given, and the log says so. A request that is not a
+// resume, or that says --processes, is returned as it is.
+TrainRequest AsLaunchedBefore(TrainRequest request);
+
 // Checks that the launch fits the mode (--processes needs a cluster mode).
 // InvalidArgument saying what to change.
 Status CheckLaunch(const TrainRequest& request, const Config& config);

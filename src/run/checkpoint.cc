@@ -9,9 +9,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "common/fs.h"
+#include "common/log.h"
 #include "common/md5.h"
 
 namespace strata {
@@ -135,6 +137,29 @@ Result<std::string> WriteCheckpoint(
 
 Result<Checkpoint> LoadNewestCheckpoint(const std::string& run_dir) {
   return LoadCheckpoint(run_dir, -1);
+}
+
+Result<Checkpoint> LoadNewestIntactCheckpoint(const std::string& run_dir) {
+  const auto complete = Complete(JoinPath(run_dir, kCheckpointDir));
+  if (complete.empty()) return LoadNewestCheckpoint(run_dir);  // NotFound
+  std::optional<Status> newest_error;
+  for (auto it = complete.rbegin(); it != complete.rend(); ++it) {
+    Result<Checkpoint> c = LoadCheckpoint(run_dir, it->first);
+    if (c.ok()) {
+      if (newest_error) {
+        LogWarning(
+            "resuming from the checkpoint of step {} instead of a "
+            "newer one that is damaged",
+            it->first);
+      }
+      return c;
+    }
+    LogWarning("skipping the checkpoint of step {}: {}", it->first,
+               c.status().message());
+    if (!newest_error) newest_error = c.status();
+  }
+  return newest_error->WithContext(fmt::format(
+      "none of the {} checkpoints of {} is intact", complete.size(), run_dir));
 }
 
 Result<Checkpoint> LoadCheckpoint(const std::string& run_dir, int64_t step) {

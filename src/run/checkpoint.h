@@ -45,6 +45,12 @@ Result<std::string> WriteCheckpoint(
 // when there is none; DataLoss naming the file whose size or checksum is
 // wrong (a damaged checkpoint is refused, never half-loaded).
 Result<Checkpoint> LoadNewestCheckpoint(const std::string& run_dir);
+// What a resume loads: the newest checkpoint that is intact. A damaged or
+// unreadable newer one is skipped with a warning that names it and what is
+// wrong (older ones are kept by checkpoint.keep for this). NotFound when
+// there is none; when every one is damaged, the newest one's error, saying
+// how many were tried.
+Result<Checkpoint> LoadNewestIntactCheckpoint(const std::string& run_dir);
 // The checkpoint of `step` (NotFound listing the steps there are), checked
 // as LoadNewestCheckpoint checks it.
 Result<Checkpoint> LoadCheckpoint(const std::string& run_dir, int64_t step);

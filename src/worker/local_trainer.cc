@@ -136,7 +136,7 @@ Status LocalTrainer::SetUp() {
 
 Status LocalTrainer::Resume() {
   ASSIGN_OR_RETURN(::strata::Checkpoint c,
-                   LoadNewestCheckpoint(run_dir_.path()));
+                   LoadNewestIntactCheckpoint(run_dir_.path()));
   ASSIGN_OR_RETURN(const std::string* saved, c.File("config.toml"));
   RETURN_IF_ERROR(CheckResumeConfig(*saved, config_));
   OptimizerState os;

@@ -69,6 +69,40 @@ TEST(CheckpointTest, WrittenWholeOrNotAtAllAndTheNewestKept) {
             Status::Code::kNotFound);
 }
 
+// A resume skips a damaged newest checkpoint for the newest intact one
+// (LoadNewestCheckpoint itself still refuses it, as above).
+TEST(CheckpointTest, AResumeFallsBackToTheNewestIntactCheckpoint) {
+  const std::string run = TempRoot();
+  for (int64_t step : {10, 20, 30}) {
+    ASSERT_TRUE(WriteCheckpoint(run, step,
+                                {{"a.bin", std::string(100, char(step))}},
+                                /*keep=*/3)
+                    .ok());
+  }
+  ASSERT_TRUE(
+      WriteFileAtomic(run + "/checkpoints/step-30/a.bin", "damaged").ok());
+  auto got = LoadNewestIntactCheckpoint(run);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->step, 20);
+  EXPECT_EQ(got->files.at("a.bin"), std::string(100, char(20)));
+  ASSERT_EQ(std::remove((run + "/checkpoints/step-20/a.bin").c_str()), 0);
+  got = LoadNewestIntactCheckpoint(run);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->step, 10);
+  ASSERT_TRUE(
+      WriteFileAtomic(run + "/checkpoints/step-10/a.bin", "damaged").ok());
+  got = LoadNewestIntactCheckpoint(run);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), Status::Code::kDataLoss);
+  EXPECT_NE(got.status().message().find("none of the 3 checkpoints"),
+            std::string::npos)
+      << got.status().message();
+  EXPECT_NE(got.status().message().find("step-30/a.bin"), std::string::npos)
+      << got.status().message();  // the newest one's error
+  EXPECT_EQ(LoadNewestIntactCheckpoint(TempRoot()).status().code(),
+            Status::Code::kNotFound);
+}
+
 TEST(CheckpointTest, AnotherConfigIsRefusedNamingTheKeys) {
   Config a;
   Config b = a;

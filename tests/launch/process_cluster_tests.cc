@@ -247,7 +247,9 @@ TEST(ProcessClusterTest, TheTimelineGathersEveryProcessOnOneClock) {
   for (const auto& [who, c] : clocks.items()) {
     if (who.rfind("coordinator", 0) == 0) continue;
     EXPECT_GT(c.at("samples").get<int64_t>(), 0) << who;
-    EXPECT_GE(c.at("rtt_ns").get<int64_t>(), 2'000'000) << who;  // 2 x 1 ms
+    // 2 x 1 ms of emulated latency; the shaper may hand a message over a
+    // little early (within its learned wake-up lead, tens of us).
+    EXPECT_GE(c.at("rtt_ns").get<int64_t>(), 1'800'000) << who;
     EXPECT_LE(std::abs(c.at("offset_ns").get<int64_t>()),
               c.at("rtt_ns").get<int64_t>() / 2 + 1)
         << who;
@@ -368,6 +370,67 @@ TEST(ProcessClusterTest, ASyncRunKilledWholeResumesToTheSameModel) {
   auto summary =
       nlohmann::json::parse(*ReadFile(cut.run_dir + "/summary.json"));
   EXPECT_GE(summary["resumed_at_step"].get<int64_t>(), 100) << summary.dump();
+  EXPECT_EQ(summary["workers"][1]["iterations"], 300);
+  auto a = ReadFile(whole.run_dir + "/model.safetensors");
+  auto b = ReadFile(cut.run_dir + "/model.safetensors");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(*a == *b) << "the resumed run's model differs";
+}
+
+// The rough edges of a resume (issue 39, part 4): a --processes run killed
+// whole and resumed with plain `strata train --resume DIR` is resumed with
+// one process per node, as it was launched; and its newest checkpoint,
+// damaged, is skipped for the one before it, which still leads to the model
+// of the run that was never stopped (sync is deterministic).
+TEST(ProcessClusterTest, AResumeTakesTheLaunchAndSkipsADamagedCheckpoint) {
+  const std::vector<std::string> set = {
+      "cluster.workers=2", "checkpoint.every_updates=50", "data.shuffle=true",
+      "checkpoint.keep=3"};
+  Launched whole = Launch("sync", set);
+  ASSERT_GT(whole.pid, 0);
+  double secs = 0;
+  ASSERT_EQ(WaitExit(whole.pid, &secs), 0);
+
+  Launched cut = Launch("sync", set);
+  ASSERT_GT(cut.pid, 0);
+  const std::string at100 = cut.run_dir + "/checkpoints/step-100";
+  const auto deadline = Clock::now() + std::chrono::seconds(90);
+  while (Clock::now() < deadline && !FileExists(at100 + "/manifest.json"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(FileExists(at100 + "/manifest.json"));
+  auto pids = nlohmann::json::parse(*ReadFile(cut.run_dir + "/pids.json"));
+  for (const auto& [name, pid] : pids.items())
+    ::kill(pid.get<pid_t>(), SIGKILL);
+  ::kill(cut.pid, SIGKILL);
+  int status = 0;
+  ::waitpid(cut.pid, &status, 0);
+  // Damage the newest checkpoint there is (100, or a later one written
+  // before the kill landed).
+  int64_t newest = 0;
+  for (int64_t step = 50; step <= 300; step += 50)
+    if (FileExists(cut.run_dir + "/checkpoints/step-" + std::to_string(step) +
+                   "/manifest.json"))
+      newest = step;
+  ASSERT_GE(newest, 100);
+  const std::string victim = cut.run_dir + "/checkpoints/step-" +
+                             std::to_string(newest) + "/worker-0.safetensors";
+  ASSERT_TRUE(FileExists(victim));
+  ASSERT_TRUE(WriteFileAtomic(victim, "damaged").ok());
+
+  std::vector<std::string> args = {STRATA_BINARY, "train", "--resume",
+                                   cut.run_dir};  // no --processes
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t resumed = -1;
+  ASSERT_EQ(posix_spawn(&resumed, STRATA_BINARY, nullptr, nullptr, argv.data(),
+                        environ),
+            0);
+  ASSERT_EQ(WaitExit(resumed, &secs), 0);
+  auto summary =
+      nlohmann::json::parse(*ReadFile(cut.run_dir + "/summary.json"));
+  EXPECT_EQ(summary["resumed_at_step"].get<int64_t>(), newest - 50)
+      << summary.dump();
   EXPECT_EQ(summary["workers"][1]["iterations"], 300);
   auto a = ReadFile(whole.run_dir + "/model.safetensors");
   auto b = ReadFile(cut.run_dir + "/model.safetensors");
