@@ -556,8 +556,10 @@ namespace {
 std::vector<std::string> CellHazards(const Config& c) {
   std::vector<std::string> out;
   const std::string mode = c.GetString("cluster.mode");
-  if (mode == "async" || mode == "ssp" || mode == "easgd" || mode == "gossip" ||
-      mode == "tree-easgd")
+  // The modes whose updates follow the workers' timing.
+  static const std::set<std::string> kTimed = {"async", "ssp", "easgd",
+                                               "gossip", "tree-easgd"};
+  if (kTimed.count(mode) != 0)
     out.push_back("cluster.mode = " + mode +
                   " (the order of updates follows the workers' timing)");
   const int64_t k = c.GetInt("cluster.updates_per_step");

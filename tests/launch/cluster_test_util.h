@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -53,6 +54,18 @@ inline Result<RunSummary> RunConfig(const Config& c) {
   if (c.GetString("cluster.mode") == "local")
     return TrainLocal(c, data, dir, nullptr);
   return TrainCluster(c, data, dir, nullptr);
+}
+
+// The run directory under `root` written last (a run's summary.json is
+// among its last files).
+inline std::string NewestRunDir(const std::string& root) {
+  std::string newest;
+  for (const auto& e : std::filesystem::directory_iterator(root)) {
+    if (newest.empty() || std::filesystem::last_write_time(e) >
+                              std::filesystem::last_write_time(newest))
+      newest = e.path().string();
+  }
+  return newest;
 }
 
 inline double MaxAbsDiff(const std::vector<float>& a,

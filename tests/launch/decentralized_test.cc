@@ -147,13 +147,7 @@ TEST(DecentralizedTest, LocalSgdWithTauOneEqualsAllReduce) {
 }
 
 nlohmann::json NewestSummary(const std::string& root) {
-  std::string newest;
-  for (const auto& e : std::filesystem::directory_iterator(root)) {
-    if (newest.empty() || std::filesystem::last_write_time(e) >
-                              std::filesystem::last_write_time(newest))
-      newest = e.path().string();
-  }
-  std::ifstream in(newest + "/summary.json");
+  std::ifstream in(testing_util::NewestRunDir(root) + "/summary.json");
   return nlohmann::json::parse(in);
 }
 

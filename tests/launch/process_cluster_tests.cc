@@ -331,6 +331,30 @@ TEST(ProcessClusterTest, UnderHeavyLoadNoLiveNodeIsDeclaredLost) {
 // it and ends with the model of the run that was never stopped, byte for
 // byte (two workers: a server's sum of two gradients does not depend on
 // their order).
+// Kills every process of a --processes run at once, as a power cut would:
+// the children first, by the PIDs in pids.json, then the launcher.
+void KillWholeRun(const Launched& l) {
+  auto pids = nlohmann::json::parse(*ReadFile(l.run_dir + "/pids.json"));
+  for (const auto& [name, pid] : pids.items())
+    ::kill(pid.get<pid_t>(), SIGKILL);
+  ::kill(l.pid, SIGKILL);
+  int status = 0;
+  ::waitpid(l.pid, &status, 0);
+}
+
+// Starts the strata binary with `args` (after the program name).
+pid_t SpawnStrata(std::vector<std::string> args) {
+  args.insert(args.begin(), STRATA_BINARY);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  EXPECT_EQ(
+      posix_spawn(&pid, STRATA_BINARY, nullptr, nullptr, argv.data(), environ),
+      0);
+  return pid;
+}
+
 TEST(ProcessClusterTest, ASyncRunKilledWholeResumesToTheSameModel) {
   const std::vector<std::string> set = {
       "cluster.workers=2", "checkpoint.every_updates=50", "data.shuffle=true"};
@@ -349,23 +373,12 @@ TEST(ProcessClusterTest, ASyncRunKilledWholeResumesToTheSameModel) {
   ASSERT_TRUE(FileExists(cut.run_dir + "/checkpoints/step-100/manifest.json"));
   // Every process at once: the children first, by their PIDs, then the
   // launcher (the coordinator).
-  auto pids = nlohmann::json::parse(*ReadFile(cut.run_dir + "/pids.json"));
-  for (const auto& [name, pid] : pids.items())
-    ::kill(pid.get<pid_t>(), SIGKILL);
-  ::kill(cut.pid, SIGKILL);
-  int status = 0;
-  ::waitpid(cut.pid, &status, 0);
+  KillWholeRun(cut);
   ASSERT_FALSE(FileExists(cut.run_dir + "/summary.json"));
 
-  std::vector<std::string> args = {STRATA_BINARY, "train", "--processes",
-                                   "--resume", cut.run_dir};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t resumed = -1;
-  ASSERT_EQ(posix_spawn(&resumed, STRATA_BINARY, nullptr, nullptr, argv.data(),
-                        environ),
-            0);
+  const pid_t resumed =
+      SpawnStrata({"train", "--processes", "--resume", cut.run_dir});
+  ASSERT_GT(resumed, 0);
   ASSERT_EQ(WaitExit(resumed, &secs), 0);
   auto summary =
       nlohmann::json::parse(*ReadFile(cut.run_dir + "/summary.json"));
@@ -398,12 +411,7 @@ TEST(ProcessClusterTest, AResumeTakesTheLaunchAndSkipsADamagedCheckpoint) {
   while (Clock::now() < deadline && !FileExists(at100 + "/manifest.json"))
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   ASSERT_TRUE(FileExists(at100 + "/manifest.json"));
-  auto pids = nlohmann::json::parse(*ReadFile(cut.run_dir + "/pids.json"));
-  for (const auto& [name, pid] : pids.items())
-    ::kill(pid.get<pid_t>(), SIGKILL);
-  ::kill(cut.pid, SIGKILL);
-  int status = 0;
-  ::waitpid(cut.pid, &status, 0);
+  KillWholeRun(cut);
   // Damage the newest checkpoint there is (100, or a later one written
   // before the kill landed).
   int64_t newest = 0;
@@ -417,15 +425,9 @@ TEST(ProcessClusterTest, AResumeTakesTheLaunchAndSkipsADamagedCheckpoint) {
   ASSERT_TRUE(FileExists(victim));
   ASSERT_TRUE(WriteFileAtomic(victim, "damaged").ok());
 
-  std::vector<std::string> args = {STRATA_BINARY, "train", "--resume",
-                                   cut.run_dir};  // no --processes
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t resumed = -1;
-  ASSERT_EQ(posix_spawn(&resumed, STRATA_BINARY, nullptr, nullptr, argv.data(),
-                        environ),
-            0);
+  const pid_t resumed =
+      SpawnStrata({"train", "--resume", cut.run_dir});  // no --processes
+  ASSERT_GT(resumed, 0);
   ASSERT_EQ(WaitExit(resumed, &secs), 0);
   auto summary =
       nlohmann::json::parse(*ReadFile(cut.run_dir + "/summary.json"));

@@ -104,16 +104,6 @@ nlohmann::json ReadJson(const std::string& path) {
   return nlohmann::json::parse(in, nullptr, false);
 }
 
-std::string NewestRun(const std::string& root) {
-  std::string newest;
-  for (const auto& e : std::filesystem::directory_iterator(root)) {
-    if (newest.empty() || std::filesystem::last_write_time(e) >
-                              std::filesystem::last_write_time(newest))
-      newest = e.path().string();
-  }
-  return newest;
-}
-
 // The spans of `pid` by name: X slices and async begins.
 std::map<std::string, int> SpansOf(const nlohmann::json& trace, int pid) {
   std::map<std::string, int> n;
@@ -132,7 +122,7 @@ TEST(TimelineRunTest, ASyncRunWritesEveryNodesSpans) {
       With(Base(root), {"cluster.mode=sync", "cluster.workers=2",
                         "cluster.timeline=true", "net.latency_ms=0.2"}));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
-  const std::string dir = NewestRun(root);
+  const std::string dir = testing_util::NewestRunDir(root);
   const nlohmann::json trace = ReadJson(dir + "/timeline.json");
   ASSERT_TRUE(trace.is_object()) << "no timeline.json in " << dir;
   for (int worker : {3, 4}) {
@@ -159,7 +149,8 @@ TEST(TimelineRunTest, OffByDefault) {
   const std::string root = TempRoot();
   auto got = RunConfig(With(Base(root), {"cluster.mode=async"}));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
-  EXPECT_FALSE(std::filesystem::exists(NewestRun(root) + "/timeline.json"));
+  EXPECT_FALSE(std::filesystem::exists(testing_util::NewestRunDir(root) +
+                                       "/timeline.json"));
 }
 
 TEST(TimelineRunTest, AStoppedRunStillWritesIt) {
