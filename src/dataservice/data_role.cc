@@ -11,6 +11,7 @@
 #include "common/md5.h"
 #include "common/mutex.h"
 #include "common/seconds.h"
+#include "common/timeline.h"
 #include "data/batch_cursor.h"
 #include "dataservice/batch_stream.h"
 #include "run/node_life.h"
@@ -158,6 +159,8 @@ Status DataServer::WorkerOf(NodeId id, int* local) const {
 }
 
 void DataServer::OnBatchRequest(Message req) {
+  const timeline::Span span("serve batch", "data", req.header.sender,
+                            node_.rpc().node_id());
   int local = 0;
   Acks acks;
   Status who = WorkerOf(req.header.sender, &local);

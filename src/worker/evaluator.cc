@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/own_thread.h"
 #include "common/seconds.h"
+#include "common/timeline.h"
 #include "worker/batch.h"
 
 namespace strata {
@@ -32,7 +33,11 @@ Result<Model> CreateEvaluatorModel(const ClusterRunOptions& o,
 // workers' teams between evaluations.
 Result<EvalResult> EvaluateSnapshot(Model& model, const DatasetSplits& data,
                                     int64_t eval_batch) {
+  // Its span belongs to the evaluator's node (cluster.timeline), whichever
+  // thread runs it.
+  const int32_t node = timeline::ThreadNode();
   auto evaluate = [&]() -> Result<EvalResult> {
+    const timeline::Span span("evaluate", "eval", -1, node);
     RETURN_IF_ERROR(RecalibrateBatchNorm(*model.net, data.train, eval_batch,
                                          kBatchNormExamples)
                         .status());

@@ -9,6 +9,7 @@
 #include "common/mutex.h"
 #include "common/seconds.h"
 #include "common/thread_priority.h"
+#include "common/timeline.h"
 #include "models/model_file.h"
 #include "run/run_facts.h"
 #include "worker/batch.h"
@@ -151,6 +152,7 @@ void EvaluatorNode::Record(const FinalEvaluation& e, Model& model) {
 }
 
 Status EvaluatorNode::Run() {
+  timeline::SetThread(node_.rpc().node_id(), "main");
   Route();
   RETURN_IF_ERROR(node_.Join(ctx_.coordinator, o_.request_timeout,
                              RunFacts::Of(*ctx_.plan).ToText()));

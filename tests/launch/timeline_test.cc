@@ -134,6 +134,7 @@ TEST(TimelineRunTest, ASyncRunWritesEveryNodesSpans) {
   }
   for (int server : {1, 2})
     EXPECT_GT(SpansOf(trace, server)["handle push"], 0) << server;
+  EXPECT_GT(SpansOf(trace, 5)["evaluate"], 0);  // the evaluator's
   EXPECT_EQ(trace.at("otherData").at("clocks").size(), 6u);
   // The straggler table, in every summary.
   const nlohmann::json summary = ReadJson(dir + "/summary.json");
@@ -143,6 +144,21 @@ TEST(TimelineRunTest, ASyncRunWritesEveryNodesSpans) {
     EXPECT_GE(row.at("step_p99_s").get<double>(),
               row.at("step_p50_s").get<double>());
   }
+}
+
+TEST(TimelineRunTest, TheDataServersServingIsOnIt) {
+  const std::string root = TempRoot();
+  // Nodes: coordinator 0, servers 1-2, workers 3-4, evaluator 5, data
+  // server 6.
+  auto got = RunConfig(With(
+      Base(root), {"cluster.mode=async", "cluster.workers=2",
+                   "cluster.data_servers=1", "cluster.timeline=true"}));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  const nlohmann::json trace =
+      ReadJson(testing_util::NewestRunDir(root) + "/timeline.json");
+  ASSERT_TRUE(trace.is_object());
+  EXPECT_GT(SpansOf(trace, 6)["serve batch"], 0);
+  EXPECT_GT(SpansOf(trace, 3)["batch_request"], 0);  // the worker's request
 }
 
 TEST(TimelineRunTest, OffByDefault) {
