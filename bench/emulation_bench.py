@@ -14,28 +14,14 @@ Needs STRATA_DATA_DIR (MNIST). Figures are medians of --repeats runs.
    compute left out), and the same run without net.*.
 """
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
+from mnist_run import train
+
 PARAMS = 784 * 256 + 256 + 256 * 10 + 10
-
-
-def train(exe, sets, root, name):
-    args = [exe, "train", "-c", "examples/mnist_mlp.toml",
-            "--set", f"data.dir={os.environ['STRATA_DATA_DIR']}/mnist",
-            "--set", f"run.dir={root}", "--set", f"run.name={name}",
-            "--set", "metrics.tensorboard=false", "--set", "eval.every_s=1000",
-            "--set", "cluster.threads_per_worker=1"]
-    for s in sets:
-        args += ["--set", s]
-    subprocess.run(args, check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
-    with open(os.path.join(root, name, "summary.json")) as f:
-        return json.load(f)
 
 
 def pacing(exe, root, repeats):

@@ -25,6 +25,8 @@ import statistics
 import subprocess
 import tempfile
 
+from mnist_run import train
+
 ROWS = {
     "sync-mlp": ("examples/mnist_mlp.toml",
                  ["cluster.mode=sync", "cluster.workers=2",
@@ -38,18 +40,8 @@ ROWS = {
 }
 
 
-def train(exe, config, sets, root, name):
-    args = [exe, "train", "-c", config,
-            "--set", f"data.dir={os.environ['STRATA_DATA_DIR']}/mnist",
-            "--set", f"run.dir={root}", "--set", f"run.name={name}",
-            "--set", "metrics.tensorboard=false", "--set", "eval.every_s=1000",
-            "--set", "cluster.threads_per_worker=1"]
-    for s in sets:
-        args += ["--set", s]
-    subprocess.run(args, check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
-    with open(os.path.join(root, name, "summary.json")) as f:
-        s = json.load(f)
+def run(exe, config, sets, root, name):
+    s = train(exe, sets, root, name, config)
     spans = 0
     path = os.path.join(root, name, "timeline.json")
     if os.path.exists(path):
@@ -85,7 +77,7 @@ def main():
                 got = {}
                 order = ["off", "on"] if p % 2 == 0 else ["on", "off"]
                 for which in order:
-                    s, n = train(exe, config,
+                    s, n = run(exe, config,
                                  sets + [f"cluster.timeline={'true' if which == 'on' else 'false'}"],
                                  root, f"{row}-{p}-{which}")
                     got[which] = s

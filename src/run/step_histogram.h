@@ -56,14 +56,14 @@ class StepHistogram {
       const int b = e[0].get<int>();
       const int64_t n = e[1].get<int64_t>();
       if (b < 0 || b >= kBuckets || n < 0) continue;
-      h.counts_[static_cast<size_t>(b)] += n;
+      h.counts_[static_cast<size_t>(b)] += static_cast<uint32_t>(n);
       h.total_ += n;
     }
     return h;
   }
 
  private:
-  std::array<int64_t, kBuckets> counts_{};
+  std::array<uint32_t, kBuckets> counts_{};
   int64_t total_ = 0;
 };
 

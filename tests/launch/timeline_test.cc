@@ -150,9 +150,9 @@ TEST(TimelineRunTest, TheDataServersServingIsOnIt) {
   const std::string root = TempRoot();
   // Nodes: coordinator 0, servers 1-2, workers 3-4, evaluator 5, data
   // server 6.
-  auto got = RunConfig(With(
-      Base(root), {"cluster.mode=async", "cluster.workers=2",
-                   "cluster.data_servers=1", "cluster.timeline=true"}));
+  auto got = RunConfig(
+      With(Base(root), {"cluster.mode=async", "cluster.workers=2",
+                        "cluster.data_servers=1", "cluster.timeline=true"}));
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   const nlohmann::json trace =
       ReadJson(testing_util::NewestRunDir(root) + "/timeline.json");
