@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/fs.h"
 #include "common/log.h"
+#include "coordinator/resize_restore.h"
 #include "ps/protocol.h"
 
 namespace strata {
@@ -18,7 +20,8 @@ Status ClusterCheckpoints::Load(bool announce,
   }
   const Checkpoint& c = *loaded;
   ASSIGN_OR_RETURN(const std::string* saved, c.File("config.toml"));
-  RETURN_IF_ERROR(CheckResumeConfig(*saved, config_));
+  RETURN_IF_ERROR(
+      CheckResumeConfig(*saved, config_, /*workers_may_change=*/true));
   auto coord = c.File("coordinator.json");
   if (!coord.ok()) {
     return Status::FailedPrecondition(
@@ -28,10 +31,43 @@ Status ClusterCheckpoints::Load(bool announce,
   if (!meta_.is_object()) {
     return Status::DataLoss("{}/coordinator.json: bad JSON", c.dir);
   }
+  ASSIGN_OR_RETURN(const int from, CheckpointWorkers(c));
+  const int to = o_.roles.num_workers();
+  RETURN_IF_ERROR(CheckResize(o_.mode, from, to, o_.data_servers,
+                              config_.GetString("data.shard_plan")));
+  resize_ = ClusterSummary::Resize{};
+  if (from != to) {
+    resize_.from_workers = from;
+    resize_.to_workers = to;
+    resize_.at_step = c.step;
+    ASSIGN_OR_RETURN(resize_.retired_samples, RetiredSamples(c, to));
+  }
   resume_ = std::move(loaded);
-  if (announce)
+  if (announce && from != to) {
+    LogInfo(
+        "resuming from {} (step {}) on {} workers instead of {}: the rest "
+        "of the epoch is re-planned over them",
+        resume_->dir, resume_->step, to, from);
+  } else if (announce) {
     LogInfo("resuming from {} (step {})", resume_->dir, resume_->step);
+  }
   return Status::Ok();
+}
+
+Result<int64_t> ClusterCheckpoints::RetiredSamples(const Checkpoint& c,
+                                                   int to) {
+  ASSIGN_OR_RETURN(const int from, CheckpointWorkers(c));
+  int64_t samples = 0;
+  for (int w = to; w < from; ++w) {
+    ASSIGN_OR_RETURN(const std::string* text,
+                     c.File(fmt::format("worker-{}.json", w)));
+    const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+    if (!j.is_object())
+      return Status::DataLoss("{}/worker-{}.json: bad JSON", c.dir, w);
+    samples += j.value("counters", nlohmann::json::object())
+                   .value("samples", int64_t{0});
+  }
+  return samples;
 }
 
 Message ClusterCheckpoints::Restore(NodeId id) const {
@@ -58,6 +94,17 @@ Message ClusterCheckpoints::Restore(NodeId id) const {
     c = newest.get();
   }
   if (c == nullptr) return m;
+  if (role == Role::kWorker) {
+    Result<int> from = CheckpointWorkers(*c);
+    if (from.ok() && *from != o_.roles.num_workers()) {
+      Result<Message> resized =
+          ResizedWorkerState(*c, o_.mode, *from, o_.roles.num_workers(), index);
+      if (resized.ok()) return std::move(resized).value();
+      LogError("resume: {}: {}", o_.roles.Describe(id),
+               resized.status().message());
+      return m;
+    }
+  }
   auto json = c->File(name + ".json");
   // Data servers keep no tensors.
   auto tensors = role == Role::kData ? json : c->File(name + ".safetensors");
@@ -191,6 +238,13 @@ Result<std::shared_ptr<const Checkpoint>> CheckResumable(
   if (!o.resume) return std::shared_ptr<const Checkpoint>();
   ClusterCheckpoints checked(config, o, run_dir);
   RETURN_IF_ERROR(checked.Load(/*announce=*/false));
+  // The run's config.toml says how it goes on (the nodes a --processes
+  // launch starts read it): with what a resume may change, e.g. another
+  // cluster.workers. Written only now that the checkpoint accepted it.
+  Config goes_on = config;
+  RETURN_IF_ERROR(goes_on.ApplyOverride("checkpoint.resume=false"));
+  RETURN_IF_ERROR(
+      WriteFileAtomic(run_dir.File("config.toml"), goes_on.ToToml()));
   return checked.loaded();
 }
 

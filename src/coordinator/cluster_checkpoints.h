@@ -12,6 +12,7 @@
 #include "run/checkpoint.h"
 #include "run/options.h"
 #include "run/run_dir.h"
+#include "run/summary.h"
 
 namespace strata {
 
@@ -41,6 +42,8 @@ class ClusterCheckpoints {
   const std::shared_ptr<const Checkpoint>& loaded() const { return resume_; }
   const std::string& dir() const { return resume_->dir; }
   int64_t step() const { return resume_ ? resume_->step : 0; }
+  // A resume on another number of workers (from_workers 0: none).
+  const ClusterSummary::Resize& resize() const { return resize_; }
   // Training seconds before the resumed checkpoint.
   double prior_train_s() const {
     return meta_.is_object() ? meta_.value("train_s", 0.0) : 0.0;
@@ -70,6 +73,9 @@ class ClusterCheckpoints {
   // Every server's state (JSON and safetensors) and version.
   Status AddServerStates(Coordinator& coordinator, Files& files,
                          nlohmann::json& versions);
+  // The samples the workers that a resume on `to` workers leaves out had
+  // trained (they still count in the run's total).
+  static Result<int64_t> RetiredSamples(const Checkpoint& c, int to);
   // Every data server's cursor (they keep no tensors).
   Status AddDataStates(Coordinator& coordinator, Files& files);
 
@@ -78,6 +84,7 @@ class ClusterCheckpoints {
   const RunDirectory& run_dir_;
   std::shared_ptr<const Checkpoint> resume_;
   nlohmann::json meta_;
+  ClusterSummary::Resize resize_;
   // The newest state of every worker (a finished one keeps its last).
   std::map<int, std::pair<std::string, std::string>> workers_;
   std::map<int, int64_t> worker_steps_;
@@ -90,6 +97,8 @@ class ClusterCheckpoints {
 // of after every node waited for a coordinator that stopped). Returns the
 // checkpoint it read and checked (null when not resuming), for the
 // coordinator of this process to resume from without reading it again.
+// The run's config.toml is then rewritten with `config` (what the resume
+// changed, e.g. cluster.workers; checkpoint.resume as false).
 Result<std::shared_ptr<const Checkpoint>> CheckResumable(
     const Config& config, const ClusterRunOptions& options,
     const RunDirectory& run_dir);

@@ -20,6 +20,22 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
+// A resume on another number of workers: recorded, with the samples of the
+// workers it left out still in the run's total, and the workers' account
+// of the rest of the epoch they re-planned.
+void AddResize(const ClusterSummary::Resize& resize, ClusterSummary& s) {
+  if (resize.from_workers == 0) return;
+  s.resize = resize;
+  s.samples += resize.retired_samples;
+  s.samples_per_s = s.train_s > 0 ? s.samples / s.train_s : 0.0;
+  for (const auto& w : s.workers) {
+    if (!w || w->replan_examples < 0) continue;
+    s.resize.remainder_examples = w->replan_examples;
+    s.resize.remainder_max_tv =
+        std::max(s.resize.remainder_max_tv, w->replan_tv);
+  }
+}
+
 // One run of the coordinator role, from its options to its summary.
 class CoordinatorRun {
  public:
@@ -222,6 +238,7 @@ Result<ClusterSummary> CoordinatorRun::Run(
   if (checkpoints_.resuming()) {
     summary.resumed_from = checkpoints_.dir();
     summary.resumed_at_step = checkpoints_.step();
+    AddResize(checkpoints_.resize(), summary);
   }
   if (o_.checkpoints()) summary.checkpoints_written = checkpoints_.written();
   SetPhase(coordinator, run_status.ok() ? RunPhase::kDone : RunPhase::kFailed);

@@ -208,10 +208,12 @@ Result<Checkpoint> LoadCheckpoint(const std::string& run_dir, int64_t step) {
   return c;
 }
 
-Status CheckResumeConfig(const std::string& saved_toml, const Config& now) {
+Status CheckResumeConfig(const std::string& saved_toml, const Config& now,
+                         bool workers_may_change) {
   ASSIGN_OR_RETURN(Config saved, Config::FromTomlString(
                                      saved_toml, "the checkpoint's config"));
-  auto ignored = [](const std::string& k) {
+  auto ignored = [workers_may_change](const std::string& k) {
+    if (workers_may_change && k == "cluster.workers") return true;
     for (const char* prefix : {"checkpoint.", "metrics."})
       if (k.rfind(prefix, 0) == 0) return true;
     if (k.rfind("run.", 0) == 0) return k != "run.seed";

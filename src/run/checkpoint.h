@@ -60,7 +60,9 @@ Result<Checkpoint> LoadCheckpoint(const std::string& run_dir, int64_t step);
 // except run.seed, checkpoint.*, metrics.*, train.log_every, train.threads,
 // cluster.threads_per_worker, cluster timeouts and addresses).
 // FailedPrecondition listing them ("model.name: \"lenet\" in the checkpoint,
-// \"mlp\" now"), or OK.
-Status CheckResumeConfig(const std::string& saved_toml, const Config& now);
+// \"mlp\" now"), or OK. `workers_may_change`: a cluster checkpoint, which
+// resumes on another cluster.workers (coordinator/resize_restore.h).
+Status CheckResumeConfig(const std::string& saved_toml, const Config& now,
+                         bool workers_may_change = false);
 
 }  // namespace strata

@@ -211,6 +211,14 @@ nlohmann::json ClusterSummary::ToJson() const {
     j["resumed_from"] = *resumed_from;
     j["resumed_at_step"] = resumed_at_step;
   }
+  if (resize.from_workers > 0) {
+    j["resize"] = {{"from_workers", resize.from_workers},
+                   {"to_workers", resize.to_workers},
+                   {"at_step", resize.at_step},
+                   {"retired_samples", resize.retired_samples},
+                   {"remainder_examples", resize.remainder_examples},
+                   {"remainder_max_tv", resize.remainder_max_tv}};
+  }
   if (checkpoints_written) j["checkpoints_written"] = *checkpoints_written;
   if (!node_restarts.empty()) {
     nlohmann::json restarted = nlohmann::json::array();

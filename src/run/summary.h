@@ -118,6 +118,20 @@ struct ClusterSummary {
   bool gossip = false;  // report the gossip weights' total
   std::optional<std::string> resumed_from;
   int64_t resumed_at_step = 0;
+  // A resume on another number of workers (docs/design/elastic.md):
+  // summary.json's "resize", absent when from_workers is 0.
+  struct Resize {
+    int from_workers = 0, to_workers = 0;
+    int64_t at_step = 0;
+    // What the workers the resume left out had trained (in `samples`).
+    int64_t retired_samples = 0;
+    // The rest of the epoch, re-planned: its examples over every worker
+    // and the largest class TV distance of a worker's part (-1: not
+    // reported).
+    int64_t remainder_examples = 0;
+    double remainder_max_tv = -1;
+  };
+  Resize resize;
   std::optional<int64_t> checkpoints_written;
   std::vector<NodeRestart> node_restarts;
   std::vector<ClusterRestart> restarts;  // --processes lives

@@ -57,6 +57,11 @@ struct WorkerMetrics {
   double speed = 1;
   double paced_s = 0;
   StepHistogram step_times;  // each step's wall time (the straggler table)
+  // A resume on another number of workers: the examples left in the epoch
+  // over every worker (-1: nothing re-planned) and the class TV distance
+  // of this worker's part (worker/epoch_remainder.h).
+  int64_t replan_examples = -1;
+  double replan_tv = 0;
 
   void NoteStaleness(int64_t s) {
     if (s < 0) return;
@@ -131,6 +136,10 @@ struct WorkerMetrics {
     if (gossip_weight > 0) j["gossip_weight"] = gossip_weight;
     if (!error.empty()) j["error"] = error;
     if (!collective.empty()) j["collective"] = collective;
+    if (replan_examples >= 0) {
+      j["replan_examples"] = replan_examples;
+      j["replan_tv"] = replan_tv;
+    }
     return j;
   }
   static WorkerMetrics FromWire(const nlohmann::json& j) {
@@ -142,6 +151,8 @@ struct WorkerMetrics {
     m.gossip_weight = j.value("gossip_weight", 0.0f);
     m.error = j.value("error", std::string());
     m.collective = j.value("collective", std::string());
+    m.replan_examples = j.value("replan_examples", int64_t{-1});
+    m.replan_tv = j.value("replan_tv", 0.0);
     return m;
   }
 
@@ -169,6 +180,10 @@ struct WorkerMetrics {
     }
     if (!error.empty()) j["error"] = error;
     if (!collective.empty()) j["collective"] = collective;
+    if (replan_examples >= 0) {
+      j["replan_examples"] = replan_examples;
+      j["replan_tv"] = replan_tv;
+    }
     return j;
   }
 };

@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "common/log.h"
 #include "data/batch_cursor.h"
 
 namespace strata {
@@ -19,12 +20,20 @@ Status BatchSource::RestoreState(const nlohmann::json& state) {
 
 namespace {
 
-// Batches from the worker's own sampler over its shard.
+// Batches from the worker's own sampler over its shard. A run resumed on
+// another number of workers first finishes the epoch the old workers were
+// in: this worker's part of what they had left (worker/epoch_remainder.h),
+// drawn by a sampler of the same kind, then goes on with its new shard.
 class ShardBatches final : public BatchSource {
  public:
   ShardBatches(const ClusterRunOptions& o, int index, const Dataset& train,
-               std::unique_ptr<BatchSampler> sampler)
+               std::unique_ptr<BatchSampler> sampler, const ShardSet& shards,
+               ShardsFor shards_for)
       : BatchSource(o, train, index),
+        o_(o),
+        train_(train),
+        shards_(shards),
+        shards_for_(std::move(shards_for)),
         sampler_(std::move(sampler)),
         batch_size_(o.worker_batch),
         total_(o.iterations > 0
@@ -34,31 +43,113 @@ class ShardBatches final : public BatchSource {
   int64_t total_steps() const override { return total_; }
   bool wants_losses() const override { return sampler_->wants_losses(); }
   Result<bool> Next(Batch* batch, int64_t* epoch) override {
-    *epoch = sampler_->Next(batch_size_, &indices_);
+    if (rest_done_) rest_.reset();
+    from_rest_ = rest_ != nullptr;
+    if (from_rest_) {
+      rest_->Next(batch_size_, &indices_);
+      rest_done_ = rest_->epoch_finished();
+      *epoch = rest_epoch_;
+    } else {
+      *epoch = sampler_->Next(batch_size_, &indices_) + epoch_offset_;
+    }
     *batch = batcher_.Gather(indices_);
     return true;
   }
   void Done(const std::vector<float>& losses) override {
-    if (sampler_->wants_losses()) sampler_->Observe(indices_, losses.data());
+    BatchSampler* from = from_rest_ ? rest_.get() : sampler_.get();
+    if (from->wants_losses()) from->Observe(indices_, losses.data());
   }
   void SaveState(nlohmann::json& state) const override {
     BatchSource::SaveState(state);
     state["sampler"] = sampler_->SaveState();
+    state["epoch_offset"] = epoch_offset_;
+    if (rest_ && !rest_done_) {
+      state["rest"] = {{"ids", rest_ids_},
+                       {"epoch", rest_epoch_},
+                       {"sampler", rest_->SaveState()}};
+    }
   }
-  Status RestoreState(const nlohmann::json& state) override {
-    Status st =
-        sampler_->RestoreState(state.value("sampler", nlohmann::json()));
-    if (!st.ok())
-      return Status::DataLoss("worker {} state: {}", index_, st.message());
-    return BatchSource::RestoreState(state);
-  }
+  Status RestoreState(const nlohmann::json& state) override;
 
  private:
+  // The sampler over this worker's part of the epoch `epoch`.
+  Status StartRest(std::vector<int64_t> ids, int64_t epoch);
+  // A resume on another worker count: the rest of the epoch re-planned.
+  Status Replan(const nlohmann::json& resize);
+  Status DataLoss(const Status& st) const {
+    return Status::DataLoss("worker {} state: {}", index_, st.message());
+  }
+
+  const ClusterRunOptions& o_;
+  const Dataset& train_;
+  const ShardSet& shards_;
+  const ShardsFor shards_for_;
   const std::unique_ptr<BatchSampler> sampler_;
   const int64_t batch_size_;
   const int64_t total_;
   std::vector<int64_t> indices_;
+  // The new shard's epochs count from here (a resize's next epoch).
+  int64_t epoch_offset_ = 0;
+  // The rest of an epoch after a resize (null: none, or drawn).
+  std::unique_ptr<BatchSampler> rest_;
+  std::vector<int64_t> rest_ids_;
+  int64_t rest_epoch_ = 0;
+  bool rest_done_ = false;
+  bool from_rest_ = false;  // the last batch came from rest_
 };
+
+Status ShardBatches::StartRest(std::vector<int64_t> ids, int64_t epoch) {
+  rest_ids_ = ids;
+  rest_epoch_ = epoch;
+  rest_done_ = false;
+  const uint64_t seed = BatchCursor::SamplerSeed(o_.seed, index_) ^
+                        (0xA5A5A5A5ULL * static_cast<uint64_t>(epoch + 1));
+  ASSIGN_OR_RETURN(rest_,
+                   MakeBatchSampler(o_.sampler, std::move(ids), train_.labels,
+                                    shards_.cluster_ids, seed, o_.shuffle,
+                                    o_.loss_aware_max_boost));
+  return Status::Ok();
+}
+
+Status ShardBatches::Replan(const nlohmann::json& resize) {
+  if (!shards_for_) {
+    return Status::FailedPrecondition(
+        "worker {}: a resume on another worker count needs the run's "
+        "shards for the old count",
+        index_);
+  }
+  ASSIGN_OR_RETURN(EpochRemainder r,
+                   ReplanEpoch(o_, resize, index_, train_, shards_for_));
+  epoch_offset_ = r.next_epoch;
+  replan_examples_ = r.examples;
+  replan_tv_ = r.tv;
+  LogInfo(
+      "worker {}: resumed on {} workers (the checkpoint's: {}): {} of the {} "
+      "examples left in epoch {} are its part (class TV {:.4f}; the largest "
+      "part's {:.4f}), then its new shard from epoch {}",
+      index_, o_.roles.num_workers(), resize.value("from_workers", 0),
+      r.mine.size(), r.examples, r.epoch, r.tv, r.max_tv, r.next_epoch);
+  if (r.mine.empty()) return Status::Ok();
+  return StartRest(std::move(r.mine), r.epoch);
+}
+
+Status ShardBatches::RestoreState(const nlohmann::json& state) {
+  if (state.contains("resize")) {
+    RETURN_IF_ERROR(Replan(state["resize"]));
+    return BatchSource::RestoreState(state);
+  }
+  Status st = sampler_->RestoreState(state.value("sampler", nlohmann::json()));
+  if (!st.ok()) return DataLoss(st);
+  epoch_offset_ = state.value("epoch_offset", int64_t{0});
+  if (state.contains("rest")) {
+    const nlohmann::json& rest = state["rest"];
+    RETURN_IF_ERROR(StartRest(rest.value("ids", std::vector<int64_t>()),
+                              rest.value("epoch", int64_t{0})));
+    st = rest_->RestoreState(rest.value("sampler", nlohmann::json()));
+    if (!st.ok()) return DataLoss(st);
+  }
+  return BatchSource::RestoreState(state);
+}
 
 // Batches the data service streams (dataservice/batch_stream.h).
 class StreamedBatches final : public BatchSource {
@@ -103,11 +194,9 @@ class StreamedBatches final : public BatchSource {
 
 }  // namespace
 
-Result<std::unique_ptr<BatchSource>> MakeBatchSource(const ClusterRunOptions& o,
-                                                     int index,
-                                                     const Dataset& train,
-                                                     const ShardSet* shards,
-                                                     BatchStream* stream) {
+Result<std::unique_ptr<BatchSource>> MakeBatchSource(
+    const ClusterRunOptions& o, int index, const Dataset& train,
+    const ShardSet* shards, BatchStream* stream, ShardsFor shards_for) {
   if (stream != nullptr) {
     return std::unique_ptr<BatchSource>(
         new StreamedBatches(o, index, train, *stream));
@@ -123,8 +212,8 @@ Result<std::unique_ptr<BatchSource>> MakeBatchSource(const ClusterRunOptions& o,
                                     train.labels, shards->cluster_ids,
                                     BatchCursor::SamplerSeed(o.seed, index),
                                     o.shuffle, o.loss_aware_max_boost));
-  return std::unique_ptr<BatchSource>(
-      new ShardBatches(o, index, train, std::move(sampler)));
+  return std::unique_ptr<BatchSource>(new ShardBatches(
+      o, index, train, std::move(sampler), *shards, std::move(shards_for)));
 }
 
 }  // namespace strata

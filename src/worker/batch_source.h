@@ -12,6 +12,7 @@
 #include "run/options.h"
 #include "sharding/resolve.h"
 #include "worker/batch.h"
+#include "worker/epoch_remainder.h"
 
 namespace strata {
 
@@ -48,6 +49,11 @@ class BatchSource {
   virtual double wait_s() const { return -1; }
   // After the last step: the last acknowledgements.
   virtual Status Finish() { return Status::Ok(); }
+  // After a resume on another worker count: the examples left in the epoch
+  // over every worker (-1: nothing re-planned) and the class TV distance
+  // of this worker's part.
+  int64_t replan_examples() const { return replan_examples_; }
+  double replan_tv() const { return replan_tv_; }
 
  protected:
   // Worker `index`'s batcher: options.augment, seeded from run.seed and the
@@ -58,14 +64,19 @@ class BatchSource {
         index_(index) {}
   Batcher batcher_;
   const int index_;
+  int64_t replan_examples_ = -1;
+  double replan_tv_ = 0;
 };
 
 // Worker `index`'s source: with a `stream` the data service's batches
 // (`shards` unused; `train` gives only the shape), otherwise the sampler
-// options.sampler over shards->worker_indices[index]. InvalidArgument
-// for a worker without examples or a sampler that cannot be built.
+// options.sampler over shards->worker_indices[index] (`shards` outlives
+// it). `shards_for` gives the old worker count's shards when the worker
+// resumes from a checkpoint of another size (may be empty otherwise).
+// InvalidArgument for a worker without examples or a sampler that cannot
+// be built.
 Result<std::unique_ptr<BatchSource>> MakeBatchSource(
     const ClusterRunOptions& options, int index, const Dataset& train,
-    const ShardSet* shards, BatchStream* stream);
+    const ShardSet* shards, BatchStream* stream, ShardsFor shards_for = {});
 
 }  // namespace strata

@@ -97,6 +97,8 @@ Result<int64_t> CheckpointParticipant::RestoreParts(
   parts.faults.RestoreState(resumed_.value("delay_rng", ""));
   parts.metrics.RestoreCounters(
       resumed_.value("counters", nlohmann::json::object()));
+  parts.metrics.replan_examples = parts.source.replan_examples();
+  parts.metrics.replan_tv = parts.source.replan_tv();
   parts.published.Publish(parts.model.params, parts.model.size, first_step);
   LogInfo("worker {}: resumed at step {}", index_, first_step);
   return first_step;

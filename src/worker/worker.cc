@@ -149,8 +149,8 @@ Status WorkerLoop::SetUpExchange() {
 
 // The batch source, the resumed cursors and the profiler window.
 Status WorkerLoop::SetUpData() {
-  ASSIGN_OR_RETURN(
-      source_, MakeBatchSource(o_, s_.index, *s_.train, s_.shards, s_.stream));
+  ASSIGN_OR_RETURN(source_, MakeBatchSource(o_, s_.index, *s_.train, s_.shards,
+                                            s_.stream, s_.shards_for));
   ASSIGN_OR_RETURN(first_step_, checkpoints_.RestoreParts(Parts()));
   // Worker 0 alone: LibTorch's profiler is one per process.
   profiler_ = std::make_unique<StepProfiler>(

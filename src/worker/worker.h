@@ -11,6 +11,7 @@
 #include "run/worker_metrics.h"
 #include "sharding/resolve.h"
 #include "worker/checkpoint_participant.h"
+#include "worker/epoch_remainder.h"
 #include "worker/published_model.h"
 
 namespace strata {
@@ -23,6 +24,9 @@ struct WorkerSetup {
   const Dataset* train = nullptr;
   // Which examples each worker trains on (unused with a `stream`).
   const ShardSet* shards = nullptr;
+  // The shards for another worker count: a resume from a checkpoint of
+  // another size re-plans the rest of its epoch (may be empty).
+  ShardsFor shards_for;
   // The endpoint, membership, key layout, mailbox and optimizer the
   // exchange strategy uses; the model's buffers are filled in by the loop.
   ExchangeEnv env;

@@ -149,6 +149,13 @@ Result<WorkerMetrics> WorkerNode::Train() {
   setup.index = index_;
   setup.train = service_ ? &shape_ : &ctx_.data->train;
   setup.shards = service_ ? nullptr : ctx_.plan->shards.get();
+  if (!service_) {
+    const Config* config = ctx_.config;
+    const Dataset* train = &ctx_.data->train;
+    setup.shards_for = [config, train](int n) {
+      return ResolveShards(*config, *train, n);
+    };
+  }
   setup.env.rpc = &node_.rpc();
   setup.env.member = &node_.member();
   setup.env.layout = &p.layout;

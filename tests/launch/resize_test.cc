@@ -1,0 +1,156 @@
+// A cluster run resumed on another number of workers (`strata train
+// --resume DIR --set cluster.workers=M`, docs/design/elastic.md): sync,
+// allreduce and ring, 4 -> 2 and 2 -> 4 workers, as threads. The resumed
+// run finishes every step, counts the left-out workers' samples, re-plans
+// the rest of the epoch (recorded in summary.json "resize"), and trains as
+// well as the run that was never cut. What cannot resize is refused
+// before any node starts, saying why.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "common/fs.h"
+#include "data/load.h"
+#include "launch/cluster_test_util.h"
+
+namespace strata {
+namespace {
+
+using testing_util::Base;
+using testing_util::RunConfig;
+using testing_util::TempRoot;
+using testing_util::With;
+
+// Removes the checkpoints after step 20, as if the run had died there.
+void CutAfter20(const std::string& run) {
+  for (const auto& e :
+       std::filesystem::directory_iterator(run + "/checkpoints")) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("step-", 0) == 0 && std::stoll(name.substr(5)) > 20)
+      std::filesystem::remove_all(e.path());
+  }
+  ASSERT_TRUE(FileExists(run + "/checkpoints/step-20/manifest.json"));
+}
+
+Result<RunSummary> Resume(const Config& c, const std::string& run_dir) {
+  ASSIGN_OR_RETURN(DatasetSplits data, LoadDatasetFromConfig(c));
+  ASSIGN_OR_RETURN(RunDirectory dir, RunDirectory::Open(run_dir));
+  return TrainCluster(With(c, {"checkpoint.resume=true"}), data, dir, nullptr);
+}
+
+struct ResizeCase {
+  std::string mode;
+  int from, to;
+};
+
+class ClusterResizeTest : public ::testing::TestWithParam<ResizeCase> {};
+
+TEST_P(ClusterResizeTest, AResumeOnAnotherWorkerCountFinishesTheRun) {
+  const ResizeCase& p = GetParam();
+  const std::string root = TempRoot();
+  // 512 examples, a global batch of 32: 16 steps an epoch, 3 epochs.
+  const Config c =
+      With(Base(root),
+           {"cluster.mode=" + p.mode, "train.iterations=0", "train.epochs=3",
+            "data.shuffle=true", "data.sharding.method=stratified",
+            "data.sampler=stratified", "checkpoint.every_updates=10",
+            "checkpoint.keep=10", "cluster.request_timeout_ms=20000",
+            "cluster.workers=" + std::to_string(p.from)});
+  auto whole = RunConfig(With(c, {"run.name=whole"}));
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  auto cut = RunConfig(With(c, {"run.name=cut"}));
+  ASSERT_TRUE(cut.ok()) << cut.status().ToString();
+  ASSERT_NO_FATAL_FAILURE(CutAfter20(root + "/cut"));
+
+  const Config resized =
+      With(c, {"run.name=cut", "cluster.workers=" + std::to_string(p.to)});
+  auto resumed = Resume(resized, root + "/cut");
+  ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+  // Every sample of the 3 epochs, the left-out workers' included.
+  EXPECT_EQ(resumed->samples, whole->samples);
+  EXPECT_EQ(whole->samples, 3 * 512);
+  // Two sync runs of this config that differ only in data order end about
+  // 0.05 apart on its 128 validation examples.
+  EXPECT_NEAR(resumed->final_val_acc, whole->final_val_acc, 0.15);
+  auto text = ReadFile(root + "/cut/summary.json");
+  ASSERT_TRUE(text.ok());
+  const nlohmann::json s = nlohmann::json::parse(*text);
+  ASSERT_TRUE(s.contains("resize")) << s.dump();
+  const nlohmann::json& r = s["resize"];
+  EXPECT_EQ(r["from_workers"], p.from);
+  EXPECT_EQ(r["to_workers"], p.to);
+  EXPECT_EQ(r["at_step"], 20);
+  // Step 20 is 4 steps into epoch 1: 12 of its 16 steps, 384 examples,
+  // are left.
+  EXPECT_EQ(r["remainder_examples"], 384);
+  // Stratified parts of a stratified remainder: close to the dataset's
+  // class distribution.
+  EXPECT_GE(r["remainder_max_tv"].get<double>(), 0);
+  EXPECT_LT(r["remainder_max_tv"].get<double>(), 0.1);
+  EXPECT_EQ(s["workers"].size(), static_cast<size_t>(p.to));
+  int64_t retired = 0;
+  if (p.to < p.from) retired = (p.from - p.to) * 20 * (32 / p.from);
+  EXPECT_EQ(r["retired_samples"], retired);
+  EXPECT_EQ(s["worker_batch"], 32 / p.to);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, ClusterResizeTest,
+                         ::testing::Values(ResizeCase{"sync", 4, 2},
+                                           ResizeCase{"sync", 2, 4},
+                                           ResizeCase{"allreduce", 4, 2},
+                                           ResizeCase{"allreduce", 2, 4},
+                                           ResizeCase{"ring", 4, 2},
+                                           ResizeCase{"ring", 2, 4}),
+                         [](const auto& info) {
+                           return info.param.mode + "_" +
+                                  std::to_string(info.param.from) + "_to_" +
+                                  std::to_string(info.param.to);
+                         });
+
+// Ring keeps each slice's optimizer state on its owner: a resize joins
+// the old owners' slices and cuts them again for the new ones. Ring and
+// allreduce compute the same update, so the two resized runs must end
+// where each other does; a momentum slice put back on the wrong owner
+// would take them apart.
+TEST(ClusterResizeTest, RingMovesTheOptimizerSlicesToTheirNewOwners) {
+  const std::string root = TempRoot();
+  std::vector<float> ends[2];
+  const char* modes[2] = {"allreduce", "ring"};
+  for (int m = 0; m < 2; ++m) {
+    const Config c =
+        With(Base(root),
+             {std::string("cluster.mode=") + modes[m], "train.iterations=40",
+              "train.momentum=0.9", "cluster.workers=3",
+              "checkpoint.every_updates=10", "checkpoint.keep=10",
+              std::string("run.name=") + modes[m]});
+    ASSERT_TRUE(RunConfig(c).ok());
+    ASSERT_NO_FATAL_FAILURE(CutAfter20(root + "/" + modes[m]));
+    auto resumed =
+        Resume(With(c, {"cluster.workers=2"}), root + "/" + modes[m]);
+    ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+    ends[m] = resumed->final_params;
+  }
+  EXPECT_LT(testing_util::MaxAbsDiff(ends[0], ends[1]), 1e-4);
+}
+
+TEST(ClusterResizeTest, ADataServiceRunIsRefusedSayingWhy) {
+  const std::string root = TempRoot();
+  const Config c =
+      With(Base(root), {"cluster.mode=sync", "cluster.workers=2",
+                        "cluster.data_servers=1", "train.iterations=20",
+                        "checkpoint.every_updates=10", "run.name=cut"});
+  ASSERT_TRUE(RunConfig(c).ok());
+  auto resumed = Resume(With(c, {"cluster.workers=4"}), root + "/cut");
+  ASSERT_FALSE(resumed.ok());
+  EXPECT_EQ(resumed.status().code(), Status::Code::kFailedPrecondition);
+  const std::string& m = resumed.status().message();
+  EXPECT_NE(m.find("written by 2 workers and cluster.workers is 4"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("cluster.data_servers"), std::string::npos) << m;
+}
+
+}  // namespace
+}  // namespace strata
