@@ -10,6 +10,7 @@
 
 #include "cli/experiment_commands.h"
 #include "cli/keys_command.h"
+#include "cli/scale_command.h"
 #include "cli/shard_command.h"
 #include "common/config.h"
 #include "common/fs.h"
@@ -342,6 +343,7 @@ void AddCommands(CLI::App& app, int* exit_code, const std::atomic<bool>* stop) {
   AddNodeCommand(app, exit_code, stop);
   AddExperimentCommands(app, exit_code, stop);  // experiment, report
   AddShardCommand(app, exit_code);
+  AddScaleCommand(app, exit_code, stop);
   AddKeysCommand(app, exit_code);  // keys generate
   AddExportCommand(app, exit_code);
   AddDataCommand(app, exit_code);  // data download

@@ -414,6 +414,14 @@ std::vector<ConfigKey> MakeSchema() {
            "docs/design/checkpoints.md)"),
       Int("cluster.max_restarts", 3, "restarts cluster.restart may make", 0,
           1000),
+      Int("cluster.min_workers", 1,
+          "elastic: the fewest workers `strata scale` may leave the run "
+          "(docs/design/elastic.md)",
+          1, 4096),
+      Int("cluster.max_workers", 0,
+          "elastic: the most workers `strata scale` may give the run; 0 = no "
+          "bound",
+          0, 4096),
       Float("cluster.restart_timeout_s", 60,
             "cluster.restart in async, ssp and easgd: how long the run waits "
             "for a lost server's replacement to re-join before stopping",

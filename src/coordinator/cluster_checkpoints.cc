@@ -229,6 +229,7 @@ Status ClusterCheckpoints::Write(Coordinator& coordinator,
           bytes / 1e6,
           std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   ++written_;
+  last_step_ = step;
   return Status::Ok();
 }
 

@@ -60,6 +60,8 @@ class ClusterCheckpoints {
   Status Write(Coordinator& coordinator, std::map<NodeId, Message>& arrivals,
                double train_s);
   int64_t written() const { return written_.load(); }
+  // The step of the newest checkpoint this run wrote (-1: none yet).
+  int64_t last_step() const { return last_step_.load(); }
 
  private:
   using Files = std::map<std::string, std::string>;
@@ -89,6 +91,7 @@ class ClusterCheckpoints {
   std::map<int, std::pair<std::string, std::string>> workers_;
   std::map<int, int64_t> worker_steps_;
   std::atomic<int64_t> written_{0};
+  std::atomic<int64_t> last_step_{-1};
 };
 
 // With checkpoint.resume: the run directory's newest checkpoint is one of

@@ -10,7 +10,9 @@
 #include "coordinator/cluster_checkpoints.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/metrics_endpoint.h"
+#include "coordinator/resize_restore.h"
 #include "coordinator/summary_gather.h"
+#include "run/scale_request.h"
 #include "run/stragglers.h"
 #include "run/timeline_trace.h"
 
@@ -41,7 +43,8 @@ class CoordinatorRun {
  public:
   CoordinatorRun(const Config& config, const ClusterRunOptions& o,
                  const RunDirectory& run_dir, const std::atomic<bool>* stop)
-      : o_(o),
+      : config_(config),
+        o_(o),
         run_dir_(run_dir),
         stop_(stop),
         checkpoints_(config, o, run_dir) {}
@@ -60,12 +63,25 @@ class CoordinatorRun {
   // Ctrl-C: with checkpoints one last round (the workers stop after it),
   // otherwise, or when it fails or takes too long, plain stops.
   void Interrupt(Coordinator& c, bool training);
+  // The last round and the stops (Interrupt, a scale): asked once, then
+  // the stops repeated every look while the round is not pending.
+  void StopAfterRound(Coordinator& c, bool training);
+  // `strata scale` (run/scale_request.h): looks every 0.2 s for a request;
+  // one the run can take stops it at a checkpoint, for the launcher to
+  // resume on the new worker count.
+  void WatchScale(Coordinator& c, bool training);
+  // Once training runs: a resume on another worker count goes into
+  // membership.jsonl, with the time since its request.
+  void NoteTraining(Coordinator& c);
+  // After the run stopped for a scale: hands it to the launcher.
+  void HandOverScale();
   // cluster.timeline: timeline.json in the run directory.
   void WriteTimeline(const std::vector<timeline::NodeTimeline>& nodes);
   void SetPhase(Coordinator& c, RunPhase phase) {
     if (metrics_) metrics_->SetPhase(phase, c.LostNodes());
   }
 
+  const Config& config_;
   const ClusterRunOptions& o_;
   const RunDirectory& run_dir_;
   const std::atomic<bool>* const stop_;
@@ -80,6 +96,10 @@ class CoordinatorRun {
   // how many rounds were done before it.
   Clock::time_point stop_round_asked_{};
   int64_t stop_round_after_ = 0;
+  bool stopping_ = false;  // the last round was asked (Ctrl-C or scale)
+  std::optional<ScaleRequest> scale_;  // taken; the run stops for it
+  Clock::time_point scale_looked_{};
+  bool training_noted_ = false;
 };
 
 CoordinatorOptions CoordinatorRun::Options() {
@@ -149,6 +169,13 @@ void CoordinatorRun::Interrupt(Coordinator& c, bool training) {
         "interrupted: {}stopping the workers, then evaluating and writing "
         "the summary",
         o_.checkpoints() ? "writing a checkpoint, " : "");
+  }
+  StopAfterRound(c, training);
+}
+
+void CoordinatorRun::StopAfterRound(Coordinator& c, bool training) {
+  if (!stopping_) {
+    stopping_ = true;
     if (o_.checkpoints() && training) {
       stop_round_asked_ = Clock::now();
       stop_round_after_ = c.checkpoint_rounds();
@@ -178,10 +205,87 @@ Status CoordinatorRun::Supervise(Coordinator& c) {
       vanished_ = true;
       return Status::Cancelled("the coordinator crashed (cluster.fail_node)");
     }
-    if (o_.checkpoint_every_s > 0 && training && !interrupted_)
-      TimedCheckpoint(c);
+    if (o_.checkpoint_every_s > 0 && training && !stopping_) TimedCheckpoint(c);
+    if (training) NoteTraining(c);
+    WatchScale(c, training);
     if (stop_ != nullptr && stop_->load()) Interrupt(c, training);
   }
+}
+
+void CoordinatorRun::WatchScale(Coordinator& c, bool training) {
+  if (scale_) return StopAfterRound(c, training);
+  if (!training || stopping_ ||
+      Clock::now() - scale_looked_ < milliseconds(200))
+    return;
+  scale_looked_ = Clock::now();
+  Result<std::optional<ScaleRequest>> asked = PendingScale(run_dir_.path());
+  if (asked.ok() && !asked->has_value()) return;
+  Status refused =
+      asked.ok() ? CheckScale(config_, o_, (*asked)->workers) : asked.status();
+  if (!refused.ok()) {
+    LogError("scale request refused: {}", refused.message());
+    Status st = RefuseScale(run_dir_.path(), refused.message());
+    if (!st.ok()) WithdrawScale(run_dir_.path());
+    return;
+  }
+  scale_ = **asked;
+  LogWarning(
+      "scaling from {} to {} workers: a checkpoint, then the run resumes on "
+      "{}",
+      o_.roles.num_workers(), scale_->workers, scale_->workers);
+  StopAfterRound(c, training);
+}
+
+void CoordinatorRun::NoteTraining(Coordinator& c) {
+  if (training_noted_) return;
+  training_noted_ = true;
+  const ClusterSummary::Resize& r = checkpoints_.resize();
+  if (r.from_workers == 0) return;
+  // The request that led here, if a `strata scale` did.
+  double asked = 0;
+  for (const auto& j : ReadMembership(run_dir_.path())) {
+    if (j.value("event", "") == "scale" && j.value("to", 0) == r.to_workers)
+      asked = j.value("asked_unix", 0.0);
+  }
+  const double now = UnixNow();
+  nlohmann::json line{{"event", "resumed"},
+                      {"from", r.from_workers},
+                      {"to", r.to_workers},
+                      {"step", r.at_step},
+                      {"training_unix", now}};
+  if (asked > 0) {
+    line["since_request_s"] = now - asked;
+    LogInfo(
+        "scaled from {} to {} workers: training again {:.2f} s after the "
+        "request",
+        r.from_workers, r.to_workers, now - asked);
+  }
+  Status st = AppendMembership(run_dir_.path(), line);
+  if (!st.ok()) LogWarning("membership.jsonl: {}", st.message());
+  (void)c;
+}
+
+void CoordinatorRun::HandOverScale() {
+  if (!scale_) return;
+  if (checkpoints_.last_step() < 0 || !coordinator_->last_checkpoint_ok()) {
+    LogError(
+        "scaling to {} workers: the run stopped without its checkpoint; "
+        "resume it by hand (strata train --resume {} --set "
+        "cluster.workers={})",
+        scale_->workers, run_dir_.path(), scale_->workers);
+    return;
+  }
+  const int64_t step = checkpoints_.last_step();
+  Status st =
+      AppendMembership(run_dir_.path(), {{"event", "scale"},
+                                         {"from", o_.roles.num_workers()},
+                                         {"to", scale_->workers},
+                                         {"step", step},
+                                         {"asked_unix", scale_->asked_unix},
+                                         {"stopped_unix", UnixNow()}});
+  if (st.ok()) st = AcceptScale(run_dir_.path(), *scale_, step);
+  if (!st.ok())
+    LogError("scaling to {} workers: {}", scale_->workers, st.message());
 }
 
 void CoordinatorRun::WriteTimeline(
@@ -227,6 +331,7 @@ Result<ClusterSummary> CoordinatorRun::Run(
   // The workers may have seen the stop themselves and finished before the
   // loop above looked at it: the run was interrupted all the same.
   if (stop_ != nullptr && stop_->load()) interrupted_ = true;
+  HandOverScale();
   SummaryGather gather(coordinator, o_, start_, checkpoints_.prior_train_s());
   SetPhase(coordinator, RunPhase::kFinishing);
   ClusterSummary summary = gather.Gather(run_status, interrupted_);
@@ -241,6 +346,7 @@ Result<ClusterSummary> CoordinatorRun::Run(
     AddResize(checkpoints_.resize(), summary);
   }
   if (o_.checkpoints()) summary.checkpoints_written = checkpoints_.written();
+  summary.membership = ReadMembership(run_dir_.path());
   SetPhase(coordinator, run_status.ok() ? RunPhase::kDone : RunPhase::kFailed);
   Status written = run_dir_.WriteJson("summary.json", summary.ToJson());
   coordinator.Stop();

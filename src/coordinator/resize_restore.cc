@@ -95,6 +95,34 @@ Status CheckResize(RunMode mode, int from, int to, int data_servers,
   return Status::Ok();
 }
 
+Status CheckScale(const Config& config, const ClusterRunOptions& o, int to) {
+  const int from = o.roles.num_workers();
+  const int lo = static_cast<int>(config.GetInt("cluster.min_workers"));
+  const int hi = static_cast<int>(config.GetInt("cluster.max_workers"));
+  if (to < 1 || to < lo || (hi > 0 && to > hi)) {
+    return Status::InvalidArgument(
+        "{} workers is outside the run's bounds (cluster.min_workers = {}, "
+        "cluster.max_workers = {}{})",
+        to, lo, hi, hi == 0 ? ": no upper bound" : "");
+  }
+  if (to == from)
+    return Status::InvalidArgument("the run has {} workers already", to);
+  if (!o.checkpoints()) {
+    return Status::FailedPrecondition(
+        "a scale resumes the run from a checkpoint, and this run writes none: "
+        "start it with checkpoint.every_s or checkpoint.every_updates");
+  }
+  const int64_t batch = config.GetInt("train.batch_size");
+  if (o.adapt && batch < to) {
+    return Status::InvalidArgument(
+        "train.batch_size = {} cannot be split over {} workers "
+        "(cluster.adapt_hyperparams)",
+        batch, to);
+  }
+  return CheckResize(o.mode, from, to, o.data_servers,
+                     config.GetString("data.shard_plan"));
+}
+
 Result<Message> ResizedWorkerState(const Checkpoint& c, RunMode mode, int from,
                                    int to, int index) {
   const int source = index % from;

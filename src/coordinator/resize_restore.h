@@ -4,8 +4,10 @@
 #include <string>
 
 #include "cluster/run_mode.h"
+#include "common/config.h"
 #include "common/status.h"
 #include "run/checkpoint.h"
+#include "run/options.h"
 #include "transport/message.h"
 
 namespace strata {
@@ -32,6 +34,12 @@ Result<int> CheckpointWorkers(const Checkpoint& checkpoint);
 // `shard_plan`: data.shard_plan.
 Status CheckResize(RunMode mode, int from, int to, int data_servers,
                    const std::string& shard_plan);
+
+// FailedPrecondition or InvalidArgument saying why the run of `config` /
+// `o` cannot scale to `to` workers now (`strata scale`): checkpoints off
+// (a scale resumes from one), the same count, a count cluster.min_workers
+// / max_workers or the batch cannot take, or CheckResize's reasons.
+Status CheckScale(const Config& config, const ClusterRunOptions& o, int to);
 
 // Worker `index`'s restore reply (kRestoreRequest) when the checkpoint was
 // written by `from` workers and the run now has `to`. DataLoss for a

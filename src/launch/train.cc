@@ -6,6 +6,7 @@
 #include "data/load.h"
 #include "launch/processes.h"
 #include "launch/threads.h"
+#include "run/scale_request.h"
 #include "worker/local_trainer.h"
 
 namespace strata {
@@ -66,10 +67,12 @@ Status CheckLaunch(const TrainRequest& request, const Config& config) {
   return Status::Ok();
 }
 
-Result<RunSummary> Train(const TrainRequest& request, const Config& config,
-                         const RunDirectory& run_dir,
-                         const std::atomic<bool>* stop) {
-  RETURN_IF_ERROR(CheckLaunch(request, config));
+namespace {
+
+// One launch of the run as `config` says.
+Result<RunSummary> TrainOnce(const TrainRequest& request, const Config& config,
+                             const RunDirectory& run_dir,
+                             const std::atomic<bool>* stop) {
   if (request.processes) {
     ASSIGN_OR_RETURN(ClusterSummary summary,
                      TrainProcesses(config, run_dir, request.exe, stop));
@@ -80,6 +83,30 @@ Result<RunSummary> Train(const TrainRequest& request, const Config& config,
   ASSIGN_OR_RETURN(DatasetSplits data, LoadDatasetFromConfig(config));
   return mode == RunMode::kLocal ? TrainLocal(config, data, run_dir, stop)
                                  : TrainCluster(config, data, run_dir, stop);
+}
+
+}  // namespace
+
+Result<RunSummary> Train(const TrainRequest& request, const Config& config,
+                         const RunDirectory& run_dir,
+                         const std::atomic<bool>* stop) {
+  RETURN_IF_ERROR(CheckLaunch(request, config));
+  Config life = config;
+  while (true) {
+    ASSIGN_OR_RETURN(RunSummary summary,
+                     TrainOnce(request, life, run_dir, stop));
+    // `strata scale`: the coordinator stopped the workers at a checkpoint
+    // and handed the request over; the run goes on from it on the new
+    // worker count (docs/design/elastic.md).
+    ASSIGN_OR_RETURN(std::optional<ScaleRequest> scale,
+                     TakeAcceptedScale(run_dir.path()));
+    if (!scale || (stop != nullptr && stop->load())) return summary;
+    LogInfo("resuming at step {} on {} workers (strata scale)", scale->step,
+            scale->workers);
+    RETURN_IF_ERROR(
+        life.ApplyOverride(fmt::format("cluster.workers={}", scale->workers)));
+    RETURN_IF_ERROR(life.ApplyOverride("checkpoint.resume=true"));
+  }
 }
 
 }  // namespace strata

@@ -46,8 +46,11 @@ Status CheckLaunch(const TrainRequest& request, const Config& config);
 
 // Trains `config` into `run_dir`: the local trainer, a cluster of threads,
 // or (request.processes) a cluster of processes. `stop` (may be null) ends
-// the run early as Ctrl-C does; the summary then says interrupted. Returns
-// the run in brief, with the final parameters when trained in this process.
+// the run early as Ctrl-C does; the summary then says interrupted. A
+// `strata scale` the coordinator accepted stops the run at a checkpoint,
+// and it goes on from there on the new worker count (run/scale_request.h).
+// Returns the run in brief, with the final parameters when trained in this
+// process.
 Result<RunSummary> Train(const TrainRequest& request, const Config& config,
                          const RunDirectory& run_dir,
                          const std::atomic<bool>* stop);

@@ -219,6 +219,8 @@ nlohmann::json ClusterSummary::ToJson() const {
                    {"remainder_examples", resize.remainder_examples},
                    {"remainder_max_tv", resize.remainder_max_tv}};
   }
+  if (membership.is_array() && !membership.empty())
+    j["membership"] = membership;
   if (checkpoints_written) j["checkpoints_written"] = *checkpoints_written;
   if (!node_restarts.empty()) {
     nlohmann::json restarted = nlohmann::json::array();

@@ -132,6 +132,9 @@ struct ClusterSummary {
     double remainder_max_tv = -1;
   };
   Resize resize;
+  // Every change of the worker count so far (membership.jsonl's lines;
+  // summary.json "membership", absent when empty).
+  nlohmann::json membership = nlohmann::json::array();
   std::optional<int64_t> checkpoints_written;
   std::vector<NodeRestart> node_restarts;
   std::vector<ClusterRestart> restarts;  // --processes lives

@@ -10,10 +10,14 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "common/fs.h"
 #include "data/load.h"
 #include "launch/cluster_test_util.h"
+#include "launch/scale.h"
+#include "launch/train.h"
+#include "run/scale_request.h"
 
 namespace strata {
 namespace {
@@ -150,6 +154,104 @@ TEST(ClusterResizeTest, ADataServiceRunIsRefusedSayingWhy) {
             std::string::npos)
       << m;
   EXPECT_NE(m.find("cluster.data_servers"), std::string::npos) << m;
+}
+
+// `strata scale` on a running job, threads: 2 -> 4 -> 3 workers. The
+// first request waits in the run directory before training starts (the
+// coordinator takes it at its first look once training runs); the second
+// is asked as soon as the run trains on 4. Checkpoint rounds every 5 steps
+// make a scale meet a round in flight. The run stops at a checkpoint for
+// each, goes on from it on the new count, and finishes every step;
+// summary.json lists the four changes.
+class ScaleTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ScaleTest, ARunScaledTwoFourThreeFinishes) {
+  const std::string root = TempRoot();
+  // 576 examples, a global batch of 48 (24, 12 or 16 a worker): 12 steps
+  // an epoch on 2, 3 or 4 workers.
+  Config c = With(
+      Base(root),
+      {"cluster.mode=" + GetParam(), "train.iterations=0", "train.epochs=60",
+       "train.batch_size=48", "data.synthetic.train_size=576",
+       "data.shuffle=true", "data.sharding.method=stratified",
+       "cluster.workers=2", "checkpoint.every_updates=5",
+       "cluster.worker_delay_ms=6", "cluster.request_timeout_ms=20000",
+       "cluster.max_workers=4", "run.name=scaled"});
+  auto dir = RunDirectory::Create(c);
+  ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+  const std::string run = dir->path();
+  ScaleRequest first;
+  first.workers = 4;
+  first.asked_unix = UnixNow();
+  ASSERT_TRUE(AskScale(run, first).ok());
+  std::optional<Result<RunSummary>> done;
+  std::thread trainer(
+      [&] { done.emplace(Train(TrainRequest{}, c, *dir, nullptr)); });
+  // Past the upper bound: refused before it is asked.
+  auto over = ScaleRun(run, 5, std::chrono::seconds(1));
+  EXPECT_EQ(over.status().code(), Status::Code::kInvalidArgument)
+      << over.status().ToString();
+  // Wait for the first scale to land, then ask the second.
+  for (int i = 0; i < 600 && ReadMembership(run).size() < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  auto second = ScaleRun(run, 3, std::chrono::seconds(30));
+  trainer.join();
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(second->from, 4);
+  EXPECT_GT(second->since_request_s, 0);
+  EXPECT_LT(second->since_request_s, 30);
+  ASSERT_TRUE(done.has_value() && done->ok())
+      << (done ? done->status().ToString() : "no result");
+  auto text = ReadFile(run + "/summary.json");
+  ASSERT_TRUE(text.ok());
+  const nlohmann::json s = nlohmann::json::parse(*text);
+  EXPECT_EQ(s["workers"].size(), 3u);
+  const nlohmann::json& m = s["membership"];
+  ASSERT_EQ(m.size(), 4u) << m.dump();
+  EXPECT_EQ(m[0]["event"], "scale");
+  EXPECT_EQ(m[0]["to"], 4);
+  EXPECT_EQ(m[1]["event"], "resumed");
+  EXPECT_EQ(m[1]["to"], 4);
+  EXPECT_EQ(m[2]["to"], 3);
+  EXPECT_EQ(m[3]["event"], "resumed");
+  EXPECT_EQ(m[3]["from"], 4);
+  EXPECT_LT(m[0]["step"].get<int64_t>(), m[2]["step"].get<int64_t>());
+  const int64_t all = 60 * 576;
+  if (GetParam() == "sync" || GetParam() == "allreduce") {
+    // Lockstep: every step of every epoch, once.
+    EXPECT_EQ(s["samples"], all);
+  } else {
+    // Free modes: each worker resumes from its own step, a newcomer from
+    // its source's; the total is close.
+    EXPECT_NEAR(s["samples"].get<double>(), all, 0.1 * all);
+  }
+  EXPECT_FALSE(FileExists(run + "/scale.json"));
+  EXPECT_FALSE(FileExists(run + "/scale.accepted.json"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, ScaleTest,
+                         ::testing::Values("sync", "async", "ssp",
+                                           "allreduce"));
+
+// Nobody to take it: the request is withdrawn after the timeout, saying so.
+TEST(ScaleTest, ARequestNoRunTakesIsWithdrawn) {
+  const std::string root = TempRoot();
+  const Config c = With(Base(root), {"cluster.mode=sync", "run.name=idle",
+                                     "checkpoint.every_updates=10"});
+  ASSERT_TRUE(RunConfig(c).ok());
+  auto got = ScaleRun(root + "/idle", 2, std::chrono::milliseconds(300));
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), Status::Code::kDeadlineExceeded);
+  EXPECT_NE(got.status().message().find("withdrawn"), std::string::npos);
+  EXPECT_FALSE(FileExists(root + "/idle/scale.json"));
+  // A run without checkpoints cannot scale: refused at once.
+  const Config bare = With(Base(root), {"cluster.mode=sync", "run.name=bare"});
+  ASSERT_TRUE(RunConfig(bare).ok());
+  got = ScaleRun(root + "/bare", 2, std::chrono::seconds(10));
+  EXPECT_EQ(got.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(got.status().message().find("checkpoint.every_s"),
+            std::string::npos)
+      << got.status().message();
 }
 
 }  // namespace

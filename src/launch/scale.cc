@@ -1,0 +1,91 @@
+#include "launch/scale.h"
+
+#include <thread>
+
+#include "common/config.h"
+#include "common/fs.h"
+#include "common/log.h"
+#include "coordinator/resize_restore.h"
+#include "run/options.h"
+#include "run/scale_request.h"
+
+namespace strata {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The "resumed" line for `to` workers written after `asked`, if any.
+std::optional<nlohmann::json> ResumedLine(const std::string& run_dir, int to,
+                                          double asked) {
+  for (const auto& j : ReadMembership(run_dir)) {
+    if (j.value("event", "") == "resumed" && j.value("to", 0) == to &&
+        j.value("training_unix", 0.0) >= asked)
+      return j;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<ScaleOutcome> ScaleRun(const std::string& run_dir, int workers,
+                              std::chrono::milliseconds timeout,
+                              const std::atomic<bool>* stop) {
+  auto stopped = [stop] { return stop != nullptr && stop->load(); };
+  const std::string config_path = JoinPath(run_dir, "config.toml");
+  if (!FileExists(config_path))
+    return Status::NotFound("{} is not a run directory (no config.toml)",
+                            run_dir);
+  ASSIGN_OR_RETURN(Config config, Config::FromTomlFile(config_path));
+  ASSIGN_OR_RETURN(ClusterRunOptions o, ClusterRunOptions::FromConfig(config));
+  RETURN_IF_ERROR(CheckScale(config, o, workers));
+  ScaleRequest request;
+  request.workers = workers;
+  request.asked_unix = UnixNow();
+  RETURN_IF_ERROR(AskScale(run_dir, request));
+  LogInfo("asked {} to scale from {} to {} workers", run_dir,
+          o.roles.num_workers(), workers);
+  const auto asked = Clock::now();
+  while (ScalePending(run_dir)) {
+    if (stopped()) {
+      WithdrawScale(run_dir);
+      return Status::Cancelled("interrupted; the request was withdrawn");
+    }
+    if (Clock::now() - asked > timeout) {
+      WithdrawScale(run_dir);
+      return Status::DeadlineExceeded(
+          "no coordinator took the request in {:.0f} s (is the run in {} "
+          "going on, and training?); withdrawn",
+          std::chrono::duration<double>(timeout).count(), run_dir);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const auto taken = Clock::now();
+  while (true) {
+    const std::string refused = TakeRefusal(run_dir, request.asked_unix);
+    if (!refused.empty()) {
+      return Status::FailedPrecondition("the run refused to scale: {}",
+                                        refused);
+    }
+    if (auto line = ResumedLine(run_dir, workers, request.asked_unix)) {
+      ScaleOutcome out;
+      out.from = line->value("from", 0);
+      out.to = workers;
+      out.step = line->value("step", int64_t{0});
+      out.since_request_s = line->value("since_request_s", 0.0);
+      return out;
+    }
+    if (stopped()) {
+      return Status::Cancelled(
+          "interrupted; the run had taken the request and goes on with it");
+    }
+    if (Clock::now() - taken > timeout) {
+      return Status::DeadlineExceeded(
+          "the run took the request but did not train on {} workers within "
+          "{:.0f} s (refused, or stopped: see its log)",
+          workers, std::chrono::duration<double>(timeout).count());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+}  // namespace strata

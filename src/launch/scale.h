@@ -1,0 +1,32 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <string>
+
+#include "common/status.h"
+
+namespace strata {
+
+// What `strata scale` saw: how long after the request the run trained
+// again on the new worker count.
+struct ScaleOutcome {
+  int from = 0, to = 0;
+  int64_t step = 0;  // the checkpoint it resumed at
+  double since_request_s = 0;
+};
+
+// `strata scale RUN_DIR --workers N` (docs/design/elastic.md): checks the
+// run's config allows it (coordinator/resize_restore.h's CheckScale), asks
+// the running coordinator (run/scale_request.h), and waits, at most
+// `timeout` for each, for the request to be taken and for the run to train
+// again on `workers`. DeadlineExceeded saying which wait ran out (a request
+// nobody took is withdrawn); FailedPrecondition / InvalidArgument for a run
+// that cannot scale so; NotFound for a directory that is not a run.
+// `stop` (may be null; Ctrl-C) withdraws a request not taken yet and
+// returns Cancelled.
+Result<ScaleOutcome> ScaleRun(const std::string& run_dir, int workers,
+                              std::chrono::milliseconds timeout,
+                              const std::atomic<bool>* stop = nullptr);
+
+}  // namespace strata
