@@ -13,6 +13,7 @@ command); training releases the GIL.
 
 from .config import Config, schema
 from .data import Dataset, Split, load_dataset
+from .elastic import Scaled, scale
 from .errors import (Cancelled, DataLoss, DeadlineExceeded, Error,
                      FailedPrecondition, InvalidArgument, IoError, ModelError,
                      NotFound, Unavailable, Unimplemented)
@@ -29,7 +30,8 @@ except ImportError:  # an installed copy without the build's info
 __all__ = [
     "Cancelled", "Config", "DataLoss", "Dataset", "DeadlineExceeded", "Error",
     "Experiment", "FailedPrecondition", "InvalidArgument", "IoError",
-    "ModelError", "NotFound", "Run", "ShardPlan", "Split", "Summary",
+    "ModelError", "NotFound", "Run", "Scaled", "ShardPlan", "Split", "Summary",
     "Unavailable", "Unimplemented", "experiment", "load_dataset",
-    "load_experiment", "load_run", "schema", "script_model", "shard", "train",
+    "load_experiment", "load_run", "scale", "schema", "script_model", "shard",
+    "train",
 ]

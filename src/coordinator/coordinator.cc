@@ -156,6 +156,7 @@ void Coordinator::Monitor() {
   while (!outcome_.WaitForStop(period)) {
     const auto now = Clock::now();
     CheckReplacements(now);
+    CheckMinWorkers(now);
     rounds_.Nudge(now, membership_.Workers());
     for (const LostNode& lost : membership_.FindLost(
              now, started, options_.heartbeat_timeout, options_.join_timeout)) {
@@ -183,6 +184,39 @@ void Coordinator::CheckReplacements(Clock::time_point now) {
     LogError("coordinator: {}; stopping the run", what);
     outcome_.Fail(what);
   }
+}
+
+void Coordinator::CheckMinWorkers(Clock::time_point now) {
+  const WorkerSet workers = membership_.Workers();
+  const int live = static_cast<int>(workers.live.size());
+  if (live >= options_.min_workers || outcome_.failed()) {
+    below_min_since_ = Clock::time_point{};
+    return;
+  }
+  if (below_min_since_ == Clock::time_point{}) {
+    below_min_since_ = now;
+    if (options_.min_workers_wait.count() > 0) {
+      LogWarning(
+          "coordinator: {} workers left, fewer than cluster.min_workers = {}; "
+          "waiting up to {:.0f} s for replacements",
+          live, options_.min_workers,
+          options_.min_workers_wait.count() / 1000.0);
+    }
+  }
+  if (now - below_min_since_ < options_.min_workers_wait) return;
+  std::string missing;
+  for (NodeId id : membership_.LostIds()) {
+    Role role;
+    int index;
+    if (!options_.roles.RoleOf(id, &role, &index).ok() || role != Role::kWorker)
+      continue;
+    missing += (missing.empty() ? "" : ", ") + options_.roles.Describe(id);
+  }
+  const std::string what = fmt::format(
+      "{} workers left, fewer than cluster.min_workers = {} (lost: {})", live,
+      options_.min_workers, missing);
+  LogError("coordinator: {}; stopping the run", what);
+  outcome_.Fail(what);
 }
 
 void Coordinator::OnLost(const LostNode& lost, Clock::time_point now) {

@@ -51,6 +51,11 @@ struct CoordinatorOptions {
   // A lost worker may re-join under its id (cluster.restart, free modes:
   // the run goes on without it meanwhile, as for any lost worker there).
   bool worker_restart = false;
+  // cluster.min_workers (free modes): with fewer workers not lost, the run
+  // waits `min_workers_wait` for replacements to re-join, then stops,
+  // naming the missing ones.
+  int min_workers = 1;
+  std::chrono::milliseconds min_workers_wait{0};
   // Lockstep modes (sync, the collectives): workers must be at one step in
   // a checkpoint; those behind are told to catch up to the one ahead.
   bool checkpoint_lockstep = false;
@@ -146,6 +151,9 @@ class Coordinator {
   void OnLost(const LostNode& lost, Clock::time_point now);
   // Replacements that did not come in time fail the run.
   void CheckReplacements(Clock::time_point now);
+  // Fewer workers than cluster.min_workers for longer than the wait fail
+  // the run, naming the lost ones.
+  void CheckMinWorkers(Clock::time_point now);
 
   const CoordinatorOptions options_;
   RpcEndpoint rpc_;
@@ -159,6 +167,8 @@ class Coordinator {
   Mutex timelines_mu_;
   std::map<NodeId, std::string> timelines_ GUARDED_BY(timelines_mu_);
   std::thread monitor_;
+  // When the live workers fell below min_workers (the monitor's thread).
+  Clock::time_point below_min_since_{};
 };
 
 }  // namespace strata

@@ -110,6 +110,10 @@ CoordinatorOptions CoordinatorRun::Options() {
   co.join_timeout = o_.request_timeout;
   co.staleness = o_.staleness;
   co.worker_loss_fatal = WorkerLossFatal(o_.mode);
+  co.min_workers = o_.min_workers;
+  // Below the minimum, a run that replaces lost workers waits as long as
+  // for a lost server's replacement.
+  if (o_.restart) co.min_workers_wait = o_.restart_timeout;
   if (o_.restart && !Lockstep(o_.mode)) {
     // A lost server is replaced in place (free modes); lockstep modes start
     // the whole cluster again (launch/processes.cc).

@@ -127,10 +127,13 @@ Result<Message> ResizedWorkerState(const Checkpoint& c, RunMode mode, int from,
                                    int to, int index) {
   const int source = index % from;
   ASSIGN_OR_RETURN(json state, WorkerJson(c, source));
-  json samplers = json::array();
+  json cursors = json::array();
   for (int w = 0; w < from; ++w) {
     ASSIGN_OR_RETURN(json old, WorkerJson(c, w));
-    samplers.push_back(old.value("sampler", json()));
+    json cursor = json::object();
+    for (const char* key : {"sampler", "epoch_offset", "rest"})
+      if (old.contains(key)) cursor[key] = old[key];
+    cursors.push_back(std::move(cursor));
   }
   state["worker"] = index;
   if (index >= from) {
@@ -138,7 +141,7 @@ Result<Message> ResizedWorkerState(const Checkpoint& c, RunMode mode, int from,
     state["counters"] = json{{"iterations", state["step"]}};
   }
   state["resize"] =
-      json{{"from_workers", from}, {"to_workers", to}, {"samplers", samplers}};
+      json{{"from_workers", from}, {"to_workers", to}, {"cursors", cursors}};
   ASSIGN_OR_RETURN(SafetensorsFile file, WorkerTensors(c, source));
   std::vector<SafeTensor> tensors;
   for (const SafeTensor& t : file.tensors) {

@@ -17,9 +17,9 @@ namespace strata {
 // coordinator hands worker j of the M:
 //   - the JSON state of old worker j (j < n), or of old worker j mod n with
 //     its counters reset to the step (a newcomer), plus "resize":
-//     {"from_workers": n, "to_workers": M, "samplers": [every old worker's
-//     sampler cursor]}: the worker re-plans the rest of the epoch from
-//     them (worker/epoch_remainder.h);
+//     {"from_workers": n, "to_workers": M, "cursors": [every old worker's
+//     data cursor: "sampler", "epoch_offset", "rest"]}: the worker
+//     re-plans the rest of the epoch from them (worker/epoch_remainder.h);
 //   - the tensors of that old worker: its model and optimizer state (modes
 //     whose workers keep a model: identical on every worker in allreduce);
 //     in ring the optimizer's slices, joined and cut again for M owners;

@@ -18,6 +18,7 @@
 #include "data/load.h"
 #include "experiment/experiment.h"
 #include "experiment/results.h"
+#include "launch/scale.h"
 #include "launch/train.h"
 #include "python/job.h"
 #include "sharding/plan_files.h"
@@ -316,6 +317,22 @@ void BindStarts(py::module_& m) {
         py::arg("plan_path"), py::arg("report_path"));
   m.def("load_results", &LoadResultsJson, py::arg("path"),
         "an experiment or run directory summarised (strata report's JSON)");
+  m.def(
+      "scale",
+      [](const std::string& run_dir, int workers, double timeout_s) {
+        Result<ScaleOutcome> out = Status::Internal("not run");
+        {
+          py::gil_scoped_release release;  // waits for the run
+          out = ScaleRun(run_dir, workers,
+                         std::chrono::milliseconds(
+                             static_cast<int64_t>(timeout_s * 1000)));
+        }
+        const ScaleOutcome o = OrThrow(std::move(out));
+        return py::make_tuple(o.from, o.to, o.step, o.since_request_s);
+      },
+      py::arg("run_dir"), py::arg("workers"), py::arg("timeout_s"),
+      "strata scale: (from, to, step, seconds from the request to training "
+      "again)");
 }
 
 }  // namespace

@@ -124,6 +124,16 @@ Status ResolveLifecycle(const Config& c, ClusterRunOptions& o) {
   o.checkpoint_keep = static_cast<int>(c.GetInt("checkpoint.keep"));
   o.resume = c.GetBool("checkpoint.resume");
   o.restart = c.GetBool("cluster.restart");
+  o.min_workers = static_cast<int>(c.GetInt("cluster.min_workers"));
+  o.max_workers = static_cast<int>(c.GetInt("cluster.max_workers"));
+  const int n = static_cast<int>(c.GetInt("cluster.workers"));
+  if (o.min_workers > n || (o.max_workers > 0 && o.max_workers < n)) {
+    return Status::InvalidArgument(
+        "cluster.workers = {} is outside cluster.min_workers = {} .. "
+        "cluster.max_workers = {}{}",
+        n, o.min_workers, o.max_workers,
+        o.max_workers == 0 ? " (0: no upper bound)" : "");
+  }
   o.max_restarts = static_cast<int>(c.GetInt("cluster.max_restarts"));
   o.restart_timeout = std::chrono::milliseconds(
       static_cast<int64_t>(c.GetFloat("cluster.restart_timeout_s") * 1000));

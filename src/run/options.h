@@ -114,6 +114,10 @@ struct ClusterRunOptions {
   int max_restarts = 3;
   // How long a lost server may take to be replaced (free modes).
   std::chrono::milliseconds restart_timeout{60000};
+  // Elastic bounds (docs/design/elastic.md): the fewest workers the run
+  // goes on with, and the most `strata scale` may give it (0: no bound).
+  int min_workers = 1;
+  int max_workers = 0;
   bool checkpoints() const {
     return checkpoint_every_updates > 0 || checkpoint_every_s > 0 || resume;
   }

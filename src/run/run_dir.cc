@@ -106,6 +106,7 @@ void RunDirectory::Mirror(const std::string& file,
     add("data_wait_s", "time/data_wait_s", false);
     add("staleness_mean", "staleness/mean", true);
     add("staleness_max", "staleness/max", true);
+    add("workers", "cluster/workers", true);
     // samples/s between this line and the writer's previous one.
     if (j.contains("samples") && j.contains("wall_s") &&
         j["samples"].is_number() && j["wall_s"].is_number()) {

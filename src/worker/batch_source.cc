@@ -36,9 +36,10 @@ class ShardBatches final : public BatchSource {
         shards_for_(std::move(shards_for)),
         sampler_(std::move(sampler)),
         batch_size_(o.worker_batch),
-        total_(o.iterations > 0
-                   ? o.iterations
-                   : o.epochs * sampler_->BatchesPerEpoch(o.worker_batch)) {}
+        initial_total_(o.iterations > 0 ? o.iterations
+                                        : o.epochs * sampler_->BatchesPerEpoch(
+                                                         o.worker_batch)),
+        total_(initial_total_) {}
 
   int64_t total_steps() const override { return total_; }
   bool wants_losses() const override { return sampler_->wants_losses(); }
@@ -63,6 +64,8 @@ class ShardBatches final : public BatchSource {
     BatchSource::SaveState(state);
     state["sampler"] = sampler_->SaveState();
     state["epoch_offset"] = epoch_offset_;
+    // Recounted by a resize (a later resume keeps the count).
+    if (total_ != initial_total_) state["total_steps"] = total_;
     if (rest_ && !rest_done_) {
       state["rest"] = {{"ids", rest_ids_},
                        {"epoch", rest_epoch_},
@@ -74,8 +77,9 @@ class ShardBatches final : public BatchSource {
  private:
   // The sampler over this worker's part of the epoch `epoch`.
   Status StartRest(std::vector<int64_t> ids, int64_t epoch);
-  // A resume on another worker count: the rest of the epoch re-planned.
-  Status Replan(const nlohmann::json& resize);
+  // A resume on another worker count at `step`: the rest of the epoch
+  // re-planned; a run that counts epochs recounts its steps.
+  Status Replan(const nlohmann::json& resize, int64_t step);
   Status DataLoss(const Status& st) const {
     return Status::DataLoss("worker {} state: {}", index_, st.message());
   }
@@ -86,7 +90,8 @@ class ShardBatches final : public BatchSource {
   const ShardsFor shards_for_;
   const std::unique_ptr<BatchSampler> sampler_;
   const int64_t batch_size_;
-  const int64_t total_;
+  const int64_t initial_total_;
+  int64_t total_;
   std::vector<int64_t> indices_;
   // The new shard's epochs count from here (a resize's next epoch).
   int64_t epoch_offset_ = 0;
@@ -111,7 +116,7 @@ Status ShardBatches::StartRest(std::vector<int64_t> ids, int64_t epoch) {
   return Status::Ok();
 }
 
-Status ShardBatches::Replan(const nlohmann::json& resize) {
+Status ShardBatches::Replan(const nlohmann::json& resize, int64_t step) {
   if (!shards_for_) {
     return Status::FailedPrecondition(
         "worker {}: a resume on another worker count needs the run's "
@@ -121,6 +126,7 @@ Status ShardBatches::Replan(const nlohmann::json& resize) {
   ASSIGN_OR_RETURN(EpochRemainder r,
                    ReplanEpoch(o_, resize, index_, train_, shards_for_));
   epoch_offset_ = r.next_epoch;
+  if (!o_.iterations_set) total_ = StepsAfterResize(o_, step, r, train_.size());
   replan_examples_ = r.examples;
   replan_tv_ = r.tv;
   LogInfo(
@@ -135,12 +141,13 @@ Status ShardBatches::Replan(const nlohmann::json& resize) {
 
 Status ShardBatches::RestoreState(const nlohmann::json& state) {
   if (state.contains("resize")) {
-    RETURN_IF_ERROR(Replan(state["resize"]));
+    RETURN_IF_ERROR(Replan(state["resize"], state.value("step", int64_t{0})));
     return BatchSource::RestoreState(state);
   }
   Status st = sampler_->RestoreState(state.value("sampler", nlohmann::json()));
   if (!st.ok()) return DataLoss(st);
   epoch_offset_ = state.value("epoch_offset", int64_t{0});
+  total_ = state.value("total_steps", initial_total_);
   if (state.contains("rest")) {
     const nlohmann::json& rest = state["rest"];
     RETURN_IF_ERROR(StartRest(rest.value("ids", std::vector<int64_t>()),

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "data/batch_sampler.h"
 #include "data/dataset.h"
 #include "run/options.h"
 #include "sharding/resolve.h"
@@ -31,9 +32,24 @@ struct EpochRemainder {
   double max_tv = 0;     // the largest of any worker's part
 };
 
+// The sampler of worker `index`'s part `ids` of epoch `epoch` (the run's
+// sampler kind, seeded from the worker and the epoch).
+Result<std::unique_ptr<BatchSampler>> MakeRestSampler(
+    const ClusterRunOptions& o, int index, std::vector<int64_t> ids,
+    int64_t epoch, const Dataset& train,
+    const std::vector<int32_t>& cluster_ids);
+
+// A run that counts epochs (train.epochs, not train.iterations): the steps
+// a worker resumed at `step` trains in all, its part of the rest of the
+// epoch then the epochs left, on the new worker count. The same on every
+// worker (lockstep modes need it): the largest part sets it.
+int64_t StepsAfterResize(const ClusterRunOptions& o, int64_t step,
+                         const EpochRemainder& r, int64_t train_size);
+
 // From the coordinator's "resize" state (coordinator/resize_restore.h):
-// every old worker's sampler, rebuilt over its old shard and restored,
-// gives what is left of its epoch. DataLoss naming the worker for cursors
+// every old worker's data cursor ("cursors": its sampler, rebuilt over its
+// old shard and restored, or the part of an epoch a previous resize gave
+// it) gives what is left of its epoch. DataLoss naming the worker for cursors
 // that do not fit; the errors of `shards_for`.
 Result<EpochRemainder> ReplanEpoch(const ClusterRunOptions& o,
                                    const nlohmann::json& resize, int index,

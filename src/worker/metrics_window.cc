@@ -25,7 +25,8 @@ Status MetricsWindow::Record(int64_t it, int64_t total, int64_t epoch,
                    {"epoch", epoch},           {"wall_s", wall_s},
                    {"train_loss", loss_ / n_}, {"train_acc", accuracy_ / n_},
                    {"samples", m.samples},     {"version", version},
-                   {"compute_s", m.compute_s}, {"comm_s", m.comm_s}};
+                   {"compute_s", m.compute_s}, {"comm_s", m.comm_s},
+                   {"workers", workers_}};
   if (data_wait_s >= 0) j["data_wait_s"] = data_wait_s;
   if (m.staleness_count > staleness_count_) {
     // Staleness of the gradients applied since the last line.

@@ -35,6 +35,7 @@ class MetricsWindow {
                 std::chrono::steady_clock::time_point start)
       : log_every_(options.log_every),
         index_(index),
+        workers_(options.roles.num_workers()),
         run_dir_(run_dir),
         start_(start) {}
 
@@ -47,6 +48,8 @@ class MetricsWindow {
  private:
   const int64_t log_every_;
   const int index_;
+  // The run's worker count (each line says it: it changes with a scale).
+  const int workers_;
   const RunDirectory* const run_dir_;
   const std::chrono::steady_clock::time_point start_;
   double loss_ = 0, accuracy_ = 0;

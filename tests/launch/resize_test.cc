@@ -233,6 +233,46 @@ INSTANTIATE_TEST_SUITE_P(Modes, ScaleTest,
                          ::testing::Values("sync", "async", "ssp",
                                            "allreduce"));
 
+// cluster.min_workers in a free mode: losing a worker below the minimum
+// stops the run soon, naming the lost one (no replacement is awaited
+// without cluster.restart); at the minimum the run goes on.
+TEST(MinWorkersTest, AFreeRunBelowTheMinimumStopsNamingWhoIsMissing) {
+  for (const int min : {3, 2}) {
+    const std::string root = TempRoot();
+    const Config c =
+        With(Base(root), {"cluster.mode=async", "cluster.workers=3",
+                          "cluster.min_workers=" + std::to_string(min),
+                          "cluster.fail_worker=1", "cluster.fail_at=5",
+                          "train.iterations=1500", "cluster.worker_delay_ms=4",
+                          "cluster.heartbeat_interval_ms=50",
+                          "cluster.heartbeat_timeout_ms=600"});
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = RunConfig(c);
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
+    if (min == 2) {
+      EXPECT_TRUE(r.ok()) << r.status().ToString();
+      continue;
+    }
+    ASSERT_FALSE(r.ok());
+    const std::string& m = r.status().message();
+    EXPECT_NE(m.find("2 workers left, fewer than cluster.min_workers = 3"),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("worker 1"), std::string::npos) << m;
+    EXPECT_LT(secs, 10.0);  // not the request timeout: no hang
+  }
+  // A config outside its own bounds is refused before anything starts.
+  auto bad = RunConfig(With(
+      Base(TempRoot()),
+      {"cluster.mode=async", "cluster.workers=2", "cluster.max_workers=1"}));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("cluster.max_workers = 1"),
+            std::string::npos)
+      << bad.status().message();
+}
+
 // Nobody to take it: the request is withdrawn after the timeout, saying so.
 TEST(ScaleTest, ARequestNoRunTakesIsWithdrawn) {
   const std::string root = TempRoot();

@@ -140,6 +140,94 @@ TEST_P(EpochRemainderTest, EveryExampleOncePerEpochAcrossTheResize) {
   }
 }
 
+// A second resize: the `to` workers draw `k` batches (inside their part
+// of epoch 1, or past it into epoch 2 on their new shards), are
+// checkpointed, and the run goes back to `from` workers. Every example is
+// still trained on once per epoch.
+void SaveInto(BatchSource& s, int w, int64_t step, Checkpoint* c,
+              nlohmann::json* steps) {
+  nlohmann::json state{{"step", step}, {"counters", {{"samples", 1}}}};
+  s.SaveState(state);
+  c->files["worker-" + std::to_string(w) + ".json"] = state.dump();
+  c->files["worker-" + std::to_string(w) + ".safetensors"] =
+      *EncodeSafetensors({});
+  (*steps)[std::to_string(w)] = step;
+  c->files["coordinator.json"] =
+      nlohmann::json{{"worker_steps", *steps}}.dump();
+  c->step = step;
+}
+
+TEST_P(EpochRemainderTest, ASecondResizeKeepsEveryEpochExact) {
+  const ResizeCase& p = GetParam();
+  std::map<int, Config> configs = {{p.from, ConfigFor(p.from)},
+                                   {p.to, ConfigFor(p.to)}};
+  std::map<int, ClusterRunOptions> opts;
+  std::map<int, ShardSet> shards;
+  for (auto& [n, config] : configs) {
+    auto o = ClusterRunOptions::FromConfig(config);
+    auto sh = ResolveShards(config, data_, n);
+    ASSERT_TRUE(o.ok() && sh.ok());
+    o->iterations = 1000;
+    o->iterations_set = true;
+    opts[n] = *o;
+    shards[n] = *sh;
+  }
+  ShardsFor shards_for = [&](int n) {
+    return ResolveShards(configs.at(p.from), data_, n);
+  };
+  // The sources of `n` workers resumed from `c` (written by `from`).
+  auto resume = [&](const Checkpoint& c, int from, int n) {
+    std::vector<std::unique_ptr<BatchSource>> out;
+    for (int w = 0; w < n; ++w) {
+      auto m = ResizedWorkerState(c, RunMode::kSync, from, n, w);
+      EXPECT_TRUE(m.ok()) << m.status().ToString();
+      auto s =
+          MakeBatchSource(opts[n], w, data_, &shards[n], nullptr, shards_for);
+      EXPECT_TRUE(s.ok());
+      EXPECT_TRUE(
+          (*s)->RestoreState(nlohmann::json::parse(m->payloads[0].ToString()))
+              .ok());
+      out.push_back(std::move(*s));
+    }
+    return out;
+  };
+  for (const int k : {2, 10}) {
+    std::map<int64_t, std::vector<int64_t>> seen;
+    Checkpoint first, second;
+    nlohmann::json steps1 = nlohmann::json::object(), steps2 = steps1;
+    for (int w = 0; w < p.from; ++w) {
+      auto s =
+          MakeBatchSource(opts[p.from], w, data_, &shards[p.from], nullptr);
+      ASSERT_TRUE(s.ok());
+      EXPECT_EQ(Draw(**s, 13, &seen), 1);
+      SaveInto(**s, w, 13, &first, &steps1);
+    }
+    auto middle = resume(first, p.from, p.to);
+    for (int w = 0; w < p.to; ++w) {
+      // 7 steps are left in epoch 1 after the old workers' 13.
+      EXPECT_EQ(Draw(*middle[w], k, &seen), k <= 7 ? 1 : 2) << "k " << k;
+      SaveInto(*middle[w], w, 13 + k, &second, &steps2);
+    }
+    auto last = resume(second, p.to, p.from);
+    // What is left: of epoch 1 (k = 2: 5 steps), or of epoch 2 (k = 10:
+    // 7 of its 10 steps), then one whole epoch more.
+    const int64_t epoch = k <= 7 ? 1 : 2;
+    const int left = k <= 7 ? 7 - k : 17 - k;
+    for (int w = 0; w < p.from; ++w) {
+      EXPECT_EQ(Draw(*last[w], left, &seen), epoch) << "k " << k;
+      EXPECT_EQ(Draw(*last[w], 10, &seen), epoch + 1) << "k " << k;
+    }
+    for (int64_t e = 0; e <= epoch + 1; ++e) {
+      std::map<int64_t, int> count;
+      for (int64_t i : seen[e]) ++count[i];
+      EXPECT_EQ(static_cast<int64_t>(count.size()), data_.size())
+          << "epoch " << e << ", k " << k;
+      for (const auto& [id, n] : count)
+        EXPECT_EQ(n, 1) << "example " << id << " in epoch " << e;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Methods, EpochRemainderTest,
     ::testing::Values(ResizeCase{"mod", "shuffle", 4, 2},

@@ -1,0 +1,26 @@
+"""Another number of workers for a running job (docs/guide/elastic.md)."""
+from dataclasses import dataclass
+
+from . import _strata
+
+
+@dataclass
+class Scaled:
+    """What `scale` saw: the worker counts, the checkpoint's step, and the
+    seconds from the request to training again."""
+    from_workers: int
+    to_workers: int
+    step: int
+    since_request_s: float
+
+
+def scale(run_dir, workers, timeout=120.0):
+    """Asks the running job in `run_dir` (strata.train, or `strata train`,
+    on this machine) to go on with `workers` workers, as `strata scale`
+    does, and waits until it trains on them. The run needs checkpoints on.
+    Raises InvalidArgument or FailedPrecondition for a request the run
+    cannot take (naming why), DeadlineExceeded when no run took it within
+    `timeout` seconds. Call it from another thread or from a callback of
+    strata.train (training goes on in its own thread)."""
+    f, t, step, s = _strata.scale(str(run_dir), int(workers), float(timeout))
+    return Scaled(f, t, step, s)
