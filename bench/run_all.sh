@@ -30,6 +30,9 @@ if [ -n "${STRATA_DATA_DIR:-}" ]; then
   # cluster.timeline off vs on, alternating pairs.
   echo "== timeline_bench"
   python3 "$(dirname "$0")/timeline_bench.py" "$build"
+  # strata scale 2 -> 4 -> 3 while training; scaled against fixed accuracy.
+  echo "== elastic_bench"
+  python3 "$(dirname "$0")/elastic_bench.py" "$build"
   echo "== metrics_overhead"
   "$(dirname "$0")/metrics_overhead.sh" "$build"
   # cluster.compression none / fp16 / int8, one rep (docs/design/compression.md
