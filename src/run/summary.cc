@@ -163,6 +163,24 @@ nlohmann::json WorkersToJson(
 
 }  // namespace
 
+void ClusterSummary::AddLives(nlohmann::json& j) const {
+  if (resumed_from) {
+    j["resumed_from"] = *resumed_from;
+    j["resumed_at_step"] = resumed_at_step;
+  }
+  if (resize.from_workers > 0) {
+    j["resize"] = {{"from_workers", resize.from_workers},
+                   {"to_workers", resize.to_workers},
+                   {"at_step", resize.at_step},
+                   {"retired_samples", resize.retired_samples},
+                   {"remainder_examples", resize.remainder_examples},
+                   {"remainder_max_tv", resize.remainder_max_tv}};
+  }
+  if (membership.is_array() && !membership.empty())
+    j["membership"] = membership;
+  if (checkpoints_written) j["checkpoints_written"] = *checkpoints_written;
+}
+
 nlohmann::json ClusterSummary::ToJson() const {
   nlohmann::json j =
       final_eval ? final_eval->ToJson() : nlohmann::json::object();
@@ -207,21 +225,7 @@ nlohmann::json ClusterSummary::ToJson() const {
       if (w && w->gossip_weight > 0) total += w->gossip_weight;
     j["gossip_weight_total"] = total;
   }
-  if (resumed_from) {
-    j["resumed_from"] = *resumed_from;
-    j["resumed_at_step"] = resumed_at_step;
-  }
-  if (resize.from_workers > 0) {
-    j["resize"] = {{"from_workers", resize.from_workers},
-                   {"to_workers", resize.to_workers},
-                   {"at_step", resize.at_step},
-                   {"retired_samples", resize.retired_samples},
-                   {"remainder_examples", resize.remainder_examples},
-                   {"remainder_max_tv", resize.remainder_max_tv}};
-  }
-  if (membership.is_array() && !membership.empty())
-    j["membership"] = membership;
-  if (checkpoints_written) j["checkpoints_written"] = *checkpoints_written;
+  AddLives(j);
   if (!node_restarts.empty()) {
     nlohmann::json restarted = nlohmann::json::array();
     int64_t lost = 0;

@@ -145,6 +145,9 @@ struct ClusterSummary {
   // The server whose counters are the run's (the first that leads).
   const ServerReport* CountingServer() const;
   nlohmann::json ToJson() const;
+  // ToJson's part on the run's lives: the resume, a change of worker
+  // count, the checkpoints written.
+  void AddLives(nlohmann::json& j) const;
   // The caller's view: the final metrics, time and throughput.
   RunSummary Brief(int64_t train_size, int64_t parameters) const;
 };
