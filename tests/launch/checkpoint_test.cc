@@ -324,13 +324,7 @@ TEST(CheckpointTest, ModesWithoutClusterCheckpointsAreRefused) {
 // A cluster run stopped at a checkpoint and resumed (threads): the later
 // checkpoints are removed, as if every process had died just after the
 // checkpoint at step 20 was written.
-// Resumes the cluster run in `run_dir` with `c` (checkpoint.resume is set
-// here).
-Result<RunSummary> ResumeCluster(const Config& c, const std::string& run_dir) {
-  ASSIGN_OR_RETURN(DatasetSplits data, LoadDatasetFromConfig(c));
-  ASSIGN_OR_RETURN(RunDirectory dir, RunDirectory::Open(run_dir));
-  return TrainCluster(With(c, {"checkpoint.resume=true"}), data, dir, nullptr);
-}
+using testing_util::ResumeCluster;
 
 struct ClusterResumeCase {
   std::string name;

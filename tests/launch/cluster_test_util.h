@@ -56,6 +56,15 @@ inline Result<RunSummary> RunConfig(const Config& c) {
   return TrainCluster(c, data, dir, nullptr);
 }
 
+// Resumes the cluster run in `run_dir` with `c` (checkpoint.resume is set
+// here), as threads.
+inline Result<RunSummary> ResumeCluster(const Config& c,
+                                        const std::string& run_dir) {
+  ASSIGN_OR_RETURN(DatasetSplits data, LoadDatasetFromConfig(c));
+  ASSIGN_OR_RETURN(RunDirectory dir, RunDirectory::Open(run_dir));
+  return TrainCluster(With(c, {"checkpoint.resume=true"}), data, dir, nullptr);
+}
+
 // The run directory under `root` written last (a run's summary.json is
 // among its last files).
 inline std::string NewestRunDir(const std::string& root) {

@@ -39,9 +39,7 @@ void CutAfter20(const std::string& run) {
 }
 
 Result<RunSummary> Resume(const Config& c, const std::string& run_dir) {
-  ASSIGN_OR_RETURN(DatasetSplits data, LoadDatasetFromConfig(c));
-  ASSIGN_OR_RETURN(RunDirectory dir, RunDirectory::Open(run_dir));
-  return TrainCluster(With(c, {"checkpoint.resume=true"}), data, dir, nullptr);
+  return testing_util::ResumeCluster(c, run_dir);
 }
 
 struct ResizeCase {
@@ -112,6 +110,39 @@ INSTANTIATE_TEST_SUITE_P(Modes, ClusterResizeTest,
                                   std::to_string(info.param.from) + "_to_" +
                                   std::to_string(info.param.to);
                          });
+
+// The oracle: sync with a fixed data order (mod shards, no shuffle) and
+// the adapted batch B/n sees exactly the single-process batch B at every
+// step (SyncEqualsLocalTest), and a resize keeps that: the rest of the
+// epoch, split with mod over the new workers, is again contiguous per
+// step. So a run cut at step 8 and resumed on another count ends where
+// the single-process run ends, to float tolerance.
+TEST(ClusterResizeTest, ASyncResizeAtAKnownStepEqualsSingleProcessSgd) {
+  const std::string root = TempRoot();
+  // 20 steps of batch 32 over 512 examples: epoch 1 starts at step 16.
+  auto expected = RunConfig(With(Base(root), {"run.name=local"}));
+  ASSERT_TRUE(expected.ok()) << expected.status().ToString();
+  for (const auto& [from, to] : {std::pair{4, 2}, std::pair{2, 4},
+                                 std::pair{4, 1}}) {
+    const std::string name =
+        "cut" + std::to_string(from) + std::to_string(to);
+    const Config c =
+        With(Base(root), {"cluster.mode=sync", "run.name=" + name,
+                          "cluster.workers=" + std::to_string(from),
+                          "checkpoint.every_updates=8", "checkpoint.keep=10"});
+    ASSERT_TRUE(RunConfig(c).ok());
+    for (const char* later : {"step-16", "step-20"})
+      std::filesystem::remove_all(root + "/" + name + "/checkpoints/" + later);
+    auto got = Resume(With(c, {"cluster.workers=" + std::to_string(to)}),
+                      root + "/" + name);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_LT(testing_util::MaxAbsDiff(expected->final_params,
+                                       got->final_params),
+              1e-4)
+        << from << " -> " << to;
+    EXPECT_EQ(got->samples, 20 * 32) << from << " -> " << to;
+  }
+}
 
 // Ring keeps each slice's optimizer state on its owner: a resize joins
 // the old owners' slices and cuts them again for the new ones. Ring and
