@@ -241,7 +241,10 @@ void Coordinator::OnLost(const LostNode& lost, Clock::time_point now) {
     return;
   }
   if (lost.role == Role::kEvaluator) {
-    LogWarning("coordinator: {}; training goes on without evaluation", what);
+    LogWarning("coordinator: {}; training goes on without evaluation{}", what,
+               options_.worker_restart
+                   ? " until a replacement re-joins (cluster.restart)"
+                   : "");
     return;
   }
   const bool worker = lost.role == Role::kWorker;

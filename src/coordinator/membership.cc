@@ -152,16 +152,19 @@ void Membership::RegisterReplacement(Message msg, const std::string& endpoint,
   // predecessor's silence was noticed (a node never registers twice).
   MutexLock lock(&mu_);
   const std::optional<Clock::time_point> awaited = restarts_.TakeAwaited(from);
+  // The evaluator keeps no state: a replacement simply takes over
+  // (cluster.restart, free modes), and gives the run its final evaluation.
   const bool replaceable =
       awaited.has_value() ||
       (role == Role::kServer && o_.server_restart_timeout.count() > 0) ||
-      (role == Role::kWorker && o_.worker_restart && !done_.count(from));
+      (role == Role::kWorker && o_.worker_restart && !done_.count(from)) ||
+      (role == Role::kEvaluator && o_.worker_restart);
   if (!replaceable) {
     lock.Unlock();
     rpc_.ReplyErrorOrLog(
         msg, Status::FailedPrecondition(
-                 "{} registered again, but it is not a lost server the run "
-                 "waits to replace (cluster.restart)",
+                 "{} registered again, but it is not a lost node the run "
+                 "may replace (cluster.restart)",
                  o_.roles.Describe(from)));
     return;
   }

@@ -45,8 +45,9 @@ class Children {
   // Every node but the coordinator; on a failure the ones started are
   // ended.
   Status StartAll(bool resume) EXCLUDES(mu_);
-  // cluster.restart in the free modes: a server or worker process that
-  // died of a signal while the run goes on (until `ended`) is started again.
+  // cluster.restart in the free modes: a server, worker or evaluator
+  // process that died of a signal while the run goes on (until `ended`) is
+  // started again.
   void RestartDead(const std::atomic<bool>& ended) EXCLUDES(mu_);
   // Waits (20 s at most) for every child to end; then ends the rest.
   void Reap() EXCLUDES(mu_);
@@ -111,6 +112,7 @@ Status Children::StartAll(bool resume) {
 void Children::RestartDead(const std::atomic<bool>& ended) {
   std::vector<NodeId> restartable = roles_.Ids(Role::kServer);
   for (NodeId id : roles_.Ids(Role::kWorker)) restartable.push_back(id);
+  if (roles_.has_evaluator()) restartable.push_back(roles_.EvaluatorId());
   for (NodeId id : restartable) {
     int status = 0;
     pid_t pid;

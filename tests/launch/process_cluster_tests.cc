@@ -558,6 +558,21 @@ TEST(ProcessClusterTest, AKilledWorkerIsReplacedAndFinishesItsSteps) {
   EXPECT_GT(summary["final_val_acc"].get<double>(), 0.5);
 }
 
+// Async: a killed evaluator is started again and re-joins; it keeps no
+// state, so it simply takes over, and the run still gets its final
+// evaluation (before, a lost evaluator lost it).
+TEST(ProcessClusterTest, AKilledEvaluatorIsReplacedAndTheRunIsEvaluated) {
+  nlohmann::json summary = RunKilling("evaluator (node 5)", "async",
+                                      {"checkpoint.every_updates=50"});
+  ASSERT_EQ(summary["node_restarts"].size(), 1u) << summary.dump();
+  EXPECT_EQ(summary["node_restarts"][0]["node"], "evaluator (node 5)");
+  EXPECT_FALSE(summary.contains("restarts")) << "the whole cluster restarted";
+  EXPECT_FALSE(summary.contains("error")) << summary.dump();
+  EXPECT_TRUE(summary["lost_workers"].empty()) << summary.dump();
+  ASSERT_TRUE(summary.contains("final_val_acc")) << summary.dump();
+  EXPECT_GT(summary["final_val_acc"].get<double>(), 0.5);
+}
+
 // Sync (lockstep) cannot take one server back in time: the launcher starts
 // every node again from the newest checkpoint, and the run finishes.
 TEST(ProcessClusterTest, ASyncRunWithAKilledServerRestartsFromTheCheckpoint) {
