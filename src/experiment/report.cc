@@ -268,6 +268,22 @@ nlohmann::json CellsJson(const ExperimentData& data) {
 
 }  // namespace
 
+// The run's changes of worker count (summary.json "membership": each
+// resume on another count), marked on its curves: step, from, to.
+nlohmann::json MembershipJson(const nlohmann::json& summary) {
+  nlohmann::json out = nlohmann::json::array();
+  if (!summary.is_object() || !summary.contains("membership") ||
+      !summary["membership"].is_array())
+    return out;
+  for (const auto& m : summary["membership"]) {
+    if (!m.is_object() || m.value("event", "") != "resumed") continue;
+    out.push_back({{"step", m.value("step", int64_t{0})},
+                   {"from", m.value("from", 0)},
+                   {"to", m.value("to", 0)}});
+  }
+  return out;
+}
+
 nlohmann::json ReportData(const ExperimentData& data,
                           const nlohmann::json& summary) {
   const nlohmann::json cells = CellsJson(data);
@@ -292,6 +308,7 @@ nlohmann::json ReportData(const ExperimentData& data,
     j["val"] = CurveJson(val[i]);
     j["val_wall"] = CurveJson(val_wall[i]);
     j["staleness"] = StalenessJson(r.summary);
+    j["membership"] = MembershipJson(r.summary);
     j["data_service"] = DataServiceJson(r.summary);
     j["stratum_loss"] =
         r.state == "missing"

@@ -141,6 +141,32 @@ TEST_F(ReportBrowserTest, RunReportDraws) {
   EXPECT_EQ(dom.find("id=\"live-status\""), std::string::npos);
 }
 
+// A run whose worker count changed (strata scale): its curves carry a
+// mark at each change, and every chart still draws without a script error.
+TEST_F(ReportBrowserTest, ARunWithChangesOfWorkerCountDraws) {
+  const std::string copy = JoinPath(*dir_, "scaled");
+  ASSERT_EQ(std::system(("rm -rf '" + copy + "' && cp -r '" +
+                         JoinPath(*dir_, "out/runs/mode-async_r1") + "' '" +
+                         copy + "'")
+                            .c_str()),
+            0);
+  const std::string path = JoinPath(copy, "summary.json");
+  nlohmann::json summary = nlohmann::json::parse(*ReadFile(path));
+  summary["membership"] = {
+      {{"event", "resumed"}, {"from", 2}, {"to", 4}, {"step", 10}}};
+  ASSERT_TRUE(WriteFileAtomic(path, summary.dump()).ok());
+  auto html = WriteReport(copy, JoinPath(*dir_, "scaled.html"));
+  ASSERT_TRUE(html.ok()) << html.status().message();
+  std::string why;
+  const std::string dom = DumpDom(*html, &why);
+  if (dom.empty()) GTEST_SKIP() << why;
+  nlohmann::json check = SelfCheck(dom);
+  ASSERT_TRUE(check.is_object());
+  EXPECT_TRUE(check["errors"].empty()) << check["errors"].dump();
+  EXPECT_TRUE(check["failed"].empty()) << check.dump();
+  EXPECT_GE(check["charts"].get<int>(), 5);
+}
+
 // With a target accuracy, the report adds validation accuracy against wall
 // time, each cell's runs and band, with the target drawn across.
 TEST_F(ReportBrowserTest, ATargetAccuracyAddsTheWallTimeChart) {

@@ -100,6 +100,32 @@ TEST(ReportTest, RunDirectoryData) {
   EXPECT_EQ(d["summary"]["cells"][0]["runs_complete"], 1);
 }
 
+// A run that changed its worker count (strata scale): each resume on
+// another count is marked on its curves at its step.
+TEST(ReportTest, ChangesOfTheWorkerCountAreMarked) {
+  const std::string dir = FakeRunDir(FreshDir("scaled"), "r1", 0.0);
+  auto text = ReadFile(JoinPath(dir, "summary.json"));
+  ASSERT_TRUE(text.ok());
+  nlohmann::json summary = nlohmann::json::parse(*text);
+  summary["membership"] = {
+      {{"event", "scale"}, {"from", 2}, {"to", 4}, {"step", 30}},
+      {{"event", "resumed"}, {"from", 2}, {"to", 4}, {"step", 30}},
+      {{"event", "resumed"}, {"from", 4}, {"to", 3}, {"step", 70}}};
+  ASSERT_TRUE(
+      WriteFileAtomic(JoinPath(dir, "summary.json"), summary.dump()).ok());
+  auto data = LoadResults(dir);
+  ASSERT_TRUE(data.ok()) << data.status().message();
+  const nlohmann::json d = ReportData(*data, Summarize(*data));
+  const nlohmann::json expected = {{{"step", 30}, {"from", 2}, {"to", 4}},
+                                   {{"step", 70}, {"from", 4}, {"to", 3}}};
+  EXPECT_EQ(d["runs"][0]["membership"], expected);
+  // A run that never changed has none.
+  auto plain = LoadResults(FakeRunDir(FreshDir("plain"), "r1", 0.0));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(
+      ReportData(*plain, Summarize(*plain))["runs"][0]["membership"].empty());
+}
+
 TEST(ReportTest, BandsSpanTheRunsOfACell) {
   const std::string root = FreshDir("exp");
   auto spec = ExperimentSpec::FromString("repeats = 2\n", "e.toml", ".");
