@@ -72,7 +72,8 @@ bool WorkerLossFatal(RunMode mode) {
 
 bool Lockstep(RunMode mode) {
   return mode == RunMode::kSync ||
-         FamilyOf(mode) == ExchangeFamily::kCollective;
+         FamilyOf(mode) == ExchangeFamily::kCollective ||
+         FamilyOf(mode) == ExchangeFamily::kNeighbour;
 }
 
 }  // namespace strata

@@ -51,8 +51,9 @@ bool UsesServers(RunMode mode);
 bool IsDecentralized(RunMode mode);
 // True when a lost worker must stop the run (every collective needs all).
 bool WorkerLossFatal(RunMode mode);
-// True for the modes whose workers move in lockstep (sync and the
-// collectives): a checkpoint finds them all at one step, and a lost node
+// True for the modes whose workers move in lockstep (sync, the
+// collectives and dpsgd): a checkpoint finds them all at one step, and a
+// lost node
 // restarts the whole cluster rather than being replaced in place.
 bool Lockstep(RunMode mode);
 

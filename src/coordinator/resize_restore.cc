@@ -87,8 +87,7 @@ Status CheckResize(RunMode mode, int from, int to, int data_servers,
         "(data.sharding.method)",
         what, shard_plan, to);
   }
-  if (mode == RunMode::kDpsgd || mode == RunMode::kGossip ||
-      mode == RunMode::kTreeEasgd) {
+  if (mode == RunMode::kGossip || mode == RunMode::kTreeEasgd) {
     return Status::FailedPrecondition("{}: {} has no checkpoints", what,
                                       RunModeName(mode));
   }

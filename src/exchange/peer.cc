@@ -300,6 +300,16 @@ class NeighbourExchange final : public Exchange {
 
   Status Start() override { return Status::Ok(); }
   Status BeforeStep(int64_t) override { return Status::Ok(); }
+  // A checkpoint: the optimizer's state (the model is the worker's). The
+  // rounds meet in lockstep after a step's exchange, when no model is on
+  // the way: a neighbour's next one is sent only after the round.
+  Result<ExchangeState> SaveState() override {
+    return ExchangeState::Of(*optimizer_);
+  }
+  Status RestoreState(const ExchangeState& state) override {
+    if (!state.has_optimizer) return Status::Ok();
+    return optimizer_->RestoreState(state.optimizer);
+  }
 
   Status AfterStep(int64_t it) override {
     const int64_t size = env_.model.size;

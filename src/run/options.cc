@@ -145,16 +145,15 @@ Status ResolveLifecycle(const Config& c, ClusterRunOptions& o) {
   }
   const ExchangeFamily family = FamilyOf(o.mode);
   if (o.checkpoints() &&
-      (family == ExchangeFamily::kNeighbour ||
-       family == ExchangeFamily::kGossip || family == ExchangeFamily::kTree)) {
+      (family == ExchangeFamily::kGossip || family == ExchangeFamily::kTree)) {
     // Refused rather than ignored: a run left overnight must not believe it
     // is being checkpointed.
     return Status::Unimplemented(
         "checkpoints of cluster.mode = \"{}\" are not built yet: its "
         "workers' models travel between peers, and a checkpoint does not "
         "keep the messages in flight (docs/design/checkpoints.md); "
-        "checkpoints work in local, sync, async, ssp, easgd, allreduce, ring "
-        "and local-sgd",
+        "checkpoints work in local, sync, async, ssp, easgd, allreduce, ring, "
+        "local-sgd and dpsgd",
         RunModeName(o.mode));
   }
   o.metrics_address = c.GetString("cluster.metrics_address");

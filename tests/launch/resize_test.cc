@@ -98,18 +98,17 @@ TEST_P(ClusterResizeTest, AResumeOnAnotherWorkerCountFinishesTheRun) {
   EXPECT_EQ(s["worker_batch"], 32 / p.to);
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, ClusterResizeTest,
-                         ::testing::Values(ResizeCase{"sync", 4, 2},
-                                           ResizeCase{"sync", 2, 4},
-                                           ResizeCase{"allreduce", 4, 2},
-                                           ResizeCase{"allreduce", 2, 4},
-                                           ResizeCase{"ring", 4, 2},
-                                           ResizeCase{"ring", 2, 4}),
-                         [](const auto& info) {
-                           return info.param.mode + "_" +
-                                  std::to_string(info.param.from) + "_to_" +
-                                  std::to_string(info.param.to);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Modes, ClusterResizeTest,
+    ::testing::Values(ResizeCase{"sync", 4, 2}, ResizeCase{"sync", 2, 4},
+                      ResizeCase{"allreduce", 4, 2},
+                      ResizeCase{"allreduce", 2, 4}, ResizeCase{"ring", 4, 2},
+                      ResizeCase{"ring", 2, 4}, ResizeCase{"dpsgd", 4, 2},
+                      ResizeCase{"dpsgd", 2, 4}),
+    [](const auto& info) {
+      return info.param.mode + "_" + std::to_string(info.param.from) + "_to_" +
+             std::to_string(info.param.to);
+    });
 
 // The oracle: sync with a fixed data order (mod shards, no shuffle) and
 // the adapted batch B/n sees exactly the single-process batch B at every
@@ -122,10 +121,9 @@ TEST(ClusterResizeTest, ASyncResizeAtAKnownStepEqualsSingleProcessSgd) {
   // 20 steps of batch 32 over 512 examples: epoch 1 starts at step 16.
   auto expected = RunConfig(With(Base(root), {"run.name=local"}));
   ASSERT_TRUE(expected.ok()) << expected.status().ToString();
-  for (const auto& [from, to] : {std::pair{4, 2}, std::pair{2, 4},
-                                 std::pair{4, 1}}) {
-    const std::string name =
-        "cut" + std::to_string(from) + std::to_string(to);
+  for (const auto& [from, to] :
+       {std::pair{4, 2}, std::pair{2, 4}, std::pair{4, 1}}) {
+    const std::string name = "cut" + std::to_string(from) + std::to_string(to);
     const Config c =
         With(Base(root), {"cluster.mode=sync", "run.name=" + name,
                           "cluster.workers=" + std::to_string(from),
@@ -136,9 +134,9 @@ TEST(ClusterResizeTest, ASyncResizeAtAKnownStepEqualsSingleProcessSgd) {
     auto got = Resume(With(c, {"cluster.workers=" + std::to_string(to)}),
                       root + "/" + name);
     ASSERT_TRUE(got.ok()) << got.status().ToString();
-    EXPECT_LT(testing_util::MaxAbsDiff(expected->final_params,
-                                       got->final_params),
-              1e-4)
+    EXPECT_LT(
+        testing_util::MaxAbsDiff(expected->final_params, got->final_params),
+        1e-4)
         << from << " -> " << to;
     EXPECT_EQ(got->samples, 20 * 32) << from << " -> " << to;
   }
@@ -248,7 +246,8 @@ TEST_P(ScaleTest, ARunScaledTwoFourThreeFinishes) {
   EXPECT_EQ(m[3]["from"], 4);
   EXPECT_LT(m[0]["step"].get<int64_t>(), m[2]["step"].get<int64_t>());
   const int64_t all = 60 * 576;
-  if (GetParam() == "sync" || GetParam() == "allreduce") {
+  if (GetParam() == "sync" || GetParam() == "allreduce" ||
+      GetParam() == "dpsgd") {
     // Lockstep: every step of every epoch, once.
     EXPECT_EQ(s["samples"], all);
   } else {
@@ -261,8 +260,8 @@ TEST_P(ScaleTest, ARunScaledTwoFourThreeFinishes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, ScaleTest,
-                         ::testing::Values("sync", "async", "ssp",
-                                           "allreduce"));
+                         ::testing::Values("sync", "async", "ssp", "allreduce",
+                                           "dpsgd"));
 
 // cluster.min_workers in a free mode: losing a worker below the minimum
 // stops the run soon, naming the lost one (no replacement is awaited
