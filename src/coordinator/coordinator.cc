@@ -189,7 +189,10 @@ void Coordinator::CheckReplacements(Clock::time_point now) {
 void Coordinator::CheckMinWorkers(Clock::time_point now) {
   const WorkerSet workers = membership_.Workers();
   const int live = static_cast<int>(workers.live.size());
-  if (live >= options_.min_workers || outcome_.failed()) {
+  // Every worker lost is its own case (RunOutcome::EveryWorkerLost, which
+  // first waits for a lost server to name the cause); the default minimum
+  // of 1 changes nothing.
+  if (live == 0 || live >= options_.min_workers || outcome_.failed()) {
     below_min_since_ = Clock::time_point{};
     return;
   }
