@@ -72,7 +72,7 @@ class CoordinatorRun {
   void WatchScale(Coordinator& c, bool training);
   // Once training runs: a resume on another worker count goes into
   // membership.jsonl, with the time since its request.
-  void NoteTraining(Coordinator& c);
+  void NoteTraining();
   // After the run stopped for a scale: hands it to the launcher.
   void HandOverScale();
   // cluster.timeline: timeline.json in the run directory.
@@ -210,7 +210,7 @@ Status CoordinatorRun::Supervise(Coordinator& c) {
       return Status::Cancelled("the coordinator crashed (cluster.fail_node)");
     }
     if (o_.checkpoint_every_s > 0 && training && !stopping_) TimedCheckpoint(c);
-    if (training) NoteTraining(c);
+    if (training) NoteTraining();
     WatchScale(c, training);
     if (stop_ != nullptr && stop_->load()) Interrupt(c, training);
   }
@@ -240,7 +240,7 @@ void CoordinatorRun::WatchScale(Coordinator& c, bool training) {
   StopAfterRound(c, training);
 }
 
-void CoordinatorRun::NoteTraining(Coordinator& c) {
+void CoordinatorRun::NoteTraining() {
   if (training_noted_) return;
   training_noted_ = true;
   const ClusterSummary::Resize& r = checkpoints_.resize();
@@ -266,7 +266,6 @@ void CoordinatorRun::NoteTraining(Coordinator& c) {
   }
   Status st = AppendMembership(run_dir_.path(), line);
   if (!st.ok()) LogWarning("membership.jsonl: {}", st.message());
-  (void)c;
 }
 
 void CoordinatorRun::HandOverScale() {

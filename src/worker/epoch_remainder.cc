@@ -83,13 +83,13 @@ Result<EpochRemainder> ReplanEpoch(const ClusterRunOptions& o,
                                    const Dataset& train,
                                    const ShardsFor& shards_for) {
   const int from = resize.value("from_workers", 0);
-  const nlohmann::json samplers =
+  const nlohmann::json cursors =
       resize.value("cursors", nlohmann::json::array());
-  if (from < 1 || !samplers.is_array() ||
-      static_cast<int>(samplers.size()) != from) {
+  if (from < 1 || !cursors.is_array() ||
+      static_cast<int>(cursors.size()) != from) {
     return Status::DataLoss(
         "worker {}: a resize state with {} cursors for {} old workers", index,
-        samplers.size(), from);
+        cursors.size(), from);
   }
   ASSIGN_OR_RETURN(ShardSet old, shards_for(from));
   // Every old worker's rest of its current epoch, pooled, when any of them
@@ -103,7 +103,7 @@ Result<EpochRemainder> ReplanEpoch(const ClusterRunOptions& o,
     int64_t epoch = 0;
     std::vector<int64_t> rest;
     ASSIGN_OR_RETURN(bool started,
-                     LeftOfEpoch(o, old, w, samplers[w], train, &rest, &epoch));
+                     LeftOfEpoch(o, old, w, cursors[w], train, &rest, &epoch));
     any_started = any_started || started;
     left.insert(rest.begin(), rest.end());
     last = std::max(last, epoch);

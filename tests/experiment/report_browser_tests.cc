@@ -124,6 +124,15 @@ TEST_F(ReportBrowserTest, EveryChartOfAnExperimentReportDraws) {
     EXPECT_GT(r["points"].get<int>(), 0) << r.dump();
 }
 
+// A run's report drew without a script error or a failed chart, and at
+// least its 4 curves and the staleness chart (+ shards).
+void ExpectARunsChartsDrawn(const nlohmann::json& check) {
+  ASSERT_TRUE(check.is_object());
+  EXPECT_TRUE(check["errors"].empty()) << check["errors"].dump();
+  EXPECT_TRUE(check["failed"].empty()) << check.dump();
+  EXPECT_GE(check["charts"].get<int>(), 5);
+}
+
 TEST_F(ReportBrowserTest, RunReportDraws) {
   const std::string run = JoinPath(*dir_, "out/runs/mode-async_r1");
   auto html = WriteReport(run, JoinPath(*dir_, "run.html"));
@@ -132,10 +141,7 @@ TEST_F(ReportBrowserTest, RunReportDraws) {
   const std::string dom = DumpDom(*html, &why);
   if (dom.empty()) GTEST_SKIP() << why;
   nlohmann::json check = SelfCheck(dom);
-  ASSERT_TRUE(check.is_object());
-  EXPECT_TRUE(check["errors"].empty()) << check["errors"].dump();
-  EXPECT_TRUE(check["failed"].empty()) << check.dump();
-  EXPECT_GE(check["charts"].get<int>(), 5);  // 4 curves + staleness (+ shards)
+  ASSERT_NO_FATAL_FAILURE(ExpectARunsChartsDrawn(check));
   // Only `strata serve` makes a page live.
   EXPECT_FALSE(check.contains("live")) << check.dump();
   EXPECT_EQ(dom.find("id=\"live-status\""), std::string::npos);
@@ -160,11 +166,7 @@ TEST_F(ReportBrowserTest, ARunWithChangesOfWorkerCountDraws) {
   std::string why;
   const std::string dom = DumpDom(*html, &why);
   if (dom.empty()) GTEST_SKIP() << why;
-  nlohmann::json check = SelfCheck(dom);
-  ASSERT_TRUE(check.is_object());
-  EXPECT_TRUE(check["errors"].empty()) << check["errors"].dump();
-  EXPECT_TRUE(check["failed"].empty()) << check.dump();
-  EXPECT_GE(check["charts"].get<int>(), 5);
+  ExpectARunsChartsDrawn(SelfCheck(dom));
 }
 
 // With a target accuracy, the report adds validation accuracy against wall

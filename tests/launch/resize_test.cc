@@ -23,6 +23,7 @@ namespace strata {
 namespace {
 
 using testing_util::Base;
+using testing_util::ResumeCluster;
 using testing_util::RunConfig;
 using testing_util::TempRoot;
 using testing_util::With;
@@ -36,10 +37,6 @@ void CutAfter20(const std::string& run) {
       std::filesystem::remove_all(e.path());
   }
   ASSERT_TRUE(FileExists(run + "/checkpoints/step-20/manifest.json"));
-}
-
-Result<RunSummary> Resume(const Config& c, const std::string& run_dir) {
-  return testing_util::ResumeCluster(c, run_dir);
 }
 
 struct ResizeCase {
@@ -68,7 +65,7 @@ TEST_P(ClusterResizeTest, AResumeOnAnotherWorkerCountFinishesTheRun) {
 
   const Config resized =
       With(c, {"run.name=cut", "cluster.workers=" + std::to_string(p.to)});
-  auto resumed = Resume(resized, root + "/cut");
+  auto resumed = ResumeCluster(resized, root + "/cut");
   ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
   // Every sample of the 3 epochs, the left-out workers' included.
   EXPECT_EQ(resumed->samples, whole->samples);
@@ -131,8 +128,8 @@ TEST(ClusterResizeTest, ASyncResizeAtAKnownStepEqualsSingleProcessSgd) {
     ASSERT_TRUE(RunConfig(c).ok());
     for (const char* later : {"step-16", "step-20"})
       std::filesystem::remove_all(root + "/" + name + "/checkpoints/" + later);
-    auto got = Resume(With(c, {"cluster.workers=" + std::to_string(to)}),
-                      root + "/" + name);
+    auto got = ResumeCluster(With(c, {"cluster.workers=" + std::to_string(to)}),
+                             root + "/" + name);
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     EXPECT_LT(
         testing_util::MaxAbsDiff(expected->final_params, got->final_params),
@@ -161,7 +158,7 @@ TEST(ClusterResizeTest, RingMovesTheOptimizerSlicesToTheirNewOwners) {
     ASSERT_TRUE(RunConfig(c).ok());
     ASSERT_NO_FATAL_FAILURE(CutAfter20(root + "/" + modes[m]));
     auto resumed =
-        Resume(With(c, {"cluster.workers=2"}), root + "/" + modes[m]);
+        ResumeCluster(With(c, {"cluster.workers=2"}), root + "/" + modes[m]);
     ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
     ends[m] = resumed->final_params;
   }
@@ -175,7 +172,7 @@ TEST(ClusterResizeTest, ADataServiceRunIsRefusedSayingWhy) {
                         "cluster.data_servers=1", "train.iterations=20",
                         "checkpoint.every_updates=10", "run.name=cut"});
   ASSERT_TRUE(RunConfig(c).ok());
-  auto resumed = Resume(With(c, {"cluster.workers=4"}), root + "/cut");
+  auto resumed = ResumeCluster(With(c, {"cluster.workers=4"}), root + "/cut");
   ASSERT_FALSE(resumed.ok());
   EXPECT_EQ(resumed.status().code(), Status::Code::kFailedPrecondition);
   const std::string& m = resumed.status().message();
