@@ -16,6 +16,7 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "data/download.h"
+#include "launch/life_channel.h"
 #include "launch/node.h"
 #include "launch/processes.h"
 #include "launch/threads.h"
@@ -39,6 +40,7 @@ struct NodeArgs {
   std::string coordinator;
   std::string bind = "tcp://127.0.0.1:*";
   std::string run_dir;
+  int life_fd = -1;  // --processes: the launcher's pipe (launch/life_channel.h)
 };
 
 // The end of a run: its final figures, where it is; 130 when interrupted.
@@ -95,6 +97,31 @@ int RunTrain(const TrainArgs& given, const std::atomic<bool>* stop) {
   return Done(TrainOn(args, *config, *run_dir, stop), *run_dir);
 }
 
+// A node's role, run again in this process for every next life the
+// launcher gives it (--life-fd: a scale kept it) until its pipe closes.
+Status RunNodeLives(const NodeArgs& args, const Config& first, Role role,
+                    int index, const RunDirectory& run_dir,
+                    const std::atomic<bool>* stop) {
+  RETURN_IF_ERROR(
+      RunNode(first, role, index, args.coordinator, args.bind, run_dir, stop));
+  while (args.life_fd >= 0) {
+    ASSIGN_OR_RETURN(std::optional<NextLife> life,
+                     WaitNextLife(args.life_fd, kLifeWait, stop));
+    if (!life) return Status::Ok();  // the run is over, or this node left it
+    // The run's config.toml again: a scale rewrote the worker count.
+    ASSIGN_OR_RETURN(Config config, ResolveTrainConfig(args.train));
+    for (const std::string& o : life->overrides)
+      RETURN_IF_ERROR(config.ApplyOverride(o));
+    LogInfo(
+        "{} {}: running again in this process (pid {}) for the run's "
+        "next life",
+        RoleName(role), index, ::getpid());
+    RETURN_IF_ERROR(RunNode(config, role, index, life->coordinator, args.bind,
+                            run_dir, stop));
+  }
+  return Status::Ok();
+}
+
 int RunNodeCommand(const NodeArgs& args, const std::atomic<bool>* stop) {
   auto config = ResolveTrainConfig(args.train);
   if (!config.ok()) {
@@ -139,8 +166,7 @@ int RunNodeCommand(const NodeArgs& args, const std::atomic<bool>* stop) {
     Status written = config->WriteToml(run_dir->File("config.toml"));
     if (!written.ok()) LogWarning("config.toml: {}", written.message());
   }
-  Status st = RunNode(*config, role, index, args.coordinator, args.bind,
-                      *run_dir, stop);
+  Status st = RunNodeLives(args, *config, role, index, *run_dir, stop);
   if (!st.ok()) {
     LogError("{}", st.message());
     return 1;
@@ -215,6 +241,10 @@ void AddNodeCommand(CLI::App& app, int* exit_code,
   node->add_option("--run-dir", node_args->run_dir,
                    "run directory to write into (default <run.dir>/<run.name "
                    "or 'cluster'>)");
+  node->add_option("--life-fd", node_args->life_fd,
+                   "(the --processes launcher's) a pipe to wait on for the "
+                   "run's next life after the role ends")
+      ->group("");
   node->add_option("-c,--config", node_args->train.config_path,
                    "TOML run config")
       ->check(CLI::ExistingFile);

@@ -205,9 +205,10 @@ Status ClusterMember::ClockWait(int64_t completed,
   return Status::Ok();
 }
 
-Status ClusterMember::ReportDone(const std::string& report) {
+Status ClusterMember::ReportDone(const std::string& report, bool leaving) {
   Message m;
   m.header.type = MessageType::kShutdown;
+  if (leaving) m.header.flags |= kShutdownLeaving;
   if (!report.empty())
     m.payloads.push_back(Buffer::CopyOf(report.data(), report.size()));
   return rpc_.Send(roles_.CoordinatorId(), std::move(m));

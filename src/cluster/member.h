@@ -63,8 +63,9 @@ class ClusterMember {
   // next one (immediate unless the run has a staleness bound).
   Status ClockWait(int64_t completed, std::chrono::milliseconds timeout);
   // Tells the coordinator this worker finished its iterations, with an
-  // optional report (its metrics as JSON).
-  Status ReportDone(const std::string& report = "");
+  // optional report (its metrics as JSON); `leaving`: it waits for no stop
+  // after this (kShutdownLeaving).
+  Status ReportDone(const std::string& report = "", bool leaving = false);
 
   // Stops this node as if the coordinator had said so, with `reason`.
   void ShutdownLocally(const std::string& reason);

@@ -30,6 +30,11 @@ inline constexpr uint32_t kShutdownError = 1u << 0;
 // end of the run (a decentralized worker still serves its model to the
 // final evaluation).
 inline constexpr uint32_t kShutdownStopTraining = 1u << 1;
+// kShutdown from a worker ("done") with this flag: it leaves right after and
+// waits for no stop; the coordinator sends it none (a message to a node that
+// closed its sockets would hold the coordinator's own close for the
+// transport's linger time).
+inline constexpr uint32_t kShutdownLeaving = 1u << 2;
 // kRegister with this flag (second phase): "I have connected to every peer";
 // the reply comes when every node said so, so no node sends to a peer that
 // cannot answer yet.

@@ -107,7 +107,8 @@ void Coordinator::OnTimeline(Message msg) {
 
 void Coordinator::OnDone(Message msg) {
   const NodeId from = msg.header.sender;
-  membership_.MarkDone(from, msg.payloads.empty() ? "" : ErrorText(msg));
+  membership_.MarkDone(from, msg.payloads.empty() ? "" : ErrorText(msg),
+                       (msg.header.flags & kShutdownLeaving) != 0);
   // A finished worker never holds anyone back.
   clocks_.Finished(from);
   const WorkerSet workers = membership_.Workers();

@@ -185,9 +185,10 @@ std::string Membership::ClusterMapLocked() const {
   return map.dump();
 }
 
-void Membership::MarkDone(NodeId id, std::string report) {
+void Membership::MarkDone(NodeId id, std::string report, bool leaving) {
   MutexLock lock(&mu_);
   done_.insert(id);
+  if (leaving) left_.insert(id);
   if (!report.empty()) done_reports_[id] = std::move(report);
 }
 
@@ -245,7 +246,7 @@ std::vector<NodeId> Membership::Reachable() const {
   MutexLock lock(&mu_);
   std::vector<NodeId> out;
   for (const auto& [id, ep] : endpoints_)
-    if (!lost_.count(id)) out.push_back(id);
+    if (!lost_.count(id) && !left_.count(id)) out.push_back(id);
   return out;
 }
 

@@ -56,8 +56,9 @@ class Membership {
   // kRegister, either phase; `prev_seen` is when the sender was heard from
   // before this message (a replacement's down time starts there).
   void Register(Message msg, Clock::time_point prev_seen) EXCLUDES(mu_);
-  // A worker reported done, with its metrics as text (may be empty).
-  void MarkDone(NodeId id, std::string report) EXCLUDES(mu_);
+  // A worker reported done, with its metrics as text (may be empty);
+  // `leaving`: it is gone, and no shutdown goes to it.
+  void MarkDone(NodeId id, std::string report, bool leaving) EXCLUDES(mu_);
   // Marks lost, and returns, every node silent for longer than the
   // heartbeat timeout (registered) or the join timeout (never registered,
   // counted from `started`); a lost server that may be replaced
@@ -71,7 +72,7 @@ class Membership {
   WorkerSet Workers() const EXCLUDES(mu_);
   std::vector<NodeId> LostIds() const EXCLUDES(mu_);
   bool IsLost(NodeId id) const EXCLUDES(mu_);
-  // The registered nodes not lost (a shutdown goes to them).
+  // The registered nodes not lost nor left (a shutdown goes to them).
   std::vector<NodeId> Reachable() const EXCLUDES(mu_);
   std::map<NodeId, std::string> DoneReports() const EXCLUDES(mu_);
 
@@ -106,6 +107,7 @@ class Membership {
   std::map<NodeId, Clock::time_point> last_seen_ GUARDED_BY(mu_);
   std::set<NodeId> lost_ GUARDED_BY(mu_);
   std::set<NodeId> done_ GUARDED_BY(mu_);
+  std::set<NodeId> left_ GUARDED_BY(mu_);  // done, and gone
   std::map<NodeId, std::string> done_reports_ GUARDED_BY(mu_);
   // The union of the run facts announced, and who announced them first.
   RunFacts run_facts_ GUARDED_BY(mu_);

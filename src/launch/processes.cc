@@ -1,5 +1,6 @@
 #include "launch/processes.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -20,8 +21,10 @@
 #include "common/timeline.h"
 #include "coordinator/cluster_checkpoints.h"
 #include "coordinator/metrics_endpoint.h"
+#include "launch/life_channel.h"
 #include "launch/roles.h"
 #include "models/models.h"
+#include "run/scale_request.h"
 #include "transport/factory.h"
 
 extern char** environ;
@@ -32,35 +35,85 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-// The children of one life of a --processes cluster, by node id (a
-// replaced node's entry changes), and what starts one. Thread-safe.
+// The children of a --processes cluster, by node id, with each one's pipe
+// for its next life (launch/life_channel.h), and what starts one. A child
+// lives as long as its role does in every life: a scale (Reform) keeps the
+// nodes the new role table still has. Thread-safe. The destructor ends every
+// child (EndAll).
 class Children {
  public:
-  Children(const RoleTable& roles, const RunDirectory& run_dir,
-           std::vector<std::string> common_args)
-      : roles_(roles), run_dir_(run_dir), args_(std::move(common_args)) {}
+  explicit Children(const RunDirectory& run_dir,
+                    std::vector<std::string> common_args)
+      : run_dir_(run_dir), args_(std::move(common_args)) {}
+  ~Children() { EndAll(); }
+  Children(const Children&) = delete;
+  Children& operator=(const Children&) = delete;
 
-  // Starts node `id` (`resume`: it asks the coordinator for its state).
-  Status Start(NodeId id, bool resume) EXCLUDES(mu_);
-  // Every node but the coordinator; on a failure the ones started are
-  // ended.
-  Status StartAll(bool resume) EXCLUDES(mu_);
+  // A life of `roles` around the coordinator at `coordinator`: every node
+  // but the coordinator started (`resume`: it asks the coordinator for its
+  // state); on a failure the ones started are ended.
+  Status StartAll(const RoleTable& roles, const std::string& coordinator,
+                  bool resume) EXCLUDES(mu_);
+  // A scale to `roles`: the running nodes it still has run their role again
+  // in their processes (`life`); those it has not are told to end (reaped
+  // by EndAll); the new ones start (resuming). A kept node that died
+  // meanwhile is started again. Returns the membership.jsonl line: the PIDs
+  // kept, started and ended.
+  Result<nlohmann::json> Reform(const RoleTable& roles, NextLife life)
+      EXCLUDES(mu_);
   // cluster.restart in the free modes: a server, worker or evaluator
   // process that died of a signal while the run goes on (until `ended`) is
   // started again.
   void RestartDead(const std::atomic<bool>& ended) EXCLUDES(mu_);
-  // Waits (20 s at most) for every child to end; then ends the rest.
-  void Reap() EXCLUDES(mu_);
+  // Tells every child the run is over (closes its pipe), waits (20 s at
+  // most) for each to end, then ends the rest by PID.
+  void EndAll() EXCLUDES(mu_);
 
  private:
+  struct Child {
+    pid_t pid = -1;
+    int life_fd = -1;  // the write end of its pipe
+  };
+
+  Status Start(NodeId id, bool resume) REQUIRES(mu_);
   Status WritePids() REQUIRES(mu_);
 
-  const RoleTable& roles_;
   const RunDirectory& run_dir_;
   const std::vector<std::string> args_;  // the self path first
   Mutex mu_;
-  std::map<NodeId, pid_t> pids_ GUARDED_BY(mu_);
+  RoleTable roles_ GUARDED_BY(mu_);
+  std::string coordinator_ GUARDED_BY(mu_);
+  std::map<NodeId, Child> kids_ GUARDED_BY(mu_);
+  // Nodes a scale left out, told to end; reaped at the end (EndAll), so a
+  // slow exit does not hold up the next life.
+  std::vector<pid_t> leavers_ GUARDED_BY(mu_);
 };
+
+// The pipe a child reads its next life from: the read end at kLifeFd in the
+// child, the write end (close-on-exec, so no other child holds it) here.
+Status SpawnWithPipe(const std::vector<std::string>& args, pid_t* pid,
+                     int* write_fd) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    return Status::IoError("a pipe for a node: {}", std::strerror(errno));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[0], kLifeFd);
+  std::vector<std::string> copy = args;
+  std::vector<char*> argv;
+  for (auto& a : copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const int rc = posix_spawn(pid, copy[0].c_str(), &actions, nullptr,
+                             argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(fds[0]);
+  if (rc != 0) {
+    ::close(fds[1]);
+    return Status::IoError("{}", std::strerror(rc));
+  }
+  *write_fd = fds[1];
+  return Status::Ok();
+}
 
 Status Children::Start(NodeId id, bool resume) {
   Role role;
@@ -68,8 +121,10 @@ Status Children::Start(NodeId id, bool resume) {
   RETURN_IF_ERROR(roles_.RoleOf(id, &role, &index));
   std::vector<std::string> args = args_;
   for (const std::string& a :
-       {std::string("--role"), std::string(RoleName(role)),
-        std::string("--index"), std::to_string(index)})
+       {std::string("--coordinator"), coordinator_, std::string("--role"),
+        std::string(RoleName(role)), std::string("--index"),
+        std::to_string(index), std::string("--life-fd"),
+        std::to_string(kLifeFd)})
     args.push_back(a);
   // A resumed run (or a replacement): the node asks the coordinator for
   // its state.
@@ -77,70 +132,43 @@ Status Children::Start(NodeId id, bool resume) {
     args.push_back("--set");
     args.push_back("checkpoint.resume=true");
   }
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid;
-  const int rc = posix_spawn(&pid, args[0].c_str(), nullptr, nullptr,
-                             argv.data(), environ);
-  if (rc != 0) {
+  Child kid;
+  Status st = SpawnWithPipe(args, &kid.pid, &kid.life_fd);
+  if (!st.ok())
     return Status::IoError("cannot start {} as a process ({}): {}",
-                           roles_.Describe(id), args[0], std::strerror(rc));
-  }
-  MutexLock lock(&mu_);
-  pids_[id] = pid;
+                           roles_.Describe(id), args[0], st.message());
+  // A replaced node's old pipe (its process died).
+  auto old = kids_.find(id);
+  if (old != kids_.end() && old->second.life_fd >= 0)
+    ::close(old->second.life_fd);
+  kids_[id] = kid;
   return WritePids();
 }
 
 Status Children::WritePids() {
   nlohmann::json pid_map = nlohmann::json::object();
-  for (const auto& [id, pid] : pids_) pid_map[roles_.Describe(id)] = pid;
+  for (const auto& [id, kid] : kids_) pid_map[roles_.Describe(id)] = kid.pid;
   return run_dir_.WriteJson("pids.json", pid_map);
 }
 
-Status Children::StartAll(bool resume) {
+Status Children::StartAll(const RoleTable& roles,
+                          const std::string& coordinator, bool resume) {
+  MutexLock lock(&mu_);
+  roles_ = roles;
+  coordinator_ = coordinator;
   for (NodeId id = 1; id < roles_.num_nodes(); ++id) {
     Status st = Start(id, resume);
     if (st.ok()) continue;
-    MutexLock lock(&mu_);
-    for (const auto& [other, p] : pids_) ::kill(p, SIGTERM);
+    for (const auto& [other, kid] : kids_) ::kill(kid.pid, SIGTERM);
     return st;
   }
   return Status::Ok();
 }
 
-void Children::RestartDead(const std::atomic<bool>& ended) {
-  std::vector<NodeId> restartable = roles_.Ids(Role::kServer);
-  for (NodeId id : roles_.Ids(Role::kWorker)) restartable.push_back(id);
-  if (roles_.has_evaluator()) restartable.push_back(roles_.EvaluatorId());
-  for (NodeId id : restartable) {
-    int status = 0;
-    pid_t pid;
-    {
-      MutexLock lock(&mu_);
-      pid = pids_[id];
-    }
-    if (::waitpid(pid, &status, WNOHANG) != pid || !WIFSIGNALED(status) ||
-        ended.load())
-      continue;
-    LogWarning(
-        "cluster.restart: {} (pid {}) died of signal {}; starting it again",
-        roles_.Describe(id), pid, WTERMSIG(status));
-    Status st = Start(id, /*resume=*/true);
-    if (!st.ok()) LogError("cluster.restart: {}", st.message());
-  }
-}
-
-void Children::Reap() {
-  std::map<NodeId, pid_t> pids;
-  {
-    MutexLock lock(&mu_);
-    pids = pids_;
-  }
-  // Children end when the coordinator says stop; any still running after a
-  // grace period are ended by PID.
+// Waits (20 s at most) for `pids` to end; then ends the rest by PID.
+void ReapPids(const std::vector<pid_t>& pids) {
   const auto deadline = Clock::now() + std::chrono::seconds(20);
-  for (const auto& [id, pid] : pids) {
+  for (pid_t pid : pids) {
     int status = 0;
     while (::waitpid(pid, &status, WNOHANG) == 0) {
       if (Clock::now() > deadline) {
@@ -160,18 +188,112 @@ void Children::Reap() {
   }
 }
 
+Result<nlohmann::json> Children::Reform(const RoleTable& roles, NextLife life) {
+  MutexLock lock(&mu_);
+  std::map<NodeId, Child> kept;
+  std::vector<pid_t> leaving, kept_pids;
+  for (const auto& [id, kid] : kids_) {
+    Role role;
+    int index;
+    const NodeId next = roles_.RoleOf(id, &role, &index).ok()
+                            ? roles.IdOf(role, index)
+                            : kInvalidNodeId;
+    int status = 0;
+    const bool gone = ::waitpid(kid.pid, &status, WNOHANG) == kid.pid;
+    if (next != kInvalidNodeId && !gone &&
+        SendNextLife(kid.life_fd, life).ok()) {
+      kept[next] = kid;
+      kept_pids.push_back(kid.pid);
+      continue;
+    }
+    ::close(kid.life_fd);  // the end of the run for it
+    if (!gone) leaving.push_back(kid.pid);
+  }
+  roles_ = roles;
+  coordinator_ = life.coordinator;
+  kids_ = std::move(kept);
+  std::vector<pid_t> started;
+  for (NodeId id = 1; id < roles_.num_nodes(); ++id) {
+    if (kids_.count(id) > 0) continue;
+    RETURN_IF_ERROR(Start(id, /*resume=*/true));
+    started.push_back(kids_[id].pid);
+  }
+  RETURN_IF_ERROR(WritePids());
+  leavers_.insert(leavers_.end(), leaving.begin(), leaving.end());
+  return nlohmann::json{{"event", "processes"},
+                        {"kept_pids", kept_pids},
+                        {"started_pids", started},
+                        {"ended_pids", leaving}};
+}
+
+void Children::RestartDead(const std::atomic<bool>& ended) {
+  MutexLock lock(&mu_);
+  std::vector<NodeId> restartable = roles_.Ids(Role::kServer);
+  for (NodeId id : roles_.Ids(Role::kWorker)) restartable.push_back(id);
+  if (roles_.has_evaluator()) restartable.push_back(roles_.EvaluatorId());
+  for (NodeId id : restartable) {
+    int status = 0;
+    const pid_t pid = kids_[id].pid;
+    if (::waitpid(pid, &status, WNOHANG) != pid || !WIFSIGNALED(status) ||
+        ended.load())
+      continue;
+    LogWarning(
+        "cluster.restart: {} (pid {}) died of signal {}; starting it again",
+        roles_.Describe(id), pid, WTERMSIG(status));
+    Status st = Start(id, /*resume=*/true);
+    if (!st.ok()) LogError("cluster.restart: {}", st.message());
+  }
+}
+
+void Children::EndAll() {
+  std::vector<pid_t> pids;
+  {
+    MutexLock lock(&mu_);
+    // Children end when the coordinator says stop and their pipe closes;
+    // any still running after a grace period are ended by PID.
+    for (auto& [id, kid] : kids_) {
+      if (kid.life_fd >= 0) ::close(kid.life_fd);
+      pids.push_back(kid.pid);
+    }
+    kids_.clear();
+    pids.insert(pids.end(), leavers_.begin(), leavers_.end());
+    leavers_.clear();
+  }
+  ReapPids(pids);
+}
+
+// How a life's children start: all of them, or (a scale) by keeping the
+// running ones the new size still has.
+enum class LifeStart { kFresh, kKeepRunning };
+
+// Starts the children of a life around the coordinator at `endpoint`.
+Status StartChildren(Children& children, const Config& config,
+                     const ClusterRunOptions& o, const RunDirectory& run_dir,
+                     const std::string& endpoint, LifeStart how) {
+  if (how == LifeStart::kFresh)
+    return children.StartAll(o.roles, endpoint,
+                             config.GetBool("checkpoint.resume"));
+  ASSIGN_OR_RETURN(
+      nlohmann::json line,
+      children.Reform(o.roles, NextLife{endpoint, {"checkpoint.resume=true"}}));
+  LogInfo("scaled: {} processes kept (the same PIDs), {} started, {} ended",
+          line["kept_pids"].size(), line["started_pids"].size(),
+          line["ended_pids"].size());
+  Status st = AppendMembership(run_dir.path(), line);
+  if (!st.ok()) LogWarning("membership.jsonl: {}", st.message());
+  return Status::Ok();
+}
+
 // One life of a --processes cluster: the coordinator here, every other
 // node a child process; the coordinator's summary (the run's error in its
-// status) once every child ended, or why the coordinator could not run.
+// status) once it finished, or why the coordinator could not run. The
+// children are left to the caller (a scale keeps some for the next life).
 Result<ClusterSummary> RunProcessesOnce(
     const Config& config, const ClusterRunOptions& o,
-    const RunDirectory& run_dir, const std::string& self_exe,
+    const RunDirectory& run_dir, const std::string& local,
     const std::optional<CurveKeys>& curve, const std::atomic<bool>* stop,
-    std::shared_ptr<const Checkpoint> resume_from) {
-  // Every node on this machine: over UCX with cluster.transport = "ucx",
-  // else ZeroMQ TCP.
-  ASSIGN_OR_RETURN(const std::string local,
-                   LocalEndpoint(o.transport == "ucx" ? "ucx" : "tcp"));
+    std::shared_ptr<const Checkpoint> resume_from, Children& children,
+    LifeStart how) {
   TransportOptions options;
   options.curve = curve;
   options.links = o.links;
@@ -181,11 +303,7 @@ Result<ClusterSummary> RunProcessesOnce(
   RoleContext ctx;
   ASSIGN_OR_RETURN(ctx.transport, NewBoundTransport(0, local, options));
   const std::string endpoint = ctx.transport->endpoint();
-  Children children(
-      o.roles, run_dir,
-      {self_exe, "node", "--coordinator", endpoint, "--run-dir", run_dir.path(),
-       "-c", run_dir.File("config.toml"), "--bind", local});
-  RETURN_IF_ERROR(children.StartAll(config.GetBool("checkpoint.resume")));
+  RETURN_IF_ERROR(StartChildren(children, config, o, run_dir, endpoint, how));
   LogInfo("cluster: {} processes ({}) around the coordinator at {}{}",
           o.roles.num_nodes() - 1, o.roles.ToString(), endpoint,
           curve ? " (CURVE)" : "");
@@ -217,7 +335,6 @@ Result<ClusterSummary> RunProcessesOnce(
   Status st = RunRole(ctx);
   ended = true;
   if (watcher.joinable()) watcher.join();
-  children.Reap();
   // The coordinator stopped before it wrote a summary.
   if (!summary) return st.ok() ? Status::Internal("no summary") : st;
   return std::move(*summary);
@@ -257,6 +374,26 @@ Result<ClusterRestart> PlanRestart(const RunDirectory& run_dir,
   return r;
 }
 
+// `strata scale`: the coordinator stopped the run at a checkpoint for an
+// accepted request. True when the next life takes it: `life` on the new
+// worker count, `resume_from` its checkpoint (the run's config.toml is
+// rewritten for it, so the kept nodes read the new count).
+Result<bool> NextScaledLife(const RunDirectory& run_dir,
+                            const std::atomic<bool>* stop, Config* life,
+                            std::shared_ptr<const Checkpoint>* resume_from) {
+  ASSIGN_OR_RETURN(std::optional<ScaleRequest> scale,
+                   TakeAcceptedScale(run_dir.path()));
+  if (!scale || (stop != nullptr && stop->load())) return false;
+  LogInfo("resuming at step {} on {} workers (strata scale)", scale->step,
+          scale->workers);
+  RETURN_IF_ERROR(
+      life->ApplyOverride(fmt::format("cluster.workers={}", scale->workers)));
+  RETURN_IF_ERROR(life->ApplyOverride("checkpoint.resume=true"));
+  ASSIGN_OR_RETURN(ClusterRunOptions o, ClusterRunOptions::FromConfig(*life));
+  ASSIGN_OR_RETURN(*resume_from, CheckResumable(*life, o, run_dir));
+  return true;
+}
+
 // The summary, written again with what the restarts cost.
 void RecordRestarts(const RunDirectory& run_dir, ClusterSummary& summary,
                     const std::vector<ClusterRestart>& restarts) {
@@ -289,15 +426,23 @@ Result<ClusterSummary> TrainProcesses(const Config& config,
          UcxSharedMemoryEnvValue(o.ucx_shared_memory), 1);
   // Several processes share the cores: one BLAS thread each.
   setenv("OPENBLAS_NUM_THREADS", "1", 0);
+  // Every node on this machine: over UCX with cluster.transport = "ucx",
+  // else ZeroMQ TCP.
+  ASSIGN_OR_RETURN(const std::string local,
+                   LocalEndpoint(o.transport == "ucx" ? "ucx" : "tcp"));
+  Children children(run_dir,
+                    {self_exe, "node", "--run-dir", run_dir.path(), "-c",
+                     run_dir.File("config.toml"), "--bind", local});
   Config life = config;
+  LifeStart how = LifeStart::kFresh;
   std::vector<ClusterRestart> restarts;
   // The last life's summary (the one summary.json holds).
   ClusterSummary last;
   while (true) {
     ASSIGN_OR_RETURN(ClusterRunOptions lo, ClusterRunOptions::FromConfig(life));
     Result<ClusterSummary> life_summary =
-        RunProcessesOnce(life, lo, run_dir, self_exe, curve, stop,
-                         std::exchange(resume_from, nullptr));
+        RunProcessesOnce(life, lo, run_dir, local, curve, stop,
+                         std::exchange(resume_from, nullptr), children, how);
     if (!life_summary.ok()) {
       // This life's coordinator wrote no summary: the last one says what
       // the restarts so far cost.
@@ -305,6 +450,14 @@ Result<ClusterSummary> TrainProcesses(const Config& config,
       return life_summary.status();
     }
     last = std::move(life_summary).value();
+    ASSIGN_OR_RETURN(bool scaled,
+                     NextScaledLife(run_dir, stop, &life, &resume_from));
+    if (scaled) {
+      how = LifeStart::kKeepRunning;
+      continue;
+    }
+    children.EndAll();
+    how = LifeStart::kFresh;
     const bool lost = last.status.code() == Status::Code::kUnavailable;
     if (o.restart && lost && !(stop != nullptr && stop->load()) &&
         static_cast<int>(restarts.size()) < o.max_restarts) {

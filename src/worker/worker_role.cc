@@ -194,12 +194,14 @@ Status WorkerNode::Run() {
     node_.Leave();
     return metrics.status();
   }
-  Status done = node_.member().ReportDone(metrics->ToWire().dump());
+  // The evaluator averages a decentralized run's final models: such a
+  // worker stays until the end; the others leave at once.
+  const bool stays = IsDecentralized(o_.mode);
+  Status done = node_.member().ReportDone(metrics->ToWire().dump(), !stays);
   // After "done", so that encoding it is not training time; before leaving.
   if (Status sent = node_.SendTimeline(o_.request_timeout); !sent.ok())
     LogWarning("worker {}: {}", index_, sent.message());
-  // The evaluator averages the workers' final models: stay until the end.
-  if (done.ok() && IsDecentralized(o_.mode)) node_.WaitForEnd();
+  if (done.ok() && stays) node_.WaitForEnd();
   node_.Leave();
   return done;
 }

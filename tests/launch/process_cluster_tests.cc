@@ -573,6 +573,87 @@ TEST(ProcessClusterTest, AKilledEvaluatorIsReplacedAndTheRunIsEvaluated) {
   EXPECT_GT(summary["final_val_acc"].get<double>(), 0.5);
 }
 
+// Runs `strata scale RUN --workers N` and returns its exit code (bounded).
+int ScaleTo(const std::string& run, int workers) {
+  std::vector<std::string> args = {
+      STRATA_BINARY,           "scale",     run, "--workers",
+      std::to_string(workers), "--timeout", "60"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, STRATA_BINARY, nullptr, nullptr, argv.data(),
+                  environ) != 0)
+    return -1;
+  double secs = 0;
+  return WaitExit(pid, &secs);
+}
+
+// pids.json by node without its id ("worker 1", "evaluator"): a scale
+// renumbers the nodes after the workers.
+std::map<std::string, pid_t> PidsByNode(const std::string& run) {
+  std::map<std::string, pid_t> out;
+  auto text = ReadFile(run + "/pids.json");
+  if (!text.ok()) return out;
+  const nlohmann::json pids = nlohmann::json::parse(*text);
+  for (auto it = pids.begin(); it != pids.end(); ++it)
+    out[it.key().substr(0, it.key().find(" (node"))] = it.value().get<pid_t>();
+  return out;
+}
+
+// `strata scale` on a --processes run, 2 -> 4 -> 3 workers: the nodes the
+// new size still has go on in their processes (the same PIDs: the server,
+// the evaluator and the workers below the new count); only newcomers start
+// and only leavers end. Lockstep, so every step of every epoch is trained
+// once across both changes.
+void ExpectAScaleKeepsTheProcesses(const std::string& mode) {
+  Launched l = Launch(
+      mode, {"cluster.workers=2", "train.iterations=0", "train.epochs=30",
+             "train.batch_size=48", "data.synthetic.train_size=576",
+             "data.shuffle=true", "data.sharding.method=stratified",
+             "checkpoint.every_updates=5", "cluster.worker_delay_ms=6",
+             "cluster.max_workers=4", "cluster.request_timeout_ms=20000"});
+  ASSERT_GT(l.pid, 0);
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (!FileExists(l.run_dir + "/metrics.jsonl") && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const std::map<std::string, pid_t> two = PidsByNode(l.run_dir);
+  ASSERT_EQ(two.size(), mode == "sync" ? 4u : 3u);
+  EXPECT_EQ(ScaleTo(l.run_dir, 4), 0);
+  const std::map<std::string, pid_t> four = PidsByNode(l.run_dir);
+  EXPECT_EQ(ScaleTo(l.run_dir, 3), 0);
+  const std::map<std::string, pid_t> three = PidsByNode(l.run_dir);
+  double secs = 0;
+  EXPECT_EQ(WaitExit(l.pid, &secs), 0);
+  ASSERT_EQ(four.size(), two.size() + 2);
+  ASSERT_EQ(three.size(), two.size() + 1);
+  for (const auto& [node, pid] : two) EXPECT_EQ(four.at(node), pid) << node;
+  for (const auto& [node, pid] : three) EXPECT_EQ(four.at(node), pid) << node;
+  EXPECT_NE(four.at("worker 2"), two.at("worker 0"));
+  auto summary = nlohmann::json::parse(*ReadFile(l.run_dir + "/summary.json"));
+  EXPECT_FALSE(summary.contains("error")) << summary.dump();
+  EXPECT_EQ(summary["samples"], 30 * 576);
+  std::vector<nlohmann::json> changes;
+  for (const auto& m : summary["membership"])
+    if (m["event"] == "processes") changes.push_back(m);
+  ASSERT_EQ(changes.size(), 2u) << summary["membership"].dump();
+  EXPECT_EQ(changes[0]["kept_pids"].size(), two.size());
+  EXPECT_EQ(changes[0]["started_pids"].size(), 2u);
+  EXPECT_EQ(changes[1]["kept_pids"].size(), three.size());
+  ASSERT_EQ(changes[1]["ended_pids"].size(), 1u);
+  EXPECT_EQ(changes[1]["ended_pids"][0], four.at("worker 3"));
+  // The leaver is gone (reaped by the launcher, not left running).
+  EXPECT_NE(::kill(four.at("worker 3"), 0), 0);
+}
+
+TEST(ProcessClusterTest, ASyncScaleKeepsTheRunningProcesses) {
+  ExpectAScaleKeepsTheProcesses("sync");
+}
+
+TEST(ProcessClusterTest, AnAllreduceScaleReformsInTheSameProcesses) {
+  ExpectAScaleKeepsTheProcesses("allreduce");
+}
+
 // Sync (lockstep) cannot take one server back in time: the launcher starts
 // every node again from the newest checkpoint, and the run finishes.
 TEST(ProcessClusterTest, ASyncRunWithAKilledServerRestartsFromTheCheckpoint) {
