@@ -112,6 +112,11 @@ Status RunNodeLives(const NodeArgs& args, const Config& first, Role role,
     ASSIGN_OR_RETURN(Config config, ResolveTrainConfig(args.train));
     for (const std::string& o : life->overrides)
       RETURN_IF_ERROR(config.ApplyOverride(o));
+    if (life->index >= 0 && life->index != index) {
+      LogInfo("{} {} is {} {} from now on (a worker before it left)",
+              RoleName(role), index, RoleName(role), life->index);
+      index = life->index;
+    }
     LogInfo(
         "{} {}: running again in this process (pid {}) for the run's "
         "next life",

@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/log.h"
 #include "launch/scale.h"
@@ -12,6 +13,7 @@ void AddScaleCommand(CLI::App& app, int* exit_code,
                      const std::atomic<bool>* stop) {
   auto run_dir = std::make_shared<std::string>();
   auto workers = std::make_shared<int>(0);
+  auto drain = std::make_shared<std::vector<int>>();
   auto timeout_s = std::make_shared<double>(120);
   CLI::App* scale = app.add_subcommand(
       "scale",
@@ -22,8 +24,11 @@ void AddScaleCommand(CLI::App& app, int* exit_code,
   scale->add_option("run_dir", *run_dir, "the run's directory")
       ->required()
       ->check(CLI::ExistingDirectory);
-  scale->add_option("--workers", *workers, "the new number of workers")
-      ->required();
+  scale->add_option("--workers", *workers, "the new number of workers");
+  scale->add_option("--drain", *drain,
+                    "a worker to leave (its index; repeatable): it finishes "
+                    "its step and leaves, and the workers after it are "
+                    "renumbered (the count drops by one each)");
   scale->add_option("--timeout", *timeout_s,
                     "seconds to wait for the run to take the request, and "
                     "again for it to train on N workers");
@@ -31,7 +36,7 @@ void AddScaleCommand(CLI::App& app, int* exit_code,
     Result<ScaleOutcome> out = ScaleRun(
         *run_dir, *workers,
         std::chrono::milliseconds(static_cast<int64_t>(*timeout_s * 1000)),
-        stop);
+        stop, *drain);
     if (!out.ok()) {
       LogError("{}", out.status().message());
       *exit_code = 1;

@@ -100,6 +100,11 @@ std::vector<ConfigKey> MakeSchema() {
       Bool("checkpoint.resume", false,
            "continue from the run directory's newest checkpoint (set by "
            "strata train --resume)"),
+      Str("checkpoint.resume_workers", "",
+          "a resume on another worker count: the checkpoint's workers "
+          "that go on, in order, as workers 0, 1, ... (\"0,2,3\": "
+          "worker 1 leaves; strata scale --drain sets it); empty: the "
+          "first ones"),
       Bool("metrics.tensorboard", true,
            "write TensorBoard event files into <run>/tb/ "
            "(docs/design/metrics.md)"),

@@ -37,10 +37,13 @@ Status ClusterCheckpoints::Load(bool announce,
                               config_.GetString("data.shard_plan")));
   resize_ = ClusterSummary::Resize{};
   if (from != to) {
+    ASSIGN_OR_RETURN(
+        kept_, ResumeWorkers(config_.GetString("checkpoint.resume_workers"),
+                             from, to));
     resize_.from_workers = from;
     resize_.to_workers = to;
     resize_.at_step = c.step;
-    ASSIGN_OR_RETURN(resize_.retired_samples, RetiredSamples(c, to));
+    ASSIGN_OR_RETURN(resize_.retired_samples, RetiredSamples(c, kept_));
   }
   resume_ = std::move(loaded);
   if (announce && from != to) {
@@ -54,11 +57,12 @@ Status ClusterCheckpoints::Load(bool announce,
   return Status::Ok();
 }
 
-Result<int64_t> ClusterCheckpoints::RetiredSamples(const Checkpoint& c,
-                                                   int to) {
+Result<int64_t> ClusterCheckpoints::RetiredSamples(
+    const Checkpoint& c, const std::vector<int>& kept) {
   ASSIGN_OR_RETURN(const int from, CheckpointWorkers(c));
   int64_t samples = 0;
-  for (int w = to; w < from; ++w) {
+  for (int w = 0; w < from; ++w) {
+    if (std::find(kept.begin(), kept.end(), w) != kept.end()) continue;
     ASSIGN_OR_RETURN(const std::string* text,
                      c.File(fmt::format("worker-{}.json", w)));
     const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
@@ -97,8 +101,8 @@ Message ClusterCheckpoints::Restore(NodeId id) const {
   if (role == Role::kWorker) {
     Result<int> from = CheckpointWorkers(*c);
     if (from.ok() && *from != o_.roles.num_workers()) {
-      Result<Message> resized =
-          ResizedWorkerState(*c, o_.mode, *from, o_.roles.num_workers(), index);
+      Result<Message> resized = ResizedWorkerState(
+          *c, o_.mode, *from, o_.roles.num_workers(), index, kept_);
       if (resized.ok()) return std::move(resized).value();
       LogError("resume: {}: {}", o_.roles.Describe(id),
                resized.status().message());
@@ -244,6 +248,8 @@ Result<std::shared_ptr<const Checkpoint>> CheckResumable(
   // cluster.workers. Written only now that the checkpoint accepted it.
   Config goes_on = config;
   RETURN_IF_ERROR(goes_on.ApplyOverride("checkpoint.resume=false"));
+  // Which old workers went on is said of this checkpoint only.
+  RETURN_IF_ERROR(goes_on.ApplyOverride("checkpoint.resume_workers="));
   RETURN_IF_ERROR(
       WriteFileAtomic(run_dir.File("config.toml"), goes_on.ToToml()));
   return checked.loaded();

@@ -75,9 +75,10 @@ class ClusterCheckpoints {
   // Every server's state (JSON and safetensors) and version.
   Status AddServerStates(Coordinator& coordinator, Files& files,
                          nlohmann::json& versions);
-  // The samples the workers that a resume on `to` workers leaves out had
+  // The samples the workers that a resume leaves out (not in `kept`) had
   // trained (they still count in the run's total).
-  static Result<int64_t> RetiredSamples(const Checkpoint& c, int to);
+  static Result<int64_t> RetiredSamples(const Checkpoint& c,
+                                        const std::vector<int>& kept);
   // Every data server's cursor (they keep no tensors).
   Status AddDataStates(Coordinator& coordinator, Files& files);
 
@@ -87,6 +88,9 @@ class ClusterCheckpoints {
   std::shared_ptr<const Checkpoint> resume_;
   nlohmann::json meta_;
   ClusterSummary::Resize resize_;
+  // A resume on another size: the old workers that go on, in their new
+  // order (checkpoint.resume_workers).
+  std::vector<int> kept_;
   // The newest state of every worker (a finished one keeps its last).
   std::map<int, std::pair<std::string, std::string>> workers_;
   std::map<int, int64_t> worker_steps_;

@@ -225,7 +225,8 @@ void CoordinatorRun::WatchScale(Coordinator& c, bool training) {
   Result<std::optional<ScaleRequest>> asked = PendingScale(run_dir_.path());
   if (asked.ok() && !asked->has_value()) return;
   Status refused =
-      asked.ok() ? CheckScale(config_, o_, (*asked)->workers) : asked.status();
+      asked.ok() ? CheckScale(config_, o_, (*asked)->workers, (*asked)->leaving)
+                 : asked.status();
   if (!refused.ok()) {
     LogError("scale request refused: {}", refused.message());
     Status st = RefuseScale(run_dir_.path(), refused.message());
@@ -279,13 +280,14 @@ void CoordinatorRun::HandOverScale() {
     return;
   }
   const int64_t step = checkpoints_.last_step();
-  Status st =
-      AppendMembership(run_dir_.path(), {{"event", "scale"},
-                                         {"from", o_.roles.num_workers()},
-                                         {"to", scale_->workers},
-                                         {"step", step},
-                                         {"asked_unix", scale_->asked_unix},
-                                         {"stopped_unix", UnixNow()}});
+  nlohmann::json line{{"event", "scale"},
+                      {"from", o_.roles.num_workers()},
+                      {"to", scale_->workers},
+                      {"step", step},
+                      {"asked_unix", scale_->asked_unix},
+                      {"stopped_unix", UnixNow()}};
+  if (!scale_->leaving.empty()) line["leaving"] = scale_->leaving;
+  Status st = AppendMembership(run_dir_.path(), line);
   if (st.ok()) st = AcceptScale(run_dir_.path(), *scale_, step);
   if (!st.ok())
     LogError("scaling to {} workers: {}", scale_->workers, st.message());

@@ -1,7 +1,10 @@
 #include "coordinator/resize_restore.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <vector>
 
 #include "common/safetensors.h"
@@ -94,8 +97,44 @@ Status CheckResize(RunMode mode, int from, int to, int data_servers,
   return Status::Ok();
 }
 
-Status CheckScale(const Config& config, const ClusterRunOptions& o, int to) {
+namespace {
+
+// InvalidArgument unless `leaving` names distinct workers of the `from`
+// and as many as a scale to `to` drops.
+Status CheckLeaving(int from, int to, const std::vector<int>& leaving) {
+  if (leaving.empty()) return Status::Ok();
+  for (size_t i = 0; i < leaving.size(); ++i) {
+    const int w = leaving[i];
+    if (w < 0 || w >= from)
+      return Status::InvalidArgument(
+          "cannot drain worker {}: the run has workers 0 to {}", w, from - 1);
+    if (std::find(leaving.begin(), leaving.begin() + i, w) !=
+        leaving.begin() + i)
+      return Status::InvalidArgument("worker {} is asked to drain twice", w);
+  }
+  if (from - static_cast<int>(leaving.size()) != to)
+    return Status::InvalidArgument(
+        "draining {} of the run's {} workers leaves {}, not {}", leaving.size(),
+        from, from - static_cast<int>(leaving.size()), to);
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string KeptWorkers(int from, const std::vector<int>& leaving) {
+  if (leaving.empty()) return "";
+  std::string out;
+  for (int w = 0; w < from; ++w) {
+    if (std::find(leaving.begin(), leaving.end(), w) != leaving.end()) continue;
+    out += (out.empty() ? "" : ",") + std::to_string(w);
+  }
+  return out;
+}
+
+Status CheckScale(const Config& config, const ClusterRunOptions& o, int to,
+                  const std::vector<int>& leaving) {
   const int from = o.roles.num_workers();
+  RETURN_IF_ERROR(CheckLeaving(from, to, leaving));
   const int lo = static_cast<int>(config.GetInt("cluster.min_workers"));
   const int hi = static_cast<int>(config.GetInt("cluster.max_workers"));
   if (to < 1 || to < lo || (hi > 0 && to > hi)) {
@@ -122,9 +161,43 @@ Status CheckScale(const Config& config, const ClusterRunOptions& o, int to) {
                      config.GetString("data.shard_plan"));
 }
 
+Result<std::vector<int>> ResumeWorkers(const std::string& text, int from,
+                                       int to) {
+  const int stay = std::min(from, to);
+  std::vector<int> kept;
+  if (text.empty()) {
+    for (int w = 0; w < stay; ++w) kept.push_back(w);
+    return kept;
+  }
+  const std::string what =
+      fmt::format("checkpoint.resume_workers = \"{}\"", text);
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    char* end = nullptr;
+    const long w = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || w < 0 || w >= from)
+      return Status::InvalidArgument(
+          "{}: '{}' is not a worker of the checkpoint's {} (0 to {})", what,
+          item, from, from - 1);
+    if (std::find(kept.begin(), kept.end(), w) != kept.end())
+      return Status::InvalidArgument("{}: worker {} is named twice", what, w);
+    kept.push_back(static_cast<int>(w));
+  }
+  if (static_cast<int>(kept.size()) != stay)
+    return Status::InvalidArgument(
+        "{}: {} workers named; a resume of {} workers on {} keeps {}", what,
+        kept.size(), from, to, stay);
+  return kept;
+}
+
 Result<Message> ResizedWorkerState(const Checkpoint& c, RunMode mode, int from,
-                                   int to, int index) {
-  const int source = index % from;
+                                   int to, int index,
+                                   const std::vector<int>& kept) {
+  if (kept.empty())
+    return Status::Internal("a resize that keeps no old worker");
+  const bool newcomer = index >= static_cast<int>(kept.size());
+  const int source = kept[index % kept.size()];
   ASSIGN_OR_RETURN(json state, WorkerJson(c, source));
   json cursors = json::array();
   for (int w = 0; w < from; ++w) {
@@ -135,7 +208,7 @@ Result<Message> ResizedWorkerState(const Checkpoint& c, RunMode mode, int from,
     cursors.push_back(std::move(cursor));
   }
   state["worker"] = index;
-  if (index >= from) {
+  if (newcomer) {
     // A newcomer: its own counters start at the step it joins.
     state["counters"] = json{{"iterations", state["step"]}};
   }
@@ -146,7 +219,7 @@ Result<Message> ResizedWorkerState(const Checkpoint& c, RunMode mode, int from,
   for (const SafeTensor& t : file.tensors) {
     const bool optimizer = t.name.rfind("optimizer/", 0) == 0;
     const bool exchange = t.name.rfind("exchange/", 0) == 0;
-    if (exchange && index >= from) continue;  // residuals start at zero
+    if (exchange && newcomer) continue;  // residuals start at zero
     if (optimizer && mode == RunMode::kRing) {
       ASSIGN_OR_RETURN(SafeTensor sliced,
                        ResliceOptimizer(c, t.name, from, to, index));

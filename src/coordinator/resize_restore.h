@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cluster/run_mode.h"
 #include "common/config.h"
@@ -13,17 +14,21 @@
 namespace strata {
 
 // A cluster checkpoint resumed on another number of workers (`strata train
-// --resume DIR --set cluster.workers=M`; docs/design/elastic.md). The
+// --resume DIR --set cluster.workers=M`; docs/design/elastic.md). The old
+// workers that go on are `kept` (checkpoint.resume_workers: by default the
+// first min(n, M); a drain leaves one out), in their new order. The
 // coordinator hands worker j of the M:
-//   - the JSON state of old worker j (j < n), or of old worker j mod n with
-//     its counters reset to the step (a newcomer), plus "resize":
+//   - the JSON state of old worker kept[j] (j < kept.size()), or of old
+//     worker kept[j mod kept.size()] with its counters reset to the step (a
+//     newcomer), plus "resize":
 //     {"from_workers": n, "to_workers": M, "cursors": [every old worker's
 //     data cursor: "sampler", "epoch_offset", "rest"]}: the worker
 //     re-plans the rest of the epoch from them (worker/epoch_remainder.h);
 //   - the tensors of that old worker: its model and optimizer state (modes
 //     whose workers keep a model: identical on every worker in allreduce);
 //     in ring the optimizer's slices, joined and cut again for M owners;
-//     the error-feedback residuals (cluster.compression) only for j < n.
+//     the error-feedback residuals (cluster.compression) only for a kept
+//     worker.
 
 // The number of workers a cluster checkpoint was written by (from its
 // coordinator.json); DataLoss when it does not say.
@@ -38,13 +43,29 @@ Status CheckResize(RunMode mode, int from, int to, int data_servers,
 // FailedPrecondition or InvalidArgument saying why the run of `config` /
 // `o` cannot scale to `to` workers now (`strata scale`): checkpoints off
 // (a scale resumes from one), the same count, a count cluster.min_workers
-// / max_workers or the batch cannot take, or CheckResize's reasons.
-Status CheckScale(const Config& config, const ClusterRunOptions& o, int to);
+// / max_workers or the batch cannot take, CheckResize's reasons, or
+// `leaving` (a drain) naming a worker the run does not have, one twice, or
+// not as many as the count drops by.
+Status CheckScale(const Config& config, const ClusterRunOptions& o, int to,
+                  const std::vector<int>& leaving = {});
+
+// checkpoint.resume_workers for a scale of `from` workers that `leaving`
+// leave: the others, in order ("0,2,3"); empty when none is named.
+std::string KeptWorkers(int from, const std::vector<int>& leaving);
+
+// The old workers that go on as workers 0, 1, ... when `from` workers'
+// checkpoint resumes on `to`: `text` is checkpoint.resume_workers ("0,2,3";
+// empty: the first min(from, to)). InvalidArgument naming the key for an
+// index out of range, twice, or a list of the wrong length (min(from, to):
+// a drain names the ones that stay; a growth keeps every old worker).
+Result<std::vector<int>> ResumeWorkers(const std::string& text, int from,
+                                       int to);
 
 // Worker `index`'s restore reply (kRestoreRequest) when the checkpoint was
-// written by `from` workers and the run now has `to`. DataLoss for a
-// checkpoint whose worker states do not fit.
+// written by `from` workers and the run now has `to`, `kept` going on
+// (ResumeWorkers). DataLoss for a checkpoint whose worker states do not fit.
 Result<Message> ResizedWorkerState(const Checkpoint& checkpoint, RunMode mode,
-                                   int from, int to, int index);
+                                   int from, int to, int index,
+                                   const std::vector<int>& kept);
 
 }  // namespace strata

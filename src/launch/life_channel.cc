@@ -12,7 +12,8 @@ namespace strata {
 using Clock = std::chrono::steady_clock;
 
 std::string NextLife::ToLine() const {
-  const nlohmann::json j{{"coordinator", coordinator}, {"set", overrides}};
+  nlohmann::json j{{"coordinator", coordinator}, {"set", overrides}};
+  if (index >= 0) j["index"] = index;
   return j.dump() + "\n";
 }
 
@@ -27,6 +28,14 @@ Result<NextLife> NextLife::FromLine(const std::string& line) {
         "\"set\": [...]}}): '{}'",
         line.substr(0, 200));
   life.coordinator = j["coordinator"].get<std::string>();
+  if (j.contains("index")) {
+    if (!j["index"].is_number_integer() || j["index"].get<int>() < 0)
+      return Status::DataLoss(
+          "the launcher's next life: \"index\" is not a "
+          "node index: '{}'",
+          line.substr(0, 200));
+    life.index = j["index"].get<int>();
+  }
   for (const auto& kv : j["set"]) {
     if (!kv.is_string())
       return Status::DataLoss(

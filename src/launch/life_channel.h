@@ -6,11 +6,12 @@
 //
 //   the pipe closes     the run is over, or this node leaves it: the
 //                       process ends;
-//   one JSON line       {"coordinator": ENDPOINT, "set": [KEY=VALUE, ...]}:
-//                       a scale kept this node; it reads the run's
-//                       config.toml again, applies "set", and runs its role
-//                       again in the same process against the new
-//                       coordinator.
+//   one JSON line       {"coordinator": ENDPOINT, "set": [KEY=VALUE, ...],
+//                       "index": I}: a scale kept this node; it reads the
+//                       run's config.toml again, applies "set", and runs its
+//                       role again in the same process against the new
+//                       coordinator, as the role's node I ("index" may be
+//                       left out: the same index).
 //
 // So a scale keeps the processes of the nodes the new size still has (their
 // PIDs, loaded data and LibTorch) and starts only the newcomers. Functions
@@ -30,6 +31,8 @@ namespace strata {
 struct NextLife {
   std::string coordinator;             // the new coordinator's endpoint
   std::vector<std::string> overrides;  // --set KEY=VALUE, in order
+  int index = -1;  // the node's index from now on (a drain renumbers the
+                   // workers after it); -1: the same
 
   std::string ToLine() const;  // one JSON line, '\n' ended
   // DataLoss naming the line for anything but a next life.

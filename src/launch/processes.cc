@@ -21,8 +21,10 @@
 #include "common/timeline.h"
 #include "coordinator/cluster_checkpoints.h"
 #include "coordinator/metrics_endpoint.h"
+#include "coordinator/resize_restore.h"
 #include "launch/life_channel.h"
 #include "launch/roles.h"
+#include "launch/scale.h"
 #include "models/models.h"
 #include "run/scale_request.h"
 #include "transport/factory.h"
@@ -59,7 +61,10 @@ class Children {
   // by EndAll); the new ones start (resuming). A kept node that died
   // meanwhile is started again. Returns the membership.jsonl line: the PIDs
   // kept, started and ended.
-  Result<nlohmann::json> Reform(const RoleTable& roles, NextLife life)
+  // `kept_workers`: the old index of each worker that goes on, in its new
+  // order (a drain renumbers the ones after it).
+  Result<nlohmann::json> Reform(const RoleTable& roles, NextLife life,
+                                const std::vector<int>& kept_workers)
       EXCLUDES(mu_);
   // cluster.restart in the free modes: a server, worker or evaluator
   // process that died of a signal while the run goes on (until `ended`) is
@@ -188,16 +193,28 @@ void ReapPids(const std::vector<pid_t>& pids) {
   }
 }
 
-Result<nlohmann::json> Children::Reform(const RoleTable& roles, NextLife life) {
+// Node `index` of `role` after a scale: the same, but a worker takes its
+// place among `kept_workers` (-1: it leaves).
+int IndexAfterScale(Role role, int index,
+                    const std::vector<int>& kept_workers) {
+  if (role != Role::kWorker) return index;
+  auto it = std::find(kept_workers.begin(), kept_workers.end(), index);
+  return it == kept_workers.end() ? -1
+                                  : static_cast<int>(it - kept_workers.begin());
+}
+
+Result<nlohmann::json> Children::Reform(const RoleTable& roles, NextLife life,
+                                        const std::vector<int>& kept_workers) {
   MutexLock lock(&mu_);
   std::map<NodeId, Child> kept;
   std::vector<pid_t> leaving, kept_pids;
   for (const auto& [id, kid] : kids_) {
     Role role;
-    int index;
-    const NodeId next = roles_.RoleOf(id, &role, &index).ok()
-                            ? roles.IdOf(role, index)
-                            : kInvalidNodeId;
+    int index = -1;
+    if (roles_.RoleOf(id, &role, &index).ok())
+      index = IndexAfterScale(role, index, kept_workers);
+    const NodeId next = index >= 0 ? roles.IdOf(role, index) : kInvalidNodeId;
+    life.index = index;
     int status = 0;
     const bool gone = ::waitpid(kid.pid, &status, WNOHANG) == kid.pid;
     if (next != kInvalidNodeId && !gone &&
@@ -264,18 +281,22 @@ void Children::EndAll() {
 
 // How a life's children start: all of them, or (a scale) by keeping the
 // running ones the new size still has.
-enum class LifeStart { kFresh, kKeepRunning };
+struct LifeStart {
+  bool keep_running = false;
+  std::vector<int> kept_workers;  // a scale: Children::Reform's
+};
 
 // Starts the children of a life around the coordinator at `endpoint`.
 Status StartChildren(Children& children, const Config& config,
                      const ClusterRunOptions& o, const RunDirectory& run_dir,
-                     const std::string& endpoint, LifeStart how) {
-  if (how == LifeStart::kFresh)
+                     const std::string& endpoint, const LifeStart& how) {
+  if (!how.keep_running)
     return children.StartAll(o.roles, endpoint,
                              config.GetBool("checkpoint.resume"));
   ASSIGN_OR_RETURN(
       nlohmann::json line,
-      children.Reform(o.roles, NextLife{endpoint, {"checkpoint.resume=true"}}));
+      children.Reform(o.roles, NextLife{endpoint, {"checkpoint.resume=true"}},
+                      how.kept_workers));
   LogInfo("scaled: {} processes kept (the same PIDs), {} started, {} ended",
           line["kept_pids"].size(), line["started_pids"].size(),
           line["ended_pids"].size());
@@ -293,7 +314,7 @@ Result<ClusterSummary> RunProcessesOnce(
     const RunDirectory& run_dir, const std::string& local,
     const std::optional<CurveKeys>& curve, const std::atomic<bool>* stop,
     std::shared_ptr<const Checkpoint> resume_from, Children& children,
-    LifeStart how) {
+    const LifeStart& how) {
   TransportOptions options;
   options.curve = curve;
   options.links = o.links;
@@ -377,20 +398,25 @@ Result<ClusterRestart> PlanRestart(const RunDirectory& run_dir,
 // `strata scale`: the coordinator stopped the run at a checkpoint for an
 // accepted request. True when the next life takes it: `life` on the new
 // worker count, `resume_from` its checkpoint (the run's config.toml is
-// rewritten for it, so the kept nodes read the new count).
+// rewritten for it, so the kept nodes read the new count), `how` the
+// running nodes it keeps.
 Result<bool> NextScaledLife(const RunDirectory& run_dir,
                             const std::atomic<bool>* stop, Config* life,
-                            std::shared_ptr<const Checkpoint>* resume_from) {
+                            std::shared_ptr<const Checkpoint>* resume_from,
+                            LifeStart* how) {
   ASSIGN_OR_RETURN(std::optional<ScaleRequest> scale,
                    TakeAcceptedScale(run_dir.path()));
   if (!scale || (stop != nullptr && stop->load())) return false;
+  const int from = static_cast<int>(life->GetInt("cluster.workers"));
   LogInfo("resuming at step {} on {} workers (strata scale)", scale->step,
           scale->workers);
-  RETURN_IF_ERROR(
-      life->ApplyOverride(fmt::format("cluster.workers={}", scale->workers)));
-  RETURN_IF_ERROR(life->ApplyOverride("checkpoint.resume=true"));
+  RETURN_IF_ERROR(ApplyScale(*scale, life));
   ASSIGN_OR_RETURN(ClusterRunOptions o, ClusterRunOptions::FromConfig(*life));
   ASSIGN_OR_RETURN(*resume_from, CheckResumable(*life, o, run_dir));
+  how->keep_running = true;
+  ASSIGN_OR_RETURN(how->kept_workers,
+                   ResumeWorkers(life->GetString("checkpoint.resume_workers"),
+                                 from, scale->workers));
   return true;
 }
 
@@ -434,7 +460,7 @@ Result<ClusterSummary> TrainProcesses(const Config& config,
                     {self_exe, "node", "--run-dir", run_dir.path(), "-c",
                      run_dir.File("config.toml"), "--bind", local});
   Config life = config;
-  LifeStart how = LifeStart::kFresh;
+  LifeStart how;
   std::vector<ClusterRestart> restarts;
   // The last life's summary (the one summary.json holds).
   ClusterSummary last;
@@ -451,13 +477,10 @@ Result<ClusterSummary> TrainProcesses(const Config& config,
     }
     last = std::move(life_summary).value();
     ASSIGN_OR_RETURN(bool scaled,
-                     NextScaledLife(run_dir, stop, &life, &resume_from));
-    if (scaled) {
-      how = LifeStart::kKeepRunning;
-      continue;
-    }
+                     NextScaledLife(run_dir, stop, &life, &resume_from, &how));
+    if (scaled) continue;
     children.EndAll();
-    how = LifeStart::kFresh;
+    how = LifeStart{};
     const bool lost = last.status.code() == Status::Code::kUnavailable;
     if (o.restart && lost && !(stop != nullptr && stop->load()) &&
         static_cast<int>(restarts.size()) < o.max_restarts) {

@@ -27,9 +27,19 @@ std::optional<nlohmann::json> ResumedLine(const std::string& run_dir, int to,
 
 }  // namespace
 
+Status ApplyScale(const ScaleRequest& scale, Config* life) {
+  const int from = static_cast<int>(life->GetInt("cluster.workers"));
+  RETURN_IF_ERROR(
+      life->ApplyOverride(fmt::format("cluster.workers={}", scale.workers)));
+  RETURN_IF_ERROR(life->ApplyOverride("checkpoint.resume=true"));
+  return life->ApplyOverride("checkpoint.resume_workers=" +
+                             KeptWorkers(from, scale.leaving));
+}
+
 Result<ScaleOutcome> ScaleRun(const std::string& run_dir, int workers,
                               std::chrono::milliseconds timeout,
-                              const std::atomic<bool>* stop) {
+                              const std::atomic<bool>* stop,
+                              const std::vector<int>& leaving) {
   auto stopped = [stop] { return stop != nullptr && stop->load(); };
   const std::string config_path = JoinPath(run_dir, "config.toml");
   if (!FileExists(config_path))
@@ -37,13 +47,23 @@ Result<ScaleOutcome> ScaleRun(const std::string& run_dir, int workers,
                             run_dir);
   ASSIGN_OR_RETURN(Config config, Config::FromTomlFile(config_path));
   ASSIGN_OR_RETURN(ClusterRunOptions o, ClusterRunOptions::FromConfig(config));
-  RETURN_IF_ERROR(CheckScale(config, o, workers));
+  if (workers == 0 && leaving.empty())
+    return Status::InvalidArgument(
+        "say the new number of workers (--workers N) or which to drain "
+        "(--drain I)");
+  if (workers == 0)
+    workers = o.roles.num_workers() - static_cast<int>(leaving.size());
+  RETURN_IF_ERROR(CheckScale(config, o, workers, leaving));
   ScaleRequest request;
   request.workers = workers;
   request.asked_unix = UnixNow();
+  request.leaving = leaving;
   RETURN_IF_ERROR(AskScale(run_dir, request));
-  LogInfo("asked {} to scale from {} to {} workers", run_dir,
-          o.roles.num_workers(), workers);
+  LogInfo("asked {} to scale from {} to {} workers{}", run_dir,
+          o.roles.num_workers(), workers,
+          leaving.empty()
+              ? ""
+              : fmt::format(" (draining worker {})", fmt::join(leaving, ", ")));
   const auto asked = Clock::now();
   while (ScalePending(run_dir)) {
     if (stopped()) {

@@ -3,8 +3,11 @@
 #include <atomic>
 #include <chrono>
 #include <string>
+#include <vector>
 
+#include "common/config.h"
 #include "common/status.h"
+#include "run/scale_request.h"
 
 namespace strata {
 
@@ -25,8 +28,17 @@ struct ScaleOutcome {
 // that cannot scale so; NotFound for a directory that is not a run.
 // `stop` (may be null; Ctrl-C) withdraws a request not taken yet and
 // returns Cancelled.
+// `leaving` (`strata scale --drain I`): these workers leave and the others
+// go on, renumbered in order; `workers` may then be 0 (the run's count less
+// the leavers). InvalidArgument for neither a count nor a drain.
 Result<ScaleOutcome> ScaleRun(const std::string& run_dir, int workers,
                               std::chrono::milliseconds timeout,
-                              const std::atomic<bool>* stop = nullptr);
+                              const std::atomic<bool>* stop = nullptr,
+                              const std::vector<int>& leaving = {});
+
+// The launcher, after the coordinator stopped the run for `scale`: `life`
+// (the config it ran with) goes on from the checkpoint on the new count,
+// with the workers that stay (checkpoint.resume_workers).
+Status ApplyScale(const ScaleRequest& scale, Config* life);
 
 }  // namespace strata

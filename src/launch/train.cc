@@ -5,6 +5,7 @@
 #include "common/log.h"
 #include "data/load.h"
 #include "launch/processes.h"
+#include "launch/scale.h"
 #include "launch/threads.h"
 #include "run/scale_request.h"
 #include "worker/local_trainer.h"
@@ -103,9 +104,7 @@ Result<RunSummary> Train(const TrainRequest& request, const Config& config,
     if (!scale || (stop != nullptr && stop->load())) return summary;
     LogInfo("resuming at step {} on {} workers (strata scale)", scale->step,
             scale->workers);
-    RETURN_IF_ERROR(
-        life.ApplyOverride(fmt::format("cluster.workers={}", scale->workers)));
-    RETURN_IF_ERROR(life.ApplyOverride("checkpoint.resume=true"));
+    RETURN_IF_ERROR(ApplyScale(*scale, &life));
   }
 }
 

@@ -28,7 +28,10 @@ Result<std::optional<ScaleRequest>> ReadRequest(const std::string& path) {
 }  // namespace
 
 nlohmann::json ScaleRequest::ToJson() const {
-  return {{"workers", workers}, {"asked_unix", asked_unix}, {"step", step}};
+  nlohmann::json j{
+      {"workers", workers}, {"asked_unix", asked_unix}, {"step", step}};
+  if (!leaving.empty()) j["leaving"] = leaving;
+  return j;
 }
 
 Result<ScaleRequest> ScaleRequest::FromJson(const std::string& text,
@@ -41,6 +44,17 @@ Result<ScaleRequest> ScaleRequest::FromJson(const std::string& text,
   r.workers = j["workers"].get<int>();
   r.asked_unix = j.value("asked_unix", 0.0);
   r.step = j.value("step", int64_t{0});
+  if (j.contains("leaving")) {
+    if (!j["leaving"].is_array())
+      return Status::DataLoss("{}: \"leaving\" is not a list: '{}'", what,
+                              text);
+    for (const auto& w : j["leaving"]) {
+      if (!w.is_number_integer())
+        return Status::DataLoss("{}: \"leaving\" holds a non-index: '{}'", what,
+                                text);
+      r.leaving.push_back(w.get<int>());
+    }
+  }
   return r;
 }
 

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -28,6 +29,10 @@ struct ScaleRequest {
   int workers = 0;
   double asked_unix = 0;  // seconds since the epoch, when it was asked
   int64_t step = 0;       // accepted: the checkpoint's step it resumes at
+  // Workers asked to leave (a drain: `strata scale --drain I`); the others
+  // go on in their order as workers 0, 1, ... Empty: the last ones leave
+  // (a shrink) or none (a growth).
+  std::vector<int> leaving;
 
   nlohmann::json ToJson() const;
   // DataLoss naming `what` for JSON that is not a request.

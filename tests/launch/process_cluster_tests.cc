@@ -654,6 +654,46 @@ TEST(ProcessClusterTest, AnAllreduceScaleReformsInTheSameProcesses) {
   ExpectAScaleKeepsTheProcesses("allreduce");
 }
 
+// `strata scale --drain 1` on a --processes local-sgd run of 3 workers:
+// worker 1's process ends; worker 2's goes on, in the same process, as
+// worker 1; every step of every epoch is trained once.
+TEST(ProcessClusterTest, ADrainedWorkerEndsAndTheOneAfterItIsRenumbered) {
+  Launched l =
+      Launch("local-sgd",
+             {"train.iterations=0", "train.epochs=30", "train.batch_size=48",
+              "data.synthetic.train_size=576", "data.shuffle=true",
+              "data.sharding.method=stratified", "checkpoint.every_updates=5",
+              "cluster.worker_delay_ms=6", "cluster.request_timeout_ms=20000"});
+  ASSERT_GT(l.pid, 0);
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (!FileExists(l.run_dir + "/metrics.jsonl") && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const std::map<std::string, pid_t> before = PidsByNode(l.run_dir);
+  ASSERT_EQ(before.size(), 4u);
+  std::vector<std::string> args = {
+      STRATA_BINARY, "scale", l.run_dir, "--drain", "1", "--timeout", "60"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t scaler = -1;
+  ASSERT_EQ(posix_spawn(&scaler, STRATA_BINARY, nullptr, nullptr, argv.data(),
+                        environ),
+            0);
+  double secs = 0;
+  EXPECT_EQ(WaitExit(scaler, &secs), 0);
+  const std::map<std::string, pid_t> after = PidsByNode(l.run_dir);
+  EXPECT_EQ(WaitExit(l.pid, &secs), 0);
+  ASSERT_EQ(after.size(), 3u);
+  EXPECT_EQ(after.at("worker 0"), before.at("worker 0"));
+  EXPECT_EQ(after.at("worker 1"), before.at("worker 2"));
+  EXPECT_EQ(after.at("evaluator"), before.at("evaluator"));
+  EXPECT_NE(::kill(before.at("worker 1"), 0), 0);
+  auto summary = nlohmann::json::parse(*ReadFile(l.run_dir + "/summary.json"));
+  EXPECT_FALSE(summary.contains("error")) << summary.dump();
+  EXPECT_EQ(summary["samples"], 30 * 576);
+  EXPECT_EQ(summary["workers"].size(), 2u);
+}
+
 // Sync (lockstep) cannot take one server back in time: the launcher starts
 // every node again from the newest checkpoint, and the run finishes.
 TEST(ProcessClusterTest, ASyncRunWithAKilledServerRestartsFromTheCheckpoint) {

@@ -260,6 +260,59 @@ INSTANTIATE_TEST_SUITE_P(Modes, ScaleTest,
                          ::testing::Values("sync", "async", "ssp", "allreduce",
                                            "dpsgd"));
 
+// `strata scale --drain 1` on a local-sgd run of 3 threads: worker 1
+// leaves, 0 and 2 go on as 0 and 1, each with its own model (the drained
+// one's is gone); every step of every epoch is trained once. A drain the
+// run cannot take is refused before it is asked.
+TEST(ScaleTest, ADrainedWorkerLeavesAndTheOthersGoOn) {
+  const std::string root = TempRoot();
+  Config c = With(Base(root),
+                  {"cluster.mode=local-sgd", "train.iterations=0",
+                   "train.epochs=40", "train.batch_size=48",
+                   "data.synthetic.train_size=576", "data.shuffle=true",
+                   "data.sharding.method=stratified", "cluster.workers=3",
+                   "checkpoint.every_updates=5", "cluster.worker_delay_ms=6",
+                   "cluster.request_timeout_ms=20000", "run.name=drained"});
+  auto dir = RunDirectory::Create(c);
+  ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+  const std::string run = dir->path();
+  std::optional<Result<RunSummary>> done;
+  std::thread trainer(
+      [&] { done.emplace(Train(TrainRequest{}, c, *dir, nullptr)); });
+  for (const auto& [bad, why] : std::vector<std::pair<int, std::string>>{
+           {3, "cannot drain worker 3: the run has workers 0 to 2"},
+           {-1, "cannot drain worker -1"}}) {
+    auto r = ScaleRun(run, 0, std::chrono::seconds(1), nullptr, {bad});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(why), std::string::npos)
+        << r.status().message();
+  }
+  auto twice = ScaleRun(run, 0, std::chrono::seconds(1), nullptr, {1, 1});
+  EXPECT_NE(twice.status().message().find("asked to drain twice"),
+            std::string::npos)
+      << twice.status().message();
+  auto drained = ScaleRun(run, 0, std::chrono::seconds(30), nullptr, {1});
+  trainer.join();
+  ASSERT_TRUE(drained.ok()) << drained.status().ToString();
+  EXPECT_EQ(drained->from, 3);
+  EXPECT_EQ(drained->to, 2);
+  ASSERT_TRUE(done.has_value() && done->ok())
+      << (done ? done->status().ToString() : "no result");
+  const nlohmann::json s =
+      nlohmann::json::parse(*ReadFile(run + "/summary.json"));
+  EXPECT_EQ(s["workers"].size(), 2u);
+  EXPECT_EQ(s["samples"], 40 * 576);
+  ASSERT_EQ(s["membership"].size(), 2u) << s["membership"].dump();
+  EXPECT_EQ(s["membership"][0]["leaving"], nlohmann::json::array({1}));
+  // The run's config goes on without the list (it named the checkpoint's
+  // workers only).
+  auto config = Config::FromTomlFile(run + "/config.toml");
+  ASSERT_TRUE(config.ok());
+  EXPECT_EQ(config->GetInt("cluster.workers"), 2);
+  EXPECT_EQ(config->GetString("checkpoint.resume_workers"), "");
+}
+
 // cluster.min_workers in a free mode: losing a worker below the minimum
 // stops the run soon, naming the lost one (no replacement is awaited
 // without cluster.restart); at the minimum the run goes on.

@@ -23,6 +23,8 @@ namespace {
 struct ResizeCase {
   std::string method, sampler;
   int from, to;
+  // checkpoint.resume_workers of the resize from -> to (a drain: "0,2,3").
+  std::string kept = "";
 };
 
 class EpochRemainderTest : public ::testing::TestWithParam<ResizeCase> {
@@ -103,7 +105,8 @@ TEST_P(EpochRemainderTest, EveryExampleOncePerEpochAcrossTheResize) {
   // then all of epoch 2 (10 steps); worker 0 is checkpointed after 2
   // batches of the rest and resumed from there.
   for (int w = 0; w < p.to; ++w) {
-    auto m = ResizedWorkerState(c, RunMode::kSync, p.from, p.to, w);
+    auto m = ResizedWorkerState(c, RunMode::kSync, p.from, p.to, w,
+                                *ResumeWorkers(p.kept, p.from, p.to));
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     const nlohmann::json state =
         nlohmann::json::parse(m->payloads[0].ToString());
@@ -179,7 +182,9 @@ TEST_P(EpochRemainderTest, ASecondResizeKeepsEveryEpochExact) {
   auto resume = [&](const Checkpoint& c, int from, int n) {
     std::vector<std::unique_ptr<BatchSource>> out;
     for (int w = 0; w < n; ++w) {
-      auto m = ResizedWorkerState(c, RunMode::kSync, from, n, w);
+      const std::string kept = from == p.from ? p.kept : "";
+      auto m = ResizedWorkerState(c, RunMode::kSync, from, n, w,
+                                  *ResumeWorkers(kept, from, n));
       EXPECT_TRUE(m.ok()) << m.status().ToString();
       auto s =
           MakeBatchSource(opts[n], w, data_, &shards[n], nullptr, shards_for);
@@ -228,16 +233,81 @@ TEST_P(EpochRemainderTest, ASecondResizeKeepsEveryEpochExact) {
   }
 }
 
+// checkpoint.resume_workers: which old workers go on, checked.
+TEST(ResumeWorkersTest, NamesTheOnesThatGoOnOrSaysWhatIsWrong) {
+  EXPECT_EQ(*ResumeWorkers("", 4, 2), (std::vector<int>{0, 1}));
+  EXPECT_EQ(*ResumeWorkers("", 2, 4), (std::vector<int>{0, 1}));
+  EXPECT_EQ(*ResumeWorkers("3,0,2", 4, 3), (std::vector<int>{3, 0, 2}));
+  for (const auto& [text, wrong] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"0,4,1", "'4' is not a worker of the checkpoint's 4"},
+           {"0,x,1", "'x' is not a worker"},
+           {"0,,1", "'' is not a worker"},
+           {"0,2,2", "worker 2 is named twice"},
+           {"0,2", "2 workers named; a resume of 4 workers on 3 keeps 3"}}) {
+    auto r = ResumeWorkers(text, 4, 3);
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(wrong), std::string::npos)
+        << r.status().message();
+    EXPECT_NE(r.status().message().find("checkpoint.resume_workers"),
+              std::string::npos);
+  }
+}
+
+// A drain: worker 1 of 4 leaves; the new worker 1 continues old worker 2
+// (its model, optimizer and residuals), and a newcomer of a growth from
+// the drained set starts from a kept worker's model without residuals.
+TEST(ResumeWorkersTest, EachNewWorkerContinuesTheOldOneItIsGiven) {
+  Checkpoint c;
+  c.dir = "memory";
+  c.step = 7;
+  nlohmann::json steps = nlohmann::json::object();
+  for (int w = 0; w < 4; ++w) {
+    const float v = static_cast<float>(w);
+    c.files["worker-" + std::to_string(w) + ".json"] =
+        nlohmann::json{{"step", 7}, {"counters", {{"samples", 10 + w}}}}.dump();
+    c.files["worker-" + std::to_string(w) + ".safetensors"] =
+        *EncodeSafetensors({SafeTensor::Floats("model/w", {1}, &v),
+                            SafeTensor::Floats("exchange/residual", {1}, &v)});
+    steps[std::to_string(w)] = 7;
+  }
+  c.files["coordinator.json"] = nlohmann::json{{"worker_steps", steps}}.dump();
+  auto tensors = [&](int to, int index, const std::string& kept) {
+    auto m = ResizedWorkerState(c, RunMode::kLocalSgd, 4, to, index,
+                                *ResumeWorkers(kept, 4, to));
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    auto file = DecodeSafetensors(m->payloads[1].ToString(), "reply");
+    EXPECT_TRUE(file.ok());
+    return *file;
+  };
+  const SafetensorsFile kept = tensors(3, 1, "0,2,3");
+  ASSERT_NE(kept.Find("model/w"), nullptr);
+  EXPECT_EQ(kept.Find("model/w")->ToFloats()[0], 2.0f);
+  ASSERT_NE(kept.Find("exchange/residual"), nullptr);
+  EXPECT_EQ(kept.Find("exchange/residual")->ToFloats()[0], 2.0f);
+  // The control: without the list, new worker 1 is old worker 1.
+  EXPECT_EQ(tensors(3, 1, "").Find("model/w")->ToFloats()[0], 1.0f);
+  // Growth to 6 keeps all four (in the order named); newcomer 5 takes
+  // kept[5 mod 4] = old worker 0's model, and no residuals.
+  const SafetensorsFile newcomer = tensors(6, 5, "3,0,1,2");
+  EXPECT_EQ(newcomer.Find("model/w")->ToFloats()[0], 0.0f);
+  EXPECT_EQ(newcomer.Find("exchange/residual"), nullptr);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Methods, EpochRemainderTest,
     ::testing::Values(ResizeCase{"mod", "shuffle", 4, 2},
                       ResizeCase{"stratified", "stratified", 2, 4},
                       ResizeCase{"random", "class-rotation", 2, 3},
-                      ResizeCase{"stratified", "loss-aware", 4, 3}),
+                      ResizeCase{"stratified", "loss-aware", 4, 3},
+                      // Worker 1 drained: 0, 2 and 3 go on as 0, 1, 2.
+                      ResizeCase{"stratified", "shuffle", 4, 3, "0,2,3"}),
     [](const auto& info) {
       std::string name = info.param.method + "_" + info.param.sampler + "_" +
                          std::to_string(info.param.from) + "_to_" +
-                         std::to_string(info.param.to);
+                         std::to_string(info.param.to) +
+                         (info.param.kept.empty() ? "" : "_drain");
       for (char& ch : name)
         if (ch == '-') ch = '_';
       return name;
