@@ -98,16 +98,28 @@ int RunTrain(const TrainArgs& given, const std::atomic<bool>* stop) {
 }
 
 // A node's role, run again in this process for every next life the
-// launcher gives it (--life-fd: a scale kept it) until its pipe closes.
+// launcher gives it (--life-fd: a scale kept it) until its pipe closes; the
+// last life's status. A life that failed (a lost worker stopped it) may
+// still have a next one (cluster.leave_on_loss).
 Status RunNodeLives(const NodeArgs& args, const Config& first, Role role,
                     int index, const RunDirectory& run_dir,
                     const std::atomic<bool>* stop) {
-  RETURN_IF_ERROR(
-      RunNode(first, role, index, args.coordinator, args.bind, run_dir, stop));
+  Status st =
+      RunNode(first, role, index, args.coordinator, args.bind, run_dir, stop);
   while (args.life_fd >= 0) {
-    ASSIGN_OR_RETURN(std::optional<NextLife> life,
-                     WaitNextLife(args.life_fd, kLifeWait, stop));
-    if (!life) return Status::Ok();  // the run is over, or this node left it
+    if (!st.ok() && st.code() == Status::Code::kCancelled && stop != nullptr &&
+        stop->load())
+      return st;  // interrupted
+    Result<std::optional<NextLife>> next =
+        WaitNextLife(args.life_fd, kLifeWait, stop);
+    // No word (the run is over, this node left it, or the launcher is
+    // gone): this life's status says how the node ended.
+    if (!next.ok() || !next->has_value()) {
+      if (!next.ok() && st.ok()) return next.status();
+      return st;
+    }
+    if (!st.ok()) LogWarning("{}; the launcher goes on", st.message());
+    std::optional<NextLife> life = std::move(next).value();
     // The run's config.toml again: a scale rewrote the worker count.
     ASSIGN_OR_RETURN(Config config, ResolveTrainConfig(args.train));
     for (const std::string& o : life->overrides)
@@ -121,10 +133,10 @@ Status RunNodeLives(const NodeArgs& args, const Config& first, Role role,
         "{} {}: running again in this process (pid {}) for the run's "
         "next life",
         RoleName(role), index, ::getpid());
-    RETURN_IF_ERROR(RunNode(config, role, index, life->coordinator, args.bind,
-                            run_dir, stop));
+    st = RunNode(config, role, index, life->coordinator, args.bind, run_dir,
+                 stop);
   }
-  return Status::Ok();
+  return st;
 }
 
 int RunNodeCommand(const NodeArgs& args, const std::atomic<bool>* stop) {

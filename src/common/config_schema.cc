@@ -419,6 +419,12 @@ std::vector<ConfigKey> MakeSchema() {
            "docs/design/checkpoints.md)"),
       Int("cluster.max_restarts", 3, "restarts cluster.restart may make", 0,
           1000),
+      Bool("cluster.leave_on_loss", false,
+           "elastic, lockstep modes (sync, allreduce, ring, local-sgd, "
+           "dpsgd): a lost worker leaves the run, which goes on from its "
+           "newest checkpoint on the others (at least cluster.min_workers; "
+           "--processes keeps their processes) instead of stopping or "
+           "restarting whole; needs checkpoints (docs/design/elastic.md)"),
       Int("cluster.min_workers", 1,
           "elastic: the fewest workers `strata scale` may leave the run "
           "(docs/design/elastic.md)",

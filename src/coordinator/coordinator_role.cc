@@ -75,6 +75,10 @@ class CoordinatorRun {
   void NoteTraining();
   // After the run stopped for a scale: hands it to the launcher.
   void HandOverScale();
+  // cluster.leave_on_loss: a lockstep run stopped by lost workers (and
+  // nothing else lost) hands the launcher a drain of them, to go on from
+  // this life's newest checkpoint on the others. True when it did.
+  bool HandOverLoss(Coordinator& c, const Status& run_status);
   // cluster.timeline: timeline.json in the run directory.
   void WriteTimeline(const std::vector<timeline::NodeTimeline>& nodes);
   void SetPhase(Coordinator& c, RunPhase phase) {
@@ -249,7 +253,9 @@ void CoordinatorRun::NoteTraining() {
   // The request that led here, if a `strata scale` did.
   double asked = 0;
   for (const auto& j : ReadMembership(run_dir_.path())) {
-    if (j.value("event", "") == "scale" && j.value("to", 0) == r.to_workers)
+    const std::string event = j.value("event", "");
+    if ((event == "scale" || event == "lost") &&
+        j.value("to", 0) == r.to_workers)
       asked = j.value("asked_unix", 0.0);
   }
   const double now = UnixNow();
@@ -291,6 +297,57 @@ void CoordinatorRun::HandOverScale() {
   if (st.ok()) st = AcceptScale(run_dir_.path(), *scale_, step);
   if (!st.ok())
     LogError("scaling to {} workers: {}", scale_->workers, st.message());
+}
+
+bool CoordinatorRun::HandOverLoss(Coordinator& c, const Status& run_status) {
+  if (!o_.leave_on_loss || !Lockstep(o_.mode) || scale_ ||
+      run_status.code() != Status::Code::kUnavailable)
+    return false;
+  std::vector<int> leaving;
+  for (NodeId id : c.LostIds()) {
+    Role role;
+    int index;
+    if (!o_.roles.RoleOf(id, &role, &index).ok() || role != Role::kWorker)
+      return false;  // a server or the evaluator: not a leave
+    leaving.push_back(index);
+  }
+  std::sort(leaving.begin(), leaving.end());
+  const int from = o_.roles.num_workers();
+  const int to = from - static_cast<int>(leaving.size());
+  const std::string why =
+      leaving.empty()       ? "no worker was lost"
+      : to < o_.min_workers ? fmt::format(
+                                  "{} workers would be left, fewer than "
+                                  "cluster.min_workers = {}",
+                                  to, o_.min_workers)
+      : checkpoints_.last_step() < 0 ? "this life wrote no checkpoint yet"
+                                     : "";
+  if (!why.empty()) {
+    LogWarning("cluster.leave_on_loss: the run stops: {}", why);
+    return false;
+  }
+  ScaleRequest drain;
+  drain.workers = to;
+  drain.asked_unix = UnixNow();
+  drain.leaving = leaving;
+  const int64_t step = checkpoints_.last_step();
+  Status st =
+      AppendMembership(run_dir_.path(), {{"event", "lost"},
+                                         {"from", from},
+                                         {"to", to},
+                                         {"step", step},
+                                         {"leaving", leaving},
+                                         {"asked_unix", drain.asked_unix}});
+  if (st.ok()) st = AcceptScale(run_dir_.path(), drain, step);
+  if (!st.ok()) {
+    LogError("cluster.leave_on_loss: {}", st.message());
+    return false;
+  }
+  LogWarning(
+      "cluster.leave_on_loss: worker {} lost; the run goes on from step {} "
+      "on {} workers",
+      fmt::join(leaving, ", "), step, to);
+  return true;
 }
 
 void CoordinatorRun::WriteTimeline(
@@ -337,6 +394,7 @@ Result<ClusterSummary> CoordinatorRun::Run(
   // loop above looked at it: the run was interrupted all the same.
   if (stop_ != nullptr && stop_->load()) interrupted_ = true;
   HandOverScale();
+  HandOverLoss(coordinator, run_status);
   SummaryGather gather(coordinator, o_, start_, checkpoints_.prior_train_s());
   SetPhase(coordinator, RunPhase::kFinishing);
   ClusterSummary summary = gather.Gather(run_status, interrupted_);

@@ -94,14 +94,16 @@ Result<RunSummary> Train(const TrainRequest& request, const Config& config,
   RETURN_IF_ERROR(CheckLaunch(request, config));
   Config life = config;
   while (true) {
-    ASSIGN_OR_RETURN(RunSummary summary,
-                     TrainOnce(request, life, run_dir, stop));
-    // `strata scale`: the coordinator stopped the workers at a checkpoint
-    // and handed the request over; the run goes on from it on the new
-    // worker count (docs/design/elastic.md).
+    Result<RunSummary> summary = TrainOnce(request, life, run_dir, stop);
+    // `strata scale` (or cluster.leave_on_loss after a lost worker): the
+    // coordinator stopped the workers at a checkpoint and handed the
+    // request over; the run goes on from it on the new worker count
+    // (docs/design/elastic.md).
     ASSIGN_OR_RETURN(std::optional<ScaleRequest> scale,
                      TakeAcceptedScale(run_dir.path()));
     if (!scale || (stop != nullptr && stop->load())) return summary;
+    if (!summary.ok())
+      LogWarning("this life of the run ended: {}", summary.status().message());
     LogInfo("resuming at step {} on {} workers (strata scale)", scale->step,
             scale->workers);
     RETURN_IF_ERROR(ApplyScale(*scale, &life));

@@ -137,6 +137,13 @@ Status ResolveLifecycle(const Config& c, ClusterRunOptions& o) {
   o.max_restarts = static_cast<int>(c.GetInt("cluster.max_restarts"));
   o.restart_timeout = std::chrono::milliseconds(
       static_cast<int64_t>(c.GetFloat("cluster.restart_timeout_s") * 1000));
+  o.leave_on_loss = c.GetBool("cluster.leave_on_loss");
+  if (o.leave_on_loss && o.checkpoint_every_updates <= 0 &&
+      o.checkpoint_every_s <= 0) {
+    return Status::InvalidArgument(
+        "cluster.leave_on_loss = true goes on from the newest checkpoint: "
+        "set checkpoint.every_updates or checkpoint.every_s too");
+  }
   if (o.restart && o.checkpoint_every_updates <= 0 &&
       o.checkpoint_every_s <= 0) {
     return Status::InvalidArgument(

@@ -118,6 +118,9 @@ struct ClusterRunOptions {
   // goes on with, and the most `strata scale` may give it (0: no bound).
   int min_workers = 1;
   int max_workers = 0;
+  // cluster.leave_on_loss: a lockstep run that lost a worker goes on from
+  // its newest checkpoint without it (a drain the coordinator asks itself).
+  bool leave_on_loss = false;
   bool checkpoints() const {
     return checkpoint_every_updates > 0 || checkpoint_every_s > 0 || resume;
   }

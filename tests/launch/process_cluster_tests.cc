@@ -694,6 +694,34 @@ TEST(ProcessClusterTest, ADrainedWorkerEndsAndTheOneAfterItIsRenumbered) {
   EXPECT_EQ(summary["workers"].size(), 2u);
 }
 
+// cluster.leave_on_loss with --processes: worker 1's process is killed in a
+// sync run; the run goes on from its newest checkpoint on the other two,
+// in their processes (worker 2's as worker 1), and finishes every step.
+TEST(ProcessClusterTest, AKilledWorkerLeavesASyncRunThatGoesOn) {
+  Launched l = Launch(
+      "sync", {"train.iterations=0", "train.epochs=40", "train.batch_size=48",
+               "data.synthetic.train_size=576",
+               "data.sharding.method=stratified", "checkpoint.every_updates=5",
+               "cluster.worker_delay_ms=6", "cluster.leave_on_loss=true"});
+  ASSERT_GT(l.pid, 0);
+  const pid_t victim = KillWorkerOne(l);
+  ASSERT_GT(victim, 0);
+  const std::map<std::string, pid_t> before = PidsByNode(l.run_dir);
+  double secs = 0;
+  EXPECT_EQ(WaitExit(l.pid, &secs), 0);
+  const std::map<std::string, pid_t> after = PidsByNode(l.run_dir);
+  ASSERT_EQ(after.size(), 4u);  // a server, 2 workers, the evaluator
+  EXPECT_EQ(after.at("worker 0"), before.at("worker 0"));
+  EXPECT_EQ(after.at("worker 1"), before.at("worker 2"));
+  EXPECT_EQ(after.at("server 0"), before.at("server 0"));
+  auto summary = nlohmann::json::parse(*ReadFile(l.run_dir + "/summary.json"));
+  EXPECT_FALSE(summary.contains("error")) << summary.dump();
+  EXPECT_EQ(summary["samples"], 40 * 576);
+  ASSERT_GE(summary["membership"].size(), 1u);
+  EXPECT_EQ(summary["membership"][0]["event"], "lost");
+  EXPECT_EQ(summary["membership"][0]["leaving"], nlohmann::json::array({1}));
+}
+
 // Sync (lockstep) cannot take one server back in time: the launcher starts
 // every node again from the newest checkpoint, and the run finishes.
 TEST(ProcessClusterTest, ASyncRunWithAKilledServerRestartsFromTheCheckpoint) {

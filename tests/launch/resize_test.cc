@@ -313,6 +313,54 @@ TEST(ScaleTest, ADrainedWorkerLeavesAndTheOthersGoOn) {
   EXPECT_EQ(config->GetString("checkpoint.resume_workers"), "");
 }
 
+// cluster.leave_on_loss: a sync run of 3 threads loses worker 2 at step
+// 23; it goes on from its checkpoint at step 20 on workers 0 and 1, the
+// rest of the epoch re-planned over them, and finishes every step of every
+// epoch once. Without the key the same loss stops the run (the control).
+TEST(LeaveOnLossTest, ALockstepRunGoesOnWithoutALostWorker) {
+  for (const bool leave : {true, false}) {
+    const std::string root = TempRoot();
+    const Config c = With(
+        Base(root),
+        {"cluster.mode=sync", "train.iterations=0", "train.epochs=20",
+         "train.batch_size=48", "data.synthetic.train_size=576",
+         "data.sharding.method=stratified", "cluster.workers=3",
+         "checkpoint.every_updates=5", "cluster.fail_worker=2",
+         "cluster.fail_at=23", "cluster.heartbeat_interval_ms=50",
+         "cluster.heartbeat_timeout_ms=600",
+         std::string("cluster.leave_on_loss=") + (leave ? "true" : "false"),
+         "run.name=lossy"});
+    auto dir = RunDirectory::Create(c);
+    ASSERT_TRUE(dir.ok());
+    auto r = Train(TrainRequest{}, c, *dir, nullptr);
+    if (!leave) {
+      ASSERT_FALSE(r.ok());
+      EXPECT_NE(r.status().message().find("worker 2"), std::string::npos)
+          << r.status().message();
+      continue;
+    }
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const nlohmann::json s =
+        nlohmann::json::parse(*ReadFile(dir->path() + "/summary.json"));
+    EXPECT_EQ(s["workers"].size(), 2u);
+    EXPECT_EQ(s["samples"], 20 * 576);
+    ASSERT_EQ(s["membership"].size(), 2u) << s["membership"].dump();
+    EXPECT_EQ(s["membership"][0]["event"], "lost");
+    EXPECT_EQ(s["membership"][0]["leaving"], nlohmann::json::array({2}));
+    EXPECT_EQ(s["membership"][0]["step"], 20);
+    EXPECT_EQ(s["membership"][1]["event"], "resumed");
+    EXPECT_EQ(s["resize"]["from_workers"], 3);
+    EXPECT_GT(s["resize"]["retired_samples"].get<int64_t>(), 0);
+  }
+  // Without checkpoints there is nothing to go on from: refused at once.
+  auto bad = RunConfig(With(
+      Base(TempRoot()), {"cluster.mode=sync", "cluster.leave_on_loss=true"}));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("checkpoint.every_updates"),
+            std::string::npos)
+      << bad.status().message();
+}
+
 // cluster.min_workers in a free mode: losing a worker below the minimum
 // stops the run soon, naming the lost one (no replacement is awaited
 // without cluster.restart); at the minimum the run goes on.
