@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""strata scale on MNIST (docs/design/elastic.md), threads, mlp:
+"""strata scale on MNIST (docs/design/elastic.md), mlp:
 
-1. For sync, async and allreduce: a run on 2 workers is scaled to 4, then to 3,
-   while it trains. Prints the time from each request to training again (from
-   summary.json "membership") and the samples/s of each of the three lives
-   (from metrics.jsonl: per worker, samples over wall time within a life,
-   summed over the workers).
+1. For sync, async and allreduce, threads and --processes: a run on 2 workers
+   is scaled to 4, then to 3, while it trains. Prints the time from each
+   request to training again (from summary.json "membership") and the
+   samples/s of each of the three lives (from metrics.jsonl: per worker,
+   samples over wall time within a life, summed over the workers); with
+   --processes, how many processes each change kept.
+1b. --processes, sync: worker 1 of 3 drained (strata scale --drain 1), and
+   worker 1 of 3 killed with cluster.leave_on_loss: the time to train again
+   on the other two, in their processes.
 2. Accuracy: sync, a run scaled 2 -> 4 -> 3 against a fixed 3-worker run with
    the same config, REPEATS each, alternating. Prints each run's final
    validation accuracy and the medians (the issue's bar: within 1 point).
@@ -26,7 +30,7 @@ EXE = os.path.join(BUILD, "src/cli/strata")
 DATA = os.path.join(os.environ.get("STRATA_DATA_DIR", "../shared/data"), "mnist")
 
 
-def start(root, name, mode, workers, epochs):
+def start(root, name, mode, workers, epochs, processes=False, extra=()):
     args = [EXE, "train", "-c", "examples/mnist_mlp.toml",
             "--set", f"data.dir={DATA}", "--set", f"run.dir={root}",
             "--set", f"run.name={name}", "--set", f"cluster.mode={mode}",
@@ -37,6 +41,10 @@ def start(root, name, mode, workers, epochs):
             "--set", "metrics.tensorboard=false",
             "--set", "data.sharding.method=stratified",
             "--set", "data.sampler=stratified"]
+    if processes:
+        args.insert(2, "--processes")
+    for kv in extra:
+        args += ["--set", kv]
     return subprocess.Popen(args, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
 
@@ -59,9 +67,11 @@ def wait_for(pred, what, timeout=300):
         time.sleep(0.05)
 
 
-def scale(run, workers):
-    subprocess.run([EXE, "scale", run, "--workers", str(workers),
-                    "--timeout", "120"], check=True,
+def scale(run, workers, drain=None):
+    how = ["--drain", str(drain)] if drain is not None else [
+        "--workers", str(workers)]
+    subprocess.run([EXE, "scale", run] + how + ["--timeout", "120"],
+                   check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -89,9 +99,9 @@ def life_rates(run):
     return rates
 
 
-def scaled_run(root, name, mode, epochs=4, warm_steps=400):
+def scaled_run(root, name, mode, epochs=4, warm_steps=400, processes=False):
     run = os.path.join(root, name)
-    p = start(root, name, mode, 2, epochs)
+    p = start(root, name, mode, 2, epochs, processes)
     wait_for(lambda: steps_logged(run) >= warm_steps, "2 workers to warm up")
     scale(run, 4)
     # The 4-worker life logs from the resumed step on.
@@ -112,19 +122,63 @@ def fixed_run(root, name, epochs=4):
         return json.load(f)
 
 
-def main():
-    root = tempfile.mkdtemp(prefix="strata_elastic_bench_")
-    print("1. scale 2 -> 4 -> 3 while training (MNIST mlp, threads)")
+def leave_run(root, name, how):
+    """--processes sync on 3 workers; worker 1 drained or killed after 400
+    steps. Returns (seconds from the request or the kill to training again,
+    processes kept, samples, expected samples)."""
+    run = os.path.join(root, name)
+    extra = ["cluster.leave_on_loss=true", "cluster.heartbeat_timeout_ms=1000",
+             "cluster.heartbeat_interval_ms=100"] if how == "kill" else []
+    p = start(root, name, "sync", 3, 2, True, extra)
+    wait_for(lambda: steps_logged(run) >= 400, "3 workers to warm up")
+    t0 = time.time()
+    if how == "drain":
+        scale(run, 0, drain=1)
+    else:
+        with open(os.path.join(run, "pids.json")) as f:
+            os.kill(json.load(f)["worker 1 (node 3)"], 9)
+    if p.wait() != 0:
+        raise RuntimeError(f"{name}: strata train exited {p.returncode}")
+    with open(os.path.join(run, "summary.json")) as f:
+        s = json.load(f)
+    resumed = [m for m in s["membership"] if m["event"] == "resumed"][0]
+    kept = [m for m in s["membership"] if m["event"] == "processes"][0]
+    return (resumed["training_unix"] - t0, len(kept["kept_pids"]),
+            s["samples"], 2 * 60000)
+
+
+def latency_table(root, processes):
+    launch = "--processes" if processes else "threads"
+    print(f"\n1. scale 2 -> 4 -> 3 while training (MNIST mlp, {launch})")
     print(f"{'mode':<10} {'2->4 s':>8} {'4->3 s':>8} {'samples/s on 2':>15} "
-          f"{'on 4':>10} {'on 3':>10}")
+          f"{'on 4':>10} {'on 3':>10} {'processes kept':>15}")
     for mode in ["sync", "async", "allreduce"]:
-        run, s = scaled_run(root, f"latency-{mode}", mode)
+        run, s = scaled_run(root, f"latency-{mode}-{launch}", mode,
+                            processes=processes)
         resumed = [m for m in s["membership"] if m["event"] == "resumed"]
         lat = [m.get("since_request_s", float("nan")) for m in resumed]
+        kept = "/".join(f"{len(m['kept_pids'])}+{len(m['started_pids'])}"
+                        f"-{len(m['ended_pids'])}"
+                        for m in s["membership"] if m["event"] == "processes")
         rates = life_rates(run)
         rates += [float("nan")] * (3 - len(rates))
         print(f"{mode:<10} {lat[0]:>8.2f} {lat[1]:>8.2f} {rates[0]:>15.0f} "
-              f"{rates[1]:>10.0f} {rates[2]:>10.0f}", flush=True)
+              f"{rates[1]:>10.0f} {rates[2]:>10.0f} {kept or '-':>15}",
+              flush=True)
+
+
+def main():
+    root = tempfile.mkdtemp(prefix="strata_elastic_bench_")
+    latency_table(root, processes=False)
+    latency_table(root, processes=True)
+    print("\n1b. --processes sync, 3 workers, worker 1 leaves after 400 steps")
+    print(f"{'how':<28} {'to training again s':>20} {'kept':>5} "
+          f"{'samples':>9} {'expected':>9}")
+    for how, label in [("drain", "strata scale --drain 1"),
+                       ("kill", "SIGKILL, leave_on_loss")]:
+        secs, kept, samples, expected = leave_run(root, f"leave-{how}", how)
+        print(f"{label:<28} {secs:>20.2f} {kept:>5} {samples:>9} "
+              f"{expected:>9}", flush=True)
     print(f"\n2. accuracy, sync: scaled 2 -> 4 -> 3 vs fixed 3 workers, "
           f"{REPEATS} repeats each, alternating")
     scaled, fixed = [], []

@@ -104,8 +104,9 @@ int RunTrain(const TrainArgs& given, const std::atomic<bool>* stop) {
 Status RunNodeLives(const NodeArgs& args, const Config& first, Role role,
                     int index, const RunDirectory& run_dir,
                     const std::atomic<bool>* stop) {
-  Status st =
-      RunNode(first, role, index, args.coordinator, args.bind, run_dir, stop);
+  std::optional<DatasetSplits> data;  // loaded once, kept across lives
+  Status st = RunNode(first, role, index, args.coordinator, args.bind, run_dir,
+                      stop, &data);
   while (args.life_fd >= 0) {
     if (!st.ok() && st.code() == Status::Code::kCancelled && stop != nullptr &&
         stop->load())
@@ -134,7 +135,7 @@ Status RunNodeLives(const NodeArgs& args, const Config& first, Role role,
         "next life",
         RoleName(role), index, ::getpid());
     st = RunNode(config, role, index, life->coordinator, args.bind, run_dir,
-                 stop);
+                 stop, &data);
   }
   return st;
 }

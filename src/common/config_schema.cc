@@ -419,6 +419,12 @@ std::vector<ConfigKey> MakeSchema() {
            "docs/design/checkpoints.md)"),
       Int("cluster.max_restarts", 3, "restarts cluster.restart may make", 0,
           1000),
+      Str("cluster.control_address", "",
+          "elastic: the run's control endpoint, tcp://IP:PORT (or tcp://IP:* "
+          "for any port; the bound one goes into <run>/control.json): "
+          "`strata scale --control` from another machine; under "
+          "cluster.security = \"curve\" only holders of the cluster key pair "
+          "are admitted; empty = none (docs/design/elastic.md)"),
       Bool("cluster.leave_on_loss", false,
            "elastic, lockstep modes (sync, allreduce, ring, local-sgd, "
            "dpsgd): a lost worker leaves the run, which goes on from its "

@@ -20,12 +20,14 @@ namespace {
 // only where the role uses it) and the data it loads.
 struct NodeInputs {
   ClusterPlan plan;
-  DatasetSplits data;
-  bool has_data = false;
+  const DatasetSplits* data = nullptr;  // null: the role loads none
 };
 
+// `kept`: the data this process loaded in an earlier life (a scale changes
+// only the worker count), or where it keeps what it loads now.
 Result<NodeInputs> PrepareNode(const Config& config, Role role,
-                               ClusterRunOptions options) {
+                               ClusterRunOptions options,
+                               std::optional<DatasetSplits>& kept) {
   NodeInputs in;
   // The coordinator and servers learn what they need from the run facts;
   // a worker fed by the data service from the data servers'.
@@ -35,10 +37,13 @@ Result<NodeInputs> PrepareNode(const Config& config, Role role,
     in.plan.options = std::move(options);
     return in;
   }
-  ASSIGN_OR_RETURN(in.data, LoadDatasetFromConfig(config));
-  in.has_data = true;
+  if (!kept) {
+    ASSIGN_OR_RETURN(DatasetSplits loaded, LoadDatasetFromConfig(config));
+    kept.emplace(std::move(loaded));
+  }
+  in.data = &*kept;
   ASSIGN_OR_RETURN(
-      in.plan, MakeClusterPlan(std::move(options), config, in.data,
+      in.plan, MakeClusterPlan(std::move(options), config, *in.data,
                                role == Role::kWorker || role == Role::kData));
   return in;
 }
@@ -89,7 +94,8 @@ Status RoleFromRank(const Config& config, Role* role, int* index) {
 
 Status RunNode(const Config& config, Role role, int index,
                const std::string& coordinator, const std::string& bind,
-               const RunDirectory& run_dir, const std::atomic<bool>* stop) {
+               const RunDirectory& run_dir, const std::atomic<bool>* stop,
+               std::optional<DatasetSplits>* data) {
   ASSIGN_OR_RETURN(ClusterRunOptions options,
                    ClusterRunOptions::FromConfig(config));
   const RoleTable roles = options.roles;
@@ -111,8 +117,10 @@ Status RunNode(const Config& config, Role role, int index,
     at::set_num_threads(ThreadsPerWorker(options));
   const timeline::ScopedRecording recording(options.timeline,
                                             options.timeline_events);
+  std::optional<DatasetSplits> own_data;  // without a process-wide one
   ASSIGN_OR_RETURN(NodeInputs in,
-                   PrepareNode(config, role, std::move(options)));
+                   PrepareNode(config, role, std::move(options),
+                               data != nullptr ? *data : own_data));
   RoleContext ctx;
   ASSIGN_OR_RETURN(ctx.transport, NodeTransport(id, role, coordinator, bind,
                                                 curve, in.plan.options));
@@ -130,7 +138,7 @@ Status RunNode(const Config& config, Role role, int index,
   ctx.coordinator = coordinator;
   ctx.run_dir = &run_dir;
   ctx.stop = stop;
-  ctx.data = in.has_data ? &in.data : nullptr;
+  ctx.data = in.data;
   Status st = RunRole(ctx);
   return role == Role::kCoordinator ? st : st.WithContext(who);
 }

@@ -1,10 +1,12 @@
 #pragma once
 
 #include <atomic>
+#include <optional>
 #include <string>
 
 #include "cluster/role_table.h"
 #include "common/config.h"
+#include "data/dataset.h"
 #include "run/run_dir.h"
 
 namespace strata {
@@ -16,9 +18,13 @@ namespace strata {
 // worker the data service feeds; other workers, data servers and the
 // evaluator load the dataset the config names. Returns when the run ends;
 // an error names the role, the node and what failed.
+// `data` (may be null): the dataset this process loaded in an earlier
+// life of the run, kept across lives (a scale changes only the worker
+// count); loaded into it when empty.
 Status RunNode(const Config& config, Role role, int index,
                const std::string& coordinator, const std::string& bind,
-               const RunDirectory& run_dir, const std::atomic<bool>* stop);
+               const RunDirectory& run_dir, const std::atomic<bool>* stop,
+               std::optional<DatasetSplits>* data = nullptr);
 
 // The role and index of this process from an MPI or Slurm rank
 // (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK or SLURM_PROCID): rank 0 is

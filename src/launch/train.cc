@@ -1,9 +1,12 @@
 #include "launch/train.h"
 
+#include <optional>
+
 #include "cluster/run_mode.h"
 #include "common/fs.h"
 #include "common/log.h"
 #include "data/load.h"
+#include "launch/control_endpoint.h"
 #include "launch/processes.h"
 #include "launch/scale.h"
 #include "launch/threads.h"
@@ -70,10 +73,13 @@ Status CheckLaunch(const TrainRequest& request, const Config& config) {
 
 namespace {
 
-// One launch of the run as `config` says.
+// One launch of the run as `config` says. `data`: loaded by the first
+// life of this process and kept for the next ones (a scale changes only
+// the worker count; the checkpoint refuses any other change).
 Result<RunSummary> TrainOnce(const TrainRequest& request, const Config& config,
                              const RunDirectory& run_dir,
-                             const std::atomic<bool>* stop) {
+                             const std::atomic<bool>* stop,
+                             std::optional<DatasetSplits>* data) {
   if (request.processes) {
     ASSIGN_OR_RETURN(ClusterSummary summary,
                      TrainProcesses(config, run_dir, request.exe, stop));
@@ -81,9 +87,12 @@ Result<RunSummary> TrainOnce(const TrainRequest& request, const Config& config,
   }
   ASSIGN_OR_RETURN(RunMode mode,
                    ParseRunMode(config.GetString("cluster.mode")));
-  ASSIGN_OR_RETURN(DatasetSplits data, LoadDatasetFromConfig(config));
-  return mode == RunMode::kLocal ? TrainLocal(config, data, run_dir, stop)
-                                 : TrainCluster(config, data, run_dir, stop);
+  if (!*data) {
+    ASSIGN_OR_RETURN(DatasetSplits loaded, LoadDatasetFromConfig(config));
+    data->emplace(std::move(loaded));
+  }
+  return mode == RunMode::kLocal ? TrainLocal(config, **data, run_dir, stop)
+                                 : TrainCluster(config, **data, run_dir, stop);
 }
 
 }  // namespace
@@ -92,9 +101,13 @@ Result<RunSummary> Train(const TrainRequest& request, const Config& config,
                          const RunDirectory& run_dir,
                          const std::atomic<bool>* stop) {
   RETURN_IF_ERROR(CheckLaunch(request, config));
+  // cluster.control_address: served across every life of the run.
+  ASSIGN_OR_RETURN(std::unique_ptr<ReplyServer> control,
+                   StartControlEndpoint(config, run_dir, stop));
   Config life = config;
+  std::optional<DatasetSplits> data;
   while (true) {
-    Result<RunSummary> summary = TrainOnce(request, life, run_dir, stop);
+    Result<RunSummary> summary = TrainOnce(request, life, run_dir, stop, &data);
     // `strata scale` (or cluster.leave_on_loss after a lost worker): the
     // coordinator stopped the workers at a checkpoint and handed the
     // request over; the run goes on from it on the new worker count

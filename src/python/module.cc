@@ -319,20 +319,24 @@ void BindStarts(py::module_& m) {
         "an experiment or run directory summarised (strata report's JSON)");
   m.def(
       "scale",
-      [](const std::string& run_dir, int workers, double timeout_s) {
+      [](const std::string& run_dir, int workers, double timeout_s,
+         const std::vector<int>& drain) {
         Result<ScaleOutcome> out = Status::Internal("not run");
         {
           py::gil_scoped_release release;  // waits for the run
-          out = ScaleRun(run_dir, workers,
-                         std::chrono::milliseconds(
-                             static_cast<int64_t>(timeout_s * 1000)));
+          out = ScaleRun(
+              run_dir, workers,
+              std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)),
+              nullptr, drain);
         }
         const ScaleOutcome o = OrThrow(std::move(out));
         return py::make_tuple(o.from, o.to, o.step, o.since_request_s);
       },
       py::arg("run_dir"), py::arg("workers"), py::arg("timeout_s"),
+      py::arg("drain"),
       "strata scale: (from, to, step, seconds from the request to training "
-      "again)");
+      "again); `drain`: workers to leave (workers 0: the run's count less "
+      "them)");
 }
 
 }  // namespace

@@ -15,9 +15,11 @@
 #include "common/fs.h"
 #include "data/load.h"
 #include "launch/cluster_test_util.h"
+#include "launch/control_endpoint.h"
 #include "launch/scale.h"
 #include "launch/train.h"
 #include "run/scale_request.h"
+#include "transport/zmq/curve_keys.h"
 
 namespace strata {
 namespace {
@@ -359,6 +361,67 @@ TEST(LeaveOnLossTest, ALockstepRunGoesOnWithoutALostWorker) {
   EXPECT_NE(bad.status().message().find("checkpoint.every_updates"),
             std::string::npos)
       << bad.status().message();
+}
+
+// cluster.control_address under cluster.security = "curve": `strata scale
+// --control` reaches the run through its control endpoint with the cluster
+// key pair; a client with another key pair gets no answer, and the run goes
+// on undisturbed.
+TEST(ControlEndpointTest, AScaleAskedOverTheNetworkWithTheClusterKey) {
+  if (!CheckCurveSupport().ok()) GTEST_SKIP() << "libzmq has no CURVE";
+  const std::string root = TempRoot();
+  auto pair = GenerateCurveKeyPair();
+  auto other = GenerateCurveKeyPair();
+  ASSERT_TRUE(pair.ok() && other.ok());
+  ASSERT_TRUE(WriteClusterKeyFiles(root + "/keys", *pair, false).ok());
+  ASSERT_TRUE(WriteClusterKeyFiles(root + "/other", *other, false).ok());
+  Config c =
+      With(Base(root),
+           {"cluster.mode=sync", "train.iterations=0", "train.epochs=80",
+            "train.batch_size=48", "data.synthetic.train_size=576",
+            "cluster.workers=2", "checkpoint.every_updates=5",
+            "cluster.worker_delay_ms=6", "cluster.request_timeout_ms=20000",
+            "cluster.security=curve", "cluster.transport=tcp",
+            "cluster.keys_dir=" + root + "/keys",
+            "cluster.control_address=tcp://127.0.0.1:*", "run.name=remote"});
+  auto dir = RunDirectory::Create(c);
+  ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+  const std::string run = dir->path();
+  std::optional<Result<RunSummary>> done;
+  std::thread trainer(
+      [&] { done.emplace(Train(TrainRequest{}, c, *dir, nullptr)); });
+  std::string endpoint;
+  for (int i = 0; i < 400 && endpoint.empty(); ++i) {
+    auto text = ReadFile(run + "/control.json");
+    if (text.ok())
+      endpoint = nlohmann::json::parse(*text).value("endpoint", "");
+    else
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  ASSERT_FALSE(endpoint.empty()) << "no control.json";
+  auto stranger = ScaleRemote(endpoint, root + "/other", 3, {},
+                              std::chrono::milliseconds(100));
+  EXPECT_EQ(stranger.status().code(), Status::Code::kDeadlineExceeded)
+      << stranger.status().ToString();
+  // The run's own refusal comes back with its code.
+  auto over =
+      ScaleRemote(endpoint, root + "/keys", 2, {}, std::chrono::seconds(10));
+  EXPECT_EQ(over.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(over.status().message().find("has 2 workers already"),
+            std::string::npos)
+      << over.status().message();
+  auto scaled =
+      ScaleRemote(endpoint, root + "/keys", 3, {}, std::chrono::seconds(30));
+  trainer.join();
+  ASSERT_TRUE(scaled.ok()) << scaled.status().ToString();
+  EXPECT_EQ(scaled->from, 2);
+  EXPECT_EQ(scaled->to, 3);
+  ASSERT_TRUE(done.has_value() && done->ok())
+      << (done ? done->status().ToString() : "no result");
+  const nlohmann::json s =
+      nlohmann::json::parse(*ReadFile(run + "/summary.json"));
+  EXPECT_EQ(s["workers"].size(), 3u);
+  EXPECT_EQ(s["samples"], 80 * 576);
 }
 
 // cluster.min_workers in a free mode: losing a worker below the minimum
