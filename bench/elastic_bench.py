@@ -127,8 +127,10 @@ def leave_run(root, name, how):
     steps. Returns (seconds from the request or the kill to training again,
     processes kept, samples, expected samples)."""
     run = os.path.join(root, name)
+    # A lost worker leaves from the newest checkpoint: one every 100 steps.
     extra = ["cluster.leave_on_loss=true", "cluster.heartbeat_timeout_ms=1000",
-             "cluster.heartbeat_interval_ms=100"] if how == "kill" else []
+             "cluster.heartbeat_interval_ms=100",
+             "checkpoint.every_updates=100"] if how == "kill" else []
     p = start(root, name, "sync", 3, 2, True, extra)
     wait_for(lambda: steps_logged(run) >= 400, "3 workers to warm up")
     t0 = time.time()
