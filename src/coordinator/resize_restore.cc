@@ -58,6 +58,27 @@ Result<SafeTensor> ResliceOptimizer(const Checkpoint& c,
   return SafeTensor::Floats(name, {counts[index]}, whole.data() + offset);
 }
 
+// The old worker newcomer `index` starts from: among the kept ones at the
+// smallest step (in the free modes, the slowest clock: ssp's bound holds
+// from its first step), the (index mod their count)-th. In lockstep every
+// kept worker is at one step, so it is kept[index mod kept.size()].
+Result<int> NewcomerSource(const Checkpoint& c, const std::vector<int>& kept,
+                           int index) {
+  std::vector<int> slowest;
+  int64_t least = 0;
+  for (int w : kept) {
+    ASSIGN_OR_RETURN(json j, WorkerJson(c, w));
+    const int64_t step = j["step"].get<int64_t>();
+    if (slowest.empty() || step < least) {
+      slowest.assign(1, w);
+      least = step;
+    } else if (step == least) {
+      slowest.push_back(w);
+    }
+  }
+  return slowest[static_cast<size_t>(index) % slowest.size()];
+}
+
 }  // namespace
 
 Result<int> CheckpointWorkers(const Checkpoint& c) {
@@ -197,7 +218,10 @@ Result<Message> ResizedWorkerState(const Checkpoint& c, RunMode mode, int from,
   if (kept.empty())
     return Status::Internal("a resize that keeps no old worker");
   const bool newcomer = index >= static_cast<int>(kept.size());
-  const int source = kept[index % kept.size()];
+  int source = newcomer ? -1 : kept[index];
+  if (newcomer) {
+    ASSIGN_OR_RETURN(source, NewcomerSource(c, kept, index));
+  }
   ASSIGN_OR_RETURN(json state, WorkerJson(c, source));
   json cursors = json::array();
   for (int w = 0; w < from; ++w) {

@@ -18,9 +18,10 @@ namespace strata {
 // workers that go on are `kept` (checkpoint.resume_workers: by default the
 // first min(n, M); a drain leaves one out), in their new order. The
 // coordinator hands worker j of the M:
-//   - the JSON state of old worker kept[j] (j < kept.size()), or of old
-//     worker kept[j mod kept.size()] with its counters reset to the step (a
-//     newcomer), plus "resize":
+//   - the JSON state of old worker kept[j] (j < kept.size()), or, for a
+//     newcomer, of a kept worker at the smallest step (the slowest clock in
+//     the free modes; kept[j mod kept.size()] in lockstep) with its counters
+//     reset to that step, plus "resize":
 //     {"from_workers": n, "to_workers": M, "cursors": [every old worker's
 //     data cursor: "sampler", "epoch_offset", "rest"]}: the worker
 //     re-plans the rest of the epoch from them (worker/epoch_remainder.h);

@@ -293,6 +293,28 @@ TEST(ResumeWorkersTest, EachNewWorkerContinuesTheOldOneItIsGiven) {
   const SafetensorsFile newcomer = tensors(6, 5, "3,0,1,2");
   EXPECT_EQ(newcomer.Find("model/w")->ToFloats()[0], 0.0f);
   EXPECT_EQ(newcomer.Find("exchange/residual"), nullptr);
+  // Free modes: the old workers' clocks differ (7, 5, 9, 5); a newcomer
+  // starts at the slowest clock, from a worker there (1 or 3, by turns).
+  for (int w : {0, 1, 2, 3}) {
+    const int step = std::vector<int>{7, 5, 9, 5}[w];
+    c.files["worker-" + std::to_string(w) + ".json"] = nlohmann::json{
+        {"step", step},
+        {"counters", {{"samples", 10 + w}}}}.dump();
+  }
+  for (const auto& [index, source] :
+       std::vector<std::pair<int, int>>{{4, 1}, {5, 3}}) {
+    auto m = ResizedWorkerState(c, RunMode::kSsp, 4, 6, index,
+                                *ResumeWorkers("", 4, 6));
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    const nlohmann::json state =
+        nlohmann::json::parse(m->payloads[0].ToString());
+    EXPECT_EQ(state["step"], 5) << "newcomer " << index;
+    EXPECT_EQ(state["counters"]["iterations"], 5);
+    auto file = DecodeSafetensors(m->payloads[1].ToString(), "reply");
+    ASSERT_TRUE(file.ok());
+    EXPECT_EQ(file->Find("model/w")->ToFloats()[0], static_cast<float>(source))
+        << "newcomer " << index;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
