@@ -40,7 +40,8 @@ struct NodeArgs {
   std::string coordinator;
   std::string bind = "tcp://127.0.0.1:*";
   std::string run_dir;
-  int life_fd = -1;  // --processes: the launcher's pipe (launch/life_channel.h)
+  int life_fd =
+      -1;  // --processes: the launcher's channel (launch/life_channel.h)
 };
 
 // The end of a run: its final figures, where it is; 130 when interrupted.
@@ -98,7 +99,7 @@ int RunTrain(const TrainArgs& given, const std::atomic<bool>* stop) {
 }
 
 // A node's role, run again in this process for every next life the
-// launcher gives it (--life-fd: a scale kept it) until its pipe closes; the
+// launcher gives it (--life-fd: a scale kept it) until its channel closes; the
 // last life's status. A life that failed (a lost worker stopped it) may
 // still have a next one (cluster.leave_on_loss).
 Status RunNodeLives(const NodeArgs& args, const Config& first, Role role,
@@ -260,7 +261,7 @@ void AddNodeCommand(CLI::App& app, int* exit_code,
                    "run directory to write into (default <run.dir>/<run.name "
                    "or 'cluster'>)");
   node->add_option("--life-fd", node_args->life_fd,
-                   "(the --processes launcher's) a pipe to wait on for the "
+                   "(the --processes launcher's) a channel to wait on for the "
                    "run's next life after the role ends")
       ->group("");
   node->add_option("-c,--config", node_args->train.config_path,

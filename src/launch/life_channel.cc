@@ -1,6 +1,7 @@
 #include "launch/life_channel.h"
 
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -51,7 +52,9 @@ Status SendNextLife(int fd, const NextLife& life) {
   const std::string line = life.ToLine();
   size_t done = 0;
   while (done < line.size()) {
-    const ssize_t n = ::write(fd, line.data() + done, line.size() - done);
+    // MSG_NOSIGNAL: a node that died gets EPIPE, not the launcher SIGPIPE.
+    const ssize_t n =
+        ::send(fd, line.data() + done, line.size() - done, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0)
       return Status::IoError("telling a node its next life: {}",
@@ -73,7 +76,7 @@ Result<std::optional<NextLife>> WaitNextLife(int fd,
     if (Clock::now() > deadline)
       return Status::DeadlineExceeded(
           "waited {} s for the launcher's word after the role ended (a next "
-          "life or the end of the run on pipe {}); ending",
+          "life or the end of the run on descriptor {}); ending",
           std::chrono::duration_cast<std::chrono::seconds>(timeout).count(),
           fd);
     pollfd p{fd, POLLIN, 0};

@@ -1,10 +1,11 @@
 #pragma once
 
 // The next life of a --processes node (docs/design/elastic.md, "Keeping
-// the processes"). The launcher starts every node with a pipe; a node whose
-// role ended well waits on it for what to do next:
+// the processes"). The launcher starts every node with a channel (a Unix
+// socket pair); a node whose role ended, well or not, waits on it for what
+// to do next:
 //
-//   the pipe closes     the run is over, or this node leaves it: the
+//   the channel closes  the run is over, or this node leaves it: the
 //                       process ends;
 //   one JSON line       {"coordinator": ENDPOINT, "set": [KEY=VALUE, ...],
 //                       "index": I}: a scale kept this node; it reads the
@@ -15,8 +16,8 @@
 //
 // So a scale keeps the processes of the nodes the new size still has (their
 // PIDs, loaded data and LibTorch) and starts only the newcomers. Functions
-// only; each call uses its own descriptor, so calls on different pipes are
-// thread-safe.
+// only; each call uses its own descriptor, so calls on different channels
+// are thread-safe.
 
 #include <atomic>
 #include <chrono>
@@ -39,19 +40,19 @@ struct NextLife {
   static Result<NextLife> FromLine(const std::string& line);
 };
 
-// The descriptor a node's pipe has in the child (the launcher passes it as
-// --life-fd).
+// The descriptor a node's channel has in the child (the launcher passes it
+// as --life-fd).
 constexpr int kLifeFd = 3;
 
 // How long a node whose role ended waits for the launcher's word.
 constexpr std::chrono::seconds kLifeWait{120};
 
-// The launcher: writes `life` to the node's pipe. IoError when the node's end
-// is gone (it died).
+// The launcher: sends `life` on the node's channel (a socket). IoError when
+// the node's end is gone (it died); never SIGPIPE.
 Status SendNextLife(int fd, const NextLife& life);
 
 // The node: waits up to `timeout` for the launcher's word on `fd`. nullopt
-// when the pipe closed (the process should end); Cancelled when `stop` was
+// when the channel closed (the process should end); Cancelled when `stop` was
 // set while waiting; DeadlineExceeded, naming the wait, when nothing came;
 // DataLoss for a line that is not a next life.
 Result<std::optional<NextLife>> WaitNextLife(int fd,

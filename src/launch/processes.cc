@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,11 +38,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-// The children of a --processes cluster, by node id, with each one's pipe
-// for its next life (launch/life_channel.h), and what starts one. A child
-// lives as long as its role does in every life: a scale (Reform) keeps the
-// nodes the new role table still has. Thread-safe. The destructor ends every
-// child (EndAll).
+// The children of a --processes cluster, by node id, with each one's
+// channel for its next life (launch/life_channel.h), and what starts one. A
+// child lives as long as its role does in every life: a scale (Reform) keeps
+// the nodes the new role table still has. Thread-safe. The destructor ends
+// every child (EndAll).
 class Children {
  public:
   explicit Children(const RunDirectory& run_dir,
@@ -70,14 +71,14 @@ class Children {
   // process that died of a signal while the run goes on (until `ended`) is
   // started again.
   void RestartDead(const std::atomic<bool>& ended) EXCLUDES(mu_);
-  // Tells every child the run is over (closes its pipe), waits (20 s at
+  // Tells every child the run is over (closes its channel), waits (20 s at
   // most) for each to end, then ends the rest by PID.
   void EndAll() EXCLUDES(mu_);
 
  private:
   struct Child {
     pid_t pid = -1;
-    int life_fd = -1;  // the write end of its pipe
+    int life_fd = -1;  // the launcher's end of its channel
   };
 
   Status Start(NodeId id, bool resume) REQUIRES(mu_);
@@ -94,13 +95,15 @@ class Children {
   std::vector<pid_t> leavers_ GUARDED_BY(mu_);
 };
 
-// The pipe a child reads its next life from: the read end at kLifeFd in the
-// child, the write end (close-on-exec, so no other child holds it) here.
+// The channel a child reads its next life from: one end at kLifeFd in the
+// child, the other (close-on-exec, so no other child holds it) here. A
+// socket pair rather than a pipe: a word to a child that died meanwhile
+// fails with EPIPE instead of raising SIGPIPE in the launcher.
 Status SpawnWithPipe(const std::vector<std::string>& args, pid_t* pid,
                      int* write_fd) {
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0)
-    return Status::IoError("a pipe for a node: {}", std::strerror(errno));
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
+    return Status::IoError("a channel for a node: {}", std::strerror(errno));
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[0], kLifeFd);
@@ -142,7 +145,7 @@ Status Children::Start(NodeId id, bool resume) {
   if (!st.ok())
     return Status::IoError("cannot start {} as a process ({}): {}",
                            roles_.Describe(id), args[0], st.message());
-  // A replaced node's old pipe (its process died).
+  // A replaced node's old channel (its process died).
   auto old = kids_.find(id);
   if (old != kids_.end() && old->second.life_fd >= 0)
     ::close(old->second.life_fd);
@@ -266,7 +269,7 @@ void Children::EndAll() {
   std::vector<pid_t> pids;
   {
     MutexLock lock(&mu_);
-    // Children end when the coordinator says stop and their pipe closes;
+    // Children end when the coordinator says stop and their channel closes;
     // any still running after a grace period are ended by PID.
     for (auto& [id, kid] : kids_) {
       if (kid.life_fd >= 0) ::close(kid.life_fd);

@@ -1,8 +1,9 @@
 // The launcher's word to a --processes node after its role ended
-// (launch/life_channel.h), over a real pipe.
+// (launch/life_channel.h), over a real socket pair.
 #include "launch/life_channel.h"
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -13,9 +14,11 @@ namespace {
 
 using std::chrono::milliseconds;
 
-struct Pipe {
-  Pipe() { EXPECT_EQ(::pipe(fds), 0); }
-  ~Pipe() {
+// The launcher's channel to a node: a Unix socket pair, as
+// launch/processes.cc makes it.
+struct Channel {
+  Channel() { EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0); }
+  ~Channel() {
     for (int fd : fds)
       if (fd >= 0) ::close(fd);
   }
@@ -26,8 +29,8 @@ struct Pipe {
   int fds[2] = {-1, -1};
 };
 
-TEST(LifeChannelTest, ANextLifeCrossesThePipeWhole) {
-  Pipe p;
+TEST(LifeChannelTest, ANextLifeCrossesTheChannelWhole) {
+  Channel p;
   const NextLife sent{"tcp://127.0.0.1:4567",
                       {"checkpoint.resume=true", "cluster.workers=3"},
                       2};
@@ -40,8 +43,8 @@ TEST(LifeChannelTest, ANextLifeCrossesThePipeWhole) {
   EXPECT_EQ((*got)->index, 2);
 }
 
-TEST(LifeChannelTest, AClosedPipeEndsTheNode) {
-  Pipe p;
+TEST(LifeChannelTest, AClosedChannelEndsTheNode) {
+  Channel p;
   p.CloseWrite();
   auto got = WaitNextLife(p.fds[0], milliseconds(2000), nullptr);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
@@ -49,7 +52,7 @@ TEST(LifeChannelTest, AClosedPipeEndsTheNode) {
 }
 
 TEST(LifeChannelTest, SilenceRunsOutNamingTheWait) {
-  Pipe p;
+  Channel p;
   const auto t0 = std::chrono::steady_clock::now();
   auto got = WaitNextLife(p.fds[0], milliseconds(300), nullptr);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
@@ -61,7 +64,7 @@ TEST(LifeChannelTest, SilenceRunsOutNamingTheWait) {
 }
 
 TEST(LifeChannelTest, AStopEndsTheWait) {
-  Pipe p;
+  Channel p;
   std::atomic<bool> stop{false};
   std::thread stopper([&] {
     std::this_thread::sleep_for(milliseconds(100));
@@ -73,8 +76,16 @@ TEST(LifeChannelTest, AStopEndsTheWait) {
   EXPECT_EQ(got.status().code(), Status::Code::kCancelled);
 }
 
+TEST(LifeChannelTest, AWordToANodeThatDiedFailsWithoutASignal) {
+  Channel p;
+  ::close(p.fds[0]);
+  p.fds[0] = -1;
+  Status st = SendNextLife(p.fds[1], NextLife{"tcp://127.0.0.1:1", {}, -1});
+  EXPECT_EQ(st.code(), Status::Code::kIoError) << st.ToString();
+}
+
 TEST(LifeChannelTest, GarbageIsRefusedNamingIt) {
-  Pipe p;
+  Channel p;
   const std::string junk = "{\"coordinator\": 5}\n";
   ASSERT_EQ(::write(p.fds[1], junk.data(), junk.size()),
             static_cast<ssize_t>(junk.size()));

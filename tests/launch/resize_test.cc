@@ -184,6 +184,33 @@ TEST(ClusterResizeTest, ADataServiceRunIsRefusedSayingWhy) {
   EXPECT_NE(m.find("cluster.data_servers"), std::string::npos) << m;
 }
 
+// A run trained on its own thread (Train, as `strata train` does) while a
+// test scales it.
+class BackgroundRun {
+ public:
+  BackgroundRun(const Config& c, const RunDirectory& dir)
+      : path_(dir.path()), thread_([this, c, &dir] {
+          done_.emplace(Train(TrainRequest{}, c, dir, nullptr));
+        }) {}
+  ~BackgroundRun() { Join(); }
+  void Join() {
+    if (thread_.joinable()) thread_.join();
+  }
+  // Waits for the end: the run's summary.json, or why the run failed.
+  Result<nlohmann::json> Finish() {
+    Join();
+    if (!done_) return Status::Internal("no result");
+    if (!done_->ok()) return done_->status();
+    ASSIGN_OR_RETURN(std::string text, ReadFile(path_ + "/summary.json"));
+    return nlohmann::json::parse(text);
+  }
+
+ private:
+  const std::string path_;
+  std::optional<Result<RunSummary>> done_;
+  std::thread thread_;  // declared last: it starts once the rest exists
+};
+
 // `strata scale` on a running job, threads: 2 -> 4 -> 3 workers. The
 // first request waits in the run directory before training starts (the
 // coordinator takes it at its first look once training runs); the second
@@ -212,9 +239,7 @@ TEST_P(ScaleTest, ARunScaledTwoFourThreeFinishes) {
   first.workers = 4;
   first.asked_unix = UnixNow();
   ASSERT_TRUE(AskScale(run, first).ok());
-  std::optional<Result<RunSummary>> done;
-  std::thread trainer(
-      [&] { done.emplace(Train(TrainRequest{}, c, *dir, nullptr)); });
+  BackgroundRun trainer(c, *dir);
   // Past the upper bound: refused before it is asked.
   auto over = ScaleRun(run, 5, std::chrono::seconds(1));
   EXPECT_EQ(over.status().code(), Status::Code::kInvalidArgument)
@@ -223,16 +248,14 @@ TEST_P(ScaleTest, ARunScaledTwoFourThreeFinishes) {
   for (int i = 0; i < 600 && ReadMembership(run).size() < 2; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   auto second = ScaleRun(run, 3, std::chrono::seconds(30));
-  trainer.join();
+  trainer.Join();
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_EQ(second->from, 4);
   EXPECT_GT(second->since_request_s, 0);
   EXPECT_LT(second->since_request_s, 30);
-  ASSERT_TRUE(done.has_value() && done->ok())
-      << (done ? done->status().ToString() : "no result");
-  auto text = ReadFile(run + "/summary.json");
-  ASSERT_TRUE(text.ok());
-  const nlohmann::json s = nlohmann::json::parse(*text);
+  auto finished = trainer.Finish();
+  ASSERT_TRUE(finished.ok()) << finished.status().ToString();
+  const nlohmann::json& s = *finished;
   EXPECT_EQ(s["workers"].size(), 3u);
   const nlohmann::json& m = s["membership"];
   ASSERT_EQ(m.size(), 4u) << m.dump();
@@ -278,9 +301,7 @@ TEST(ScaleTest, ADrainedWorkerLeavesAndTheOthersGoOn) {
   auto dir = RunDirectory::Create(c);
   ASSERT_TRUE(dir.ok()) << dir.status().ToString();
   const std::string run = dir->path();
-  std::optional<Result<RunSummary>> done;
-  std::thread trainer(
-      [&] { done.emplace(Train(TrainRequest{}, c, *dir, nullptr)); });
+  BackgroundRun trainer(c, *dir);
   for (const auto& [bad, why] : std::vector<std::pair<int, std::string>>{
            {3, "cannot drain worker 3: the run has workers 0 to 2"},
            {-1, "cannot drain worker -1"}}) {
@@ -295,14 +316,13 @@ TEST(ScaleTest, ADrainedWorkerLeavesAndTheOthersGoOn) {
             std::string::npos)
       << twice.status().message();
   auto drained = ScaleRun(run, 0, std::chrono::seconds(30), nullptr, {1});
-  trainer.join();
+  trainer.Join();
   ASSERT_TRUE(drained.ok()) << drained.status().ToString();
   EXPECT_EQ(drained->from, 3);
   EXPECT_EQ(drained->to, 2);
-  ASSERT_TRUE(done.has_value() && done->ok())
-      << (done ? done->status().ToString() : "no result");
-  const nlohmann::json s =
-      nlohmann::json::parse(*ReadFile(run + "/summary.json"));
+  auto finished = trainer.Finish();
+  ASSERT_TRUE(finished.ok()) << finished.status().ToString();
+  const nlohmann::json& s = *finished;
   EXPECT_EQ(s["workers"].size(), 2u);
   EXPECT_EQ(s["samples"], 40 * 576);
   ASSERT_EQ(s["membership"].size(), 2u) << s["membership"].dump();
@@ -387,9 +407,7 @@ TEST(ControlEndpointTest, AScaleAskedOverTheNetworkWithTheClusterKey) {
   auto dir = RunDirectory::Create(c);
   ASSERT_TRUE(dir.ok()) << dir.status().ToString();
   const std::string run = dir->path();
-  std::optional<Result<RunSummary>> done;
-  std::thread trainer(
-      [&] { done.emplace(Train(TrainRequest{}, c, *dir, nullptr)); });
+  BackgroundRun trainer(c, *dir);
   std::string endpoint;
   for (int i = 0; i < 400 && endpoint.empty(); ++i) {
     auto text = ReadFile(run + "/control.json");
@@ -412,14 +430,13 @@ TEST(ControlEndpointTest, AScaleAskedOverTheNetworkWithTheClusterKey) {
       << over.status().message();
   auto scaled =
       ScaleRemote(endpoint, root + "/keys", 3, {}, std::chrono::seconds(30));
-  trainer.join();
+  trainer.Join();
   ASSERT_TRUE(scaled.ok()) << scaled.status().ToString();
   EXPECT_EQ(scaled->from, 2);
   EXPECT_EQ(scaled->to, 3);
-  ASSERT_TRUE(done.has_value() && done->ok())
-      << (done ? done->status().ToString() : "no result");
-  const nlohmann::json s =
-      nlohmann::json::parse(*ReadFile(run + "/summary.json"));
+  auto finished = trainer.Finish();
+  ASSERT_TRUE(finished.ok()) << finished.status().ToString();
+  const nlohmann::json& s = *finished;
   EXPECT_EQ(s["workers"].size(), 3u);
   EXPECT_EQ(s["samples"], 80 * 576);
 }
