@@ -14,6 +14,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -720,6 +721,89 @@ TEST(ProcessClusterTest, AKilledWorkerLeavesASyncRunThatGoesOn) {
   ASSERT_GE(summary["membership"].size(), 1u);
   EXPECT_EQ(summary["membership"][0]["event"], "lost");
   EXPECT_EQ(summary["membership"][0]["leaving"], nlohmann::json::array({1}));
+}
+
+// A loopback port free now (bound and released; the caller binds it next).
+int FreeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  int port = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+    port = ntohs(addr.sin_port);
+  ::close(fd);
+  return port;
+}
+
+// `strata node` by hand, one process per role, resuming a 2-worker run's
+// checkpoint on 4 workers: every node is started with the new
+// cluster.workers (the coordinator loads the checkpoint and re-plans the
+// rest of the epoch); the run finishes every sample of its 3 epochs.
+TEST(ProcessClusterTest, NodesStartedByHandResumeOnAnotherWorkerCount) {
+  Launched l = Launch(
+      "sync", {"cluster.workers=2", "train.iterations=0", "train.epochs=3",
+               "train.batch_size=32", "data.synthetic.train_size=512",
+               "data.sharding.method=stratified", "checkpoint.every_updates=10",
+               "checkpoint.keep=10", "cluster.worker_delay_ms=0"});
+  ASSERT_GT(l.pid, 0);
+  double secs = 0;
+  ASSERT_EQ(WaitExit(l.pid, &secs), 0);
+  // Back to the checkpoint at step 20 of 48.
+  for (const auto& e :
+       std::filesystem::directory_iterator(l.run_dir + "/checkpoints")) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("step-", 0) == 0 && std::stoll(name.substr(5)) > 20)
+      std::filesystem::remove_all(e.path());
+  }
+  ASSERT_TRUE(FileExists(l.run_dir + "/checkpoints/step-20/manifest.json"));
+  const int port = FreeLoopbackPort();
+  ASSERT_GT(port, 0);
+  const std::string coordinator = "tcp://127.0.0.1:" + std::to_string(port);
+  std::vector<pid_t> nodes;
+  const std::vector<std::pair<std::string, int>> roles = {
+      {"coordinator", 0}, {"server", 0}, {"worker", 0},   {"worker", 1},
+      {"worker", 2},      {"worker", 3}, {"evaluator", 0}};
+  for (const auto& [role, index] : roles) {
+    std::vector<std::string> args = {STRATA_BINARY,
+                                     "node",
+                                     "--role",
+                                     role,
+                                     "--index",
+                                     std::to_string(index),
+                                     "--coordinator",
+                                     coordinator,
+                                     "--bind",
+                                     "tcp://127.0.0.1:*",
+                                     "--run-dir",
+                                     l.run_dir,
+                                     "-c",
+                                     l.run_dir + "/config.toml",
+                                     "--set",
+                                     "cluster.workers=4",
+                                     "--set",
+                                     "checkpoint.resume=true"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid = -1;
+    ASSERT_EQ(posix_spawn(&pid, STRATA_BINARY, nullptr, nullptr, argv.data(),
+                          environ),
+              0);
+    nodes.push_back(pid);
+  }
+  for (size_t i = 0; i < nodes.size(); ++i)
+    EXPECT_EQ(WaitExit(nodes[i], &secs), 0)
+        << roles[i].first << " " << roles[i].second;
+  auto summary = nlohmann::json::parse(*ReadFile(l.run_dir + "/summary.json"));
+  EXPECT_FALSE(summary.contains("error")) << summary.dump();
+  EXPECT_EQ(summary["workers"].size(), 4u);
+  EXPECT_EQ(summary["resize"]["from_workers"], 2);
+  EXPECT_EQ(summary["resize"]["to_workers"], 4);
+  EXPECT_EQ(summary["resize"]["at_step"], 20);
+  EXPECT_EQ(summary["samples"], 3 * 512);
 }
 
 // Sync (lockstep) cannot take one server back in time: the launcher starts
