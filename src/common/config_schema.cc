@@ -426,11 +426,14 @@ std::vector<ConfigKey> MakeSchema() {
           "cluster.security = \"curve\" only holders of the cluster key pair "
           "are admitted; empty = none (docs/design/elastic.md)"),
       Bool("cluster.leave_on_loss", false,
-           "elastic, lockstep modes (sync, allreduce, ring, local-sgd, "
-           "dpsgd): a lost worker leaves the run, which goes on from its "
-           "newest checkpoint on the others (at least cluster.min_workers; "
-           "--processes keeps their processes) instead of stopping or "
-           "restarting whole; needs checkpoints (docs/design/elastic.md)"),
+           "elastic: a lost worker leaves the run. Lockstep modes (sync, "
+           "allreduce, ring, local-sgd, dpsgd) go on from the newest "
+           "checkpoint on the others instead of stopping or restarting "
+           "whole; async, ssp and easgd stop at a checkpoint of the others "
+           "and go on from it, the rest of the lost worker's epoch "
+           "re-planned over them, instead of going on without it (at least "
+           "cluster.min_workers; --processes keeps the processes); needs "
+           "checkpoints (docs/design/elastic.md)"),
       Int("cluster.min_workers", 1,
           "elastic: the fewest workers `strata scale` may leave the run "
           "(docs/design/elastic.md)",

@@ -205,10 +205,17 @@ Status ClusterCheckpoints::Write(Coordinator& coordinator,
   for (NodeId lost : coordinator.LostIds()) {
     Role role;
     int index;
-    if (o_.roles.RoleOf(lost, &role, &index).ok() && role == Role::kWorker)
-      return Status::FailedPrecondition(
-          "{} was lost: a checkpoint needs every worker's state",
-          o_.roles.Describe(lost));
+    if (!o_.roles.RoleOf(lost, &role, &index).ok() || role != Role::kWorker)
+      continue;
+    // cluster.leave_on_loss in the free modes: the lost worker's last state
+    // goes in as it was, for the resume that drains it (the rest of its
+    // epoch is re-planned from that cursor; its steps since are trained
+    // again by the others).
+    if (o_.leave_on_loss && !Lockstep(o_.mode) && workers_.count(index) > 0)
+      continue;
+    return Status::FailedPrecondition(
+        "{} was lost: a checkpoint needs every worker's state",
+        o_.roles.Describe(lost));
   }
   Files files;
   nlohmann::json steps = nlohmann::json::object();

@@ -79,6 +79,14 @@ class CoordinatorRun {
   // nothing else lost) hands the launcher a drain of them, to go on from
   // this life's newest checkpoint on the others. True when it did.
   bool HandOverLoss(Coordinator& c, const Status& run_status);
+  // cluster.leave_on_loss in the free modes (async, ssp, easgd): the run
+  // goes on without a lost worker anyway; with this key it stops at a
+  // checkpoint of the others, as a drain of the lost one would, so that
+  // the rest of its epoch is re-planned over them.
+  void WatchLosses(Coordinator& c, bool training);
+  // The lost workers' indices; empty when a node of another role is lost
+  // too (that is not a leave).
+  std::vector<int> LostWorkersOnly(Coordinator& c) const;
   // cluster.timeline: timeline.json in the run directory.
   void WriteTimeline(const std::vector<timeline::NodeTimeline>& nodes);
   void SetPhase(Coordinator& c, RunPhase phase) {
@@ -104,6 +112,7 @@ class CoordinatorRun {
   std::optional<ScaleRequest> scale_;  // taken; the run stops for it
   Clock::time_point scale_looked_{};
   bool training_noted_ = false;
+  bool scale_for_loss_ = false;  // scale_ is a drain of lost workers
 };
 
 CoordinatorOptions CoordinatorRun::Options() {
@@ -215,6 +224,7 @@ Status CoordinatorRun::Supervise(Coordinator& c) {
     }
     if (o_.checkpoint_every_s > 0 && training && !stopping_) TimedCheckpoint(c);
     if (training) NoteTraining();
+    WatchLosses(c, training);
     WatchScale(c, training);
     if (stop_ != nullptr && stop_->load()) Interrupt(c, training);
   }
@@ -286,7 +296,7 @@ void CoordinatorRun::HandOverScale() {
     return;
   }
   const int64_t step = checkpoints_.last_step();
-  nlohmann::json line{{"event", "scale"},
+  nlohmann::json line{{"event", scale_for_loss_ ? "lost" : "scale"},
                       {"from", o_.roles.num_workers()},
                       {"to", scale_->workers},
                       {"step", step},
@@ -299,23 +309,52 @@ void CoordinatorRun::HandOverScale() {
     LogError("scaling to {} workers: {}", scale_->workers, st.message());
 }
 
-bool CoordinatorRun::HandOverLoss(Coordinator& c, const Status& run_status) {
-  if (!o_.leave_on_loss || !Lockstep(o_.mode) || scale_ ||
-      run_status.code() != Status::Code::kUnavailable)
-    return false;
+std::vector<int> CoordinatorRun::LostWorkersOnly(Coordinator& c) const {
   std::vector<int> leaving;
   for (NodeId id : c.LostIds()) {
     Role role;
     int index;
     if (!o_.roles.RoleOf(id, &role, &index).ok() || role != Role::kWorker)
-      return false;  // a server or the evaluator: not a leave
+      return {};  // a server or the evaluator: not a leave
     leaving.push_back(index);
   }
   std::sort(leaving.begin(), leaving.end());
+  return leaving;
+}
+
+void CoordinatorRun::WatchLosses(Coordinator& c, bool training) {
+  if (!o_.leave_on_loss || Lockstep(o_.mode) || scale_ || stopping_ ||
+      !training)
+    return;
+  const std::vector<int> leaving = LostWorkersOnly(c);
+  const int to = o_.roles.num_workers() - static_cast<int>(leaving.size());
+  // Below the minimum, CheckMinWorkers stops the run; without a checkpoint
+  // of this life the lost worker's state is missing: it goes on without.
+  if (leaving.empty() || to < o_.min_workers || to < 1 ||
+      checkpoints_.last_step() < 0)
+    return;
+  ScaleRequest drain;
+  drain.workers = to;
+  drain.asked_unix = UnixNow();
+  drain.leaving = leaving;
+  scale_ = drain;
+  scale_for_loss_ = true;
+  LogWarning(
+      "cluster.leave_on_loss: worker {} lost; a checkpoint of the others, "
+      "then the run goes on on {} workers, the rest of the epoch re-planned",
+      fmt::join(leaving, ", "), to);
+  StopAfterRound(c, training);
+}
+
+bool CoordinatorRun::HandOverLoss(Coordinator& c, const Status& run_status) {
+  if (!o_.leave_on_loss || !Lockstep(o_.mode) || scale_ ||
+      run_status.code() != Status::Code::kUnavailable)
+    return false;
+  const std::vector<int> leaving = LostWorkersOnly(c);
   const int from = o_.roles.num_workers();
   const int to = from - static_cast<int>(leaving.size());
   const std::string why =
-      leaving.empty()       ? "no worker was lost"
+      leaving.empty()       ? "a node other than a worker was lost"
       : to < o_.min_workers ? fmt::format(
                                   "{} workers would be left, fewer than "
                                   "cluster.min_workers = {}",

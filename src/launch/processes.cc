@@ -70,7 +70,8 @@ class Children {
   // cluster.restart in the free modes: a server, worker or evaluator
   // process that died of a signal while the run goes on (until `ended`) is
   // started again.
-  void RestartDead(const std::atomic<bool>& ended) EXCLUDES(mu_);
+  // `workers`: false with cluster.leave_on_loss (a lost worker leaves).
+  void RestartDead(const std::atomic<bool>& ended, bool workers) EXCLUDES(mu_);
   // Tells every child the run is over (closes its channel), waits (20 s at
   // most) for each to end, then ends the rest by PID.
   void EndAll() EXCLUDES(mu_);
@@ -246,10 +247,11 @@ Result<nlohmann::json> Children::Reform(const RoleTable& roles, NextLife life,
                         {"ended_pids", leaving}};
 }
 
-void Children::RestartDead(const std::atomic<bool>& ended) {
+void Children::RestartDead(const std::atomic<bool>& ended, bool workers) {
   MutexLock lock(&mu_);
   std::vector<NodeId> restartable = roles_.Ids(Role::kServer);
-  for (NodeId id : roles_.Ids(Role::kWorker)) restartable.push_back(id);
+  if (workers)
+    for (NodeId id : roles_.Ids(Role::kWorker)) restartable.push_back(id);
   if (roles_.has_evaluator()) restartable.push_back(roles_.EvaluatorId());
   for (NodeId id : restartable) {
     int status = 0;
@@ -341,7 +343,7 @@ Result<ClusterSummary> RunProcessesOnce(
     watcher = std::thread([&] {
       while (!ended.load()) {
         std::this_thread::sleep_for(milliseconds(100));
-        children.RestartDead(ended);
+        children.RestartDead(ended, /*workers=*/!o.leave_on_loss);
       }
     });
   }

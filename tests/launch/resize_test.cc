@@ -441,6 +441,40 @@ TEST(ControlEndpointTest, AScaleAskedOverTheNetworkWithTheClusterKey) {
   EXPECT_EQ(s["samples"], 80 * 576);
 }
 
+// cluster.leave_on_loss in async: worker 2 of 3 crashes at step 23. The
+// run, which would go on without it, stops at a checkpoint of the other two
+// and goes on from it on 2, the lost worker's rest of the epoch re-planned
+// over them (from its state at the checkpoint before its loss).
+TEST(LeaveOnLossTest, AFreeRunReplansALostWorkersEpoch) {
+  const std::string root = TempRoot();
+  const Config c =
+      With(Base(root),
+           {"cluster.mode=async", "train.iterations=0", "train.epochs=20",
+            "train.batch_size=48", "data.synthetic.train_size=576",
+            "data.sharding.method=stratified", "cluster.workers=3",
+            "checkpoint.every_updates=5", "cluster.fail_worker=2",
+            "cluster.fail_at=23", "cluster.heartbeat_interval_ms=50",
+            "cluster.heartbeat_timeout_ms=600", "cluster.worker_delay_ms=4",
+            "cluster.leave_on_loss=true", "run.name=lossy"});
+  auto dir = RunDirectory::Create(c);
+  ASSERT_TRUE(dir.ok());
+  auto r = Train(TrainRequest{}, c, *dir, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const nlohmann::json s =
+      nlohmann::json::parse(*ReadFile(dir->path() + "/summary.json"));
+  EXPECT_EQ(s["workers"].size(), 2u);
+  ASSERT_TRUE(s.contains("membership")) << s.dump();
+  ASSERT_EQ(s["membership"].size(), 2u) << s["membership"].dump();
+  EXPECT_EQ(s["membership"][0]["event"], "lost");
+  EXPECT_EQ(s["membership"][0]["leaving"], nlohmann::json::array({2}));
+  EXPECT_EQ(s["membership"][1]["event"], "resumed");
+  ASSERT_TRUE(s.contains("resize")) << s.dump();
+  EXPECT_EQ(s["resize"]["to_workers"], 2);
+  EXPECT_GT(s["resize"]["remainder_examples"].get<int64_t>(), 0);
+  // Free workers end their epochs apart; the total is close to all.
+  EXPECT_NEAR(s["samples"].get<double>(), 20 * 576, 0.1 * 20 * 576);
+}
+
 // cluster.min_workers in a free mode: losing a worker below the minimum
 // stops the run soon, naming the lost one (no replacement is awaited
 // without cluster.restart); at the minimum the run goes on.
