@@ -60,10 +60,11 @@ Status RunEvaluator(const ClusterRunOptions& o, const DatasetSplits& data,
   int64_t last_version = -1;
   while (!done->load()) {
     std::vector<int64_t> want;
-    if (o.eval_every_updates > 0) {
-      want.assign(k, std::max<int64_t>(0, last_version) + o.eval_every_updates);
-    } else if (last_version >=
-               0) {  // the first evaluation (the initial model) is immediate
+    // The first evaluation (the initial model) is immediate in both
+    // schedules, as eval.jsonl's first line says (run_directory.md).
+    if (o.eval_every_updates > 0 && last_version >= 0) {
+      want.assign(k, last_version + o.eval_every_updates);
+    } else if (o.eval_every_updates <= 0 && last_version >= 0) {
       auto until = Clock::now() + std::chrono::duration<double>(o.eval_every_s);
       while (!done->load() && Clock::now() < until) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
