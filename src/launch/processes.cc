@@ -409,13 +409,10 @@ Result<bool> NextScaledLife(const RunDirectory& run_dir,
                             const std::atomic<bool>* stop, Config* life,
                             std::shared_ptr<const Checkpoint>* resume_from,
                             LifeStart* how) {
-  ASSIGN_OR_RETURN(std::optional<ScaleRequest> scale,
-                   TakeAcceptedScale(run_dir.path()));
-  if (!scale || (stop != nullptr && stop->load())) return false;
   const int from = static_cast<int>(life->GetInt("cluster.workers"));
-  LogInfo("resuming at step {} on {} workers (strata scale)", scale->step,
-          scale->workers);
-  RETURN_IF_ERROR(ApplyScale(*scale, life));
+  ASSIGN_OR_RETURN(std::optional<ScaleRequest> scale,
+                   TakeScale(run_dir.path(), stop, life));
+  if (!scale) return false;
   ASSIGN_OR_RETURN(ClusterRunOptions o, ClusterRunOptions::FromConfig(*life));
   ASSIGN_OR_RETURN(*resume_from, CheckResumable(*life, o, run_dir));
   how->keep_running = true;

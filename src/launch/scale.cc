@@ -27,13 +27,22 @@ std::optional<nlohmann::json> ResumedLine(const std::string& run_dir, int to,
 
 }  // namespace
 
-Status ApplyScale(const ScaleRequest& scale, Config* life) {
+Result<std::optional<ScaleRequest>> TakeScale(const std::string& run_dir,
+                                              const std::atomic<bool>* stop,
+                                              Config* life) {
+  ASSIGN_OR_RETURN(std::optional<ScaleRequest> scale,
+                   TakeAcceptedScale(run_dir));
+  if (!scale || (stop != nullptr && stop->load()))
+    return std::optional<ScaleRequest>();
+  LogInfo("resuming at step {} on {} workers (strata scale)", scale->step,
+          scale->workers);
   const int from = static_cast<int>(life->GetInt("cluster.workers"));
   RETURN_IF_ERROR(
-      life->ApplyOverride(fmt::format("cluster.workers={}", scale.workers)));
+      life->ApplyOverride(fmt::format("cluster.workers={}", scale->workers)));
   RETURN_IF_ERROR(life->ApplyOverride("checkpoint.resume=true"));
-  return life->ApplyOverride("checkpoint.resume_workers=" +
-                             KeptWorkers(from, scale.leaving));
+  RETURN_IF_ERROR(life->ApplyOverride("checkpoint.resume_workers=" +
+                                      KeptWorkers(from, scale->leaving)));
+  return scale;
 }
 
 Result<ScaleOutcome> ScaleRun(const std::string& run_dir, int workers,

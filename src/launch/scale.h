@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,9 +37,14 @@ Result<ScaleOutcome> ScaleRun(const std::string& run_dir, int workers,
                               const std::atomic<bool>* stop = nullptr,
                               const std::vector<int>& leaving = {});
 
-// The launcher, after the coordinator stopped the run for `scale`: `life`
-// (the config it ran with) goes on from the checkpoint on the new count,
-// with the workers that stay (checkpoint.resume_workers).
-Status ApplyScale(const ScaleRequest& scale, Config* life);
+// The launcher, after a life of the run ended: the request the coordinator
+// stopped it for (`strata scale`, or cluster.leave_on_loss), taken from
+// `run_dir`, with `life` (the config it ran with) set to go on from its
+// checkpoint on the new count and the workers that stay
+// (checkpoint.resume_workers). nullopt when there is none, or when `stop`
+// (may be null) was set: the run ends.
+Result<std::optional<ScaleRequest>> TakeScale(const std::string& run_dir,
+                                              const std::atomic<bool>* stop,
+                                              Config* life);
 
 }  // namespace strata

@@ -113,13 +113,10 @@ Result<RunSummary> Train(const TrainRequest& request, const Config& config,
     // request over; the run goes on from it on the new worker count
     // (docs/design/elastic.md).
     ASSIGN_OR_RETURN(std::optional<ScaleRequest> scale,
-                     TakeAcceptedScale(run_dir.path()));
-    if (!scale || (stop != nullptr && stop->load())) return summary;
+                     TakeScale(run_dir.path(), stop, &life));
+    if (!scale) return summary;
     if (!summary.ok())
       LogWarning("this life of the run ended: {}", summary.status().message());
-    LogInfo("resuming at step {} on {} workers (strata scale)", scale->step,
-            scale->workers);
-    RETURN_IF_ERROR(ApplyScale(*scale, &life));
   }
 }
 
