@@ -574,11 +574,12 @@ TEST(ProcessClusterTest, AKilledEvaluatorIsReplacedAndTheRunIsEvaluated) {
   EXPECT_GT(summary["final_val_acc"].get<double>(), 0.5);
 }
 
-// Runs `strata scale RUN --workers N` and returns its exit code (bounded).
-int ScaleTo(const std::string& run, int workers) {
-  std::vector<std::string> args = {
-      STRATA_BINARY,           "scale",     run, "--workers",
-      std::to_string(workers), "--timeout", "60"};
+// Runs `strata scale RUN HOW... --timeout 60` and returns its exit code
+// (bounded).
+int Scale(const std::string& run, const std::vector<std::string>& how) {
+  std::vector<std::string> args = {STRATA_BINARY, "scale", run};
+  args.insert(args.end(), how.begin(), how.end());
+  for (const char* a : {"--timeout", "60"}) args.push_back(a);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -588,6 +589,13 @@ int ScaleTo(const std::string& run, int workers) {
     return -1;
   double secs = 0;
   return WaitExit(pid, &secs);
+}
+
+// Waits (60 s at most) for the run's first metrics line: it trains.
+void WaitForTraining(const Launched& l) {
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (!FileExists(l.run_dir + "/metrics.jsonl") && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
 }
 
 // pids.json by node without its id ("worker 1", "evaluator"): a scale
@@ -615,14 +623,12 @@ void ExpectAScaleKeepsTheProcesses(const std::string& mode) {
              "checkpoint.every_updates=5", "cluster.worker_delay_ms=6",
              "cluster.max_workers=4", "cluster.request_timeout_ms=20000"});
   ASSERT_GT(l.pid, 0);
-  const auto deadline = Clock::now() + std::chrono::seconds(60);
-  while (!FileExists(l.run_dir + "/metrics.jsonl") && Clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  WaitForTraining(l);
   const std::map<std::string, pid_t> two = PidsByNode(l.run_dir);
   ASSERT_EQ(two.size(), mode == "sync" ? 4u : 3u);
-  EXPECT_EQ(ScaleTo(l.run_dir, 4), 0);
+  EXPECT_EQ(Scale(l.run_dir, {"--workers", "4"}), 0);
   const std::map<std::string, pid_t> four = PidsByNode(l.run_dir);
-  EXPECT_EQ(ScaleTo(l.run_dir, 3), 0);
+  EXPECT_EQ(Scale(l.run_dir, {"--workers", "3"}), 0);
   const std::map<std::string, pid_t> three = PidsByNode(l.run_dir);
   double secs = 0;
   EXPECT_EQ(WaitExit(l.pid, &secs), 0);
@@ -666,23 +672,12 @@ TEST(ProcessClusterTest, ADrainedWorkerEndsAndTheOneAfterItIsRenumbered) {
               "data.sharding.method=stratified", "checkpoint.every_updates=5",
               "cluster.worker_delay_ms=6", "cluster.request_timeout_ms=20000"});
   ASSERT_GT(l.pid, 0);
-  const auto deadline = Clock::now() + std::chrono::seconds(60);
-  while (!FileExists(l.run_dir + "/metrics.jsonl") && Clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  WaitForTraining(l);
   const std::map<std::string, pid_t> before = PidsByNode(l.run_dir);
   ASSERT_EQ(before.size(), 4u);
-  std::vector<std::string> args = {
-      STRATA_BINARY, "scale", l.run_dir, "--drain", "1", "--timeout", "60"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t scaler = -1;
-  ASSERT_EQ(posix_spawn(&scaler, STRATA_BINARY, nullptr, nullptr, argv.data(),
-                        environ),
-            0);
-  double secs = 0;
-  EXPECT_EQ(WaitExit(scaler, &secs), 0);
+  EXPECT_EQ(Scale(l.run_dir, {"--drain", "1"}), 0);
   const std::map<std::string, pid_t> after = PidsByNode(l.run_dir);
+  double secs = 0;
   EXPECT_EQ(WaitExit(l.pid, &secs), 0);
   ASSERT_EQ(after.size(), 3u);
   EXPECT_EQ(after.at("worker 0"), before.at("worker 0"));
