@@ -40,8 +40,8 @@ struct NodeArgs {
   std::string coordinator;
   std::string bind = "tcp://127.0.0.1:*";
   std::string run_dir;
-  int life_fd =
-      -1;  // --processes: the launcher's channel (launch/life_channel.h)
+  // --processes: the launcher's channel (launch/life_channel.h).
+  int life_fd = -1;
 };
 
 // The end of a run: its final figures, where it is; 130 when interrupted.
