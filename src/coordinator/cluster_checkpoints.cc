@@ -98,11 +98,14 @@ Message ClusterCheckpoints::Restore(NodeId id) const {
     c = newest.get();
   }
   if (c == nullptr) return m;
-  if (role == Role::kWorker) {
+  if (role == Role::kWorker || role == Role::kData) {
     Result<int> from = CheckpointWorkers(*c);
     if (from.ok() && *from != o_.roles.num_workers()) {
-      Result<Message> resized = ResizedWorkerState(
-          *c, o_.mode, *from, o_.roles.num_workers(), index, kept_);
+      const int to = o_.roles.num_workers();
+      Result<Message> resized =
+          role == Role::kWorker
+              ? ResizedWorkerState(*c, o_.mode, *from, to, index, kept_)
+              : ResizedDataState(*c, *from, to, index, o_.data_servers, kept_);
       if (resized.ok()) return std::move(resized).value();
       LogError("resume: {}: {}", o_.roles.Describe(id),
                resized.status().message());

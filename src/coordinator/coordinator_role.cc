@@ -36,6 +36,15 @@ void AddResize(const ClusterSummary::Resize& resize, ClusterSummary& s) {
     s.resize.remainder_max_tv =
         std::max(s.resize.remainder_max_tv, w->replan_tv);
   }
+  // The data service re-plans in its data servers (each computes the
+  // whole split).
+  if (!s.data_service) return;
+  for (const DataServerReport& d : s.data_service->data_servers) {
+    if (d.replan_examples < 0) continue;
+    s.resize.remainder_examples = d.replan_examples;
+    s.resize.remainder_max_tv =
+        std::max(s.resize.remainder_max_tv, d.replan_max_tv);
+  }
 }
 
 // One run of the coordinator role, from its options to its summary.

@@ -97,11 +97,11 @@ Status CheckResize(RunMode mode, int from, int to, int data_servers,
       "the checkpoint was written by {} workers and cluster.workers is {} "
       "now",
       from, to);
-  if (data_servers > 0) {
+  if (data_servers > to) {
     return Status::FailedPrecondition(
-        "{}: a run fed by the data service (cluster.data_servers = {}) "
-        "resumes only on its own worker count (the data servers' cursors "
-        "are per worker)",
+        "{}: the run's {} data servers (cluster.data_servers) would each need "
+        "a worker of their own; keep "
+        "cluster.workers >= cluster.data_servers",
         what, data_servers);
   }
   if (!shard_plan.empty()) {
@@ -259,6 +259,48 @@ Result<Message> ResizedWorkerState(const Checkpoint& c, RunMode mode, int from,
   const std::string text = state.dump();
   m.payloads.push_back(Buffer::CopyOf(text.data(), text.size()));
   m.payloads.push_back(Buffer::CopyOf(bytes.data(), bytes.size()));
+  return m;
+}
+
+Result<Message> ResizedDataState(const Checkpoint& c, int from, int to,
+                                 int index, int data_servers,
+                                 const std::vector<int>& kept) {
+  if (kept.empty())
+    return Status::Internal("a resize that keeps no old worker");
+  const auto data_json = [&c](int k) -> Result<json> {
+    const std::string name = fmt::format("data-{}.json", k);
+    ASSIGN_OR_RETURN(const std::string* text, c.File(name));
+    json j = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("cursor"))
+      return Status::DataLoss("{}/{}: bad JSON", c.dir, name);
+    return j;
+  };
+  ASSIGN_OR_RETURN(json state, data_json(index));
+  json old = json::array();
+  for (int k = 0; k < data_servers; ++k) {
+    ASSIGN_OR_RETURN(json j, data_json(k));
+    old.push_back(std::move(j["cursor"]));
+  }
+  // The step each new worker resumes at: its old worker's, or a
+  // newcomer's source's (ResizedWorkerState).
+  json steps = json::array();
+  for (int w = 0; w < to; ++w) {
+    int source = w < static_cast<int>(kept.size()) ? kept[w] : -1;
+    if (source < 0) {
+      ASSIGN_OR_RETURN(source, NewcomerSource(c, kept, w));
+    }
+    ASSIGN_OR_RETURN(json j, WorkerJson(c, source));
+    steps.push_back(j["step"]);
+  }
+  state["resize"] = json{{"from_workers", from},
+                         {"to_workers", to},
+                         {"at_step", c.step},
+                         {"steps", steps},
+                         {"old", old}};
+  Message m;
+  m.header.clock = c.step;
+  const std::string text = state.dump();
+  m.payloads.push_back(Buffer::CopyOf(text.data(), text.size()));
   return m;
 }
 

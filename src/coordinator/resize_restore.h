@@ -69,4 +69,14 @@ Result<Message> ResizedWorkerState(const Checkpoint& checkpoint, RunMode mode,
                                    int from, int to, int index,
                                    const std::vector<int>& kept);
 
+// Data server `index`'s restore reply when `from` workers' checkpoint
+// resumes on `to` (`kept` going on, `data_servers` of them): its own
+// data-<index>.json plus "resize": {"from_workers", "to_workers",
+// "at_step", "steps": [the step each new worker resumes at], "old": [every
+// data server's saved cursor]} (dataservice/served_replan.h). DataLoss for
+// a checkpoint whose states do not fit.
+Result<Message> ResizedDataState(const Checkpoint& checkpoint, int from, int to,
+                                 int index, int data_servers,
+                                 const std::vector<int>& kept);
+
 }  // namespace strata

@@ -18,6 +18,11 @@
 // the samplers' cursors, the returned batches and the leases (an
 // unacknowledged lease is served again after a restore).
 //
+// On another worker count (docs/design/elastic.md, "The data service"), a
+// cursor restored from the old run's state gives what it had left to serve
+// (Position, DrainBefore), and the new run's cursor serves each worker its
+// part of that first (Continue).
+//
 // Thread-compatible: the data node serialises calls.
 
 #include <cstdint>
@@ -68,6 +73,9 @@ class BatchCursor {
       const std::vector<int32_t>& cluster_ids);
   // The sampler seed of worker w (static) or of the dynamic sampler (w = -1).
   static uint64_t SamplerSeed(uint64_t seed, int worker);
+  // The seed of worker w's sampler over its part of epoch `epoch` after a
+  // resize (here and in a worker's own loading, worker/batch_source.cc).
+  static uint64_t PartSeed(uint64_t seed, int worker, int64_t epoch);
 
   struct Lease {
     enum class Kind { kBatch, kWait, kEnd };
@@ -97,7 +105,40 @@ class BatchCursor {
   int ReturnLeases(int worker);
 
   nlohmann::json SaveState() const;
-  Status RestoreState(const nlohmann::json& state);
+  // InvalidArgument naming both runs for a state saved for another
+  // assignment, sampler, worker count or batch size. With `resized` (a
+  // dynamic cursor resumed on another worker count: its one sampler serves
+  // any number of workers, at their new batch size) the worker count and
+  // the batch size may differ.
+  Status RestoreState(const nlohmann::json& state, bool resized = false);
+
+  // A part of an epoch that a resize gives a worker.
+  struct Part {
+    int64_t epoch = 0;
+    std::vector<int64_t> ids;
+  };
+  // After a resize (static): `worker` first serves `parts`, in order, each
+  // through a sampler of the cursor's kind (PartSeed), then its own
+  // sampler, whose epochs then count from `epoch_offset`; `budget` batches
+  // in all from here (-1: the cursor's rule, options.batches or
+  // options.epochs). A checkpoint keeps all of it. InvalidArgument for a
+  // worker out of range, a dynamic cursor or a part's sampler error.
+  Status Continue(int worker, std::vector<Part> parts, int64_t epoch_offset,
+                  int64_t budget);
+  // Where the samplers are: the largest epoch any unfinished worker's
+  // sampler draws from next (-1 when every one is done), and whether one
+  // has drawn part of that epoch already.
+  struct Position {
+    int64_t epoch = -1;
+    bool started = false;
+  };
+  Position Where() const;
+  // Everything left to serve before epoch `until`, into (*left)[epoch]:
+  // the returned and leased batches, the parts, and what each unfinished
+  // sampler has left of its epochs before `until`. Spends the cursor (an
+  // old run's, restored to be re-planned).
+  void DrainBefore(int64_t until,
+                   std::map<int64_t, std::vector<int64_t>>* left);
 
   const BatchCursorOptions& options() const { return options_; }
   bool wants_losses() const;
@@ -119,6 +160,19 @@ class BatchCursor {
                : 0;
   }
   bool Exhausted(size_t slot) const;
+  // The epoch slot `slot`'s own sampler draws from next.
+  int64_t MainEpoch(size_t slot) const {
+    return samplers_[slot]->epoch() + extra_[slot].offset;
+  }
+  // The next batch from the slot's parts into *lease; false when none is
+  // left.
+  bool NextFromParts(size_t slot, Lease* lease);
+  Result<std::unique_ptr<BatchSampler>> MakeSampler(size_t slot,
+                                                    std::vector<int64_t> ids,
+                                                    uint64_t seed) const;
+  Status StartPart(size_t slot);
+  nlohmann::json SaveExtra(size_t slot) const;
+  Status RestoreExtra(size_t slot, const nlohmann::json& j);
 
   struct Held {
     int worker;
@@ -135,6 +189,19 @@ class BatchCursor {
   std::vector<int64_t> drawn_;                           // per slot
   std::vector<std::deque<Returned>> queues_;             // per slot
   std::map<int64_t, Held> leases_;                       // by seq
+  // After a resize: the parts still to serve (the first one through
+  // part_sampler once started), the epoch offset and the budget.
+  struct Extra {
+    std::deque<Part> parts;
+    std::unique_ptr<BatchSampler> part_sampler;
+    int64_t offset = 0;
+    int64_t budget = -1;
+  };
+  std::vector<Extra> extra_;                    // per slot
+  std::vector<std::vector<int64_t>> shard_of_;  // per slot, as given
+  std::vector<int> seed_worker_;                // per slot
+  std::vector<int64_t> labels_;
+  std::vector<int32_t> cluster_ids_;
   bool clustered_ = false;  // strata are (class, sub-cluster)
   int64_t next_seq_ = 0;
   int64_t returned_total_ = 0;

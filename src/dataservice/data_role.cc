@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
 
 #include "cluster/node.h"
 #include "cluster/protocol.h"
@@ -14,9 +15,11 @@
 #include "common/timeline.h"
 #include "data/batch_cursor.h"
 #include "dataservice/batch_stream.h"
+#include "dataservice/served_replan.h"
 #include "run/node_life.h"
 #include "run/run_facts.h"
 #include "sharding/report.h"
+#include "sharding/resolve.h"
 
 namespace strata {
 namespace {
@@ -73,10 +76,14 @@ class DataServer {
   void OnCheckpoint(Message req) EXCLUDES(mu_);
   // Resuming: the cursor comes back before any worker can ask for a batch.
   Status Restore() EXCLUDES(mu_);
+  // A resume on another worker count (static assignment): the old data
+  // servers' cursors re-planned onto this one (served_replan.h).
+  Status Replan(const nlohmann::json& resize) REQUIRES(mu_);
   DataServerReport Report() const REQUIRES(mu_);
   // The served log and the stratum losses, appended to their files.
   void Flush() REQUIRES(mu_);
 
+  const Config& config_;
   const ClusterRunOptions& o_;
   const ClusterPlan& plan_;
   const int index_;
@@ -94,6 +101,7 @@ class DataServer {
   int64_t served_ GUARDED_BY(mu_) = 0;
   int64_t acked_ GUARDED_BY(mu_) = 0;
   int64_t waits_ GUARDED_BY(mu_) = 0;
+  std::optional<ServedReplan> replan_ GUARDED_BY(mu_);
   uint64_t bytes_ GUARDED_BY(mu_) = 0;
   Clock::time_point first_ GUARDED_BY(mu_){};
   Clock::time_point last_ GUARDED_BY(mu_){};
@@ -104,7 +112,8 @@ class DataServer {
 };
 
 DataServer::DataServer(RoleContext& ctx)
-    : o_(ctx.options()),
+    : config_(*ctx.config),
+      o_(ctx.options()),
       plan_(*ctx.plan),
       index_(ctx.index),
       m_(o_.roles.num_data_servers()),
@@ -312,6 +321,10 @@ DataServerReport DataServer::Report() const {
   auto loss = DataServerReport::StratumLoss::FromJson(cursor_->StratumLosses());
   STRATA_CHECK(loss.ok());  // the cursor's own JSON
   r.stratum_loss = std::move(loss).value();
+  if (replan_) {
+    r.replan_examples = replan_->examples;
+    r.replan_max_tv = replan_->max_tv;
+  }
   return r;
 }
 
@@ -369,12 +382,30 @@ Status DataServer::Restore() {
   if (!j.is_object() || !j.contains("cursor"))
     return Status::DataLoss("{} state: bad JSON", who);
   MutexLock lock(&mu_);
-  Status st = cursor_->RestoreState(j["cursor"]);
-  if (!st.ok()) return Status::DataLoss("{} state: {}", who, st.message());
   served_ = j.value("served", int64_t{0});
   acked_ = j.value("acked", int64_t{0});
+  const bool resized = j.contains("resize");
+  if (resized && o_.assignment == Assignment::kStatic)
+    return Replan(j["resize"]);
+  // Dynamic: the cursor serves any number of workers; newcomers ask.
+  Status st = cursor_->RestoreState(j["cursor"], resized);
+  if (!st.ok()) return Status::DataLoss("{} state: {}", who, st.message());
   LogInfo("{}: resumed at step {} ({} batches out on lease are served again)",
           who, state.header.clock, cursor_->leases_out());
+  return Status::Ok();
+}
+
+Status DataServer::Replan(const nlohmann::json& resize) {
+  const int from = resize.value("from_workers", 0);
+  ASSIGN_OR_RETURN(ShardSet old, ResolveShards(config_, train_, from));
+  ASSIGN_OR_RETURN(ServedReplan r,
+                   ReplanServed(o_, resize, index_, train_, old, *cursor_));
+  LogInfo(
+      "data server {}: resumed on {} workers (the checkpoint's: {}): {} "
+      "examples were left before epoch {}, re-planned over the new workers "
+      "(largest class TV of a part {:.4f})",
+      index_, o_.roles.num_workers(), from, r.examples, r.next_epoch, r.max_tv);
+  replan_ = r;
   return Status::Ok();
 }
 
@@ -409,8 +440,13 @@ Status DataServer::Run(const std::string& coordinator) {
       "from {} training examples",
       index_, AssignmentName(o_.assignment), SamplerKindName(o_.sampler),
       index_, m_, train_.size());
-  RETURN_IF_ERROR(node_.Join(coordinator, o_.request_timeout, facts.ToText(),
-                             [this](const std::string&) { return Restore(); }));
+  Status joined = node_.Join(coordinator, o_.request_timeout, facts.ToText(),
+                             [this](const std::string&) { return Restore(); });
+  if (!joined.ok()) {
+    // The coordinator sees only a lost node: say here why.
+    LogError("data server {}: {}", index_, joined.message());
+    return joined;
+  }
   // The coordinator ends the run; a Ctrl-C reaches it.
   RETURN_IF_ERROR(ServeUntilTheEnd(node_, o_, Role::kData, index_));
   {

@@ -70,6 +70,10 @@ nlohmann::json DataServerReport::ToJson() const {
                          {"cluster", stratum_loss->cluster},
                          {"loss", loss}};
   }
+  if (replan_examples >= 0) {
+    j["replan_examples"] = replan_examples;
+    j["replan_max_tv"] = replan_max_tv;
+  }
   return j;
 }
 
@@ -90,6 +94,10 @@ Result<DataServerReport> DataServerReport::FromJson(const nlohmann::json& j) {
   auto s = j.find("stratum_loss");
   if (s != j.end()) {
     ASSIGN_OR_RETURN(r.stratum_loss, StratumLoss::FromJson(*s));
+  }
+  if (j.contains("replan_examples")) {
+    RETURN_IF_ERROR(JsonField(j, "replan_examples", kWhat, &r.replan_examples));
+    RETURN_IF_ERROR(JsonField(j, "replan_max_tv", kWhat, &r.replan_max_tv));
   }
   return r;
 }

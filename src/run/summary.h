@@ -68,6 +68,11 @@ struct DataServerReport {
     static Result<std::optional<StratumLoss>> FromJson(const nlohmann::json& j);
   };
   std::optional<StratumLoss> stratum_loss;
+  // After a resume on another worker count (static assignment): the
+  // examples left that it re-planned (-1: none) and the largest class TV
+  // distance of a new worker's part.
+  int64_t replan_examples = -1;
+  double replan_max_tv = 0;
 
   nlohmann::json ToJson() const;
   static Result<DataServerReport> FromJson(const nlohmann::json& j);

@@ -107,12 +107,8 @@ Status ShardBatches::StartRest(std::vector<int64_t> ids, int64_t epoch) {
   rest_ids_ = ids;
   rest_epoch_ = epoch;
   rest_done_ = false;
-  const uint64_t seed = BatchCursor::SamplerSeed(o_.seed, index_) ^
-                        (0xA5A5A5A5ULL * static_cast<uint64_t>(epoch + 1));
-  ASSIGN_OR_RETURN(rest_,
-                   MakeBatchSampler(o_.sampler, std::move(ids), train_.labels,
-                                    shards_.cluster_ids, seed, o_.shuffle,
-                                    o_.loss_aware_max_boost));
+  ASSIGN_OR_RETURN(rest_, MakeRestSampler(o_, index_, std::move(ids), epoch,
+                                          train_, shards_.cluster_ids));
   return Status::Ok();
 }
 
@@ -172,7 +168,9 @@ class StreamedBatches final : public BatchSource {
                    ? std::numeric_limits<int64_t>::max()
                    : o.iterations) {}
 
-  int64_t total_steps() const override { return total_; }
+  int64_t total_steps() const override {
+    return to_the_end_ ? std::numeric_limits<int64_t>::max() : total_;
+  }
   bool wants_losses() const override { return wants_losses_; }
   Result<bool> Next(Batch* batch, int64_t* epoch) override {
     ASSIGN_OR_RETURN(bool got, stream_.Next(&last_));
@@ -191,11 +189,24 @@ class StreamedBatches final : public BatchSource {
   Status BeforeCheckpoint() override { return stream_.SendAcks(); }
   double wait_s() const override { return stream_.wait_s(); }
   Status Finish() override { return stream_.Flush(); }
+  // After a resume on another worker count the data servers count this
+  // worker's batches (dataservice/served_replan.h): it trains until they
+  // say the end, and so does every later resume of it.
+  void SaveState(nlohmann::json& state) const override {
+    BatchSource::SaveState(state);
+    if (to_the_end_) state["stream_to_the_end"] = true;
+  }
+  Status RestoreState(const nlohmann::json& state) override {
+    to_the_end_ =
+        state.contains("resize") || state.value("stream_to_the_end", false);
+    return BatchSource::RestoreState(state);
+  }
 
  private:
   BatchStream& stream_;
   const bool wants_losses_;
   const int64_t total_;
+  bool to_the_end_ = false;
   StreamedBatch last_;
 };
 

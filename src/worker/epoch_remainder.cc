@@ -62,10 +62,9 @@ Result<std::unique_ptr<BatchSampler>> MakeRestSampler(
     const ClusterRunOptions& o, int index, std::vector<int64_t> ids,
     int64_t epoch, const Dataset& train,
     const std::vector<int32_t>& cluster_ids) {
-  const uint64_t seed = BatchCursor::SamplerSeed(o.seed, index) ^
-                        (0xA5A5A5A5ULL * static_cast<uint64_t>(epoch + 1));
   return MakeBatchSampler(o.sampler, std::move(ids), train.labels, cluster_ids,
-                          seed, o.shuffle, o.loss_aware_max_boost);
+                          BatchCursor::PartSeed(o.seed, index, epoch),
+                          o.shuffle, o.loss_aware_max_boost);
 }
 
 int64_t StepsAfterResize(const ClusterRunOptions& o, int64_t step,

@@ -202,6 +202,94 @@ TEST(BatchCursorTest, SaveAndRestoreMidEpochServesTheRestExactlyOnce) {
   }
 }
 
+// After a resize a static worker serves its parts first, under their own
+// epochs, then its sampler from the epoch offset, for its budget; a
+// checkpoint inside a part keeps the part and its cursor.
+TEST(BatchCursorTest, AResizedWorkerServesItsPartsThenItsShard) {
+  const int64_t n = 40;
+  auto labels = RoundRobinLabels(n, 4);
+  BatchCursorOptions o;
+  o.sampler = SamplerKind::kStratified;
+  o.num_workers = 1;
+  o.batch_size = 4;
+  o.seed = 3;
+  o.epochs = 4;
+  auto make = [&] {
+    auto c = BatchCursor::Make(o, {Iota(20)}, labels, {});
+    EXPECT_TRUE(c.ok()) << c.status().message();
+    return std::move(c).value();
+  };
+  auto cursor = make();
+  std::vector<int64_t> part{21, 22, 25, 27, 30, 33, 38};  // 2 batches
+  // Epoch 1's part, then the shard from epoch 2: 2 + 2 x 5 batches.
+  ASSERT_TRUE(cursor->Continue(0, {{1, part}}, 2, 12).ok());
+  // The first batch, then a checkpoint inside the part.
+  BatchCursor::Lease first = cursor->Next(0);
+  ASSERT_EQ(first.kind, BatchCursor::Lease::Kind::kBatch);
+  EXPECT_EQ(first.epoch, 1);
+  ASSERT_TRUE(cursor->Ack(0, first.seq, nullptr, 0).ok());
+  auto resumed = make();
+  ASSERT_TRUE(resumed->RestoreState(cursor->SaveState()).ok());
+  auto seen = ServeAll(*resumed, {0});
+  seen[1].insert(seen[1].end(), first.ids.begin(), first.ids.end());
+  std::sort(seen[1].begin(), seen[1].end());
+  EXPECT_EQ(seen[1], part);
+  ASSERT_EQ(seen.size(), 3u);
+  ExpectEveryOnce(seen[2], 20);
+  ExpectEveryOnce(seen[3], 20);
+  // A dynamic cursor has no parts.
+  auto dynamic =
+      BatchCursor::Make(Dynamic("shuffle", 2, 4), {Iota(n)}, labels, {});
+  ASSERT_TRUE(dynamic.ok());
+  EXPECT_EQ((*dynamic)->Continue(0, {}, 0, -1).code(),
+            Status::Code::kInvalidArgument);
+}
+
+// A cursor of another run gives what it had left before an epoch: its
+// leases, and the rest of each sampler's epochs; Where says where the
+// samplers were.
+TEST(BatchCursorTest, DrainBeforeGivesEverythingLeftOnce) {
+  const int64_t n = 60;
+  auto labels = RoundRobinLabels(n, 3);
+  BatchCursorOptions o;
+  o.num_workers = 2;
+  o.batch_size = 5;
+  o.seed = 9;
+  o.batches = 100;
+  auto cursor = BatchCursor::Make(o, {Iota(30), Iota(60)}, labels, {});
+  ASSERT_TRUE(cursor.ok());
+  // Worker 0 (examples 0..29) ends epoch 0 in 6 batches, the last one out
+  // on lease; worker 1 (0..59) is 2 batches into its epoch 0.
+  std::vector<int64_t> acked0;
+  for (int b = 0; b < 6; ++b) {
+    BatchCursor::Lease l = (*cursor)->Next(0);
+    if (b == 5) break;  // out on lease
+    ASSERT_TRUE((*cursor)->Ack(0, l.seq, nullptr, 0).ok());
+    acked0.insert(acked0.end(), l.ids.begin(), l.ids.end());
+  }
+  std::vector<int64_t> acked1;
+  for (int b = 0; b < 2; ++b) {
+    BatchCursor::Lease l = (*cursor)->Next(1);
+    ASSERT_TRUE((*cursor)->Ack(1, l.seq, nullptr, 0).ok());
+    acked1.insert(acked1.end(), l.ids.begin(), l.ids.end());
+  }
+  // Worker 0's sampler is at epoch 1, not started; worker 1's at 0.
+  EXPECT_EQ((*cursor)->Where().epoch, 1);
+  EXPECT_FALSE((*cursor)->Where().started);
+  std::map<int64_t, std::vector<int64_t>> left;
+  (*cursor)->DrainBefore(1, &left);
+  ASSERT_EQ(left.size(), 1u);
+  std::vector<int64_t> all = left[0];
+  all.insert(all.end(), acked0.begin(), acked0.end());
+  all.insert(all.end(), acked1.begin(), acked1.end());
+  std::sort(all.begin(), all.end());
+  std::vector<int64_t> want = Iota(30);
+  const std::vector<int64_t> second = Iota(60);
+  want.insert(want.end(), second.begin(), second.end());
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(all, want);
+}
+
 TEST(BatchCursorTest, CorruptStateIsRefused) {
   auto labels = RoundRobinLabels(50, 5);
   auto cursor =

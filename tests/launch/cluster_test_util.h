@@ -9,9 +9,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <initializer_list>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "common/fs.h"
 #include "data/load.h"
 #include "launch/threads.h"
 #include "worker/local_trainer.h"
@@ -75,6 +78,25 @@ inline std::string NewestRunDir(const std::string& root) {
       newest = e.path().string();
   }
   return newest;
+}
+
+// Every line of served.jsonl (full ids), grouped by epoch: example -> times.
+inline std::map<int64_t, std::map<int64_t, int>> ServedCounts(
+    const std::string& run_dir) {
+  std::map<int64_t, std::map<int64_t, int>> counts;
+  auto text = ReadFile(run_dir + "/served.jsonl");
+  EXPECT_TRUE(text.ok()) << run_dir;
+  if (!text.ok()) return counts;
+  size_t start = 0;
+  while (start < text->size()) {
+    size_t end = text->find('\n', start);
+    if (end == std::string::npos) end = text->size();
+    auto j = nlohmann::json::parse(text->substr(start, end - start));
+    for (int64_t id : j["ids"].get<std::vector<int64_t>>())
+      ++counts[j["epoch"].get<int64_t>()][id];
+    start = end + 1;
+  }
+  return counts;
 }
 
 inline double MaxAbsDiff(const std::vector<float>& a,

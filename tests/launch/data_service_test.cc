@@ -18,27 +18,9 @@ namespace {
 using testing_util::Base;
 using testing_util::MaxAbsDiff;
 using testing_util::RunConfig;
+using testing_util::ServedCounts;
 using testing_util::TempRoot;
 using testing_util::With;
-
-// Every line of served.jsonl (full ids), grouped by epoch: example -> times.
-std::map<int64_t, std::map<int64_t, int>> ServedCounts(
-    const std::string& run_dir) {
-  std::map<int64_t, std::map<int64_t, int>> counts;
-  auto text = ReadFile(run_dir + "/served.jsonl");
-  EXPECT_TRUE(text.ok()) << run_dir;
-  if (!text.ok()) return counts;
-  size_t start = 0;
-  while (start < text->size()) {
-    size_t end = text->find('\n', start);
-    if (end == std::string::npos) end = text->size();
-    auto j = nlohmann::json::parse(text->substr(start, end - start));
-    for (int64_t id : j["ids"].get<std::vector<int64_t>>())
-      ++counts[j["epoch"].get<int64_t>()][id];
-    start = end + 1;
-  }
-  return counts;
-}
 
 void ExpectEachOnce(const std::map<int64_t, int>& epoch, int64_t n) {
   EXPECT_EQ(static_cast<int64_t>(epoch.size()), n);

@@ -1,0 +1,133 @@
+#include "dataservice/served_replan.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "sharding/replan.h"
+
+namespace strata {
+namespace {
+
+using nlohmann::json;
+
+// Old data server `k`'s cursor, rebuilt over the old shards of its workers
+// (w mod m == k of `from`) and restored from its saved `state`.
+Result<std::unique_ptr<BatchCursor>> OldCursor(const ClusterRunOptions& o,
+                                               const json& state, int k, int m,
+                                               int from, const Dataset& train,
+                                               const ShardSet& old) {
+  BatchCursorOptions co;
+  co.assignment = Assignment::kStatic;
+  co.sampler = o.sampler;
+  co.batch_size = state.value("batch_size", int64_t{0});
+  co.seed = o.seed;
+  co.shuffle = o.shuffle;
+  co.max_boost = o.loss_aware_max_boost;
+  co.epochs = o.epochs;
+  // What the old run's data servers counted (run/plan.cc SetIterations).
+  const int64_t shard = train.size() / from;
+  co.batches = o.iterations_set || co.batch_size < 1
+                   ? o.iterations
+                   : o.epochs * ((shard + co.batch_size - 1) / co.batch_size);
+  std::vector<std::vector<int64_t>> shards;
+  for (int w = k; w < from; w += m) {
+    co.seed_workers.push_back(w);
+    shards.push_back(old.worker_indices[static_cast<size_t>(w)]);
+  }
+  co.num_workers = static_cast<int>(shards.size());
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<BatchCursor> cursor,
+      BatchCursor::Make(co, std::move(shards), train.labels, old.cluster_ids));
+  RETURN_IF_ERROR(cursor->RestoreState(state));
+  return cursor;
+}
+
+}  // namespace
+
+Result<ServedReplan> ReplanServed(const ClusterRunOptions& o,
+                                  const json& resize, int index,
+                                  const Dataset& train,
+                                  const ShardSet& old_shards,
+                                  BatchCursor& cursor) {
+  const int m = o.roles.num_data_servers();
+  const int from = resize.value("from_workers", 0);
+  const int to = o.roles.num_workers();
+  const json old_states = resize.value("old", json::array());
+  const json steps = resize.value("steps", json::array());
+  const auto fail = [index](const std::string& what) {
+    return Status::DataLoss("data server {}: a resize state with {}", index,
+                            what);
+  };
+  if (from < 1 || static_cast<int>(old_shards.worker_indices.size()) != from)
+    return fail(fmt::format("{} old workers", from));
+  if (!old_states.is_array() || static_cast<int>(old_states.size()) != m)
+    return fail(fmt::format("{} old cursors for {} data servers",
+                            old_states.size(), m));
+  if (!steps.is_array() || static_cast<int>(steps.size()) != to ||
+      !std::all_of(steps.begin(), steps.end(),
+                   [](const json& s) { return s.is_number_integer(); }))
+    return fail(fmt::format("{} steps for {} workers", steps.dump(), to));
+
+  // Where the old samplers were, over every data server.
+  std::vector<std::unique_ptr<BatchCursor>> olds;
+  BatchCursor::Position at;
+  for (int k = 0; k < m; ++k) {
+    Result<std::unique_ptr<BatchCursor>> c =
+        OldCursor(o, old_states[k], k, m, from, train, old_shards);
+    if (!c.ok())
+      return fail(fmt::format("old data server {}'s cursor: {}", k,
+                              c.status().message()));
+    const BatchCursor::Position p = (*c)->Where();
+    if (p.epoch > at.epoch)
+      at = p;
+    else if (p.epoch == at.epoch)
+      at.started = at.started || p.started;
+    olds.push_back(std::move(c).value());
+  }
+  // The new shards start with the next epoch once any old worker had
+  // started its last one; every lagging worker's rest comes first.
+  ServedReplan r;
+  r.next_epoch = std::max<int64_t>(0, at.started ? at.epoch + 1 : at.epoch);
+  std::map<int64_t, std::vector<int64_t>> left;
+  for (auto& c : olds) c->DrainBefore(r.next_epoch, &left);
+
+  // Each epoch's rest, split over the new workers; the largest part of
+  // each sets the batches every worker is served (lockstep).
+  const int64_t batch = o.worker_batch;
+  std::vector<std::vector<BatchCursor::Part>> parts(static_cast<size_t>(to));
+  int64_t part_batches = 0;
+  for (auto& [epoch, ids] : left) {
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    r.examples += static_cast<int64_t>(ids.size());
+    const std::vector<std::vector<int64_t>> split =
+        SplitRemainder(old_shards.plan, ids, train.labels, train.num_classes,
+                       to, static_cast<uint64_t>(epoch + 1));
+    int64_t largest = 0;
+    for (int w = 0; w < to; ++w) {
+      const std::vector<int64_t>& part = split[static_cast<size_t>(w)];
+      largest = std::max<int64_t>(largest, static_cast<int64_t>(part.size()));
+      r.max_tv =
+          std::max(r.max_tv, ClassTv(part, train.labels, train.num_classes));
+      parts[static_cast<size_t>(w)].push_back({epoch, part});
+    }
+    part_batches += (largest + batch - 1) / batch;
+  }
+  const int64_t epoch_batches = (train.size() / to + batch - 1) / batch;
+  const int64_t epochs_budget =
+      part_batches +
+      std::max<int64_t>(0, o.epochs - r.next_epoch) * epoch_batches;
+  for (int w = index, local = 0; w < to; w += m, ++local) {
+    const int64_t budget =
+        o.iterations_set
+            ? std::max<int64_t>(0, o.iterations - steps[w].get<int64_t>())
+            : epochs_budget;
+    RETURN_IF_ERROR(cursor.Continue(
+        local, std::move(parts[static_cast<size_t>(w)]), r.next_epoch, budget));
+  }
+  return r;
+}
+
+}  // namespace strata
