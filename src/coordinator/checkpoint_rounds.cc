@@ -51,7 +51,8 @@ void CheckpointRounds::StartLocked(const WorkerSet& workers, Started* started) {
   target_ = 0;
   writing_ = false;
   stop_after_ = false;
-  started->pauses = workers.Training();
+  for (NodeId id : workers.Training())
+    if (!finished_.count(id)) started->pauses.push_back(id);
 }
 
 CheckpointRounds::Started CheckpointRounds::RequestRound(
@@ -97,7 +98,7 @@ void CheckpointRounds::MaybeRunLocked(const WorkerSet& workers) {
   // arrive again.
   if (lockstep_) CatchUpLocked();
   for (NodeId id : workers.Training()) {
-    if (!arrivals_.count(id)) return;
+    if (!arrivals_.count(id) && !finished_.count(id)) return;
   }
   writing_ = true;
   // The previous writer has finished its work (rounds_done_ caught up); it
@@ -122,7 +123,10 @@ void CheckpointRounds::WriteRound() {
   if (!written.ok() && !arrivals.empty())
     LogWarning("coordinator: checkpoint not written: {}", written.message());
   MutexLock lock(&mu_);
-  for (auto& [id, m] : arrivals) Answer(m, round, written);
+  for (auto& [id, m] : arrivals) {
+    if (m.header.flags & kCheckpointFinal) finished_.insert(id);
+    Answer(m, round, written);
+  }
   last_ok_ = written.ok();
   writing_ = false;
   rounds_done_ = round;

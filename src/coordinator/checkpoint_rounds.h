@@ -3,6 +3,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -87,6 +88,10 @@ class CheckpointRounds {
   bool stop_after_ GUARDED_BY(mu_) = false;
   bool last_ok_ GUARDED_BY(mu_) = false;
   bool stopping_ GUARDED_BY(mu_) = false;
+  // Workers whose final arrival was answered: they arrive no more, and a
+  // later round does not wait for them (a gossip worker that finished
+  // waits for its peers' last models, not in a round).
+  std::set<NodeId> finished_ GUARDED_BY(mu_);
   // The furthest step a worker had reached in a round so far.
   int64_t last_round_step_ GUARDED_BY(mu_) = 0;
   // Lockstep: the step every worker of the round must arrive at, and when

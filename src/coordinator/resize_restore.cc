@@ -111,10 +111,6 @@ Status CheckResize(RunMode mode, int from, int to, int data_servers,
         "(data.sharding.method)",
         what, shard_plan, to);
   }
-  if (mode == RunMode::kGossip || mode == RunMode::kTreeEasgd) {
-    return Status::FailedPrecondition("{}: {} has no checkpoints", what,
-                                      RunModeName(mode));
-  }
   return Status::Ok();
 }
 
@@ -240,10 +236,19 @@ Result<Message> ResizedWorkerState(const Checkpoint& c, RunMode mode, int from,
       json{{"from_workers", from}, {"to_workers", to}, {"cursors", cursors}};
   ASSIGN_OR_RETURN(SafetensorsFile file, WorkerTensors(c, source));
   std::vector<SafeTensor> tensors;
+  // Gossip and tree-easgd keep the models on their way to peers, by old
+  // index: they start again empty, and every gossip weight at 1/M.
+  const bool peers = mode == RunMode::kGossip || mode == RunMode::kTreeEasgd;
+  std::map<std::string, std::string> metadata = file.metadata;
+  if (peers) {
+    for (auto it = metadata.begin(); it != metadata.end();)
+      it = it->first.rfind("exchange/", 0) == 0 ? metadata.erase(it)
+                                                : std::next(it);
+  }
   for (const SafeTensor& t : file.tensors) {
     const bool optimizer = t.name.rfind("optimizer/", 0) == 0;
     const bool exchange = t.name.rfind("exchange/", 0) == 0;
-    if (exchange && newcomer) continue;  // residuals start at zero
+    if (exchange && (newcomer || peers)) continue;  // residuals start at 0
     if (optimizer && mode == RunMode::kRing) {
       ASSIGN_OR_RETURN(SafeTensor sliced,
                        ResliceOptimizer(c, t.name, from, to, index));
@@ -252,8 +257,7 @@ Result<Message> ResizedWorkerState(const Checkpoint& c, RunMode mode, int from,
     }
     tensors.push_back(t);
   }
-  ASSIGN_OR_RETURN(std::string bytes,
-                   EncodeSafetensors(tensors, file.metadata));
+  ASSIGN_OR_RETURN(std::string bytes, EncodeSafetensors(tensors, metadata));
   Message m;
   m.header.clock = c.step;
   const std::string text = state.dump();

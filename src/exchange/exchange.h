@@ -82,6 +82,9 @@ struct ExchangeEnv {
 //                 has them in payload 0 (and the worker's step in clock).
 //   kTreeModel    clock = step, payload 0 = the sender's parameters
 //                 (tree-easgd, up or down the tree).
+// With checkpoints, gossip and tree models carry a sequence number per
+// (sender, receiver) pair in key_begin, and the receiver acknowledges each
+// merged one (kPeerAck, key_begin = the sequence number; exchange/outbox.h).
 
 // The neighbours of worker `index` of `n` in a topology (dpsgd), without
 // itself and without duplicates (a ring of 2 has one neighbour).
@@ -94,8 +97,11 @@ struct ExchangeState {
   bool has_optimizer = false;
   OptimizerState optimizer;
   // Other named buffers of the strategy (the int8 error-feedback residuals
-  // of cluster.compression: "residual/<range>").
+  // of cluster.compression: "residual/<range>"; gossip's weight and the
+  // models it has sent and no peer merged yet).
   std::map<std::string, std::vector<float>> buffers;
+  // Named text of the strategy (the sequence numbers of those models).
+  std::map<std::string, std::string> text;
 
   // The state of a strategy whose only state is its local optimizer.
   static ExchangeState Of(const Optimizer& optimizer) {

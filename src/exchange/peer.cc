@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "common/timeline.h"
 #include "exchange/exchange.h"
+#include "exchange/outbox.h"
 #include "run/plan.h"
 #include "transport/zmq/transport.h"
 
@@ -409,13 +410,33 @@ class GossipExchange final : public Exchange {
         m_(*env.metrics),
         optimizer_(MakeOptimizer(env.optimizer, env.model.size)),
         rng_(o_.seed * 104729 + static_cast<uint64_t>(env.index)),
-        weight_(1.0f / static_cast<float>(o_.roles.num_workers())) {}
+        weight_(1.0f / static_cast<float>(o_.roles.num_workers())),
+        outbox_(env, MessageType::kGossipModel, o_.checkpoints()) {}
 
-  Status Start() override { return Status::Ok(); }
+  // A resumed worker first sends again what its peers had not merged.
+  Status Start() override { return outbox_.Resend(); }
 
   Status BeforeStep(int64_t) override {
-    Merge(env_.mailbox->TakeAll(MessageType::kGossipModel));
+    Merge(outbox_.Receive());
     return Status::Ok();
+  }
+
+  // A checkpoint: the optimizer, the weight, and the models sent that no
+  // peer merged yet (exchange/outbox.h); the model is the worker's.
+  Result<ExchangeState> SaveState() override {
+    ExchangeState s = ExchangeState::Of(*optimizer_);
+    s.buffers["gossip_weight"] = {weight_};
+    outbox_.Save(s);
+    return s;
+  }
+  Status RestoreState(const ExchangeState& state) override {
+    if (state.has_optimizer)
+      RETURN_IF_ERROR(optimizer_->RestoreState(state.optimizer));
+    // Absent after a resize: every worker starts again at 1/n.
+    auto w = state.buffers.find("gossip_weight");
+    if (w != state.buffers.end() && w->second.size() == 1)
+      weight_ = w->second[0];
+    return outbox_.Restore(state);
   }
 
   Status AfterStep(int64_t it) override {
@@ -431,9 +452,8 @@ class GossipExchange final : public Exchange {
     int peer = static_cast<int>(rng_() % static_cast<uint64_t>(n - 1));
     if (peer >= env_.index) ++peer;
     weight_ *= 0.5f;
-    Status sent = SendModel(*env_.rpc, o_.roles.WorkerId(peer),
-                            MessageType::kGossipModel, it, env_.model.params,
-                            env_.model.size, &weight_, &m_.bytes_pushed);
+    Status sent =
+        outbox_.Send(peer, it, env_.model.params, env_.model.size, &weight_);
     if (!sent.ok()) {
       // The peer is gone: keep the weight (gossip goes on without it).
       weight_ *= 2.0f;
@@ -469,7 +489,7 @@ class GossipExchange final : public Exchange {
       }
     }
     m_.wait_s += Since(waited);
-    Merge(env_.mailbox->TakeAll(MessageType::kGossipModel));
+    Merge(outbox_.Receive());
     m_.gossip_weight = weight_;
     static_cast<void>(steps);
     return Status::Ok();
@@ -505,6 +525,7 @@ class GossipExchange final : public Exchange {
   std::unique_ptr<Optimizer> optimizer_;
   std::mt19937_64 rng_;
   float weight_;
+  PeerOutbox outbox_;
 };
 
 // TreeEASGD (paper 002): workers form a tree (worker 0 the root, fanout
@@ -521,13 +542,28 @@ class TreeExchange final : public Exchange {
         optimizer_(MakeOptimizer(env.optimizer, env.model.size)),
         parent_(TreeParent(env.index, o_.tree_fanout)),
         children_(
-            TreeChildren(env.index, o_.tree_fanout, o_.roles.num_workers())) {}
+            TreeChildren(env.index, o_.tree_fanout, o_.roles.num_workers())),
+        outbox_(env, MessageType::kTreeModel, o_.checkpoints()) {}
 
-  Status Start() override { return Status::Ok(); }
+  // A resumed worker first sends again what its peers had not merged.
+  Status Start() override { return outbox_.Resend(); }
+
+  // A checkpoint: the optimizer and the models sent that no peer merged
+  // yet (exchange/outbox.h); the model is the worker's.
+  Result<ExchangeState> SaveState() override {
+    ExchangeState s = ExchangeState::Of(*optimizer_);
+    outbox_.Save(s);
+    return s;
+  }
+  Status RestoreState(const ExchangeState& state) override {
+    if (state.has_optimizer)
+      RETURN_IF_ERROR(optimizer_->RestoreState(state.optimizer));
+    return outbox_.Restore(state);
+  }
 
   Status BeforeStep(int64_t) override {
     const float alpha = static_cast<float>(o_.elastic_alpha);
-    for (const Message& msg : env_.mailbox->TakeAll(MessageType::kTreeModel)) {
+    for (const Message& msg : outbox_.Receive()) {
       if (msg.payloads.empty() ||
           static_cast<int64_t>(msg.payloads[0].size()) !=
               env_.model.size * static_cast<int64_t>(sizeof(float))) {
@@ -562,9 +598,8 @@ class TreeExchange final : public Exchange {
 
  private:
   void Send(int worker, int64_t it) {
-    Status sent = SendModel(*env_.rpc, o_.roles.WorkerId(worker),
-                            MessageType::kTreeModel, it, env_.model.params,
-                            env_.model.size, nullptr, &m_.bytes_pushed);
+    Status sent =
+        outbox_.Send(worker, it, env_.model.params, env_.model.size, nullptr);
     if (!sent.ok()) {
       // A lost neighbour: the tree goes on without it, as gossip does.
       LogWarning("worker {}: model to worker {} not sent: {}", env_.index,
@@ -580,6 +615,7 @@ class TreeExchange final : public Exchange {
   std::unique_ptr<Optimizer> optimizer_;
   const int parent_;
   const std::vector<int> children_;
+  PeerOutbox outbox_;
 };
 
 }  // namespace

@@ -150,19 +150,6 @@ Status ResolveLifecycle(const Config& c, ClusterRunOptions& o) {
         "cluster.restart = true restarts from the newest checkpoint: set "
         "checkpoint.every_updates or checkpoint.every_s too");
   }
-  const ExchangeFamily family = FamilyOf(o.mode);
-  if (o.checkpoints() &&
-      (family == ExchangeFamily::kGossip || family == ExchangeFamily::kTree)) {
-    // Refused rather than ignored: a run left overnight must not believe it
-    // is being checkpointed.
-    return Status::Unimplemented(
-        "checkpoints of cluster.mode = \"{}\" are not built yet: its "
-        "workers' models travel between peers, and a checkpoint does not "
-        "keep the messages in flight (docs/design/checkpoints.md); "
-        "checkpoints work in local, sync, async, ssp, easgd, allreduce, ring, "
-        "local-sgd and dpsgd",
-        RunModeName(o.mode));
-  }
   o.metrics_address = c.GetString("cluster.metrics_address");
   if (!o.metrics_address.empty()) {
     std::string host;

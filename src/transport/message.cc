@@ -41,6 +41,7 @@ constexpr NamedType kNames[] = {
     {MessageType::kGossipDone, "gossip_done"},
     {MessageType::kModelRequest, "model_request"},
     {MessageType::kTreeModel, "tree_model"},
+    {MessageType::kPeerAck, "peer_ack"},
     {MessageType::kBatchRequest, "batch_request"},
     {MessageType::kBatchReply, "batch_reply"},
     {MessageType::kCheckpointArrive, "checkpoint_arrive"},

@@ -60,6 +60,7 @@ enum class MessageType : uint16_t {
   kGossipDone = 0x1016,
   kModelRequest = 0x1017,
   kTreeModel = 0x1018,
+  kPeerAck = 0x1019,
   kBatchRequest = 0x101E,
   kBatchReply = 0x101F,
   kCheckpointArrive = 0x1028,

@@ -32,6 +32,8 @@ Result<std::vector<Buffer>> EncodeWorkerState(const nlohmann::json& state,
                                          {static_cast<int64_t>(values.size())},
                                          values.data()));
   }
+  for (const auto& [name, value] : exchange.text)
+    metadata["exchange/" + name] = value;
   ASSIGN_OR_RETURN(std::string bytes, EncodeSafetensors(tensors, metadata));
   const std::string text = state.dump();
   std::vector<Buffer> out;
@@ -50,6 +52,9 @@ ExchangeState DecodeExchangeState(const SafetensorsFile& file) {
     } else if (t.name.rfind("exchange/", 0) == 0) {
       es.buffers[t.name.substr(9)] = t.ToFloats();
     }
+  }
+  for (const auto& [name, value] : file.metadata) {
+    if (name.rfind("exchange/", 0) == 0) es.text[name.substr(9)] = value;
   }
   auto steps = file.metadata.find("optimizer_steps");
   if (steps != file.metadata.end())

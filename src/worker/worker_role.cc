@@ -58,7 +58,8 @@ void WorkerNode::Route() {
   // cluster.restart: requests to a server that is replaced are sent again.
   if (o_.restart) node_.rpc().KeepRequestsForResend(true);
   for (MessageType type : {MessageType::kPeerModel, MessageType::kGossipModel,
-                           MessageType::kGossipDone, MessageType::kTreeModel}) {
+                           MessageType::kGossipDone, MessageType::kTreeModel,
+                           MessageType::kPeerAck}) {
     node_.On(type, [this](Message m) { mailbox_.Put(std::move(m)); });
   }
   // The evaluator of a decentralized run asks for this worker's model.

@@ -299,11 +299,15 @@ TEST_P(ScaleTest, ARunScaledTwoFourThreeFinishes) {
   }
   EXPECT_FALSE(FileExists(run + "/scale.json"));
   EXPECT_FALSE(FileExists(run + "/scale.accepted.json"));
+  // Gossip starts every weight again at 1/n after a change: they still
+  // sum to one at the end.
+  if (GetParam() == "gossip")
+    EXPECT_NEAR(s["gossip_weight_total"].get<double>(), 1.0, 1e-5);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, ScaleTest,
                          ::testing::Values("sync", "async", "ssp", "allreduce",
-                                           "dpsgd"));
+                                           "dpsgd", "gossip", "tree-easgd"));
 
 // `strata scale` on a run fed by the data service, 2 -> 4 -> 3: sync with
 // static assignment over 2 data servers (each re-plans the rest of the
