@@ -10,11 +10,16 @@
 1b. --processes, sync: worker 1 of 3 drained (strata scale --drain 1), and
    worker 1 of 3 killed with cluster.leave_on_loss: the time to train again
    on the other two, in their processes.
+1c. Threads, the other mode families: gossip, tree-easgd, and sync and async
+   fed by the data service (static and dynamic assignment): the same table,
+   and for the data service, from served.jsonl, whether every example was
+   trained exactly once in every epoch across both changes.
 2. Accuracy: sync, a run scaled 2 -> 4 -> 3 against a fixed 3-worker run with
    the same config, REPEATS each, alternating. Prints each run's final
    validation accuracy and the medians (the issue's bar: within 1 point).
 
 Usage: STRATA_DATA_DIR=../shared/data bench/elastic_bench.py build [REPEATS]
+       [PARTS]   (PARTS: a comma list of 1,1b,1c,2; default all)
 """
 import json
 import os
@@ -26,6 +31,7 @@ import time
 
 BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
 REPEATS = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+PARTS = (sys.argv[3] if len(sys.argv) > 3 else "1,1b,1c,2").split(",")
 EXE = os.path.join(BUILD, "src/cli/strata")
 DATA = os.path.join(os.environ.get("STRATA_DATA_DIR", "../shared/data"), "mnist")
 
@@ -99,9 +105,10 @@ def life_rates(run):
     return rates
 
 
-def scaled_run(root, name, mode, epochs=4, warm_steps=400, processes=False):
+def scaled_run(root, name, mode, epochs=4, warm_steps=400, processes=False,
+               extra=()):
     run = os.path.join(root, name)
-    p = start(root, name, mode, 2, epochs, processes)
+    p = start(root, name, mode, 2, epochs, processes, extra)
     wait_for(lambda: steps_logged(run) >= warm_steps, "2 workers to warm up")
     scale(run, 4)
     # The 4-worker life logs from the resumed step on.
@@ -149,14 +156,44 @@ def leave_run(root, name, how):
             s["samples"], 2 * 60000)
 
 
-def latency_table(root, processes):
+def served_once(run, epochs):
+    """From served.jsonl (full ids): whether every epoch below `epochs`
+    served every example exactly once, as 'yes' or what went wrong."""
+    seen = {}
+    with open(os.path.join(run, "served.jsonl")) as f:
+        for line in f:
+            j = json.loads(line)
+            seen.setdefault(j["epoch"], []).extend(j["ids"])
+    for e in range(epochs):
+        ids = seen.get(e, [])
+        if len(ids) != 60000 or len(set(ids)) != 60000:
+            return f"no: epoch {e} {len(ids)} served, {len(set(ids))} distinct"
+    return "yes"
+
+
+# Part 1c's rows: (label, mode, extra settings, served log to check).
+FAMILIES = [
+    ("gossip", "gossip", [], False),
+    ("tree-easgd", "tree-easgd", [], False),
+    ("sync+data", "sync", ["cluster.data_servers=1", "data.served_log=ids"],
+     True),
+    ("async+data", "async", ["cluster.data_servers=1",
+                             "data.assignment=dynamic",
+                             "data.served_log=ids"], True),
+]
+
+
+def latency_table(root, processes, rows=None):
     launch = "--processes" if processes else "threads"
-    print(f"\n1. scale 2 -> 4 -> 3 while training (MNIST mlp, {launch})")
+    part = "1c" if rows else "1"
+    rows = rows or [(m, m, [], False) for m in ["sync", "async", "allreduce"]]
+    print(f"\n{part}. scale 2 -> 4 -> 3 while training (MNIST mlp, {launch})")
     print(f"{'mode':<10} {'2->4 s':>8} {'4->3 s':>8} {'samples/s on 2':>15} "
-          f"{'on 4':>10} {'on 3':>10} {'processes kept':>15}")
-    for mode in ["sync", "async", "allreduce"]:
-        run, s = scaled_run(root, f"latency-{mode}-{launch}", mode,
-                            processes=processes)
+          f"{'on 4':>10} {'on 3':>10} {'processes kept':>15}"
+          + (f" {'once per epoch':>15}" if part == "1c" else ""))
+    for label, mode, extra, served in rows:
+        run, s = scaled_run(root, f"latency-{label}-{launch}", mode,
+                            processes=processes, extra=extra)
         resumed = [m for m in s["membership"] if m["event"] == "resumed"]
         lat = [m.get("since_request_s", float("nan")) for m in resumed]
         kept = "/".join(f"{len(m['kept_pids'])}+{len(m['started_pids'])}"
@@ -164,15 +201,27 @@ def latency_table(root, processes):
                         for m in s["membership"] if m["event"] == "processes")
         rates = life_rates(run)
         rates += [float("nan")] * (3 - len(rates))
-        print(f"{mode:<10} {lat[0]:>8.2f} {lat[1]:>8.2f} {rates[0]:>15.0f} "
-              f"{rates[1]:>10.0f} {rates[2]:>10.0f} {kept or '-':>15}",
+        once = f" {served_once(run, 4) if served else '-':>15}" \
+            if part == "1c" else ""
+        print(f"{label:<10} {lat[0]:>8.2f} {lat[1]:>8.2f} {rates[0]:>15.0f} "
+              f"{rates[1]:>10.0f} {rates[2]:>10.0f} {kept or '-':>15}{once}",
               flush=True)
 
 
 def main():
     root = tempfile.mkdtemp(prefix="strata_elastic_bench_")
-    latency_table(root, processes=False)
-    latency_table(root, processes=True)
+    if "1" in PARTS:
+        latency_table(root, processes=False)
+        latency_table(root, processes=True)
+    if "1b" in PARTS:
+        leave_table(root)
+    if "1c" in PARTS:
+        latency_table(root, processes=False, rows=FAMILIES)
+    if "2" in PARTS:
+        accuracy_table(root)
+
+
+def leave_table(root):
     print("\n1b. --processes sync, 3 workers, worker 1 leaves after 400 steps")
     print(f"{'how':<28} {'to training again s':>20} {'kept':>5} "
           f"{'samples':>9} {'expected':>9}")
@@ -181,6 +230,9 @@ def main():
         secs, kept, samples, expected = leave_run(root, f"leave-{how}", how)
         print(f"{label:<28} {secs:>20.2f} {kept:>5} {samples:>9} "
               f"{expected:>9}", flush=True)
+
+
+def accuracy_table(root):
     print(f"\n2. accuracy, sync: scaled 2 -> 4 -> 3 vs fixed 3 workers, "
           f"{REPEATS} repeats each, alternating")
     scaled, fixed = [], []

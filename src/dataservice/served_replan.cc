@@ -44,6 +44,66 @@ Result<std::unique_ptr<BatchCursor>> OldCursor(const ClusterRunOptions& o,
   return cursor;
 }
 
+// Every example the old data servers had left before the epoch the new
+// shards start at, per epoch, into *left; that epoch in r->next_epoch.
+// DataLoss naming an old cursor that does not fit.
+Status DrainOld(const ClusterRunOptions& o, const json& old_states, int from,
+                const Dataset& train, const ShardSet& old_shards,
+                ServedReplan* r,
+                std::map<int64_t, std::vector<int64_t>>* left) {
+  const int m = o.roles.num_data_servers();
+  std::vector<std::unique_ptr<BatchCursor>> olds;
+  BatchCursor::Position at;
+  for (int k = 0; k < m; ++k) {
+    Result<std::unique_ptr<BatchCursor>> c =
+        OldCursor(o, old_states[k], k, m, from, train, old_shards);
+    if (!c.ok())
+      return Status::DataLoss("old data server {}'s cursor: {}", k,
+                              c.status().message());
+    const BatchCursor::Position p = (*c)->Where();
+    if (p.epoch > at.epoch)
+      at = p;
+    else if (p.epoch == at.epoch)
+      at.started = at.started || p.started;
+    olds.push_back(std::move(c).value());
+  }
+  // The new shards start with the next epoch once any old worker had
+  // started its last one; every lagging worker's rest comes first.
+  r->next_epoch = std::max<int64_t>(0, at.started ? at.epoch + 1 : at.epoch);
+  for (auto& c : olds) c->DrainBefore(r->next_epoch, left);
+  return Status::Ok();
+}
+
+// Each epoch's rest split over the `to` new workers into *parts (per
+// worker, ascending epochs); returns the batches the largest parts take.
+int64_t SplitLeft(const ClusterRunOptions& o, const Dataset& train,
+                  const ShardSet& old_shards, int to,
+                  std::map<int64_t, std::vector<int64_t>>& left,
+                  ServedReplan* r,
+                  std::vector<std::vector<BatchCursor::Part>>* parts) {
+  const int64_t batch = o.worker_batch;
+  parts->assign(static_cast<size_t>(to), {});
+  int64_t part_batches = 0;
+  for (auto& [epoch, ids] : left) {
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    r->examples += static_cast<int64_t>(ids.size());
+    const std::vector<std::vector<int64_t>> split =
+        SplitRemainder(old_shards.plan, ids, train.labels, train.num_classes,
+                       to, static_cast<uint64_t>(epoch + 1));
+    int64_t largest = 0;
+    for (int w = 0; w < to; ++w) {
+      const std::vector<int64_t>& part = split[static_cast<size_t>(w)];
+      largest = std::max<int64_t>(largest, static_cast<int64_t>(part.size()));
+      r->max_tv =
+          std::max(r->max_tv, ClassTv(part, train.labels, train.num_classes));
+      (*parts)[static_cast<size_t>(w)].push_back({epoch, part});
+    }
+    part_batches += (largest + batch - 1) / batch;
+  }
+  return part_batches;
+}
+
 }  // namespace
 
 Result<ServedReplan> ReplanServed(const ClusterRunOptions& o,
@@ -70,51 +130,16 @@ Result<ServedReplan> ReplanServed(const ClusterRunOptions& o,
                    [](const json& s) { return s.is_number_integer(); }))
     return fail(fmt::format("{} steps for {} workers", steps.dump(), to));
 
-  // Where the old samplers were, over every data server.
-  std::vector<std::unique_ptr<BatchCursor>> olds;
-  BatchCursor::Position at;
-  for (int k = 0; k < m; ++k) {
-    Result<std::unique_ptr<BatchCursor>> c =
-        OldCursor(o, old_states[k], k, m, from, train, old_shards);
-    if (!c.ok())
-      return fail(fmt::format("old data server {}'s cursor: {}", k,
-                              c.status().message()));
-    const BatchCursor::Position p = (*c)->Where();
-    if (p.epoch > at.epoch)
-      at = p;
-    else if (p.epoch == at.epoch)
-      at.started = at.started || p.started;
-    olds.push_back(std::move(c).value());
-  }
-  // The new shards start with the next epoch once any old worker had
-  // started its last one; every lagging worker's rest comes first.
   ServedReplan r;
-  r.next_epoch = std::max<int64_t>(0, at.started ? at.epoch + 1 : at.epoch);
   std::map<int64_t, std::vector<int64_t>> left;
-  for (auto& c : olds) c->DrainBefore(r.next_epoch, &left);
-
-  // Each epoch's rest, split over the new workers; the largest part of
-  // each sets the batches every worker is served (lockstep).
+  Status drained = DrainOld(o, old_states, from, train, old_shards, &r, &left);
+  if (!drained.ok()) return fail(drained.message());
+  std::vector<std::vector<BatchCursor::Part>> parts;
+  const int64_t part_batches =
+      SplitLeft(o, train, old_shards, to, left, &r, &parts);
+  // Every new worker is served as many batches: the largest parts, then
+  // the epochs left (lockstep modes need one count).
   const int64_t batch = o.worker_batch;
-  std::vector<std::vector<BatchCursor::Part>> parts(static_cast<size_t>(to));
-  int64_t part_batches = 0;
-  for (auto& [epoch, ids] : left) {
-    std::sort(ids.begin(), ids.end());
-    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-    r.examples += static_cast<int64_t>(ids.size());
-    const std::vector<std::vector<int64_t>> split =
-        SplitRemainder(old_shards.plan, ids, train.labels, train.num_classes,
-                       to, static_cast<uint64_t>(epoch + 1));
-    int64_t largest = 0;
-    for (int w = 0; w < to; ++w) {
-      const std::vector<int64_t>& part = split[static_cast<size_t>(w)];
-      largest = std::max<int64_t>(largest, static_cast<int64_t>(part.size()));
-      r.max_tv =
-          std::max(r.max_tv, ClassTv(part, train.labels, train.num_classes));
-      parts[static_cast<size_t>(w)].push_back({epoch, part});
-    }
-    part_batches += (largest + batch - 1) / batch;
-  }
   const int64_t epoch_batches = (train.size() / to + batch - 1) / batch;
   const int64_t epochs_budget =
       part_batches +
