@@ -16,6 +16,7 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "data/download.h"
+#include "launch/join.h"
 #include "launch/life_channel.h"
 #include "launch/node.h"
 #include "launch/processes.h"
@@ -42,6 +43,9 @@ struct NodeArgs {
   std::string run_dir;
   // --processes: the launcher's channel (launch/life_channel.h).
   int life_fd = -1;
+  // --join RUN_DIR: a worker started by hand joins that running job
+  // (launch/join.h); its first life comes on the channel too.
+  std::string join;
 };
 
 // The end of a run: its final figures, where it is; 130 when interrupted.
@@ -106,8 +110,12 @@ Status RunNodeLives(const NodeArgs& args, const Config& first, Role role,
                     int index, const RunDirectory& run_dir,
                     const std::atomic<bool>* stop) {
   std::optional<DatasetSplits> data;  // loaded once, kept across lives
-  Status st = RunNode(first, role, index, args.coordinator, args.bind, run_dir,
-                      stop, &data);
+  // A joining worker's first life comes on the channel.
+  const bool joining = !args.join.empty();
+  Status st = joining ? Status::Ok()
+                      : RunNode(first, role, index, args.coordinator, args.bind,
+                                run_dir, stop, &data);
+  bool ran = !joining;
   while (args.life_fd >= 0) {
     if (!st.ok() && st.code() == Status::Code::kCancelled && stop != nullptr &&
         stop->load())
@@ -118,8 +126,12 @@ Status RunNodeLives(const NodeArgs& args, const Config& first, Role role,
     // gone): this life's status says how the node ended.
     if (!next.ok() || !next->has_value()) {
       if (!next.ok() && st.ok()) return next.status();
+      if (!ran)
+        return Status::FailedPrecondition(
+            "the run in {} ended before it took this worker", run_dir.path());
       return st;
     }
+    ran = true;
     if (!st.ok()) LogWarning("{}; the launcher goes on", st.message());
     std::optional<NextLife> life = std::move(next).value();
     // The run's config.toml again: a scale rewrote the worker count.
@@ -141,7 +153,14 @@ Status RunNodeLives(const NodeArgs& args, const Config& first, Role role,
   return st;
 }
 
-int RunNodeCommand(const NodeArgs& args, const std::atomic<bool>* stop) {
+int RunNodeCommand(const NodeArgs& given, const std::atomic<bool>* stop) {
+  NodeArgs args = given;
+  if (!args.join.empty()) {
+    // A joining worker reads the run's own config (each life again).
+    if (args.train.config_path.empty())
+      args.train.config_path = JoinPath(args.join, "config.toml");
+    args.role = "worker";
+  }
   auto config = ResolveTrainConfig(args.train);
   if (!config.ok()) {
     LogError("{}", config.status().message());
@@ -164,12 +183,12 @@ int RunNodeCommand(const NodeArgs& args, const std::atomic<bool>* stop) {
     }
     role = *r;
   }
-  if (args.coordinator.empty()) {
+  if (args.coordinator.empty() && args.join.empty()) {
     LogError(
         "--coordinator tcp://HOST:PORT is required (the coordinator binds it)");
     return 2;
   }
-  std::string dir = args.run_dir;
+  std::string dir = args.join.empty() ? args.run_dir : args.join;
   if (dir.empty()) {
     const std::string& name = config->GetString("run.name");
     dir =
@@ -185,7 +204,19 @@ int RunNodeCommand(const NodeArgs& args, const std::atomic<bool>* stop) {
     Status written = config->WriteToml(run_dir->File("config.toml"));
     if (!written.ok()) LogWarning("config.toml: {}", written.message());
   }
-  Status st = RunNodeLives(args, *config, role, index, *run_dir, stop);
+  NodeArgs node = args;
+  if (!args.join.empty()) {
+    Result<int> fd = ConnectToJoin(args.join);
+    if (!fd.ok()) {
+      LogError("{}", fd.status().message());
+      return 1;
+    }
+    LogInfo("asked the run in {} to take this process (pid {}) as a worker",
+            args.join, ::getpid());
+    node.life_fd = *fd;
+    role = Role::kWorker;
+  }
+  Status st = RunNodeLives(node, *config, role, index, *run_dir, stop);
   if (!st.ok()) {
     LogError("{}", st.message());
     return 1;
@@ -264,6 +295,10 @@ void AddNodeCommand(CLI::App& app, int* exit_code,
                    "(the --processes launcher's) a channel to wait on for the "
                    "run's next life after the role ends")
       ->group("");
+  node->add_option("--join", node_args->join,
+                   "join the `strata train --processes` run in RUN_DIR, "
+                   "training, as one more worker (on the machine that holds "
+                   "RUN_DIR; the run's own config.toml unless -c)");
   node->add_option("-c,--config", node_args->train.config_path,
                    "TOML run config")
       ->check(CLI::ExistingFile);

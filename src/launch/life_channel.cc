@@ -21,6 +21,9 @@ std::string NextLife::ToLine() const {
 Result<NextLife> NextLife::FromLine(const std::string& line) {
   const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
   NextLife life;
+  if (j.is_object() && j.contains("refused") && j["refused"].is_string())
+    return Status::FailedPrecondition("the run did not take this node: {}",
+                                      j["refused"].get<std::string>());
   if (!j.is_object() || !j.contains("coordinator") ||
       !j["coordinator"].is_string() || !j.contains("set") ||
       !j["set"].is_array())

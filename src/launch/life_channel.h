@@ -13,6 +13,8 @@
 //                       role again in the same process against the new
 //                       coordinator, as the role's node I ("index" may be
 //                       left out: the same index).
+//   {"refused": WHY}    (a node that asked to join, launch/join.h) the run
+//                       does not take it: the process ends with that error.
 //
 // So a scale keeps the processes of the nodes the new size still has (their
 // PIDs, loaded data and LibTorch) and starts only the newcomers. Functions
@@ -36,7 +38,8 @@ struct NextLife {
                    // workers after it); -1: the same
 
   std::string ToLine() const;  // one JSON line, '\n' ended
-  // DataLoss naming the line for anything but a next life.
+  // DataLoss naming the line for anything but a next life;
+  // FailedPrecondition with the reason for a refused join.
   static Result<NextLife> FromLine(const std::string& line);
 };
 

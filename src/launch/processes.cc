@@ -23,6 +23,7 @@
 #include "coordinator/cluster_checkpoints.h"
 #include "coordinator/metrics_endpoint.h"
 #include "coordinator/resize_restore.h"
+#include "launch/join.h"
 #include "launch/life_channel.h"
 #include "launch/roles.h"
 #include "launch/scale.h"
@@ -75,6 +76,12 @@ class Children {
   // Tells every child the run is over (closes its channel), waits (20 s at
   // most) for each to end, then ends the rest by PID.
   void EndAll() EXCLUDES(mu_);
+  // Workers started by hand that asked to join (launch/join.h): a scale
+  // gives them new workers' slots before starting processes. May be null.
+  void set_joins(JoinListener* joins) EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
+    joins_ = joins;
+  }
 
  private:
   struct Child {
@@ -83,6 +90,10 @@ class Children {
   };
 
   Status Start(NodeId id, bool resume) REQUIRES(mu_);
+  // Node `id` (a worker's slot) given to a process that joined, with its
+  // first life; false when none waits. Not the launcher's child: it is
+  // never restarted, and ends when its channel closes.
+  bool Adopt(NodeId id, NextLife life) REQUIRES(mu_);
   Status WritePids() REQUIRES(mu_);
 
   const RunDirectory& run_dir_;
@@ -94,6 +105,7 @@ class Children {
   // Nodes a scale left out, told to end; reaped at the end (EndAll), so a
   // slow exit does not hold up the next life.
   std::vector<pid_t> leavers_ GUARDED_BY(mu_);
+  JoinListener* joins_ GUARDED_BY(mu_) = nullptr;
 };
 
 // The channel a child reads its next life from: one end at kLifeFd in the
@@ -233,9 +245,13 @@ Result<nlohmann::json> Children::Reform(const RoleTable& roles, NextLife life,
   roles_ = roles;
   coordinator_ = life.coordinator;
   kids_ = std::move(kept);
-  std::vector<pid_t> started;
+  std::vector<pid_t> started, joined;
   for (NodeId id = 1; id < roles_.num_nodes(); ++id) {
     if (kids_.count(id) > 0) continue;
+    if (Adopt(id, life)) {
+      joined.push_back(kids_[id].pid);
+      continue;
+    }
     RETURN_IF_ERROR(Start(id, /*resume=*/true));
     started.push_back(kids_[id].pid);
   }
@@ -244,7 +260,25 @@ Result<nlohmann::json> Children::Reform(const RoleTable& roles, NextLife life,
   return nlohmann::json{{"event", "processes"},
                         {"kept_pids", kept_pids},
                         {"started_pids", started},
+                        {"joined_pids", joined},
                         {"ended_pids", leaving}};
+}
+
+bool Children::Adopt(NodeId id, NextLife life) {
+  Role role;
+  if (joins_ == nullptr || !roles_.RoleOf(id, &role, &life.index).ok() ||
+      role != Role::kWorker)
+    return false;
+  while (std::optional<Joiner> j = joins_->Take()) {
+    if (SendNextLife(j->fd, life).ok()) {
+      LogInfo("{} is the process (pid {}) that joined by hand",
+              roles_.Describe(id), j->pid);
+      kids_[id] = Child{j->pid, j->fd};
+      return true;
+    }
+    ::close(j->fd);  // it left meanwhile
+  }
+  return false;
 }
 
 void Children::RestartDead(const std::atomic<bool>& ended, bool workers) {
@@ -430,6 +464,20 @@ void RecordRestarts(const RunDirectory& run_dir, ClusterSummary& summary,
   if (!w.ok()) LogWarning("summary.json: {}", w.message());
 }
 
+// The environment every child inherits, and the endpoint the nodes bind
+// on this machine.
+Result<std::string> PrepareLocalNodes(const ClusterRunOptions& o) {
+  // cluster.ucx_shared_memory: the children (and the coordinator's own
+  // transport) take it from the environment (UcxOptions::shared_memory).
+  setenv("STRATA_UCX_SHARED_MEMORY",
+         UcxSharedMemoryEnvValue(o.ucx_shared_memory), 1);
+  // Several processes share the cores: one BLAS thread each.
+  setenv("OPENBLAS_NUM_THREADS", "1", 0);
+  // Every node on this machine: over UCX with cluster.transport = "ucx",
+  // else ZeroMQ TCP.
+  return LocalEndpoint(o.transport == "ucx" ? "ucx" : "tcp");
+}
+
 }  // namespace
 
 Result<ClusterSummary> TrainProcesses(const Config& config,
@@ -448,19 +496,18 @@ Result<ClusterSummary> TrainProcesses(const Config& config,
   // Checked here, before any child starts, so a bad key is reported once.
   ASSIGN_OR_RETURN(const std::optional<CurveKeys> curve,
                    CurveKeysFromConfig(config));
-  // cluster.ucx_shared_memory: the children (and the coordinator's own
-  // transport) take it from the environment (UcxOptions::shared_memory).
-  setenv("STRATA_UCX_SHARED_MEMORY",
-         UcxSharedMemoryEnvValue(o.ucx_shared_memory), 1);
-  // Several processes share the cores: one BLAS thread each.
-  setenv("OPENBLAS_NUM_THREADS", "1", 0);
-  // Every node on this machine: over UCX with cluster.transport = "ucx",
-  // else ZeroMQ TCP.
-  ASSIGN_OR_RETURN(const std::string local,
-                   LocalEndpoint(o.transport == "ucx" ? "ucx" : "tcp"));
+  ASSIGN_OR_RETURN(const std::string local, PrepareLocalNodes(o));
   Children children(run_dir,
                     {self_exe, "node", "--run-dir", run_dir.path(), "-c",
                      run_dir.File("config.toml"), "--bind", local});
+  // Workers started by hand may join (strata node --join RUN_DIR).
+  Result<std::unique_ptr<JoinListener>> joins =
+      JoinListener::Start(run_dir.path());
+  if (joins.ok()) {
+    children.set_joins(joins->get());
+  } else {
+    LogWarning("no joins by hand: {}", joins.status().message());
+  }
   Config life = config;
   LifeStart how;
   std::vector<ClusterRestart> restarts;

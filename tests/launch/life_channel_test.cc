@@ -96,5 +96,19 @@ TEST(LifeChannelTest, GarbageIsRefusedNamingIt) {
       << got.status().message();
 }
 
+// A join the run cannot take (launch/join.h) ends the wait with the reason.
+TEST(LifeChannelTest, ARefusedJoinEndsTheWaitSayingWhy) {
+  Channel p;
+  const std::string no = "{\"refused\": \"5 workers is outside\"}\n";
+  ASSERT_EQ(::write(p.fds[1], no.data(), no.size()),
+            static_cast<ssize_t>(no.size()));
+  auto got = WaitNextLife(p.fds[0], milliseconds(2000), nullptr);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(got.status().message().find("did not take this node: 5 workers"),
+            std::string::npos)
+      << got.status().message();
+}
+
 }  // namespace
 }  // namespace strata

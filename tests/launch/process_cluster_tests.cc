@@ -718,6 +718,59 @@ TEST(ProcessClusterTest, AKilledWorkerLeavesASyncRunThatGoesOn) {
   EXPECT_EQ(summary["membership"][0]["leaving"], nlohmann::json::array({1}));
 }
 
+// `strata node --join RUN_DIR`: a worker started by hand joins a running
+// --processes sync job of 2 workers. The run scales to 3 at its next
+// checkpoint and gives the new slot to that process (no process started);
+// it trains as worker 2 and ends with the run, and every step of every
+// epoch is trained once. A join past cluster.max_workers is refused, and
+// the joining process ends saying why.
+TEST(ProcessClusterTest, AWorkerStartedByHandJoinsARunningJob) {
+  Launched l = Launch(
+      "sync", {"train.iterations=0", "train.epochs=40", "train.batch_size=48",
+               "data.synthetic.train_size=576", "data.shuffle=true",
+               "data.sharding.method=stratified", "checkpoint.every_updates=5",
+               "cluster.worker_delay_ms=6", "cluster.workers=2",
+               "cluster.max_workers=3", "cluster.request_timeout_ms=20000"});
+  ASSERT_GT(l.pid, 0);
+  WaitForTraining(l);
+  const std::map<std::string, pid_t> before = PidsByNode(l.run_dir);
+  ASSERT_EQ(before.count("worker 2"), 0u);
+  const pid_t joiner = SpawnStrata({"node", "--join", l.run_dir});
+  ASSERT_GT(joiner, 0);
+  // Wait for the join to land, then a second one past the bound.
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (PidsByNode(l.run_dir).count("worker 2") == 0 &&
+         Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const pid_t refused = SpawnStrata({"node", "--join", l.run_dir});
+  double secs = 0;
+  EXPECT_EQ(WaitExit(refused, &secs), 1);
+  EXPECT_EQ(WaitExit(l.pid, &secs), 0);
+  EXPECT_EQ(WaitExit(joiner, &secs), 0);
+  const std::map<std::string, pid_t> after = PidsByNode(l.run_dir);
+  ASSERT_EQ(after.size(), 5u);  // a server, 3 workers, the evaluator
+  EXPECT_EQ(after.at("worker 2"), joiner);
+  EXPECT_EQ(after.at("worker 0"), before.at("worker 0"));
+  EXPECT_EQ(after.at("worker 1"), before.at("worker 1"));
+  auto summary = nlohmann::json::parse(*ReadFile(l.run_dir + "/summary.json"));
+  EXPECT_FALSE(summary.contains("error")) << summary.dump();
+  EXPECT_EQ(summary["samples"], 40 * 576);
+  EXPECT_EQ(summary["workers"].size(), 3u);
+  bool joined = false;
+  for (const auto& m : summary["membership"]) {
+    if (m.value("event", "") == "processes") {
+      EXPECT_EQ(m["joined_pids"], nlohmann::json::array({joiner}));
+      EXPECT_EQ(m["started_pids"].size(), 0u);
+      joined = true;
+    }
+  }
+  EXPECT_TRUE(joined) << summary["membership"].dump();
+  // Not a --processes run, or not running: nobody listens.
+  EXPECT_FALSE(FileExists(l.run_dir + "/join.sock"));
+  const pid_t late = SpawnStrata({"node", "--join", l.run_dir});
+  EXPECT_EQ(WaitExit(late, &secs), 1);
+}
+
 // A loopback port free now (bound and released; the caller binds it next).
 int FreeLoopbackPort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);

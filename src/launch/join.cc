@@ -1,0 +1,152 @@
+#include "launch/join.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "common/config.h"
+#include "common/fs.h"
+#include "common/log.h"
+#include "coordinator/resize_restore.h"
+#include "run/options.h"
+#include "run/scale_request.h"
+
+namespace strata {
+namespace {
+
+// A Unix socket address for `path`; false when it does not fit.
+bool Address(const std::string& path, sockaddr_un* addr) {
+  std::memset(addr, 0, sizeof(*addr));
+  addr->sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr->sun_path)) return false;
+  std::memcpy(addr->sun_path, path.c_str(), path.size() + 1);
+  return true;
+}
+
+void WriteLine(int fd, const std::string& line) {
+  size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t n =
+        ::send(fd, line.data() + done, line.size() - done, MSG_NOSIGNAL);
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+std::string JoinSocketPath(const std::string& run_dir) {
+  return JoinPath(run_dir, "join.sock");
+}
+
+Result<std::unique_ptr<JoinListener>> JoinListener::Start(
+    const std::string& run_dir) {
+  const std::string path = JoinSocketPath(run_dir);
+  sockaddr_un addr;
+  if (!Address(path, &addr))
+    return Status::InvalidArgument(
+        "{}: the path is too long for a Unix socket; use a shorter run.dir",
+        path);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status::IoError("{}: {}", path, std::strerror(errno));
+  ::unlink(path.c_str());  // a stale socket of an earlier launch
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::listen(fd, 8) != 0) {
+    const std::string why = std::strerror(errno);
+    ::close(fd);
+    return Status::IoError("{}: {}", path, why);
+  }
+  std::unique_ptr<JoinListener> l(new JoinListener(run_dir, fd));
+  l->thread_ = std::thread([p = l.get()] { p->Serve(); });
+  return l;
+}
+
+JoinListener::~JoinListener() {
+  done_ = true;
+  if (thread_.joinable()) thread_.join();
+  ::close(listen_fd_);
+  ::unlink(JoinSocketPath(run_dir_).c_str());
+  // Joiners that never got a life: their channel closes, and they end.
+  MutexLock lock(&mu_);
+  for (const Joiner& j : waiting_) ::close(j.fd);
+}
+
+std::optional<Joiner> JoinListener::Take() {
+  MutexLock lock(&mu_);
+  if (waiting_.empty()) return std::nullopt;
+  Joiner j = waiting_.front();
+  waiting_.pop_front();
+  return j;
+}
+
+std::string JoinListener::AskForOneMore() {
+  const std::string path = JoinPath(run_dir_, "config.toml");
+  Result<Config> config = Config::FromTomlFile(path);
+  if (!config.ok()) return config.status().message();
+  Result<ClusterRunOptions> o = ClusterRunOptions::FromConfig(*config);
+  if (!o.ok()) return o.status().message();
+  if (ScalePending(run_dir_))
+    return "another scale is waiting for the run; join again once it is done";
+  const int to = o->roles.num_workers() + 1;
+  Status st = CheckScale(*config, *o, to);
+  if (st.ok()) {
+    ScaleRequest request;
+    request.workers = to;
+    request.asked_unix = UnixNow();
+    st = AskScale(run_dir_, request);
+  }
+  if (!st.ok()) return st.message();
+  LogInfo("a worker started by hand asks to join: scaling to {} workers", to);
+  return "";
+}
+
+void JoinListener::Serve() {
+  while (!done_) {
+    pollfd p{listen_fd_, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    Joiner j;
+    j.fd = fd;
+    ucred cred{};
+    socklen_t len = sizeof(cred);
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+      j.pid = cred.pid;
+    const std::string refused = AskForOneMore();
+    if (!refused.empty()) {
+      LogWarning("a worker started by hand (pid {}) cannot join: {}", j.pid,
+                 refused);
+      WriteLine(fd, nlohmann::json{{"refused", refused}}.dump() + "\n");
+      ::close(fd);
+      continue;
+    }
+    MutexLock lock(&mu_);
+    waiting_.push_back(j);
+  }
+}
+
+Result<int> ConnectToJoin(const std::string& run_dir) {
+  const std::string path = JoinSocketPath(run_dir);
+  sockaddr_un addr;
+  if (!Address(path, &addr))
+    return Status::InvalidArgument("{}: too long for a Unix socket", path);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status::IoError("{}: {}", path, std::strerror(errno));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    const std::string why = std::strerror(errno);
+    ::close(fd);
+    return Status::FailedPrecondition(
+        "nothing listens on {} ({}): a worker joins a `strata train "
+        "--processes` run that is training, on the machine that holds its run "
+        "directory",
+        path, why);
+  }
+  return fd;
+}
+
+}  // namespace strata
