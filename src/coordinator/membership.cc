@@ -156,7 +156,8 @@ void Membership::RegisterReplacement(Message msg, const std::string& endpoint,
   // (cluster.restart, free modes), and gives the run its final evaluation.
   const bool replaceable =
       awaited.has_value() ||
-      (role == Role::kServer && o_.server_restart_timeout.count() > 0) ||
+      ((role == Role::kServer || role == Role::kData) &&
+       o_.server_restart_timeout.count() > 0) ||
       (role == Role::kWorker && o_.worker_restart && !done_.count(from)) ||
       (role == Role::kEvaluator && o_.worker_restart);
   if (!replaceable) {
@@ -213,8 +214,10 @@ std::vector<LostNode> Membership::FindLost(Clock::time_point now,
       lost.role = Role::kWorker;
     lost.joined = joined;
     lost.silent_s = Seconds(seen, now);
-    lost.awaited = lost.role == Role::kServer && joined &&
-                   o_.server_restart_timeout.count() > 0;
+    // A server's or a data server's replacement takes its state from the
+    // newest checkpoint while the run waits (cluster.restart, free modes).
+    lost.awaited = (lost.role == Role::kServer || lost.role == Role::kData) &&
+                   joined && o_.server_restart_timeout.count() > 0;
     if (lost.awaited) restarts_.Await(id, now);
     out.push_back(lost);
   }

@@ -140,6 +140,12 @@ class BatchCursor {
   void DrainBefore(int64_t until,
                    std::map<int64_t, std::vector<int64_t>>* left);
 
+  // Leaves `n` sequence numbers unused: a data server that replaces a lost
+  // one restores the newest checkpoint's cursor, and its predecessor's
+  // later leases, whose acknowledgements may still arrive, took the numbers
+  // after it.
+  void SkipSequenceNumbers(int64_t n) { next_seq_ += n; }
+
   const BatchCursorOptions& options() const { return options_; }
   bool wants_losses() const;
   int64_t leases_out() const { return static_cast<int64_t>(leases_.size()); }

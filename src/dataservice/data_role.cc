@@ -390,6 +390,9 @@ Status DataServer::Restore() {
   // Dynamic: the cursor serves any number of workers; newcomers ask.
   Status st = cursor_->RestoreState(j["cursor"], resized);
   if (!st.ok()) return Status::DataLoss("{} state: {}", who, st.message());
+  // A replacement (cluster.restart): its predecessor's leases after the
+  // checkpoint may still be acknowledged; new ones take other numbers.
+  cursor_->SkipSequenceNumbers(int64_t{1} << 32);
   LogInfo("{}: resumed at step {} ({} batches out on lease are served again)",
           who, state.header.clock, cursor_->leases_out());
   return Status::Ok();

@@ -284,6 +284,7 @@ bool Children::Adopt(NodeId id, NextLife life) {
 void Children::RestartDead(const std::atomic<bool>& ended, bool workers) {
   MutexLock lock(&mu_);
   std::vector<NodeId> restartable = roles_.Ids(Role::kServer);
+  for (NodeId id : roles_.Ids(Role::kData)) restartable.push_back(id);
   if (workers)
     for (NodeId id : roles_.Ids(Role::kWorker)) restartable.push_back(id);
   if (roles_.has_evaluator()) restartable.push_back(roles_.EvaluatorId());

@@ -574,6 +574,23 @@ TEST(ProcessClusterTest, AKilledEvaluatorIsReplacedAndTheRunIsEvaluated) {
   EXPECT_GT(summary["final_val_acc"].get<double>(), 0.5);
 }
 
+// A data server killed in an async run fed by the data service is started
+// again by the launcher, re-joins under its id and takes its cursor from the
+// newest checkpoint; the workers ask it again for what it never answered,
+// and the run goes on and finishes (before, the whole cluster restarted).
+TEST(ProcessClusterTest, AKilledDataServerIsReplacedWhileTheRunGoesOn) {
+  nlohmann::json summary =
+      RunKilling("data server 0 (node 6)", "async",
+                 {"checkpoint.every_updates=50", "cluster.data_servers=1"});
+  ASSERT_EQ(summary["node_restarts"].size(), 1u) << summary.dump();
+  EXPECT_EQ(summary["node_restarts"][0]["node"], "data server 0 (node 6)");
+  EXPECT_FALSE(summary.contains("restarts")) << "the whole cluster restarted";
+  EXPECT_FALSE(summary.contains("error")) << summary.dump();
+  for (int w = 0; w < 3; ++w)
+    EXPECT_EQ(summary["workers"][w]["iterations"], 300) << w;
+  EXPECT_GT(summary["final_val_acc"].get<double>(), 0.5);
+}
+
 // Runs `strata scale RUN HOW... --timeout 60` and returns its exit code
 // (bounded).
 int Scale(const std::string& run, const std::vector<std::string>& how) {
