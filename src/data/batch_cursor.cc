@@ -148,7 +148,9 @@ Status BatchCursor::Continue(int worker, std::vector<Part> parts,
 BatchCursor::Position BatchCursor::Where() const {
   Position p;
   for (size_t s = 0; s < samplers_.size(); ++s) {
-    if (Exhausted(s)) continue;
+    // A worker that finished counts too: one that had trained every epoch
+    // of the run (free modes) keeps the others' rest from a later epoch
+    // being served to it again.
     // A copy of the sampler, drawn to its epoch's end, says whether the
     // epoch was started.
     auto copy = MakeSampler(s, shard_of_[s],

@@ -125,9 +125,9 @@ class BatchCursor {
   // worker out of range, a dynamic cursor or a part's sampler error.
   Status Continue(int worker, std::vector<Part> parts, int64_t epoch_offset,
                   int64_t budget);
-  // Where the samplers are: the largest epoch any unfinished worker's
-  // sampler draws from next (-1 when every one is done), and whether one
-  // has drawn part of that epoch already.
+  // Where the samplers are: the largest epoch any worker's sampler draws
+  // from next (a finished one's included: after its last epoch), and
+  // whether one has drawn part of that epoch already.
   struct Position {
     int64_t epoch = -1;
     bool started = false;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <random>
 
 #include "cluster/node.h"
 #include "cluster/protocol.h"
@@ -376,7 +377,16 @@ Status DataServer::Restore() {
   if (!o_.checkpoints()) return Status::Ok();
   const std::string who = fmt::format("data server {}", index_);
   ASSIGN_OR_RETURN(Message state, RequestCheckpointState(node_.rpc(), o_, who));
-  if (state.payloads.empty()) return Status::Ok();
+  if (state.payloads.empty()) {
+    // A resume (or a replacement) from nothing would serve the run again
+    // from its first epoch.
+    if (o_.resume)
+      return Status::FailedPrecondition(
+          "{}: the coordinator has no checkpoint state for it (its log says "
+          "why)",
+          who);
+    return Status::Ok();
+  }
   nlohmann::json j = nlohmann::json::parse(state.payloads[0].ToString(),
                                            nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("cursor"))
@@ -384,15 +394,21 @@ Status DataServer::Restore() {
   MutexLock lock(&mu_);
   served_ = j.value("served", int64_t{0});
   acked_ = j.value("acked", int64_t{0});
+  // A replacement (cluster.restart): its predecessor's leases after the
+  // checkpoint may still be acknowledged; new ones take other numbers, a
+  // random block of 2^32 per restored cursor.
+  const int64_t block =
+      static_cast<int64_t>(std::random_device{}() % (1u << 20) + 1) << 32;
   const bool resized = j.contains("resize");
-  if (resized && o_.assignment == Assignment::kStatic)
-    return Replan(j["resize"]);
+  if (resized && o_.assignment == Assignment::kStatic) {
+    RETURN_IF_ERROR(Replan(j["resize"]));
+    cursor_->SkipSequenceNumbers(block);
+    return Status::Ok();
+  }
   // Dynamic: the cursor serves any number of workers; newcomers ask.
   Status st = cursor_->RestoreState(j["cursor"], resized);
   if (!st.ok()) return Status::DataLoss("{} state: {}", who, st.message());
-  // A replacement (cluster.restart): its predecessor's leases after the
-  // checkpoint may still be acknowledged; new ones take other numbers.
-  cursor_->SkipSequenceNumbers(int64_t{1} << 32);
+  cursor_->SkipSequenceNumbers(block);
   LogInfo("{}: resumed at step {} ({} batches out on lease are served again)",
           who, state.header.clock, cursor_->leases_out());
   return Status::Ok();

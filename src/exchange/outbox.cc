@@ -38,7 +38,25 @@ Status PeerOutbox::Send(int peer, int64_t it, const float* params, int64_t size,
   k.has_weight = weight != nullptr;
   if (k.has_weight) k.weight = *weight;
   RETURN_IF_ERROR(SendKept(k));
-  if (keep_) kept_.push_back(std::move(k));
+  if (!keep_) return Status::Ok();
+  kept_.push_back(std::move(k));
+  // A peer that finished or was lost acknowledges nothing more: keep its
+  // newest copies only (a live peer acknowledges within a few steps).
+  int64_t to_peer = 0;
+  for (const Kept& c : kept_) to_peer += c.peer == peer;
+  if (to_peer > kMaxKeptPerPeer) {
+    auto oldest =
+        std::find_if(kept_.begin(), kept_.end(),
+                     [peer](const Kept& c) { return c.peer == peer; });
+    kept_.erase(oldest);
+    if (!warned_.count(peer)) {
+      warned_.insert(peer);
+      LogWarning(
+          "worker {}: worker {} has not acknowledged its last {} models "
+          "(finished or lost?); only the newest are kept for a checkpoint",
+          env_.index, peer, kMaxKeptPerPeer);
+    }
+  }
   return Status::Ok();
 }
 

@@ -15,13 +15,17 @@
 //     merged; a resumed worker sends its copies again first.
 // So every model sent before the round is merged exactly once, whichever
 // side of the cut it was on: gossip's weights still sum to one. Without
-// checkpoints nothing is kept and nothing is acknowledged.
+// checkpoints nothing is kept and nothing is acknowledged. At most 64
+// copies are kept per peer: one that finished or was lost acknowledges
+// nothing more (a live one does within a few steps), and beyond that a
+// checkpoint may miss its oldest unacknowledged models.
 //
 // Not thread-safe: the worker's thread only.
 
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "common/status.h"
@@ -65,9 +69,14 @@ class PeerOutbox {
   Status SendKept(const Kept& k);
   void TakeAcks();
 
+  // The most copies kept for one peer: a peer that finished or was lost
+  // acknowledges nothing more, and memory must not grow with the run.
+  static constexpr int64_t kMaxKeptPerPeer = 64;
+
   const ExchangeEnv env_;
   const MessageType type_;
   const bool keep_;
+  std::set<int> warned_;             // peers past kMaxKeptPerPeer, said once
   std::map<int, int64_t> next_seq_;  // per receiving worker
   std::map<int, int64_t> merged_;    // per sending worker: the last merged
   std::deque<Kept> kept_;            // in send order

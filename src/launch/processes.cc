@@ -326,6 +326,14 @@ struct LifeStart {
   std::vector<int> kept_workers;  // a scale: Children::Reform's
 };
 
+// Gossip and tree-easgd: a lost worker is not started again. Its
+// replacement would restore the newest checkpoint's model and gossip weight
+// while its peers kept what its predecessor sent them since: the weight it
+// gave away would count twice. The run goes on without it.
+bool PeersGiveModels(RunMode mode) {
+  return mode == RunMode::kGossip || mode == RunMode::kTreeEasgd;
+}
+
 // Starts the children of a life around the coordinator at `endpoint`.
 Status StartChildren(Children& children, const Config& config,
                      const ClusterRunOptions& o, const RunDirectory& run_dir,
@@ -378,7 +386,8 @@ Result<ClusterSummary> RunProcessesOnce(
     watcher = std::thread([&] {
       while (!ended.load()) {
         std::this_thread::sleep_for(milliseconds(100));
-        children.RestartDead(ended, /*workers=*/!o.leave_on_loss);
+        children.RestartDead(
+            ended, /*workers=*/!o.leave_on_loss && !PeersGiveModels(o.mode));
       }
     });
   }

@@ -87,18 +87,18 @@ void Count(PerEpoch& seen, int64_t epoch, const std::vector<int64_t>& ids) {
   for (int64_t id : ids) ++seen[epoch][id];
 }
 
-TEST(ReplanServedTest, EveryExampleLeftIsServedOnceOverTheNewWorkers) {
+// 4 old workers (batch 6: 10 batches an epoch each) that acknowledged
+// `acked` batches, then took one more out on lease (none for a worker that
+// had finished), go on as 3 or 6: every example once per epoch, the new
+// shards from `next_epoch`.
+void ExpectEveryExampleOnce(const std::vector<int>& acked, int64_t next_epoch) {
   const Dataset d = FourClasses();
   for (int to : {3, 6}) {
     SCOPED_TRACE(to);
-    // 4 workers, batch 6: 10 batches an epoch each. Workers 0, 1 and 3
-    // are into epoch 1; worker 2 has just ended epoch 0. Each then has one
-    // more batch out on lease, never acknowledged.
     const ClusterRunOptions old_o = Options(4, 6);
     const ShardSet old_shards = Shards(d, 4);
     PerEpoch seen;
     nlohmann::json old_states = nlohmann::json::array();
-    const int acked[4] = {13, 12, 10, 14};
     for (int k = 0; k < kDataServers; ++k) {
       auto c = Cursor(old_o, old_shards, d, k);
       for (int local = 0; local < 2; ++local) {
@@ -129,7 +129,7 @@ TEST(ReplanServedTest, EveryExampleLeftIsServedOnceOverTheNewWorkers) {
       // Every data server computes the same split.
       if (examples >= 0) EXPECT_EQ(r->examples, examples);
       examples = r->examples;
-      EXPECT_EQ(r->next_epoch, 2);
+      EXPECT_EQ(r->next_epoch, next_epoch);
       EXPECT_LT(r->max_tv, 0.1);
       // A checkpoint right after the re-plan resumes it.
       auto again = Cursor(o, new_shards, d, k);
@@ -146,8 +146,6 @@ TEST(ReplanServedTest, EveryExampleLeftIsServedOnceOverTheNewWorkers) {
         batches.push_back(count);
       }
     }
-    // Epoch 0's leases, the rest of epoch 1 (all of worker 2's) and the
-    // leases of epoch 1.
     EXPECT_GT(examples, 60);
     for (int64_t e = 0; e < kEpochs; ++e) {
       SCOPED_TRACE(e);
@@ -156,6 +154,21 @@ TEST(ReplanServedTest, EveryExampleLeftIsServedOnceOverTheNewWorkers) {
     }
     for (int64_t b : batches) EXPECT_EQ(b, batches[0]);
   }
+}
+
+TEST(ReplanServedTest, EveryExampleLeftIsServedOnceOverTheNewWorkers) {
+  // Workers 0, 1 and 3 are into epoch 1; worker 2 has just ended epoch 0.
+  // Left: epoch 0's leases, the rest of epoch 1 (all of worker 2's).
+  ExpectEveryExampleOnce({13, 12, 10, 14}, 2);
+}
+
+TEST(ReplanServedTest, AWorkerThatHadFinishedIsNotServedItsEpochsAgain) {
+  // Free modes: worker 0 trained all 3 epochs (30 batches) while the
+  // others are in epoch 1. The new shards start after the run's last
+  // epoch; what the others had left of epochs 1 and 2 is re-planned (when
+  // the finished worker was not counted, its epoch-2 examples were served
+  // again).
+  ExpectEveryExampleOnce({30, 12, 13, 14}, 3);
 }
 
 TEST(ReplanServedTest, AStateThatDoesNotFitIsRefused) {
