@@ -125,6 +125,12 @@ Status RunNodeLives(const NodeArgs& args, const Config& first, Role role,
     // No word (the run is over, this node left it, or the launcher is
     // gone): this life's status says how the node ended.
     if (!next.ok() || !next->has_value()) {
+      if (!ran && !next.ok() &&
+          next.status().code() == Status::Code::kDeadlineExceeded)
+        return Status::DeadlineExceeded(
+            "the run in {} did not take this worker within {} s (no "
+            "checkpoint round took its scale request?)",
+            run_dir.path(), kLifeWait.count());
       if (!next.ok() && st.ok()) return next.status();
       if (!ran)
         return Status::FailedPrecondition(
