@@ -231,6 +231,31 @@ class BackgroundRun {
   std::thread thread_;  // declared last: it starts once the rest exists
 };
 
+// The scale tests' run: 576 examples, a global batch of 48 (24, 12 or 16
+// a worker: 12 steps an epoch on 2, 3 or 4 workers), 2 workers at first,
+// at most 4, checkpoint rounds every 5 steps; then `extra`.
+Config ScaledRun(const std::string& root, const std::string& mode,
+                 int64_t epochs, std::initializer_list<std::string> extra) {
+  const Config c =
+      With(Base(root),
+           {"cluster.mode=" + mode, "train.iterations=0",
+            "train.epochs=" + std::to_string(epochs), "train.batch_size=48",
+            "data.synthetic.train_size=576", "data.shuffle=true",
+            "data.sharding.method=stratified", "cluster.workers=2",
+            "checkpoint.every_updates=5", "cluster.worker_delay_ms=6",
+            "cluster.request_timeout_ms=20000", "cluster.max_workers=4"});
+  return With(c, extra);
+}
+
+// A request for 4 workers left in `run` before it starts: the coordinator
+// takes it at its first look once training runs.
+void AskForFourFirst(const std::string& run) {
+  ScaleRequest first;
+  first.workers = 4;
+  first.asked_unix = UnixNow();
+  ASSERT_TRUE(AskScale(run, first).ok());
+}
+
 // `strata scale` on a running job, threads: 2 -> 4 -> 3 workers. The
 // first request waits in the run directory before training starts (the
 // coordinator takes it at its first look once training runs); the second
@@ -242,23 +267,11 @@ class ScaleTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ScaleTest, ARunScaledTwoFourThreeFinishes) {
   const std::string root = TempRoot();
-  // 576 examples, a global batch of 48 (24, 12 or 16 a worker): 12 steps
-  // an epoch on 2, 3 or 4 workers.
-  Config c = With(
-      Base(root),
-      {"cluster.mode=" + GetParam(), "train.iterations=0", "train.epochs=60",
-       "train.batch_size=48", "data.synthetic.train_size=576",
-       "data.shuffle=true", "data.sharding.method=stratified",
-       "cluster.workers=2", "checkpoint.every_updates=5",
-       "cluster.worker_delay_ms=6", "cluster.request_timeout_ms=20000",
-       "cluster.max_workers=4", "run.name=scaled"});
+  Config c = ScaledRun(root, GetParam(), 60, {"run.name=scaled"});
   auto dir = RunDirectory::Create(c);
   ASSERT_TRUE(dir.ok()) << dir.status().ToString();
   const std::string run = dir->path();
-  ScaleRequest first;
-  first.workers = 4;
-  first.asked_unix = UnixNow();
-  ASSERT_TRUE(AskScale(run, first).ok());
+  ASSERT_NO_FATAL_FAILURE(AskForFourFirst(run));
   BackgroundRun trainer(c, *dir);
   // Past the upper bound: refused before it is asked.
   auto over = ScaleRun(run, 5, std::chrono::seconds(1));
@@ -320,24 +333,16 @@ TEST_P(DataServiceScaleTest, EveryExampleOncePerEpochAcrossTheChanges) {
   const bool sync = GetParam() == "sync";
   const std::string root = TempRoot();
   const int64_t epochs = 30;
-  Config c = With(
-      Base(root),
-      {"cluster.mode=" + GetParam(), "train.iterations=0",
-       "train.epochs=" + std::to_string(epochs), "train.batch_size=48",
-       "data.synthetic.train_size=576", "data.shuffle=true",
-       "data.sharding.method=stratified", "data.sampler=stratified",
+  Config c = ScaledRun(
+      root, GetParam(), epochs,
+      {"data.sampler=stratified",
        "cluster.data_servers=" + std::string(sync ? "2" : "1"),
        std::string("data.assignment=") + (sync ? "static" : "dynamic"),
-       "data.served_log=ids", "cluster.workers=2", "checkpoint.every_updates=5",
-       "cluster.worker_delay_ms=6", "cluster.request_timeout_ms=20000",
-       "cluster.max_workers=4", "run.name=served"});
+       "data.served_log=ids", "run.name=served"});
   auto dir = RunDirectory::Create(c);
   ASSERT_TRUE(dir.ok()) << dir.status().ToString();
   const std::string run = dir->path();
-  ScaleRequest first;
-  first.workers = 4;
-  first.asked_unix = UnixNow();
-  ASSERT_TRUE(AskScale(run, first).ok());
+  ASSERT_NO_FATAL_FAILURE(AskForFourFirst(run));
   BackgroundRun trainer(c, *dir);
   if (sync) {
     auto below = ScaleRun(run, 1, std::chrono::seconds(1));
