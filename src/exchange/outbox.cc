@@ -15,30 +15,38 @@ using nlohmann::json;
 PeerOutbox::PeerOutbox(const ExchangeEnv& env, MessageType type, bool keep)
     : env_(env), type_(type), keep_(keep) {}
 
-Status PeerOutbox::SendKept(const Kept& k) {
+Status PeerOutbox::SendModel(int peer, int64_t seq, int64_t it,
+                             const float* params, int64_t size,
+                             const float* weight) {
   Message m;
   m.header.type = type_;
-  m.header.clock = k.it;
-  m.header.key_begin = k.seq;
-  m.header.key_end = k.seq;
-  m.payloads.push_back(
-      Buffer::CopyOf(k.params.data(), sizeof(float) * k.params.size()));
-  if (k.has_weight) m.payloads.push_back(Buffer::CopyOf(&k.weight, 4));
-  env_.metrics->bytes_pushed += sizeof(float) * k.params.size();
-  return env_.rpc->Send(env_.options->roles.WorkerId(k.peer), std::move(m));
+  m.header.clock = it;
+  m.header.key_begin = seq;
+  m.header.key_end = seq;
+  m.payloads.push_back(Buffer::CopyOf(params, sizeof(float) * size));
+  if (weight != nullptr) m.payloads.push_back(Buffer::CopyOf(weight, 4));
+  env_.metrics->bytes_pushed += sizeof(float) * static_cast<uint64_t>(size);
+  return env_.rpc->Send(env_.options->roles.WorkerId(peer), std::move(m));
+}
+
+Status PeerOutbox::SendKept(const Kept& k) {
+  return SendModel(k.peer, k.seq, k.it, k.params.data(),
+                   static_cast<int64_t>(k.params.size()),
+                   k.has_weight ? &k.weight : nullptr);
 }
 
 Status PeerOutbox::Send(int peer, int64_t it, const float* params, int64_t size,
                         const float* weight) {
+  // Without checkpoints: sent as before, nothing kept or copied again.
+  if (!keep_) return SendModel(peer, 0, it, params, size, weight);
   Kept k;
   k.peer = peer;
-  k.seq = keep_ ? ++next_seq_[peer] : 0;
+  k.seq = ++next_seq_[peer];
   k.it = it;
+  RETURN_IF_ERROR(SendModel(peer, k.seq, it, params, size, weight));
   k.params.assign(params, params + size);
   k.has_weight = weight != nullptr;
   if (k.has_weight) k.weight = *weight;
-  RETURN_IF_ERROR(SendKept(k));
-  if (!keep_) return Status::Ok();
   kept_.push_back(std::move(k));
   // A peer that finished or was lost acknowledges nothing more: keep its
   // newest copies only (a live peer acknowledges within a few steps).

@@ -66,6 +66,9 @@ class PeerOutbox {
     float weight = 0;
     bool has_weight = false;
   };
+  // One model to worker `peer` (`seq` 0: no sequence number).
+  Status SendModel(int peer, int64_t seq, int64_t it, const float* params,
+                   int64_t size, const float* weight);
   Status SendKept(const Kept& k);
   void TakeAcks();
 
