@@ -265,6 +265,19 @@ int BatchCursor::ReturnLeases(int worker) {
   return n;
 }
 
+Status BatchCursor::GiveBack(int worker, int64_t seq) {
+  auto it = leases_.find(seq);
+  if (it == leases_.end() || it->second.worker != worker) {
+    return Status::InvalidArgument(
+        "worker {} gave back batch {}, which is not out on lease to it", worker,
+        seq);
+  }
+  queues_[Slot(worker)].push_front(
+      Returned{it->second.epoch, std::move(it->second.ids)});
+  leases_.erase(it);
+  return Status::Ok();
+}
+
 nlohmann::json BatchCursor::SaveState() const {
   nlohmann::json slots = nlohmann::json::array();
   for (size_t s = 0; s < samplers_.size(); ++s) {

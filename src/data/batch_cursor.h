@@ -103,6 +103,12 @@ class BatchCursor {
   // A worker was lost: its leases go back to be served again. Returns how
   // many batches came back.
   int ReturnLeases(int worker);
+  // `worker` gives back batch `seq`, leased to it and not trained (a
+  // prefetched batch, given back at a checkpoint round so that another
+  // worker can train it): it is served next, before any other returned
+  // batch. InvalidArgument for an unknown sequence number or another
+  // worker's lease.
+  Status GiveBack(int worker, int64_t seq);
 
   nlohmann::json SaveState() const;
   // InvalidArgument naming both runs for a state saved for another

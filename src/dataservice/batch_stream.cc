@@ -99,6 +99,8 @@ void BatchStream::Request(int64_t want) {
   m.payloads.push_back(Buffer::CopyOf(ack_seqs_));
   m.payloads.push_back(Buffer::CopyOf(ack_counts_));
   m.payloads.push_back(Buffer::CopyOf(ack_losses_));
+  if (!give_back_.empty()) m.payloads.push_back(Buffer::CopyOf(give_back_));
+  give_back_.clear();
   ack_seqs_.clear();
   ack_counts_.clear();
   ack_losses_.clear();
@@ -223,8 +225,7 @@ Result<bool> BatchStream::Next(StreamedBatch* out) {
   }
 }
 
-Status BatchStream::SendAcks() {
-  if (ack_seqs_.empty()) return Status::Ok();
+Status BatchStream::SendNow() {
   Request(0);
   std::shared_ptr<RpcCall> call = in_flight_.back().first;
   in_flight_.pop_back();
@@ -234,19 +235,37 @@ Status BatchStream::SendAcks() {
   return Status::Ok();
 }
 
+Status BatchStream::SendAcks() {
+  if (ack_seqs_.empty()) return Status::Ok();
+  return SendNow();
+}
+
+Status BatchStream::GiveBack() {
+  // The batches on their way are leased to this worker too.
+  const auto deadline = Clock::now() + timeout_;
+  while (!in_flight_.empty()) {
+    const auto [call, asked] = in_flight_.front();
+    ASSIGN_OR_RETURN(Message r, AwaitReply(call, deadline));
+    in_flight_.pop_front();
+    asked_ -= asked;
+    if (r.header.key_begin == kBatchEnd) ended_ = true;
+    if (r.header.key_begin == kBatchReady)
+      RETURN_IF_ERROR(TakeBatches(r, asked));
+  }
+  for (const StreamedBatch& b : ready_) give_back_.push_back(b.header.seq);
+  ready_.clear();
+  if (!give_back_.empty()) ended_ = false;  // they may come back here
+  if (ack_seqs_.empty() && give_back_.empty()) return Status::Ok();
+  return SendNow();
+}
+
 Status BatchStream::Flush() {
   // Whatever is still in flight is not needed any more.
   in_flight_.clear();
   ready_.clear();
   asked_ = 0;
   if (ack_seqs_.empty()) return Status::Ok();
-  Request(0);
-  std::shared_ptr<RpcCall> call = in_flight_.back().first;
-  in_flight_.clear();
-  Result<Message> r = call->Wait(timeout_);
-  if (!r.ok())
-    return r.status().WithContext(fmt::format("acknowledging to {}", name_));
-  return Status::Ok();
+  return SendNow();
 }
 
 }  // namespace strata

@@ -84,11 +84,19 @@ class BatchStream {
   // The same, keeping the batches on their way (a checkpoint round: the
   // data server's cursor then knows every batch trained so far).
   Status SendAcks();
+  // The same, and gives back the batches prefetched and not trained (those
+  // on their way too, once they arrived): at a checkpoint round with
+  // dynamic assignment, where a worker still short of the round's step may
+  // need them (docs/design/data_service.md, "Checkpoint rounds").
+  Status GiveBack();
   // Seconds spent waiting in Next() for a batch that was not there yet.
   double wait_s() const { return wait_s_; }
 
  private:
   void Request(int64_t want);
+  // Sends the acknowledgements (and the batches given back) in a request
+  // for no batch, and waits for its reply.
+  Status SendNow();
   // Asks for `prefetch` more batches when fewer are here or on their way.
   void Refill();
   // Waits for the oldest request's reply, in slices so that the end of the
@@ -115,6 +123,7 @@ class BatchStream {
   std::vector<int64_t> ack_seqs_;
   std::vector<int64_t> ack_counts_;
   std::vector<float> ack_losses_;
+  std::vector<int64_t> give_back_;
   bool ended_ = false;
   double wait_s_ = 0;
 };

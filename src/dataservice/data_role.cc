@@ -51,6 +51,7 @@ constexpr int64_t kMaxBatchesPerReply = 64;
 struct Acks {
   std::vector<int64_t> seqs, counts;
   std::vector<float> losses;
+  std::vector<int64_t> given_back;  // prefetched batches not trained
 };
 
 // One data server: its cursor over the examples it serves, its node and the
@@ -175,9 +176,11 @@ void DataServer::OnBatchRequest(Message req) {
   Acks acks;
   Status who = WorkerOf(req.header.sender, &local);
   if (who.ok() &&
-      (req.payloads.size() != 3 || !View(req.payloads[0], &acks.seqs) ||
+      (req.payloads.size() < 3 || req.payloads.size() > 4 ||
+       !View(req.payloads[0], &acks.seqs) ||
        !View(req.payloads[1], &acks.counts) ||
        !View(req.payloads[2], &acks.losses) ||
+       (req.payloads.size() == 4 && !View(req.payloads[3], &acks.given_back)) ||
        acks.seqs.size() != acks.counts.size())) {
     who = Status::InvalidArgument(
         "malformed batch request from {} ({} payloads)",
@@ -190,6 +193,13 @@ void DataServer::OnBatchRequest(Message req) {
   }
   MutexLock lock(&mu_);
   TakeAcks(local, acks);
+  for (int64_t seq : acks.given_back) {
+    // A worker that arrived at a checkpoint round gives back its prefetched
+    // batches, so that a worker still short of the round's step can train
+    // them (docs/design/data_service.md, "Checkpoint rounds").
+    Status st = cursor_->GiveBack(local, seq);
+    if (!st.ok()) LogWarning("data server {}: {}", index_, st.message());
+  }
   if (served_lines_.size() > (1 << 16)) Flush();
   if (req.header.key_begin <= 0) {
     Message reply;

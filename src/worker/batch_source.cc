@@ -162,6 +162,7 @@ class StreamedBatches final : public BatchSource {
       : BatchSource(o, shape, index),
         stream_(stream),
         wants_losses_(o.sampler == SamplerKind::kLossAware),
+        dynamic_(o.assignment == Assignment::kDynamic),
         // Dynamic assignment: any worker takes the next batch; train until
         // the service runs dry.
         total_(o.assignment == Assignment::kDynamic
@@ -186,7 +187,11 @@ class StreamedBatches final : public BatchSource {
     // `losses` stays empty unless the sampler wants them.
     stream_.Ack(last_.header.seq, losses);
   }
-  Status BeforeCheckpoint() override { return stream_.SendAcks(); }
+  // Dynamic assignment: the prefetched batches go back, for a worker still
+  // short of the round's step when nothing else is left.
+  Status BeforeCheckpoint() override {
+    return dynamic_ ? stream_.GiveBack() : stream_.SendAcks();
+  }
   double wait_s() const override { return stream_.wait_s(); }
   Status Finish() override { return stream_.Flush(); }
   // After a resume on another worker count the data servers count this
@@ -205,6 +210,7 @@ class StreamedBatches final : public BatchSource {
  private:
   BatchStream& stream_;
   const bool wants_losses_;
+  const bool dynamic_;
   const int64_t total_;
   bool to_the_end_ = false;
   StreamedBatch last_;

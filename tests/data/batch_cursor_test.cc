@@ -130,6 +130,38 @@ TEST(BatchCursorTest, WaitsWhileAnotherWorkerHoldsTheLastLease) {
   EXPECT_EQ(c.Next(0).kind, BatchCursor::Lease::Kind::kEnd);
 }
 
+// A worker in a checkpoint round gives back its prefetched batch: the
+// worker that waited for it gets it next, and the epoch still ends with
+// every example once. Only the holder can give a lease back.
+TEST(BatchCursorTest, AGivenBackBatchGoesToTheWorkerThatWaits) {
+  auto labels = RoundRobinLabels(30, 2);
+  auto cursor =
+      BatchCursor::Make(Dynamic("shuffle", 2, 10), {Iota(30)}, labels, {});
+  ASSERT_TRUE(cursor.ok());
+  BatchCursor& c = **cursor;
+  auto a = c.Next(0);
+  auto b = c.Next(0);  // prefetched
+  auto d = c.Next(1);
+  ASSERT_EQ(d.kind, BatchCursor::Lease::Kind::kBatch);
+  ASSERT_TRUE(c.Ack(1, d.seq, nullptr, 0).ok());
+  EXPECT_EQ(c.Next(1).kind, BatchCursor::Lease::Kind::kWait);
+  EXPECT_FALSE(c.GiveBack(1, b.seq).ok());  // worker 0's
+  EXPECT_FALSE(c.GiveBack(0, 99).ok());     // never leased
+  ASSERT_TRUE(c.Ack(0, a.seq, nullptr, 0).ok());
+  ASSERT_TRUE(c.GiveBack(0, b.seq).ok());
+  EXPECT_EQ(c.leases_out(), 0);
+  auto again = c.Next(1);
+  ASSERT_EQ(again.kind, BatchCursor::Lease::Kind::kBatch);
+  EXPECT_EQ(again.ids, b.ids);
+  ASSERT_TRUE(c.Ack(1, again.seq, nullptr, 0).ok());
+  EXPECT_EQ(c.Next(0).kind, BatchCursor::Lease::Kind::kEnd);
+  EXPECT_EQ(c.Next(1).kind, BatchCursor::Lease::Kind::kEnd);
+  std::vector<int64_t> seen = a.ids;
+  seen.insert(seen.end(), d.ids.begin(), d.ids.end());
+  seen.insert(seen.end(), again.ids.begin(), again.ids.end());
+  ExpectEveryOnce(seen, 30);
+}
+
 TEST(BatchCursorTest, StaticAssignmentDrawsWhatAWorkersOwnSamplerDraws) {
   const int64_t n = 400;
   auto labels = RoundRobinLabels(n, 4);

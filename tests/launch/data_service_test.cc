@@ -141,6 +141,32 @@ TEST(DataServiceTest, ALostWorkersBatchesAreServedToTheOthersOnce) {
   ExpectEachOnce(counts[1], 512);
 }
 
+// Dynamic assignment with a checkpoint round at every step, and worker 1
+// five times slower: at each round worker 0 waits, holding its prefetched
+// batches, for worker 1 to reach the round's step. Near the epoch's end
+// every batch left is one of those; before, worker 1 then waited for them
+// until the request timeout while the round waited for it. A worker in a
+// round now gives its prefetched batches back, and the run ends with
+// every example once per epoch.
+TEST(DataServiceTest, CheckpointRoundsDoNotHoldTheLastBatches) {
+  std::string root = TempRoot();
+  Config c =
+      With(Base(root),
+           {"cluster.mode=async", "cluster.workers=2", "cluster.servers=1",
+            "cluster.data_servers=1", "data.assignment=dynamic",
+            "data.served_log=ids", "train.iterations=0", "train.epochs=2",
+            "train.batch_size=32", "data.prefetch=3", "workers.speed=1,0.2",
+            "cluster.worker_delay_ms=2", "checkpoint.every_updates=1",
+            "cluster.request_timeout_ms=4000", "run.name=rounds"});
+  auto got = RunConfig(c);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  auto counts = ServedCounts(root + "/rounds");
+  ASSERT_EQ(counts.size(), 2u);
+  ExpectEachOnce(counts[0], 512);
+  ExpectEachOnce(counts[1], 512);
+  EXPECT_EQ(got->samples, 2 * 512);
+}
+
 // Each worker's batches in order, from served.jsonl (full ids).
 std::map<int, std::vector<std::vector<int64_t>>> BatchesPerWorker(
     const std::string& run_dir) {

@@ -333,17 +333,12 @@ TEST_P(DataServiceScaleTest, EveryExampleOncePerEpochAcrossTheChanges) {
   const bool sync = GetParam() == "sync";
   const std::string root = TempRoot();
   const int64_t epochs = 30;
-  // Dynamic assignment takes checkpoints only for the scales: a scheduled
-  // round at the run's end can meet a worker waiting for the last leases
-  // that a worker in the round holds (a known limit of dynamic assignment
-  // with checkpoints, docs/design/data_service.md).
   Config c = ScaledRun(
       root, GetParam(), epochs,
       {"data.sampler=stratified",
        "cluster.data_servers=" + std::string(sync ? "2" : "1"),
        std::string("data.assignment=") + (sync ? "static" : "dynamic"),
-       std::string("checkpoint.every_updates=") + (sync ? "5" : "0"),
-       "checkpoint.every_s=3600", "data.served_log=ids", "run.name=served"});
+       "checkpoint.every_updates=5", "data.served_log=ids", "run.name=served"});
   auto dir = RunDirectory::Create(c);
   ASSERT_TRUE(dir.ok()) << dir.status().ToString();
   const std::string run = dir->path();
