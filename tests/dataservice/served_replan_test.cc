@@ -127,7 +127,9 @@ void ExpectEveryExampleOnce(const std::vector<int>& acked, int64_t next_epoch) {
       auto r = ReplanServed(o, resize, k, d, old_shards, *c);
       ASSERT_TRUE(r.ok()) << r.status().message();
       // Every data server computes the same split.
-      if (examples >= 0) EXPECT_EQ(r->examples, examples);
+      if (examples >= 0) {
+        EXPECT_EQ(r->examples, examples);
+      }
       examples = r->examples;
       EXPECT_EQ(r->next_epoch, next_epoch);
       EXPECT_LT(r->max_tv, 0.1);

@@ -111,7 +111,9 @@ TEST_P(EpochRemainderTest, EveryExampleOncePerEpochAcrossTheResize) {
     const nlohmann::json state =
         nlohmann::json::parse(m->payloads[0].ToString());
     EXPECT_EQ(state["worker"], w);
-    if (w >= p.from) EXPECT_EQ(state["counters"].size(), 1u);  // a newcomer
+    if (w >= p.from) {
+      EXPECT_EQ(state["counters"].size(), 1u);  // a newcomer
+    }
     auto s =
         MakeBatchSource(*new_o, w, data_, &*new_shards, nullptr, shards_for);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
