@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,6 +17,7 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "data/download.h"
+#include "launch/control_endpoint.h"
 #include "launch/join.h"
 #include "launch/life_channel.h"
 #include "launch/node.h"
@@ -44,9 +46,20 @@ struct NodeArgs {
   // --processes: the launcher's channel (launch/life_channel.h).
   int life_fd = -1;
   // --join RUN_DIR: a worker started by hand joins that running job
-  // (launch/join.h); its first life comes on the channel too.
+  // (launch/join.h); its first life comes on the channel too. --join
+  // tcp://HOST:PORT: through the run's control endpoint, from another
+  // machine (with --keys-dir for a secured run).
   std::string join;
+  std::string keys_dir;
 };
+
+// Where a joining worker's lives come from: the launcher's channel, or
+// (another machine) polls of the run's control endpoint.
+using LifeWait = std::function<Result<std::optional<NextLife>>(bool had_life)>;
+
+bool JoinsRemotely(const NodeArgs& args) {
+  return args.join.rfind("tcp://", 0) == 0;
+}
 
 // The end of a run: its final figures, where it is; 130 when interrupted.
 int Done(const Result<RunSummary>& summary, const RunDirectory& run_dir) {
@@ -108,7 +121,7 @@ int RunTrain(const TrainArgs& given, const std::atomic<bool>* stop) {
 // still have a next one (cluster.leave_on_loss).
 Status RunNodeLives(const NodeArgs& args, const Config& first, Role role,
                     int index, const RunDirectory& run_dir,
-                    const std::atomic<bool>* stop) {
+                    const LifeWait& wait, const std::atomic<bool>* stop) {
   std::optional<DatasetSplits> data;  // loaded once, kept across lives
   // A joining worker's first life comes on the channel.
   const bool joining = !args.join.empty();
@@ -116,25 +129,25 @@ Status RunNodeLives(const NodeArgs& args, const Config& first, Role role,
                       : RunNode(first, role, index, args.coordinator, args.bind,
                                 run_dir, stop, &data);
   bool ran = !joining;
-  while (args.life_fd >= 0) {
+  const std::string run = joining ? args.join : run_dir.path();
+  while (wait) {
     if (!st.ok() && st.code() == Status::Code::kCancelled && stop != nullptr &&
         stop->load())
       return st;  // interrupted
-    Result<std::optional<NextLife>> next =
-        WaitNextLife(args.life_fd, kLifeWait, stop);
+    Result<std::optional<NextLife>> next = wait(ran);
     // No word (the run is over, this node left it, or the launcher is
     // gone): this life's status says how the node ended.
     if (!next.ok() || !next->has_value()) {
       if (!ran && !next.ok() &&
           next.status().code() == Status::Code::kDeadlineExceeded)
         return Status::DeadlineExceeded(
-            "the run in {} did not take this worker within {} s (no "
+            "the run at {} did not take this worker within {} s (no "
             "checkpoint round took its scale request?)",
-            run_dir.path(), kLifeWait.count());
+            run, kLifeWait.count());
       if (!next.ok() && st.ok()) return next.status();
       if (!ran)
         return Status::FailedPrecondition(
-            "the run in {} ended before it took this worker", run_dir.path());
+            "the run at {} ended before it took this worker", run);
       return st;
     }
     ran = true;
@@ -159,14 +172,77 @@ Status RunNodeLives(const NodeArgs& args, const Config& first, Role role,
   return st;
 }
 
+// --join tcp://HOST:PORT: asks the run behind that control endpoint to
+// take this process as a worker; its config goes into the node's own run
+// directory (--run-dir, default ./strata-join-<pid>), read again at every
+// life. The wait for its lives.
+Result<LifeWait> JoinRemotely(NodeArgs& args, const std::atomic<bool>* stop) {
+  if (args.run_dir.empty())
+    args.run_dir = fmt::format("strata-join-{}", ::getpid());
+  RETURN_IF_ERROR(MakeDirs(args.run_dir));
+  char host[256] = "";
+  ::gethostname(host, sizeof(host) - 1);
+  ASSIGN_OR_RETURN(RemoteJoin join,
+                   AskToJoin(args.join, args.keys_dir, host, ::getpid(),
+                             std::chrono::seconds(10)));
+  const std::string path = JoinPath(args.run_dir, "config.toml");
+  RETURN_IF_ERROR(WriteFileAtomic(path, join.config));
+  if (args.train.config_path.empty()) args.train.config_path = path;
+  LogInfo(
+      "asked the run at {} to take this process (pid {} on {}) as a worker; "
+      "its config is in {}",
+      args.join, ::getpid(), host, path);
+  return LifeWait([join, path, stop](bool had_life) {
+    Result<std::optional<NextLife>> next =
+        WaitRemoteLife(join, kLifeWait, had_life, stop);
+    // The run's config as it is now (a scale rewrote the worker count).
+    if (next.ok() && next->has_value() && !(*next)->config.empty()) {
+      Status st = WriteFileAtomic(path, (*next)->config);
+      if (!st.ok()) return Result<std::optional<NextLife>>(st);
+    }
+    return next;
+  });
+}
+
+// The node's role and index, from the arguments or the MPI/Slurm rank.
+Status PlaceNode(const NodeArgs& args, const Config& config, Role* role,
+                 int* index) {
+  *index = args.index;
+  if (args.role.empty()) {
+    RETURN_IF_ERROR(RoleFromRank(config, role, index));
+  } else {
+    ASSIGN_OR_RETURN(*role, ParseRole(args.role));
+  }
+  if (args.coordinator.empty() && args.join.empty())
+    return Status::InvalidArgument(
+        "--coordinator tcp://HOST:PORT is required (the coordinator binds it)");
+  return Status::Ok();
+}
+
+// The node's run directory: --run-dir, the run a local --join names, or
+// <run.dir>/<run.name or "cluster">.
+std::string NodeDir(const NodeArgs& args, const Config& config) {
+  if (!args.join.empty() && !JoinsRemotely(args)) return args.join;
+  if (!args.run_dir.empty()) return args.run_dir;
+  const std::string& name = config.GetString("run.name");
+  return config.GetString("run.dir") + "/" + (name.empty() ? "cluster" : name);
+}
+
 int RunNodeCommand(const NodeArgs& given, const std::atomic<bool>* stop) {
   NodeArgs args = given;
-  if (!args.join.empty()) {
+  LifeWait wait;
+  if (JoinsRemotely(args)) {
+    Result<LifeWait> w = JoinRemotely(args, stop);
+    if (!w.ok()) {
+      LogError("{}", w.status().message());
+      return 1;
+    }
+    wait = std::move(*w);
+  } else if (!args.join.empty() && args.train.config_path.empty()) {
     // A joining worker reads the run's own config (each life again).
-    if (args.train.config_path.empty())
-      args.train.config_path = JoinPath(args.join, "config.toml");
-    args.role = "worker";
+    args.train.config_path = JoinPath(args.join, "config.toml");
   }
+  if (!args.join.empty()) args.role = "worker";
   auto config = ResolveTrainConfig(args.train);
   if (!config.ok()) {
     LogError("{}", config.status().message());
@@ -174,44 +250,24 @@ int RunNodeCommand(const NodeArgs& given, const std::atomic<bool>* stop) {
   }
   SetLogLevel(LogLevelNamed(config->GetString("run.log_level")));
   Role role;
-  int index = args.index;
-  if (args.role.empty()) {
-    Status st = RoleFromRank(*config, &role, &index);
-    if (!st.ok()) {
-      LogError("{}", st.message());
-      return 2;
-    }
-  } else {
-    auto r = ParseRole(args.role);
-    if (!r.ok()) {
-      LogError("{}", r.status().message());
-      return 2;
-    }
-    role = *r;
-  }
-  if (args.coordinator.empty() && args.join.empty()) {
-    LogError(
-        "--coordinator tcp://HOST:PORT is required (the coordinator binds it)");
+  int index;
+  Status placed = PlaceNode(args, *config, &role, &index);
+  if (!placed.ok()) {
+    LogError("{}", placed.message());
     return 2;
   }
-  std::string dir = args.join.empty() ? args.run_dir : args.join;
-  if (dir.empty()) {
-    const std::string& name = config->GetString("run.name");
-    dir =
-        config->GetString("run.dir") + "/" + (name.empty() ? "cluster" : name);
-  }
-  auto run_dir = RunDirectory::Open(dir);
-  if (!run_dir.ok()) {
-    LogError("{}", run_dir.status().message());
+  Result<RunDirectory> dir = RunDirectory::Open(NodeDir(args, *config));
+  if (!dir.ok()) {
+    LogError("{}", dir.status().message());
     return 1;
   }
-  run_dir->SetTensorBoard(config->GetBool("metrics.tensorboard"));
-  if (role == Role::kCoordinator && !FileExists(run_dir->File("config.toml"))) {
-    Status written = config->WriteToml(run_dir->File("config.toml"));
+  RunDirectory& run_dir = *dir;
+  run_dir.SetTensorBoard(config->GetBool("metrics.tensorboard"));
+  if (role == Role::kCoordinator && !FileExists(run_dir.File("config.toml"))) {
+    Status written = config->WriteToml(run_dir.File("config.toml"));
     if (!written.ok()) LogWarning("config.toml: {}", written.message());
   }
-  NodeArgs node = args;
-  if (!args.join.empty()) {
+  if (!args.join.empty() && !JoinsRemotely(args)) {
     Result<int> fd = ConnectToJoin(args.join);
     if (!fd.ok()) {
       LogError("{}", fd.status().message());
@@ -219,10 +275,14 @@ int RunNodeCommand(const NodeArgs& given, const std::atomic<bool>* stop) {
     }
     LogInfo("asked the run in {} to take this process (pid {}) as a worker",
             args.join, ::getpid());
-    node.life_fd = *fd;
-    role = Role::kWorker;
+    args.life_fd = *fd;
   }
-  Status st = RunNodeLives(node, *config, role, index, *run_dir, stop);
+  if (!wait && args.life_fd >= 0) {
+    wait = [fd = args.life_fd, stop](bool) {
+      return WaitNextLife(fd, kLifeWait, stop);
+    };
+  }
+  Status st = RunNodeLives(args, *config, role, index, run_dir, wait, stop);
   if (!st.ok()) {
     LogError("{}", st.message());
     return 1;
@@ -302,9 +362,14 @@ void AddNodeCommand(CLI::App& app, int* exit_code,
                    "run's next life after the role ends")
       ->group("");
   node->add_option("--join", node_args->join,
-                   "join the `strata train --processes` run in RUN_DIR, "
-                   "training, as one more worker (on the machine that holds "
-                   "RUN_DIR; the run's own config.toml unless -c)");
+                   "join a `strata train --processes` run, training, as one "
+                   "more worker: RUN_DIR on the machine that holds it, or "
+                   "tcp://HOST:PORT, its cluster.control_address, from "
+                   "another (with --bind tcp://THIS_IP:*); the run's own "
+                   "config.toml unless -c");
+  node->add_option("--keys-dir", node_args->keys_dir,
+                   "--join tcp://...: the directory with the cluster key "
+                   "pair of a run under cluster.security = \"curve\"");
   node->add_option("-c,--config", node_args->train.config_path,
                    "TOML run config")
       ->check(CLI::ExistingFile);

@@ -17,6 +17,7 @@ struct ScaleArgs {
   std::string keys_dir;  // the cluster key pair, for a secured run
   int workers = 0;
   std::vector<int> drain;
+  int data_servers = 0;
   double timeout_s = 120;
 };
 
@@ -31,9 +32,10 @@ int RunScale(const ScaleArgs& a, const std::atomic<bool>* stop) {
   const auto timeout =
       std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1000));
   Result<ScaleOutcome> out =
-      a.control.empty()
-          ? ScaleRun(a.run_dir, a.workers, timeout, stop, a.drain)
-          : ScaleRemote(a.control, a.keys_dir, a.workers, a.drain, timeout);
+      a.control.empty() ? ScaleRun(a.run_dir, a.workers, timeout, stop, a.drain,
+                                   a.data_servers)
+                        : ScaleRemote(a.control, a.keys_dir, a.workers, a.drain,
+                                      timeout, a.data_servers);
   if (!out.ok()) {
     LogError("{}", out.status().message());
     return 1;
@@ -69,6 +71,10 @@ void AddScaleCommand(CLI::App& app, int* exit_code,
                     "\"curve\": the directory holding the cluster key pair "
                     "(its cluster.keys_dir)");
   scale->add_option("--workers", args->workers, "the new number of workers");
+  scale->add_option("--data-servers", args->data_servers,
+                    "the new number of data servers of a run fed by the "
+                    "data service (with or without --workers; under "
+                    "dynamic assignment a run counted in epochs)");
   scale->add_option("--drain", args->drain,
                     "a worker to leave (its index; repeatable): it finishes "
                     "its step and leaves, and the workers after it are "

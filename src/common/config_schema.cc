@@ -425,6 +425,11 @@ std::vector<ConfigKey> MakeSchema() {
           "`strata scale --control` from another machine; under "
           "cluster.security = \"curve\" only holders of the cluster key pair "
           "are admitted; empty = none (docs/design/elastic.md)"),
+      Str("cluster.processes_ip", "127.0.0.1",
+          "strata train --processes: the IPv4 address its nodes bind; "
+          "loopback keeps them on this machine, this machine's own address "
+          "lets a worker on another one join through "
+          "cluster.control_address (docs/design/elastic.md)"),
       Bool("cluster.leave_on_loss", false,
            "elastic: a lost worker leaves the run. Lockstep modes (sync, "
            "allreduce, ring, local-sgd, dpsgd) go on from the newest "

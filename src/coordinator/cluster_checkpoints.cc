@@ -15,6 +15,14 @@ using Clock = std::chrono::steady_clock;
 Status ClusterCheckpoints::Load(bool announce,
                                 std::shared_ptr<const Checkpoint> loaded) {
   if (loaded == nullptr) {
+    // A scale in this process: the checkpoint its round wrote, still in
+    // memory, unless a newer one is on disk.
+    loaded = run_dir_.TakeKeptCheckpoint();
+    if (loaded != nullptr &&
+        loaded->step != NewestCheckpointStep(run_dir_.path()))
+      loaded.reset();
+  }
+  if (loaded == nullptr) {
     ASSIGN_OR_RETURN(Checkpoint c, LoadNewestIntactCheckpoint(run_dir_.path()));
     loaded = std::make_shared<const Checkpoint>(std::move(c));
   }
@@ -36,7 +44,10 @@ Status ClusterCheckpoints::Load(bool announce,
   RETURN_IF_ERROR(CheckResize(o_.mode, from, to, o_.data_servers,
                               config_.GetString("data.shard_plan")));
   resize_ = ClusterSummary::Resize{};
-  if (from != to) {
+  const int old_data_servers = CheckpointDataServers(c);
+  // Another number of data servers re-plans what they serve too.
+  const bool resized = Resized(c);
+  if (resized) {
     ASSIGN_OR_RETURN(
         kept_, ResumeWorkers(config_.GetString("checkpoint.resume_workers"),
                              from, to));
@@ -46,15 +57,25 @@ Status ClusterCheckpoints::Load(bool announce,
     ASSIGN_OR_RETURN(resize_.retired_samples, RetiredSamples(c, kept_));
   }
   resume_ = std::move(loaded);
-  if (announce && from != to) {
+  if (announce && resized) {
     LogInfo(
-        "resuming from {} (step {}) on {} workers instead of {}: the rest "
+        "resuming from {} (step {}) on {} workers instead of {}{}: the rest "
         "of the epoch is re-planned over them",
-        resume_->dir, resume_->step, to, from);
+        resume_->dir, resume_->step, to, from,
+        old_data_servers == o_.data_servers
+            ? std::string()
+            : fmt::format(" and {} data servers instead of {}", o_.data_servers,
+                          old_data_servers));
   } else if (announce) {
     LogInfo("resuming from {} (step {})", resume_->dir, resume_->step);
   }
   return Status::Ok();
+}
+
+bool ClusterCheckpoints::Resized(const Checkpoint& c) const {
+  Result<int> from = CheckpointWorkers(c);
+  return from.ok() && (*from != o_.roles.num_workers() ||
+                       CheckpointDataServers(c) != o_.data_servers);
 }
 
 Result<int64_t> ClusterCheckpoints::RetiredSamples(
@@ -100,12 +121,13 @@ Message ClusterCheckpoints::Restore(NodeId id) const {
   if (c == nullptr) return m;
   if (role == Role::kWorker || role == Role::kData) {
     Result<int> from = CheckpointWorkers(*c);
-    if (from.ok() && *from != o_.roles.num_workers()) {
+    if (from.ok() && Resized(*c)) {
       const int to = o_.roles.num_workers();
       Result<Message> resized =
           role == Role::kWorker
               ? ResizedWorkerState(*c, o_.mode, *from, to, index, kept_)
-              : ResizedDataState(*c, *from, to, index, o_.data_servers, kept_);
+              : ResizedDataState(*c, *from, to, index,
+                                 CheckpointDataServers(*c), kept_);
       if (resized.ok()) return std::move(resized).value();
       LogError("resume: {}: {}", o_.roles.Describe(id),
                resized.status().message());
@@ -242,6 +264,10 @@ Status ClusterCheckpoints::Write(Coordinator& coordinator,
   LogInfo("checkpoint at step {}: {} ({:.1f} MB, {:.0f} ms)", step, dir,
           bytes / 1e6,
           std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  if (keep_for_next_life_.load()) {
+    run_dir_.KeepCheckpoint(std::make_shared<const Checkpoint>(
+        Checkpoint{dir, step, std::move(files), /*kept_in_memory=*/true}));
+  }
   ++written_;
   last_step_ = step;
   return Status::Ok();

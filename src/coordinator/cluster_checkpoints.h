@@ -60,6 +60,13 @@ class ClusterCheckpoints {
   Status Write(Coordinator& coordinator, std::map<NodeId, Message>& arrivals,
                double train_s);
   int64_t written() const { return written_.load(); }
+  // From now on each checkpoint written stays in memory (the newest
+  // replacing the one before) for the run's next life, a scale's
+  // (RunDirectory::KeepCheckpoint): a round in flight may still write one
+  // before the scale's own.
+  void KeepForNextLife() { keep_for_next_life_ = true; }
+  // Whether the checkpoint resumed from came from memory, not from disk.
+  bool from_memory() const { return resume_ && resume_->kept_in_memory; }
   // The step of the newest checkpoint this run wrote (-1: none yet).
   int64_t last_step() const { return last_step_.load(); }
 
@@ -79,6 +86,9 @@ class ClusterCheckpoints {
   // trained (they still count in the run's total).
   static Result<int64_t> RetiredSamples(const Checkpoint& c,
                                         const std::vector<int>& kept);
+  // Whether `c` was written by another number of workers or data servers
+  // than the run has now (a resume re-plans then).
+  bool Resized(const Checkpoint& c) const;
   // Every data server's cursor (they keep no tensors).
   Status AddDataStates(Coordinator& coordinator, Files& files);
 
@@ -96,6 +106,7 @@ class ClusterCheckpoints {
   std::map<int, int64_t> worker_steps_;
   std::atomic<int64_t> written_{0};
   std::atomic<int64_t> last_step_{-1};
+  std::atomic<bool> keep_for_next_life_{false};
 };
 
 // With checkpoint.resume: the run directory's newest checkpoint is one of

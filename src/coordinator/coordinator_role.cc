@@ -247,9 +247,10 @@ void CoordinatorRun::WatchScale(Coordinator& c, bool training) {
   scale_looked_ = Clock::now();
   Result<std::optional<ScaleRequest>> asked = PendingScale(run_dir_.path());
   if (asked.ok() && !asked->has_value()) return;
-  Status refused =
-      asked.ok() ? CheckScale(config_, o_, (*asked)->workers, (*asked)->leaving)
-                 : asked.status();
+  Status refused = asked.ok()
+                       ? CheckScale(config_, o_, (*asked)->workers,
+                                    (*asked)->leaving, (*asked)->data_servers)
+                       : asked.status();
   if (!refused.ok()) {
     LogError("scale request refused: {}", refused.message());
     Status st = RefuseScale(run_dir_.path(), refused.message());
@@ -257,6 +258,8 @@ void CoordinatorRun::WatchScale(Coordinator& c, bool training) {
     return;
   }
   scale_ = **asked;
+  // The round it stops at hands its state to the next life in memory.
+  checkpoints_.KeepForNextLife();
   LogWarning(
       "scaling from {} to {} workers: a checkpoint, then the run resumes on "
       "{}",
@@ -278,17 +281,19 @@ void CoordinatorRun::NoteTraining() {
       asked = j.value("asked_unix", 0.0);
   }
   const double now = UnixNow();
-  nlohmann::json line{{"event", "resumed"},
-                      {"from", r.from_workers},
-                      {"to", r.to_workers},
-                      {"step", r.at_step},
-                      {"training_unix", now}};
+  nlohmann::json line{
+      {"event", "resumed"},
+      {"from", r.from_workers},
+      {"to", r.to_workers},
+      {"step", r.at_step},
+      {"training_unix", now},
+      {"state_from", checkpoints_.from_memory() ? "memory" : "disk"}};
   if (asked > 0) {
     line["since_request_s"] = now - asked;
     LogInfo(
         "scaled from {} to {} workers: training again {:.2f} s after the "
-        "request",
-        r.from_workers, r.to_workers, now - asked);
+        "request (the state from {})",
+        r.from_workers, r.to_workers, now - asked, line["state_from"]);
   }
   Status st = AppendMembership(run_dir_.path(), line);
   if (!st.ok()) LogWarning("membership.jsonl: {}", st.message());
@@ -312,6 +317,10 @@ void CoordinatorRun::HandOverScale() {
                       {"asked_unix", scale_->asked_unix},
                       {"stopped_unix", UnixNow()}};
   if (!scale_->leaving.empty()) line["leaving"] = scale_->leaving;
+  if (scale_->data_servers > 0) {
+    line["data_servers_from"] = o_.data_servers;
+    line["data_servers"] = scale_->data_servers;
+  }
   Status st = AppendMembership(run_dir_.path(), line);
   if (st.ok()) st = AcceptScale(run_dir_.path(), *scale_, step);
   if (!st.ok())

@@ -90,9 +90,15 @@ Result<int> CheckpointWorkers(const Checkpoint& c) {
   return static_cast<int>(meta["worker_steps"].size());
 }
 
+int CheckpointDataServers(const Checkpoint& c) {
+  int k = 0;
+  while (c.files.count(fmt::format("data-{}.json", k)) > 0) ++k;
+  return k;
+}
+
 Status CheckResize(RunMode mode, int from, int to, int data_servers,
                    const std::string& shard_plan) {
-  if (from == to) return Status::Ok();
+  if (from == to && data_servers <= to) return Status::Ok();
   const std::string what = fmt::format(
       "the checkpoint was written by {} workers and cluster.workers is {} "
       "now",
@@ -149,8 +155,20 @@ std::string KeptWorkers(int from, const std::vector<int>& leaving) {
 }
 
 Status CheckScale(const Config& config, const ClusterRunOptions& o, int to,
-                  const std::vector<int>& leaving) {
+                  const std::vector<int>& leaving, int data_servers) {
   const int from = o.roles.num_workers();
+  const int m = data_servers > 0 ? data_servers : o.data_servers;
+  if (m != o.data_servers) {
+    if (o.data_servers == 0)
+      return Status::FailedPrecondition(
+          "the run is not fed by the data service (cluster.data_servers = 0); "
+          "a scale changes the number of its data servers, it starts none");
+    if (o.assignment == Assignment::kDynamic && o.iterations_set)
+      return Status::InvalidArgument(
+          "another number of data servers under dynamic assignment needs a "
+          "run counted in epochs (train.iterations = 0): each data server "
+          "counts its own batches");
+  }
   RETURN_IF_ERROR(CheckLeaving(from, to, leaving));
   const int lo = static_cast<int>(config.GetInt("cluster.min_workers"));
   const int hi = static_cast<int>(config.GetInt("cluster.max_workers"));
@@ -160,8 +178,13 @@ Status CheckScale(const Config& config, const ClusterRunOptions& o, int to,
         "cluster.max_workers = {}{})",
         to, lo, hi, hi == 0 ? ": no upper bound" : "");
   }
-  if (to == from)
-    return Status::InvalidArgument("the run has {} workers already", to);
+  if (to == from && m == o.data_servers)
+    return data_servers > 0
+               ? Status::InvalidArgument(
+                     "the run has {} workers and {} data "
+                     "servers already",
+                     to, m)
+               : Status::InvalidArgument("the run has {} workers already", to);
   if (!o.checkpoints()) {
     return Status::FailedPrecondition(
         "a scale resumes the run from a checkpoint, and this run writes none: "
@@ -174,8 +197,7 @@ Status CheckScale(const Config& config, const ClusterRunOptions& o, int to,
         "(cluster.adapt_hyperparams)",
         batch, to);
   }
-  return CheckResize(o.mode, from, to, o.data_servers,
-                     config.GetString("data.shard_plan"));
+  return CheckResize(o.mode, from, to, m, config.GetString("data.shard_plan"));
 }
 
 Result<std::vector<int>> ResumeWorkers(const std::string& text, int from,
@@ -279,7 +301,12 @@ Result<Message> ResizedDataState(const Checkpoint& c, int from, int to,
       return Status::DataLoss("{}/{}: bad JSON", c.dir, name);
     return j;
   };
-  ASSIGN_OR_RETURN(json state, data_json(index));
+  // A data server the old run did not have starts from no cursor of its
+  // own: the re-plan gives it its share.
+  json state = json{{"cursor", json::object()}, {"served", 0}, {"acked", 0}};
+  if (index < data_servers) {
+    ASSIGN_OR_RETURN(state, data_json(index));
+  }
   json old = json::array();
   for (int k = 0; k < data_servers; ++k) {
     ASSIGN_OR_RETURN(json j, data_json(k));
@@ -299,6 +326,7 @@ Result<Message> ResizedDataState(const Checkpoint& c, int from, int to,
   state["resize"] = json{{"from_workers", from},
                          {"to_workers", to},
                          {"at_step", c.step},
+                         {"from_data_servers", data_servers},
                          {"steps", steps},
                          {"old", old}};
   Message m;

@@ -34,10 +34,13 @@ namespace strata {
 // The number of workers a cluster checkpoint was written by (from its
 // coordinator.json); DataLoss when it does not say.
 Result<int> CheckpointWorkers(const Checkpoint& checkpoint);
+// The number of data servers whose cursors it holds (data-<k>.json).
+int CheckpointDataServers(const Checkpoint& checkpoint);
 
 // FailedPrecondition saying why a run of `mode` cannot resume from
-// `from` workers on `to`, or Ok. `data_servers`: cluster.data_servers;
-// `shard_plan`: data.shard_plan.
+// `from` workers on `to`, or Ok. `data_servers`: cluster.data_servers
+// (now: it may change at a resize, never above `to`); `shard_plan`:
+// data.shard_plan.
 Status CheckResize(RunMode mode, int from, int to, int data_servers,
                    const std::string& shard_plan);
 
@@ -46,9 +49,11 @@ Status CheckResize(RunMode mode, int from, int to, int data_servers,
 // (a scale resumes from one), the same count, a count cluster.min_workers
 // / max_workers or the batch cannot take, CheckResize's reasons, or
 // `leaving` (a drain) naming a worker the run does not have, one twice, or
-// not as many as the count drops by.
+// not as many as the count drops by. `data_servers` (> 0): a new number
+// of data servers (`strata scale --data-servers`): only for a run fed by
+// the data service, and under dynamic assignment one counted in epochs.
 Status CheckScale(const Config& config, const ClusterRunOptions& o, int to,
-                  const std::vector<int>& leaving = {});
+                  const std::vector<int>& leaving = {}, int data_servers = 0);
 
 // checkpoint.resume_workers for a scale of `from` workers that `leaving`
 // leave: the others, in order ("0,2,3"); empty when none is named.
@@ -70,11 +75,13 @@ Result<Message> ResizedWorkerState(const Checkpoint& checkpoint, RunMode mode,
                                    const std::vector<int>& kept);
 
 // Data server `index`'s restore reply when `from` workers' checkpoint
-// resumes on `to` (`kept` going on, `data_servers` of them): its own
+// resumes on `to` (`kept` going on; `data_servers`: the checkpoint's, whose
+// cursors it holds, which may differ from the run's now): its own
 // data-<index>.json plus "resize": {"from_workers", "to_workers",
-// "at_step", "steps": [the step each new worker resumes at], "old": [every
-// data server's saved cursor]} (dataservice/served_replan.h). DataLoss for
-// a checkpoint whose states do not fit.
+// "at_step", "from_data_servers", "steps": [the step each new worker resumes
+// at], "old": [every data server's saved cursor]}
+// (dataservice/served_replan.h). DataLoss for a checkpoint whose states do not
+// fit.
 Result<Message> ResizedDataState(const Checkpoint& checkpoint, int from, int to,
                                  int index, int data_servers,
                                  const std::vector<int>& kept);

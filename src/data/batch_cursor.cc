@@ -145,6 +145,26 @@ Status BatchCursor::Continue(int worker, std::vector<Part> parts,
   return Status::Ok();
 }
 
+Status BatchCursor::ContinueRegrouped(std::vector<Part> parts,
+                                      int64_t epoch_offset) {
+  if (options_.assignment != Assignment::kDynamic)
+    return Status::InvalidArgument(
+        "batch cursor: a regroup of data servers continues a dynamic cursor "
+        "(this one is static: Continue)");
+  for (const Part& p : parts) {
+    // Checked here, so serving it later cannot fail.
+    if (!p.ids.empty()) RETURN_IF_ERROR(MakeSampler(0, p.ids, 0).status());
+  }
+  Extra& x = extra_[0];
+  x.parts.assign(std::make_move_iterator(parts.begin()),
+                 std::make_move_iterator(parts.end()));
+  x.part_sampler.reset();
+  x.offset = epoch_offset;
+  x.budget = -1;
+  drawn_[0] = 0;
+  return Status::Ok();
+}
+
 BatchCursor::Position BatchCursor::Where() const {
   Position p;
   for (size_t s = 0; s < samplers_.size(); ++s) {

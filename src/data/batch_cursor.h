@@ -131,6 +131,11 @@ class BatchCursor {
   // worker out of range, a dynamic cursor or a part's sampler error.
   Status Continue(int worker, std::vector<Part> parts, int64_t epoch_offset,
                   int64_t budget);
+  // After another number of data servers (dynamic): the one sampler first
+  // serves `parts`, in order, then its own epochs, counted from
+  // `epoch_offset` (dataservice/served_replan.h). InvalidArgument for a
+  // static cursor or a part's sampler error.
+  Status ContinueRegrouped(std::vector<Part> parts, int64_t epoch_offset);
   // Where the samplers are: the largest epoch any worker's sampler draws
   // from next (a finished one's included: after its last epoch), and
   // whether one has drawn part of that epoch already.

@@ -81,6 +81,9 @@ class DataServer {
   // A resume on another worker count (static assignment): the old data
   // servers' cursors re-planned onto this one (served_replan.h).
   Status Replan(const nlohmann::json& resize) REQUIRES(mu_);
+  // Dynamic assignment on another number of data servers: the old data
+  // servers' rests, this one's share first (served_replan.h).
+  Status Regroup(const nlohmann::json& resize) REQUIRES(mu_);
   DataServerReport Report() const REQUIRES(mu_);
   // The served log and the stratum losses, appended to their files.
   void Flush() REQUIRES(mu_);
@@ -415,6 +418,12 @@ Status DataServer::Restore() {
     cursor_->SkipSequenceNumbers(block);
     return Status::Ok();
   }
+  // Dynamic on another number of data servers: the examples change hands.
+  if (resized && j["resize"].value("from_data_servers", m_) != m_) {
+    RETURN_IF_ERROR(Regroup(j["resize"]));
+    cursor_->SkipSequenceNumbers(block);
+    return Status::Ok();
+  }
   // Dynamic: the cursor serves any number of workers; newcomers ask.
   Status st = cursor_->RestoreState(j["cursor"], resized);
   if (!st.ok()) return Status::DataLoss("{} state: {}", who, st.message());
@@ -434,6 +443,20 @@ Status DataServer::Replan(const nlohmann::json& resize) {
       "examples were left before epoch {}, re-planned over the new workers "
       "(largest class TV of a part {:.4f})",
       index_, o_.roles.num_workers(), from, r.examples, r.next_epoch, r.max_tv);
+  replan_ = r;
+  return Status::Ok();
+}
+
+Status DataServer::Regroup(const nlohmann::json& resize) {
+  const int old_m = resize.value("from_data_servers", 0);
+  ASSIGN_OR_RETURN(ServedReplan r,
+                   ReplanRegrouped(o_, resize, index_, train_,
+                                   plan_.shards->cluster_ids, *cursor_));
+  LogInfo(
+      "data server {}: resumed as one of {} data servers (the checkpoint's: "
+      "{}): {} examples were left before epoch {}; it serves its own of them "
+      "first (largest class TV {:.4f})",
+      index_, m_, old_m, r.examples, r.next_epoch, r.max_tv);
   replan_ = r;
   return Status::Ok();
 }

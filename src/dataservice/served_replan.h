@@ -6,7 +6,9 @@
 //
 //   dynamic  one sampler per data server over its examples, whatever the
 //            worker count: the cursor is restored as it was, and newcomers
-//            simply ask (BatchCursor::RestoreState takes any count).
+//            simply ask (BatchCursor::RestoreState takes any count). On
+//            another number of data servers the examples change hands:
+//            ReplanRegrouped.
 //   static   every old data server's cursor is rebuilt over the old
 //            shards and restored; what it had left to serve before the
 //            epoch the new shards start at (its returned and leased
@@ -20,7 +22,9 @@
 //            each (lockstep modes need it).
 //
 // Every data server computes the same split from the same old cursors, so
-// every example left is served exactly once, under its own epoch.
+// every example left is served exactly once, under its own epoch. The old
+// data servers may be another number of them (a scale with
+// --data-servers): their cursors are rebuilt over their own old workers.
 //
 // Thread-safety: thread-safe (no shared state).
 
@@ -45,8 +49,9 @@ struct ServedReplan {
 
 // Data server `index`'s re-plan onto `cursor` (its new, static cursor over
 // the workers w with w mod m == index) from the coordinator's `resize`:
-// {"from_workers", "to_workers", "steps": [the step each new worker
-// resumes at], "old": [every old data server's cursor state]}. `old_shards`
+// {"from_workers", "to_workers", "from_data_servers" (absent: as many as
+// now), "steps": [the step each new worker resumes at], "old": [every old
+// data server's cursor state]}. `old_shards`
 // are the run's shards for the old worker count. DataLoss naming what does
 // not fit.
 Result<ServedReplan> ReplanServed(const ClusterRunOptions& o,
@@ -54,5 +59,20 @@ Result<ServedReplan> ReplanServed(const ClusterRunOptions& o,
                                   const Dataset& train,
                                   const ShardSet& old_shards,
                                   BatchCursor& cursor);
+
+// Dynamic assignment on another number of data servers (`strata scale
+// --data-servers M`): data server `index` of the M now serves the examples
+// i with i mod M == index. Every old data server's cursor (resize["old"])
+// is rebuilt over its old examples and restored; what they had left
+// before the epoch the new ones start at is pooled per epoch, and this
+// data server takes the examples of each epoch's rest that are its own,
+// then goes on with its own sampler from that epoch
+// (BatchCursor::ContinueRegrouped) onto `cursor`. DataLoss naming what
+// does not fit.
+Result<ServedReplan> ReplanRegrouped(const ClusterRunOptions& o,
+                                     const nlohmann::json& resize, int index,
+                                     const Dataset& train,
+                                     const std::vector<int32_t>& cluster_ids,
+                                     BatchCursor& cursor);
 
 }  // namespace strata

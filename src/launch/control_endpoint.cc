@@ -1,6 +1,8 @@
 #include "launch/control_endpoint.h"
 
+#include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "common/fs.h"
 #include "common/log.h"
@@ -15,26 +17,20 @@ json ErrorReply(const Status& st) {
       {"ok", false}, {"code", CodeName(st.code())}, {"error", st.message()}};
 }
 
-// One request of the endpoint, answered.
-std::string Answer(const std::string& run_dir, const std::string& text,
-                   const std::atomic<bool>* stop) {
-  const json j = json::parse(text, nullptr, false);
-  if (!j.is_object() || !j.value("workers", json()).is_number_integer())
-    return ErrorReply(Status::InvalidArgument(
-                          "not a scale request ({{\"workers\": N, \"drain\": "
-                          "[...]}}): '{}'",
-                          text.substr(0, 200)))
-        .dump();
+// A scale request, answered.
+std::string AnswerScale(const std::string& run_dir, const json& j,
+                        const std::atomic<bool>* stop) {
   std::vector<int> drain;
   for (const auto& w : j.value("drain", json::array()))
     if (w.is_number_integer()) drain.push_back(w.get<int>());
   const double timeout_s = std::min(j.value("timeout_s", 120.0), 3600.0);
   LogInfo("control endpoint: asked to scale to {} workers",
           j["workers"].get<int>());
+  const json m = j.value("data_servers", json(0));
   Result<ScaleOutcome> out = ScaleRun(
       run_dir, j["workers"].get<int>(),
       std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)), stop,
-      drain);
+      drain, m.is_number_integer() ? m.get<int>() : 0);
   if (!out.ok()) return ErrorReply(out.status()).dump();
   return json{{"ok", true},
               {"from", out->from},
@@ -42,6 +38,85 @@ std::string Answer(const std::string& run_dir, const std::string& text,
               {"step", out->step},
               {"since_request_s", out->since_request_s}}
       .dump();
+}
+
+// A worker on another machine asks to join (launch/join.h).
+std::string AnswerJoin(const std::string& run_dir, const json& hello,
+                       JoinListener* joins, int lives_port) {
+  if (joins == nullptr)
+    return ErrorReply(Status::FailedPrecondition(
+                          "a worker joins a `strata train --processes` run; "
+                          "this run's nodes are threads of one process"))
+        .dump();
+  if (!hello.is_object() || !hello.value("host", json()).is_string() ||
+      !hello.value("pid", json()).is_number_integer())
+    return ErrorReply(Status::InvalidArgument(
+                          "a join names the worker's host and pid: {{\"join\": "
+                          "{{\"host\": H, \"pid\": P}}}}"))
+        .dump();
+  Result<std::string> config = ReadFile(JoinPath(run_dir, "config.toml"));
+  if (!config.ok()) return ErrorReply(config.status()).dump();
+  Result<std::shared_ptr<RemoteLife>> remote = joins->JoinRemote(
+      hello["host"].get<std::string>(), hello["pid"].get<int64_t>());
+  if (!remote.ok()) return ErrorReply(remote.status()).dump();
+  LogInfo("control endpoint: a worker on {} (pid {}) joins with ticket {}",
+          (*remote)->host(), (*remote)->pid(), (*remote)->ticket());
+  return json{{"ok", true},
+              {"ticket", (*remote)->ticket()},
+              {"lives_port", lives_port},
+              {"config", *config}}
+      .dump();
+}
+
+// One request of the control endpoint, answered.
+std::string Answer(const std::string& run_dir, const std::string& text,
+                   const std::atomic<bool>* stop, JoinListener* joins,
+                   int lives_port) {
+  const json j = json::parse(text, nullptr, false);
+  if (j.is_object() && j.contains("join"))
+    return AnswerJoin(run_dir, j["join"], joins, lives_port);
+  if (!j.is_object() || !j.value("workers", json()).is_number_integer())
+    return ErrorReply(Status::InvalidArgument(
+                          "not a scale request ({{\"workers\": N, \"drain\": "
+                          "[...]}}) or a join ({{\"join\": {{...}}}}): '{}'",
+                          text.substr(0, 200)))
+        .dump();
+  return AnswerScale(run_dir, j, stop);
+}
+
+// A joined worker's poll for its next life.
+std::string AnswerLife(const std::string& text, JoinListener* joins) {
+  const json j = json::parse(text, nullptr, false);
+  if (joins == nullptr || !j.is_object() ||
+      !j.value("life", json()).is_number_integer())
+    return ErrorReply(Status::InvalidArgument(
+                          "not a poll for a life ({{\"life\": TICKET}}): '{}'",
+                          text.substr(0, 200)))
+        .dump();
+  Result<std::shared_ptr<RemoteLife>> remote =
+      joins->Remote(j["life"].get<int64_t>());
+  if (!remote.ok()) return ErrorReply(remote.status()).dump();
+  bool closed = false;
+  const std::string line = (*remote)->Poll(&closed);
+  if (!line.empty())
+    return json{{"ok", true}, {"life", json::parse(line, nullptr, false)}}
+        .dump();
+  return json{{"ok", true}, {closed ? "end" : "wait", true}}.dump();
+}
+
+// The port of a bound tcp://HOST:PORT endpoint (0 if none).
+int PortOf(const std::string& endpoint) {
+  const size_t colon = endpoint.rfind(':');
+  if (colon == std::string::npos) return 0;
+  return std::atoi(endpoint.c_str() + colon + 1);
+}
+
+// The keys a client of a secured run holds (`keys_dir`; empty: none).
+Result<std::optional<CurveKeys>> ClientKeys(const std::string& keys_dir) {
+  if (keys_dir.empty()) return std::optional<CurveKeys>();
+  ASSIGN_OR_RETURN(CurveKeyPair pair,
+                   ReadCurveKeyPairFile(JoinPath(keys_dir, kClusterKeyFile)));
+  return std::optional<CurveKeys>(CurveKeys::ForCluster(pair));
 }
 
 Status::Code CodeNamed(const std::string& name) {
@@ -54,41 +129,54 @@ Status::Code CodeNamed(const std::string& name) {
 
 }  // namespace
 
-Result<std::unique_ptr<ReplyServer>> StartControlEndpoint(
+Result<std::unique_ptr<ControlEndpoint>> StartControlEndpoint(
     const Config& config, const RunDirectory& run_dir,
-    const std::atomic<bool>* stop) {
+    const std::atomic<bool>* stop, JoinListener* joins) {
   const std::string& address = config.GetString("cluster.control_address");
-  if (address.empty()) return std::unique_ptr<ReplyServer>();
+  if (address.empty()) return std::unique_ptr<ControlEndpoint>();
   ASSIGN_OR_RETURN(const std::optional<CurveKeys> curve,
                    CurveKeysFromConfig(config));
+  auto out = std::make_unique<ControlEndpoint>();
+  // The lives on the same host, any port.
+  const size_t colon = address.rfind(':');
+  const std::string lives_address =
+      (colon == std::string::npos ? address : address.substr(0, colon)) + ":*";
+  Result<std::unique_ptr<ReplyServer>> lives = ReplyServer::Start(
+      lives_address, curve,
+      [joins](const std::string& text) { return AnswerLife(text, joins); });
+  if (!lives.ok())
+    return lives.status().WithContext("cluster.control_address (lives)");
+  out->lives = std::move(*lives);
   const std::string dir = run_dir.path();
+  const int lives_port = PortOf(out->lives->endpoint());
   Result<std::unique_ptr<ReplyServer>> server = ReplyServer::Start(
-      address, curve,
-      [dir, stop](const std::string& text) { return Answer(dir, text, stop); });
+      address, curve, [dir, stop, joins, lives_port](const std::string& text) {
+        return Answer(dir, text, stop, joins, lives_port);
+      });
   if (!server.ok())
     return server.status().WithContext("cluster.control_address");
+  out->control = std::move(*server);
   RETURN_IF_ERROR(run_dir.WriteJson(
-      "control.json", json{{"endpoint", (*server)->endpoint()},
+      "control.json", json{{"endpoint", out->control->endpoint()},
+                           {"lives", out->lives->endpoint()},
                            {"security", curve ? "curve" : "none"}}));
-  LogInfo("control endpoint: {}{} (strata scale --control)",
-          (*server)->endpoint(), curve ? " (CURVE)" : "");
-  return server;
+  LogInfo("control endpoint: {}{} (strata scale --control{})",
+          out->control->endpoint(), curve ? " (CURVE)" : "",
+          joins != nullptr ? ", strata node --join" : "");
+  return out;
 }
 
 Result<ScaleOutcome> ScaleRemote(const std::string& endpoint,
                                  const std::string& keys_dir, int workers,
                                  const std::vector<int>& leaving,
-                                 std::chrono::milliseconds timeout) {
-  std::optional<CurveKeys> curve;
-  if (!keys_dir.empty()) {
-    ASSIGN_OR_RETURN(CurveKeyPair pair,
-                     ReadCurveKeyPairFile(JoinPath(keys_dir, kClusterKeyFile)));
-    curve = CurveKeys::ForCluster(pair);
-  }
+                                 std::chrono::milliseconds timeout,
+                                 int data_servers) {
+  ASSIGN_OR_RETURN(const std::optional<CurveKeys> curve, ClientKeys(keys_dir));
   const json request{
       {"workers", workers},
       {"drain", leaving},
-      {"timeout_s", std::chrono::duration<double>(timeout).count()}};
+      {"timeout_s", std::chrono::duration<double>(timeout).count()},
+      {"data_servers", data_servers}};
   // The run waits up to `timeout` twice (taken, then training again).
   ASSIGN_OR_RETURN(std::string text,
                    RequestReply(endpoint, curve, request.dump(),
@@ -106,6 +194,80 @@ Result<ScaleOutcome> ScaleRemote(const std::string& endpoint,
   out.step = reply.value("step", int64_t{0});
   out.since_request_s = reply.value("since_request_s", 0.0);
   return out;
+}
+
+Result<RemoteJoin> AskToJoin(const std::string& endpoint,
+                             const std::string& keys_dir,
+                             const std::string& host, int64_t pid,
+                             std::chrono::milliseconds timeout) {
+  RemoteJoin out;
+  ASSIGN_OR_RETURN(out.curve, ClientKeys(keys_dir));
+  const json request{{"join", {{"host", host}, {"pid", pid}}}};
+  ASSIGN_OR_RETURN(std::string text,
+                   RequestReply(endpoint, out.curve, request.dump(), timeout));
+  const json reply = json::parse(text, nullptr, false);
+  if (!reply.is_object())
+    return Status::DataLoss("the control endpoint {} answered '{}'", endpoint,
+                            text.substr(0, 200));
+  if (!reply.value("ok", false))
+    return Status(CodeNamed(reply.value("code", "")),
+                  reply.value("error", "no reason given"));
+  const int port = reply.value("lives_port", 0);
+  const size_t colon = endpoint.rfind(':');
+  if (port <= 0 || colon == std::string::npos ||
+      !reply.value("ticket", json()).is_number_integer() ||
+      !reply.value("config", json()).is_string())
+    return Status::DataLoss("the control endpoint {} answered a join with '{}'",
+                            endpoint, text.substr(0, 200));
+  // The lives endpoint: the host this process reached, the port it named.
+  out.lives = endpoint.substr(0, colon + 1) + std::to_string(port);
+  out.ticket = reply["ticket"].get<int64_t>();
+  out.config = reply["config"].get<std::string>();
+  return out;
+}
+
+Result<std::optional<NextLife>> WaitRemoteLife(
+    const RemoteJoin& join, std::chrono::milliseconds timeout, bool had_life,
+    const std::atomic<bool>* stop) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto answered = start;
+  const json poll{{"life", join.ticket}};
+  while (true) {
+    if (stop != nullptr && stop->load())
+      return Status::Cancelled("interrupted while waiting for the launcher");
+    if (Clock::now() - start > timeout)
+      return Status::DeadlineExceeded(
+          "waited {} s for the launcher's word at {} (a next life or the end "
+          "of the run); ending",
+          std::chrono::duration_cast<std::chrono::seconds>(timeout).count(),
+          join.lives);
+    Result<std::string> text = RequestReply(join.lives, join.curve, poll.dump(),
+                                            std::chrono::seconds(5));
+    if (!text.ok()) {
+      // After the last life the launcher may be gone before this poll.
+      if (had_life && Clock::now() - answered > std::chrono::seconds(10)) {
+        LogInfo("the run's endpoint {} stopped answering: the run is over",
+                join.lives);
+        return std::optional<NextLife>();
+      }
+      continue;
+    }
+    answered = Clock::now();
+    const json reply = json::parse(*text, nullptr, false);
+    if (!reply.is_object())
+      return Status::DataLoss("{} answered '{}'", join.lives,
+                              text->substr(0, 200));
+    if (!reply.value("ok", false))
+      return Status(CodeNamed(reply.value("code", "")),
+                    reply.value("error", "no reason given"));
+    if (reply.value("end", false)) return std::optional<NextLife>();
+    if (reply.contains("life")) {
+      ASSIGN_OR_RETURN(NextLife life, NextLife::FromLine(reply["life"].dump()));
+      return std::optional<NextLife>(std::move(life));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
 }
 
 }  // namespace strata

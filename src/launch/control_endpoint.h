@@ -8,31 +8,49 @@
 // cluster.security = "curve" it admits only clients holding the cluster key
 // pair (transport/zmq/request_reply.h).
 //
-// The request, one JSON object: {"workers": N, "drain": [I, ...],
-// "timeout_s": T}; the reply: {"ok": true, "from", "to", "step",
-// "since_request_s"} or {"ok": false, "code": "InvalidArgument", "error":
-// "..."}.
+// The requests, one JSON object each:
+//   {"workers": N, "drain": [I, ...], "timeout_s": T, "data_servers": M}:
+//     scale (M 0 or absent: the same data servers); the reply
+//     {"ok": true, "from", "to", "step", "since_request_s"};
+//   {"join": {"host": H, "pid": P}} (a --processes run): a worker on
+//     another machine joins (launch/join.h); the reply {"ok": true,
+//     "ticket": T, "lives": ENDPOINT, "config": TOML}.
+// Any refusal: {"ok": false, "code": "InvalidArgument", "error": "..."}.
+// A joined worker polls its lives at the second endpoint "lives" (a scale
+// waits on the first one until the run trains again, which may need the
+// joiner's next life): {"life": T} gets {"ok": true, "life": {...}} (a
+// NextLife), {"ok": true, "wait": true} or {"ok": true, "end": true}.
 
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/config.h"
+#include "launch/join.h"
+#include "launch/life_channel.h"
 #include "launch/scale.h"
 #include "run/run_dir.h"
 #include "transport/zmq/request_reply.h"
 
 namespace strata {
 
-// Starts the endpoint of `config`'s cluster.control_address for the run in
-// `run_dir` (null when the key is empty) and writes its bound address into
-// <run_dir>/control.json. Errors as ReplyServer::Start, or the config's
+// The run's two endpoints: requests, and the joined workers' lives.
+struct ControlEndpoint {
+  std::unique_ptr<ReplyServer> control;
+  std::unique_ptr<ReplyServer> lives;
+};
+
+// Starts the endpoints of `config`'s cluster.control_address for the run in
+// `run_dir` (null when the key is empty) and writes their bound addresses
+// into <run_dir>/control.json. `joins`: a --processes run's (null: joins
+// are refused, naming why). Errors as ReplyServer::Start, or the config's
 // security keys'.
-Result<std::unique_ptr<ReplyServer>> StartControlEndpoint(
+Result<std::unique_ptr<ControlEndpoint>> StartControlEndpoint(
     const Config& config, const RunDirectory& run_dir,
-    const std::atomic<bool>* stop);
+    const std::atomic<bool>* stop, JoinListener* joins);
 
 // `strata scale --control ENDPOINT`: asks the run behind `endpoint` to
 // scale (ScaleRun's arguments), with the cluster key pair in `keys_dir`
@@ -42,6 +60,38 @@ Result<std::unique_ptr<ReplyServer>> StartControlEndpoint(
 Result<ScaleOutcome> ScaleRemote(const std::string& endpoint,
                                  const std::string& keys_dir, int workers,
                                  const std::vector<int>& leaving,
-                                 std::chrono::milliseconds timeout);
+                                 std::chrono::milliseconds timeout,
+                                 int data_servers = 0);
+
+// A worker on another machine that joined a run (`strata node --join
+// tcp://HOST:PORT`): where it polls its lives, with what keys, its ticket,
+// and the run's config.
+struct RemoteJoin {
+  std::string lives;
+  std::optional<CurveKeys> curve;
+  int64_t ticket = 0;
+  std::string config;  // TOML text
+};
+
+// Asks the run behind the control endpoint `endpoint` to take this process
+// (`host`, `pid`) as one more worker, with the cluster key pair in
+// `keys_dir` when the run is secured (empty: no CURVE). The run's refusal
+// comes back with its code; kDeadlineExceeded naming the endpoint when it
+// did not answer within `timeout` (also a secured run refusing a client
+// without its key pair).
+Result<RemoteJoin> AskToJoin(const std::string& endpoint,
+                             const std::string& keys_dir,
+                             const std::string& host, int64_t pid,
+                             std::chrono::milliseconds timeout);
+
+// The joined worker, after its role ended (or before its first life):
+// polls for the launcher's word, every 100 ms for up to `timeout`. A next
+// life, or nullopt for the end of the run; the end too when the endpoint
+// stopped answering after `had_life` (the launcher is gone). Cancelled when
+// `stop` was set; DeadlineExceeded naming the wait; DataLoss for a reply
+// that is not a life.
+Result<std::optional<NextLife>> WaitRemoteLife(
+    const RemoteJoin& join, std::chrono::milliseconds timeout, bool had_life,
+    const std::atomic<bool>* stop);
 
 }  // namespace strata

@@ -40,6 +40,33 @@ void WriteLine(int fd, const std::string& line) {
 
 }  // namespace
 
+void RemoteLife::Send(std::string line) {
+  MutexLock lock(&mu_);
+  words_.push_back(std::move(line));
+}
+
+void RemoteLife::Close() {
+  MutexLock lock(&mu_);
+  closed_ = true;
+}
+
+std::string RemoteLife::Poll(bool* closed) {
+  MutexLock lock(&mu_);
+  *closed = false;
+  if (!words_.empty()) {
+    std::string line = std::move(words_.front());
+    words_.pop_front();
+    return line;
+  }
+  if (closed_) ended_ = *closed = true;
+  return "";
+}
+
+bool RemoteLife::Ended() const {
+  MutexLock lock(&mu_);
+  return ended_;
+}
+
 std::string JoinSocketPath(const std::string& run_dir) {
   return JoinPath(run_dir, "join.sock");
 }
@@ -73,7 +100,10 @@ JoinListener::~JoinListener() {
   ::unlink(JoinSocketPath(run_dir_).c_str());
   // Joiners that never got a life: their channel closes, and they end.
   MutexLock lock(&mu_);
-  for (const Joiner& j : waiting_) ::close(j.fd);
+  for (const Joiner& j : waiting_) {
+    if (j.remote) j.remote->Close();
+    if (j.fd >= 0) ::close(j.fd);
+  }
 }
 
 std::optional<Joiner> JoinListener::Take() {
@@ -82,6 +112,31 @@ std::optional<Joiner> JoinListener::Take() {
   Joiner j = waiting_.front();
   waiting_.pop_front();
   return j;
+}
+
+Result<std::shared_ptr<RemoteLife>> JoinListener::JoinRemote(
+    const std::string& host, int64_t pid) {
+  const std::string refused = AskForOneMore();
+  if (!refused.empty()) {
+    LogWarning("a worker on {} (pid {}) cannot join: {}", host, pid, refused);
+    return Status::FailedPrecondition("the run did not take this worker: {}",
+                                      refused);
+  }
+  MutexLock lock(&mu_);
+  auto remote = std::make_shared<RemoteLife>(next_ticket_++, host, pid);
+  remotes_[remote->ticket()] = remote;
+  Joiner j;
+  j.remote = remote;
+  waiting_.push_back(j);
+  return remote;
+}
+
+Result<std::shared_ptr<RemoteLife>> JoinListener::Remote(int64_t ticket) {
+  MutexLock lock(&mu_);
+  auto it = remotes_.find(ticket);
+  if (it == remotes_.end())
+    return Status::NotFound("no worker joined this run with ticket {}", ticket);
+  return it->second;
 }
 
 std::string JoinListener::AskForOneMore() {

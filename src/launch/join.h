@@ -15,13 +15,24 @@
 // channel (launch/life_channel.h), which then works as a started node's
 // does. A join the run cannot take is refused on the channel, naming why.
 //
-// Thread-safe: the listener's thread accepts; Take() is called from the
+// A worker on another machine joins through the run's control endpoint
+// instead (cluster.control_address, launch/control_endpoint.h):
+//
+//   strata node --join tcp://HOST:PORT [--keys-dir DIR] --bind tcp://ITS_IP:*
+//
+// It asks the same way (JoinRemote), and its life channel is a RemoteLife:
+// a mailbox it polls through the endpoint, since the launcher has no
+// socket to it; its lives carry the run's config.
+//
+// Thread-safe: the listener's thread accepts; the control endpoint's
+// thread adds and polls remote joiners; Take() is called from the
 // launcher's thread.
 
 #include <sys/types.h>
 
 #include <atomic>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -35,10 +46,41 @@ namespace strata {
 // The socket a run directory's launcher listens on.
 std::string JoinSocketPath(const std::string& run_dir);
 
+// The life channel of a worker on another machine: the launcher's words,
+// kept until the node polls for them. Thread-safe.
+class RemoteLife {
+ public:
+  RemoteLife(int64_t ticket, std::string host, int64_t pid)
+      : ticket_(ticket), host_(std::move(host)), pid_(pid) {}
+  int64_t ticket() const { return ticket_; }
+  const std::string& host() const { return host_; }
+  int64_t pid() const { return pid_; }  // on its own machine
+
+  // The launcher: one word (NextLife::ToLine()), or the end.
+  void Send(std::string line) EXCLUDES(mu_);
+  void Close() EXCLUDES(mu_);
+  // The node's poll: the oldest word not taken; empty when there is none,
+  // with *closed set when there will be none (the end).
+  std::string Poll(bool* closed) EXCLUDES(mu_);
+  // Whether the node polled the end after Close().
+  bool Ended() const EXCLUDES(mu_);
+
+ private:
+  const int64_t ticket_;
+  const std::string host_;
+  const int64_t pid_;
+  mutable Mutex mu_;
+  std::deque<std::string> words_ GUARDED_BY(mu_);
+  bool closed_ GUARDED_BY(mu_) = false;
+  bool ended_ GUARDED_BY(mu_) = false;
+};
+
 // A process that joined and waits for its first life.
 struct Joiner {
   int fd = -1;     // its connection: the life channel
   pid_t pid = -1;  // its process (SO_PEERCRED)
+  // A worker on another machine: its channel instead of fd and pid.
+  std::shared_ptr<RemoteLife> remote;
 };
 
 class JoinListener {
@@ -55,6 +97,16 @@ class JoinListener {
   // caller owns its fd from here.
   std::optional<Joiner> Take() EXCLUDES(mu_);
 
+  // A worker on `host` (its process `pid` there) asks to join through the
+  // control endpoint: the run is asked for one more worker, as for a local
+  // join, and the joiner waits with a RemoteLife. FailedPrecondition naming
+  // why the run cannot take it.
+  Result<std::shared_ptr<RemoteLife>> JoinRemote(const std::string& host,
+                                                 int64_t pid) EXCLUDES(mu_);
+  // The channel of the remote joiner `ticket`; NotFound for a ticket this
+  // run never gave.
+  Result<std::shared_ptr<RemoteLife>> Remote(int64_t ticket) EXCLUDES(mu_);
+
  private:
   explicit JoinListener(std::string run_dir, int fd)
       : run_dir_(std::move(run_dir)), listen_fd_(fd) {}
@@ -67,6 +119,8 @@ class JoinListener {
   std::atomic<bool> done_{false};
   Mutex mu_;
   std::deque<Joiner> waiting_ GUARDED_BY(mu_);
+  std::map<int64_t, std::shared_ptr<RemoteLife>> remotes_ GUARDED_BY(mu_);
+  int64_t next_ticket_ GUARDED_BY(mu_) = 1;
   std::thread thread_;  // last: started once the rest exists
 };
 

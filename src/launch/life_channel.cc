@@ -15,6 +15,7 @@ using Clock = std::chrono::steady_clock;
 std::string NextLife::ToLine() const {
   nlohmann::json j{{"coordinator", coordinator}, {"set", overrides}};
   if (index >= 0) j["index"] = index;
+  if (!config.empty()) j["config"] = config;
   return j.dump() + "\n";
 }
 
@@ -39,6 +40,13 @@ Result<NextLife> NextLife::FromLine(const std::string& line) {
           "node index: '{}'",
           line.substr(0, 200));
     life.index = j["index"].get<int>();
+  }
+  if (j.contains("config")) {
+    if (!j["config"].is_string())
+      return Status::DataLoss(
+          "the launcher's next life: \"config\" is not TOML text: '{}'",
+          line.substr(0, 200));
+    life.config = j["config"].get<std::string>();
   }
   for (const auto& kv : j["set"]) {
     if (!kv.is_string())

@@ -13,6 +13,8 @@
 //                       role again in the same process against the new
 //                       coordinator, as the role's node I ("index" may be
 //                       left out: the same index).
+//                       A node on another machine gets the run's config
+//                       too ("config": TOML text).
 //   {"refused": WHY}    (a node that asked to join, launch/join.h) the run
 //                       does not take it: the process ends with that error.
 //
@@ -36,6 +38,9 @@ struct NextLife {
   std::vector<std::string> overrides;  // --set KEY=VALUE, in order
   int index = -1;  // the node's index from now on (a drain renumbers the
                    // workers after it); -1: the same
+  // The run's config.toml, for a node on another machine (launch/join.h's
+  // RemoteLife), which cannot read the run directory; empty: read it there.
+  std::string config;
 
   std::string ToLine() const;  // one JSON line, '\n' ended
   // DataLoss naming the line for anything but a next life;

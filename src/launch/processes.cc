@@ -1,5 +1,6 @@
 #include "launch/processes.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -17,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/fs.h"
 #include "common/log.h"
 #include "common/mutex.h"
 #include "common/timeline.h"
@@ -87,7 +89,19 @@ class Children {
   struct Child {
     pid_t pid = -1;
     int life_fd = -1;  // the launcher's end of its channel
+    // A worker on another machine (joined through the control endpoint):
+    // its channel instead; no PID here.
+    std::shared_ptr<RemoteLife> remote;
   };
+
+  // The child's next life; IoError when its channel is gone. A remote
+  // child gets the run's config with it.
+  Status Tell(const Child& kid, NextLife life) const;
+  // The end of the run for the child: its channel closes.
+  static void Hang(Child& kid);
+  // Whether the child's process is known to have ended (never for a
+  // remote one: the coordinator's heartbeats tell).
+  static bool Gone(const Child& kid);
 
   Status Start(NodeId id, bool resume) REQUIRES(mu_);
   // Node `id` (a worker's slot) given to a process that joined, with its
@@ -160,15 +174,15 @@ Status Children::Start(NodeId id, bool resume) {
                            roles_.Describe(id), args[0], st.message());
   // A replaced node's old channel (its process died).
   auto old = kids_.find(id);
-  if (old != kids_.end() && old->second.life_fd >= 0)
-    ::close(old->second.life_fd);
+  if (old != kids_.end()) Hang(old->second);
   kids_[id] = kid;
   return WritePids();
 }
 
 Status Children::WritePids() {
   nlohmann::json pid_map = nlohmann::json::object();
-  for (const auto& [id, kid] : kids_) pid_map[roles_.Describe(id)] = kid.pid;
+  for (const auto& [id, kid] : kids_)
+    if (!kid.remote) pid_map[roles_.Describe(id)] = kid.pid;
   return run_dir_.WriteJson("pids.json", pid_map);
 }
 
@@ -180,7 +194,8 @@ Status Children::StartAll(const RoleTable& roles,
   for (NodeId id = 1; id < roles_.num_nodes(); ++id) {
     Status st = Start(id, resume);
     if (st.ok()) continue;
-    for (const auto& [other, kid] : kids_) ::kill(kid.pid, SIGTERM);
+    for (const auto& [other, kid] : kids_)
+      if (!kid.remote) ::kill(kid.pid, SIGTERM);
     return st;
   }
   return Status::Ok();
@@ -231,25 +246,32 @@ Result<nlohmann::json> Children::Reform(const RoleTable& roles, NextLife life,
       index = IndexAfterScale(role, index, kept_workers);
     const NodeId next = index >= 0 ? roles.IdOf(role, index) : kInvalidNodeId;
     life.index = index;
-    int status = 0;
-    const bool gone = ::waitpid(kid.pid, &status, WNOHANG) == kid.pid;
-    if (next != kInvalidNodeId && !gone &&
-        SendNextLife(kid.life_fd, life).ok()) {
+    const bool gone = Gone(kid);
+    if (next != kInvalidNodeId && !gone && Tell(kid, life).ok()) {
       kept[next] = kid;
       kept_pids.push_back(kid.pid);
       continue;
     }
-    ::close(kid.life_fd);  // the end of the run for it
-    if (!gone) leaving.push_back(kid.pid);
+    Child left = kid;
+    Hang(left);  // the end of the run for it
+    if (!gone && !kid.remote) leaving.push_back(kid.pid);
   }
   roles_ = roles;
   coordinator_ = life.coordinator;
   kids_ = std::move(kept);
   std::vector<pid_t> started, joined;
+  nlohmann::json remote = nlohmann::json::array();
   for (NodeId id = 1; id < roles_.num_nodes(); ++id) {
     if (kids_.count(id) > 0) continue;
     if (Adopt(id, life)) {
-      joined.push_back(kids_[id].pid);
+      const Child& kid = kids_[id];
+      if (kid.remote) {
+        remote.push_back({{"host", kid.remote->host()},
+                          {"pid", kid.remote->pid()},
+                          {"node", roles_.Describe(id)}});
+      } else {
+        joined.push_back(kid.pid);
+      }
       continue;
     }
     RETURN_IF_ERROR(Start(id, /*resume=*/true));
@@ -257,11 +279,27 @@ Result<nlohmann::json> Children::Reform(const RoleTable& roles, NextLife life,
   }
   RETURN_IF_ERROR(WritePids());
   leavers_.insert(leavers_.end(), leaving.begin(), leaving.end());
-  return nlohmann::json{{"event", "processes"},
-                        {"kept_pids", kept_pids},
-                        {"started_pids", started},
-                        {"joined_pids", joined},
-                        {"ended_pids", leaving}};
+  return nlohmann::json{{"event", "processes"},    {"kept_pids", kept_pids},
+                        {"started_pids", started}, {"joined_pids", joined},
+                        {"joined_remote", remote}, {"ended_pids", leaving}};
+}
+
+Status Children::Tell(const Child& kid, NextLife life) const {
+  if (!kid.remote) return SendNextLife(kid.life_fd, life);
+  ASSIGN_OR_RETURN(life.config, ReadFile(run_dir_.File("config.toml")));
+  kid.remote->Send(life.ToLine());
+  return Status::Ok();
+}
+
+void Children::Hang(Child& kid) {
+  if (kid.remote) kid.remote->Close();
+  if (kid.life_fd >= 0) ::close(kid.life_fd);
+  kid.life_fd = -1;
+}
+
+bool Children::Gone(const Child& kid) {
+  int status = 0;
+  return !kid.remote && ::waitpid(kid.pid, &status, WNOHANG) == kid.pid;
 }
 
 bool Children::Adopt(NodeId id, NextLife life) {
@@ -270,13 +308,19 @@ bool Children::Adopt(NodeId id, NextLife life) {
       role != Role::kWorker)
     return false;
   while (std::optional<Joiner> j = joins_->Take()) {
-    if (SendNextLife(j->fd, life).ok()) {
-      LogInfo("{} is the process (pid {}) that joined by hand",
-              roles_.Describe(id), j->pid);
-      kids_[id] = Child{j->pid, j->fd};
+    Child kid{j->pid, j->fd, j->remote};
+    if (Tell(kid, life).ok()) {
+      if (kid.remote) {
+        LogInfo("{} is the worker on {} (pid {} there) that joined",
+                roles_.Describe(id), kid.remote->host(), kid.remote->pid());
+      } else {
+        LogInfo("{} is the process (pid {}) that joined by hand",
+                roles_.Describe(id), j->pid);
+      }
+      kids_[id] = kid;
       return true;
     }
-    ::close(j->fd);  // it left meanwhile
+    Hang(kid);  // it left meanwhile
   }
   return false;
 }
@@ -290,6 +334,7 @@ void Children::RestartDead(const std::atomic<bool>& ended, bool workers) {
   if (roles_.has_evaluator()) restartable.push_back(roles_.EvaluatorId());
   for (NodeId id : restartable) {
     int status = 0;
+    if (kids_[id].remote) continue;  // not this machine's to start
     const pid_t pid = kids_[id].pid;
     if (::waitpid(pid, &status, WNOHANG) != pid || !WIFSIGNALED(status) ||
         ended.load())
@@ -304,19 +349,30 @@ void Children::RestartDead(const std::atomic<bool>& ended, bool workers) {
 
 void Children::EndAll() {
   std::vector<pid_t> pids;
+  std::vector<std::shared_ptr<RemoteLife>> remote;
   {
     MutexLock lock(&mu_);
     // Children end when the coordinator says stop and their channel closes;
     // any still running after a grace period are ended by PID.
     for (auto& [id, kid] : kids_) {
-      if (kid.life_fd >= 0) ::close(kid.life_fd);
-      pids.push_back(kid.pid);
+      Hang(kid);
+      if (kid.remote) {
+        remote.push_back(kid.remote);
+      } else {
+        pids.push_back(kid.pid);
+      }
     }
     kids_.clear();
     pids.insert(pids.end(), leavers_.begin(), leavers_.end());
     leavers_.clear();
   }
   ReapPids(pids);
+  // Workers on other machines poll for the end: up to 3 s for them to take
+  // it before the endpoint goes (they also end when it stops answering).
+  const auto deadline = Clock::now() + std::chrono::seconds(3);
+  for (const auto& r : remote)
+    while (!r->Ended() && Clock::now() < deadline)
+      std::this_thread::sleep_for(milliseconds(20));
 }
 
 // How a life's children start: all of them, or (a scale) by keeping the
@@ -343,7 +399,8 @@ Status StartChildren(Children& children, const Config& config,
                              config.GetBool("checkpoint.resume"));
   ASSIGN_OR_RETURN(
       nlohmann::json line,
-      children.Reform(o.roles, NextLife{endpoint, {"checkpoint.resume=true"}},
+      children.Reform(o.roles,
+                      NextLife{endpoint, {"checkpoint.resume=true"}, -1, ""},
                       how.kept_workers));
   LogInfo("scaled: {} processes kept (the same PIDs), {} started, {} ended",
           line["kept_pids"].size(), line["started_pids"].size(),
@@ -475,8 +532,10 @@ void RecordRestarts(const RunDirectory& run_dir, ClusterSummary& summary,
 }
 
 // The environment every child inherits, and the endpoint the nodes bind
-// on this machine.
-Result<std::string> PrepareLocalNodes(const ClusterRunOptions& o) {
+// on this machine: cluster.processes_ip (loopback unless workers on other
+// machines are to reach them).
+Result<std::string> PrepareLocalNodes(const Config& config,
+                                      const ClusterRunOptions& o) {
   // cluster.ucx_shared_memory: the children (and the coordinator's own
   // transport) take it from the environment (UcxOptions::shared_memory).
   setenv("STRATA_UCX_SHARED_MEMORY",
@@ -485,7 +544,15 @@ Result<std::string> PrepareLocalNodes(const ClusterRunOptions& o) {
   setenv("OPENBLAS_NUM_THREADS", "1", 0);
   // Every node on this machine: over UCX with cluster.transport = "ucx",
   // else ZeroMQ TCP.
-  return LocalEndpoint(o.transport == "ucx" ? "ucx" : "tcp");
+  const std::string kind = o.transport == "ucx" ? "ucx" : "tcp";
+  const std::string& ip = config.GetString("cluster.processes_ip");
+  in_addr probe{};
+  if (::inet_pton(AF_INET, ip.c_str(), &probe) != 1)
+    return Status::InvalidArgument(
+        "cluster.processes_ip '{}' is not an IPv4 address (this machine's, "
+        "where the other nodes reach it)",
+        ip);
+  return kind + "://" + ip + ":*";
 }
 
 }  // namespace
@@ -493,7 +560,8 @@ Result<std::string> PrepareLocalNodes(const ClusterRunOptions& o) {
 Result<ClusterSummary> TrainProcesses(const Config& config,
                                       const RunDirectory& run_dir,
                                       const std::string& self_exe,
-                                      const std::atomic<bool>* stop) {
+                                      const std::atomic<bool>* stop,
+                                      JoinListener* joins) {
   ASSIGN_OR_RETURN(ClusterRunOptions o, ClusterRunOptions::FromConfig(config));
   RETURN_IF_ERROR(CheckMetricsAddress(o.metrics_address));
   // The nodes run on this machine: a GPU that is not there fails the run
@@ -506,18 +574,11 @@ Result<ClusterSummary> TrainProcesses(const Config& config,
   // Checked here, before any child starts, so a bad key is reported once.
   ASSIGN_OR_RETURN(const std::optional<CurveKeys> curve,
                    CurveKeysFromConfig(config));
-  ASSIGN_OR_RETURN(const std::string local, PrepareLocalNodes(o));
+  ASSIGN_OR_RETURN(const std::string local, PrepareLocalNodes(config, o));
   Children children(run_dir,
                     {self_exe, "node", "--run-dir", run_dir.path(), "-c",
                      run_dir.File("config.toml"), "--bind", local});
-  // Workers started by hand may join (strata node --join RUN_DIR).
-  Result<std::unique_ptr<JoinListener>> joins =
-      JoinListener::Start(run_dir.path());
-  if (joins.ok()) {
-    children.set_joins(joins->get());
-  } else {
-    LogWarning("no joins by hand: {}", joins.status().message());
-  }
+  children.set_joins(joins);
   Config life = config;
   LifeStart how;
   std::vector<ClusterRestart> restarts;

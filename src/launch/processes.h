@@ -4,6 +4,7 @@
 #include <string>
 
 #include "common/config.h"
+#include "launch/join.h"
 #include "run/run_dir.h"
 #include "run/summary.h"
 
@@ -17,10 +18,14 @@ namespace strata {
 // cluster.restart, a lost node in the free modes is started again in its
 // place, and a run a lost node stopped is started again whole from the
 // newest checkpoint (at most cluster.max_restarts times; the summary lists
-// the restarts). Returns the coordinator's summary, or the run's error.
+// the restarts). Workers that asked to join (`joins`, may be null;
+// launch/join.h) take new workers' slots at a scale. The nodes bind
+// cluster.processes_ip. Returns the coordinator's summary, or the run's
+// error.
 Result<ClusterSummary> TrainProcesses(const Config& config,
                                       const RunDirectory& run_dir,
                                       const std::string& self_exe,
-                                      const std::atomic<bool>* stop);
+                                      const std::atomic<bool>* stop,
+                                      JoinListener* joins);
 
 }  // namespace strata

@@ -42,13 +42,19 @@ Result<std::optional<ScaleRequest>> TakeScale(const std::string& run_dir,
   RETURN_IF_ERROR(life->ApplyOverride("checkpoint.resume=true"));
   RETURN_IF_ERROR(life->ApplyOverride("checkpoint.resume_workers=" +
                                       KeptWorkers(from, scale->leaving)));
+  if (scale->data_servers > 0) {
+    LogInfo("... and on {} data servers", scale->data_servers);
+    RETURN_IF_ERROR(life->ApplyOverride(
+        fmt::format("cluster.data_servers={}", scale->data_servers)));
+  }
   return scale;
 }
 
 Result<ScaleOutcome> ScaleRun(const std::string& run_dir, int workers,
                               std::chrono::milliseconds timeout,
                               const std::atomic<bool>* stop,
-                              const std::vector<int>& leaving) {
+                              const std::vector<int>& leaving,
+                              int data_servers) {
   auto stopped = [stop] { return stop != nullptr && stop->load(); };
   const std::string config_path = JoinPath(run_dir, "config.toml");
   if (!FileExists(config_path))
@@ -56,17 +62,18 @@ Result<ScaleOutcome> ScaleRun(const std::string& run_dir, int workers,
                             run_dir);
   ASSIGN_OR_RETURN(Config config, Config::FromTomlFile(config_path));
   ASSIGN_OR_RETURN(ClusterRunOptions o, ClusterRunOptions::FromConfig(config));
-  if (workers == 0 && leaving.empty())
+  if (workers == 0 && leaving.empty() && data_servers == 0)
     return Status::InvalidArgument(
-        "say the new number of workers (--workers N) or which to drain "
-        "(--drain I)");
+        "say the new number of workers (--workers N), which to drain "
+        "(--drain I) or the new number of data servers (--data-servers M)");
   if (workers == 0)
     workers = o.roles.num_workers() - static_cast<int>(leaving.size());
-  RETURN_IF_ERROR(CheckScale(config, o, workers, leaving));
+  RETURN_IF_ERROR(CheckScale(config, o, workers, leaving, data_servers));
   ScaleRequest request;
   request.workers = workers;
   request.asked_unix = UnixNow();
   request.leaving = leaving;
+  request.data_servers = data_servers;
   RETURN_IF_ERROR(AskScale(run_dir, request));
   LogInfo("asked {} to scale from {} to {} workers{}", run_dir,
           o.roles.num_workers(), workers,

@@ -32,10 +32,14 @@ struct ScaleOutcome {
 // `leaving` (`strata scale --drain I`): these workers leave and the others
 // go on, renumbered in order; `workers` may then be 0 (the run's count less
 // the leavers). InvalidArgument for neither a count nor a drain.
+// `data_servers` (`--data-servers M`, > 0): the run goes on with M data
+// servers too (coordinator/resize_restore.h's CheckScale says when not);
+// `workers` may then be 0 (the same count).
 Result<ScaleOutcome> ScaleRun(const std::string& run_dir, int workers,
                               std::chrono::milliseconds timeout,
                               const std::atomic<bool>* stop = nullptr,
-                              const std::vector<int>& leaving = {});
+                              const std::vector<int>& leaving = {},
+                              int data_servers = 0);
 
 // The launcher, after a life of the run ended: the request the coordinator
 // stopped it for (`strata scale`, or cluster.leave_on_loss), taken from

@@ -79,10 +79,11 @@ namespace {
 Result<RunSummary> TrainOnce(const TrainRequest& request, const Config& config,
                              const RunDirectory& run_dir,
                              const std::atomic<bool>* stop,
-                             std::optional<DatasetSplits>* data) {
+                             std::optional<DatasetSplits>* data,
+                             JoinListener* joins) {
   if (request.processes) {
     ASSIGN_OR_RETURN(ClusterSummary summary,
-                     TrainProcesses(config, run_dir, request.exe, stop));
+                     TrainProcesses(config, run_dir, request.exe, stop, joins));
     return summary.Brief(0, 0);
   }
   ASSIGN_OR_RETURN(RunMode mode,
@@ -101,13 +102,27 @@ Result<RunSummary> Train(const TrainRequest& request, const Config& config,
                          const RunDirectory& run_dir,
                          const std::atomic<bool>* stop) {
   RETURN_IF_ERROR(CheckLaunch(request, config));
+  // Workers started by hand may join a --processes run (launch/join.h):
+  // `strata node --join RUN_DIR` on this machine, or through the control
+  // endpoint from another.
+  std::unique_ptr<JoinListener> joins;
+  if (request.processes) {
+    Result<std::unique_ptr<JoinListener>> listening =
+        JoinListener::Start(run_dir.path());
+    if (listening.ok()) {
+      joins = std::move(*listening);
+    } else {
+      LogWarning("no joins by hand: {}", listening.status().message());
+    }
+  }
   // cluster.control_address: served across every life of the run.
-  ASSIGN_OR_RETURN(std::unique_ptr<ReplyServer> control,
-                   StartControlEndpoint(config, run_dir, stop));
+  ASSIGN_OR_RETURN(std::unique_ptr<ControlEndpoint> control,
+                   StartControlEndpoint(config, run_dir, stop, joins.get()));
   Config life = config;
   std::optional<DatasetSplits> data;
   while (true) {
-    Result<RunSummary> summary = TrainOnce(request, life, run_dir, stop, &data);
+    Result<RunSummary> summary =
+        TrainOnce(request, life, run_dir, stop, &data, joins.get());
     // `strata scale` (or cluster.leave_on_loss after a lost worker): the
     // coordinator stopped the workers at a checkpoint and handed the
     // request over; the run goes on from it on the new worker count

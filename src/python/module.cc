@@ -320,23 +320,23 @@ void BindStarts(py::module_& m) {
   m.def(
       "scale",
       [](const std::string& run_dir, int workers, double timeout_s,
-         const std::vector<int>& drain) {
+         const std::vector<int>& drain, int data_servers) {
         Result<ScaleOutcome> out = Status::Internal("not run");
         {
           py::gil_scoped_release release;  // waits for the run
           out = ScaleRun(
               run_dir, workers,
               std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)),
-              nullptr, drain);
+              nullptr, drain, data_servers);
         }
         const ScaleOutcome o = OrThrow(std::move(out));
         return py::make_tuple(o.from, o.to, o.step, o.since_request_s);
       },
       py::arg("run_dir"), py::arg("workers"), py::arg("timeout_s"),
-      py::arg("drain"),
+      py::arg("drain"), py::arg("data_servers") = 0,
       "strata scale: (from, to, step, seconds from the request to training "
       "again); `drain`: workers to leave (workers 0: the run's count less "
-      "them)");
+      "them); `data_servers`: a new number of data servers (0: the same)");
 }
 
 }  // namespace

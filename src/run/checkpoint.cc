@@ -135,6 +135,11 @@ Result<std::string> WriteCheckpoint(
   return final_dir;
 }
 
+int64_t NewestCheckpointStep(const std::string& run_dir) {
+  const auto complete = Complete(JoinPath(run_dir, kCheckpointDir));
+  return complete.empty() ? -1 : complete.rbegin()->first;
+}
+
 Result<Checkpoint> LoadNewestCheckpoint(const std::string& run_dir) {
   return LoadCheckpoint(run_dir, -1);
 }
@@ -213,7 +218,9 @@ Status CheckResumeConfig(const std::string& saved_toml, const Config& now,
   ASSIGN_OR_RETURN(Config saved, Config::FromTomlString(
                                      saved_toml, "the checkpoint's config"));
   auto ignored = [workers_may_change](const std::string& k) {
-    if (workers_may_change && k == "cluster.workers") return true;
+    if (workers_may_change &&
+        (k == "cluster.workers" || k == "cluster.data_servers"))
+      return true;
     for (const char* prefix : {"checkpoint.", "metrics."})
       if (k.rfind(prefix, 0) == 0) return true;
     if (k.rfind("run.", 0) == 0) return k != "run.seed";
@@ -230,6 +237,7 @@ Status CheckResumeConfig(const std::string& saved_toml, const Config& now,
         "cluster.heartbeat_timeout_ms",
         "cluster.request_timeout_ms",
         "cluster.metrics_address",
+        "cluster.processes_ip",
         "data.dir",
     };
     return std::find(keys.begin(), keys.end(), k) != keys.end();

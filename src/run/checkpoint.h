@@ -24,6 +24,9 @@ struct Checkpoint {
   std::string dir;  // the checkpoint's directory
   int64_t step = 0;
   std::map<std::string, std::string> files;  // name -> bytes (checked)
+  // Kept by the process that wrote it (RunDirectory::KeepCheckpoint), not
+  // read back from disk.
+  bool kept_in_memory = false;
 
   // The bytes of file `name`; DataLoss naming the checkpoint when it has no
   // such file.
@@ -45,6 +48,9 @@ Result<std::string> WriteCheckpoint(
 // when there is none; DataLoss naming the file whose size or checksum is
 // wrong (a damaged checkpoint is refused, never half-loaded).
 Result<Checkpoint> LoadNewestCheckpoint(const std::string& run_dir);
+// The step of the newest complete checkpoint of `run_dir` (a manifest
+// written), without reading it; -1 when there is none.
+int64_t NewestCheckpointStep(const std::string& run_dir);
 // What a resume loads: the newest checkpoint that is intact. A damaged or
 // unreadable newer one is skipped with a warning that names it and what is
 // wrong (older ones are kept by checkpoint.keep for this). NotFound when

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <utility>
 
 #include "common/fs.h"
 #include "common/log.h"
@@ -68,6 +69,16 @@ RunDirectory::Board::Board() = default;
 RunDirectory::Board::~Board() = default;
 
 void RunDirectory::SetTensorBoard(bool on) { board_->on = on; }
+
+void RunDirectory::KeepCheckpoint(std::shared_ptr<const Checkpoint> c) const {
+  MutexLock lock(&kept_->mu);
+  kept_->checkpoint = std::move(c);
+}
+
+std::shared_ptr<const Checkpoint> RunDirectory::TakeKeptCheckpoint() const {
+  MutexLock lock(&kept_->mu);
+  return std::exchange(kept_->checkpoint, nullptr);
+}
 
 void RunDirectory::Mirror(const std::string& file,
                           const nlohmann::json& j) const {

@@ -10,6 +10,7 @@
 #include "common/config.h"
 #include "common/mutex.h"
 #include "common/status.h"
+#include "run/checkpoint.h"
 
 namespace strata {
 
@@ -43,6 +44,14 @@ class RunDirectory {
   // metrics.tensorboard; Open leaves it off until told).
   void SetTensorBoard(bool on);
 
+  // A checkpoint the run's coordinator wrote in this process for the run's
+  // next life (a scale), kept in memory: the next life resumes from it
+  // without reading it back, as long as it is still the newest on disk
+  // (docs/design/elastic.md). One at a time; taking it forgets it.
+  // Thread-safe; copies of this RunDirectory share it.
+  void KeepCheckpoint(std::shared_ptr<const Checkpoint> c) const;
+  std::shared_ptr<const Checkpoint> TakeKeptCheckpoint() const;
+
  private:
   // The scalars of one metrics / eval line, to the writer the line names.
   void Mirror(const std::string& file, const nlohmann::json& j) const;
@@ -60,6 +69,11 @@ class RunDirectory {
   };
   std::string path_;
   std::shared_ptr<Board> board_ = std::make_shared<Board>();
+  struct Kept {
+    Mutex mu;
+    std::shared_ptr<const Checkpoint> checkpoint GUARDED_BY(mu);
+  };
+  std::shared_ptr<Kept> kept_ = std::make_shared<Kept>();
 };
 
 }  // namespace strata

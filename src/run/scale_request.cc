@@ -31,6 +31,7 @@ nlohmann::json ScaleRequest::ToJson() const {
   nlohmann::json j{
       {"workers", workers}, {"asked_unix", asked_unix}, {"step", step}};
   if (!leaving.empty()) j["leaving"] = leaving;
+  if (data_servers > 0) j["data_servers"] = data_servers;
   return j;
 }
 
@@ -44,6 +45,13 @@ Result<ScaleRequest> ScaleRequest::FromJson(const std::string& text,
   r.workers = j["workers"].get<int>();
   r.asked_unix = j.value("asked_unix", 0.0);
   r.step = j.value("step", int64_t{0});
+  if (j.contains("data_servers")) {
+    if (!j["data_servers"].is_number_integer() ||
+        j["data_servers"].get<int>() < 1)
+      return Status::DataLoss("{}: \"data_servers\" is not a count: '{}'", what,
+                              text);
+    r.data_servers = j["data_servers"].get<int>();
+  }
   if (j.contains("leaving")) {
     if (!j["leaving"].is_array())
       return Status::DataLoss("{}: \"leaving\" is not a list: '{}'", what,

@@ -33,6 +33,9 @@ struct ScaleRequest {
   // go on in their order as workers 0, 1, ... Empty: the last ones leave
   // (a shrink) or none (a growth).
   std::vector<int> leaving;
+  // A new number of data servers (`strata scale --data-servers M`); 0: the
+  // run's.
+  int data_servers = 0;
 
   nlohmann::json ToJson() const;
   // DataLoss naming `what` for JSON that is not a request.

@@ -20,6 +20,7 @@
 
 #include "common/fs.h"
 #include "common/safetensors.h"
+#include "coordinator/cluster_checkpoints.h"
 #include "data/load.h"
 #include "launch/cluster_test_util.h"
 #include "models/model_file.h"
@@ -33,6 +34,45 @@ using testing_util::MaxAbsDiff;
 using testing_util::RunConfig;
 using testing_util::TempRoot;
 using testing_util::With;
+
+// A scale hands the state of its round to the next life in memory
+// (RunDirectory::KeepCheckpoint): the resume takes the kept checkpoint
+// while it is the newest on disk, once, and reads the disk otherwise.
+TEST(ClusterCheckpointTest, AKeptCheckpointIsResumedFromWhileItIsTheNewest) {
+  const std::string root = TempRoot();
+  Config c = With(Base(root), {"cluster.mode=sync", "train.iterations=20",
+                               "checkpoint.every_updates=5",
+                               "checkpoint.keep=5", "run.name=kept"});
+  ASSERT_TRUE(RunConfig(c).ok());
+  auto dir = RunDirectory::Open(root + "/kept");
+  ASSERT_TRUE(dir.ok());
+  auto newest = LoadNewestIntactCheckpoint(dir->path());
+  auto older = LoadCheckpoint(dir->path(), 15);
+  ASSERT_TRUE(newest.ok() && older.ok());
+  ASSERT_EQ(newest->step, 20);
+  EXPECT_EQ(NewestCheckpointStep(dir->path()), 20);
+  // As the threads launch resumes it (it chose no row slices in process).
+  const Config resume =
+      With(c, {"checkpoint.resume=true", "cluster.slice_kb=0"});
+  auto o = ClusterRunOptions::FromConfig(resume);
+  ASSERT_TRUE(o.ok());
+  Checkpoint kept = *newest;
+  kept.kept_in_memory = true;
+  dir->KeepCheckpoint(std::make_shared<const Checkpoint>(kept));
+  auto got = CheckResumable(resume, *o, *dir);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE((*got)->kept_in_memory);
+  EXPECT_EQ((*got)->step, 20);
+  EXPECT_EQ(dir->TakeKeptCheckpoint(), nullptr);  // taken once
+  // A kept checkpoint older than the disk's newest is not used.
+  kept = *older;
+  kept.kept_in_memory = true;
+  dir->KeepCheckpoint(std::make_shared<const Checkpoint>(kept));
+  got = CheckResumable(resume, *o, *dir);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_FALSE((*got)->kept_in_memory);
+  EXPECT_EQ((*got)->step, 20);
+}
 
 TEST(CheckpointTest, WrittenWholeOrNotAtAllAndTheNewestKept) {
   const std::string run = TempRoot();

@@ -33,7 +33,8 @@ TEST(LifeChannelTest, ANextLifeCrossesTheChannelWhole) {
   Channel p;
   const NextLife sent{"tcp://127.0.0.1:4567",
                       {"checkpoint.resume=true", "cluster.workers=3"},
-                      2};
+                      2,
+                      "[cluster]\nworkers = 3\nmode = \"sync\"\n"};
   ASSERT_TRUE(SendNextLife(p.fds[1], sent).ok());
   auto got = WaitNextLife(p.fds[0], milliseconds(2000), nullptr);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
@@ -41,6 +42,7 @@ TEST(LifeChannelTest, ANextLifeCrossesTheChannelWhole) {
   EXPECT_EQ((*got)->coordinator, sent.coordinator);
   EXPECT_EQ((*got)->overrides, sent.overrides);
   EXPECT_EQ((*got)->index, 2);
+  EXPECT_EQ((*got)->config, sent.config);  // a remote node's, on one line
 }
 
 TEST(LifeChannelTest, AClosedChannelEndsTheNode) {
@@ -80,7 +82,7 @@ TEST(LifeChannelTest, AWordToANodeThatDiedFailsWithoutASignal) {
   Channel p;
   ::close(p.fds[0]);
   p.fds[0] = -1;
-  Status st = SendNextLife(p.fds[1], NextLife{"tcp://127.0.0.1:1", {}, -1});
+  Status st = SendNextLife(p.fds[1], NextLife{"tcp://127.0.0.1:1", {}, -1, ""});
   EXPECT_EQ(st.code(), Status::Code::kIoError) << st.ToString();
 }
 

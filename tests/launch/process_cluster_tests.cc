@@ -668,6 +668,14 @@ void ExpectAScaleKeepsTheProcesses(const std::string& mode) {
   EXPECT_EQ(changes[1]["ended_pids"][0], four.at("worker 3"));
   // The leaver is gone (reaped by the launcher, not left running).
   EXPECT_NE(::kill(four.at("worker 3"), 0), 0);
+  // Each scale's state reached the next life in memory.
+  int resumed = 0;
+  for (const auto& m : summary["membership"]) {
+    if (m["event"] != "resumed") continue;
+    EXPECT_EQ(m["state_from"], "memory") << m.dump();
+    ++resumed;
+  }
+  EXPECT_EQ(resumed, 2);
 }
 
 TEST(ProcessClusterTest, ASyncScaleKeepsTheRunningProcesses) {
@@ -786,6 +794,62 @@ TEST(ProcessClusterTest, AWorkerStartedByHandJoinsARunningJob) {
   EXPECT_FALSE(FileExists(l.run_dir + "/join.sock"));
   const pid_t late = SpawnStrata({"node", "--join", l.run_dir});
   EXPECT_EQ(WaitExit(late, &secs), 1);
+}
+
+// `strata node --join tcp://HOST:PORT` (another machine): a worker with its
+// own run directory and another address (127.0.0.2) joins a --processes
+// sync run of 2 workers under cluster.security = "curve" through the run's
+// control endpoint, with the cluster key pair. It gets the run's config
+// from the endpoint, is given worker 2's slot at the next checkpoint (no
+// process started), polls its lives there, and ends with the run; every
+// step of every epoch is trained once.
+TEST(ProcessClusterTest,
+     AWorkerOnAnotherMachineJoinsThroughTheControlEndpoint) {
+  std::string root = "/tmp/strata_remote_join_XXXXXX";
+  ASSERT_NE(::mkdtemp(root.data()), nullptr);
+  double secs = 0;
+  ASSERT_EQ(WaitExit(SpawnStrata({"keys", "generate", root + "/keys"}), &secs),
+            0);
+  Launched l = Launch(
+      "sync", {"train.iterations=0", "train.epochs=40", "train.batch_size=48",
+               "data.synthetic.train_size=576", "data.shuffle=true",
+               "data.sharding.method=stratified", "checkpoint.every_updates=5",
+               "cluster.worker_delay_ms=6", "cluster.workers=2",
+               "cluster.max_workers=3", "cluster.request_timeout_ms=20000",
+               "cluster.security=curve", "cluster.keys_dir=" + root + "/keys",
+               "cluster.control_address=tcp://127.0.0.1:*"});
+  ASSERT_GT(l.pid, 0);
+  WaitForTraining(l);
+  auto control = ReadFile(l.run_dir + "/control.json");
+  ASSERT_TRUE(control.ok()) << control.status().ToString();
+  const std::string endpoint =
+      nlohmann::json::parse(*control).value("endpoint", "");
+  const std::string away = root + "/away";
+  const pid_t joiner =
+      SpawnStrata({"node", "--join", endpoint, "--keys-dir", root + "/keys",
+                   "--run-dir", away, "--bind", "tcp://127.0.0.2:*"});
+  ASSERT_GT(joiner, 0);
+  EXPECT_EQ(WaitExit(l.pid, &secs), 0);
+  EXPECT_EQ(WaitExit(joiner, &secs), 0);
+  auto summary = nlohmann::json::parse(*ReadFile(l.run_dir + "/summary.json"));
+  EXPECT_FALSE(summary.contains("error")) << summary.dump();
+  EXPECT_EQ(summary["samples"], 40 * 576);
+  EXPECT_EQ(summary["workers"].size(), 3u);
+  bool joined = false;
+  for (const auto& m : summary["membership"]) {
+    if (m.value("event", "") != "processes") continue;
+    ASSERT_EQ(m["joined_remote"].size(), 1u) << m.dump();
+    EXPECT_EQ(m["joined_remote"][0]["pid"], joiner);
+    EXPECT_EQ(m["started_pids"].size(), 0u);
+    joined = true;
+  }
+  EXPECT_TRUE(joined) << summary["membership"].dump();
+  // Not a process of this machine's launcher: not in pids.json.
+  EXPECT_EQ(PidsByNode(l.run_dir).count("worker 2"), 0u);
+  // Its config came over the endpoint, with the new worker count.
+  auto config = ReadFile(away + "/config.toml");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_NE(config->find("workers = 3"), std::string::npos) << *config;
 }
 
 // A loopback port free now (bound and released; the caller binds it next).

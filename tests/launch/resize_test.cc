@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "common/fs.h"
+#include "coordinator/resize_restore.h"
 #include "data/load.h"
 #include "launch/cluster_test_util.h"
 #include "launch/control_endpoint.h"
@@ -299,6 +300,9 @@ TEST_P(ScaleTest, ARunScaledTwoFourThreeFinishes) {
   EXPECT_EQ(m[2]["to"], 3);
   EXPECT_EQ(m[3]["event"], "resumed");
   EXPECT_EQ(m[3]["from"], 4);
+  // Each scale's state reached the next life in memory, not read back.
+  EXPECT_EQ(m[1]["state_from"], "memory");
+  EXPECT_EQ(m[3]["state_from"], "memory");
   EXPECT_LT(m[0]["step"].get<int64_t>(), m[2]["step"].get<int64_t>());
   const int64_t all = 60 * 576;
   if (GetParam() == "sync" || GetParam() == "allreduce" ||
@@ -314,8 +318,9 @@ TEST_P(ScaleTest, ARunScaledTwoFourThreeFinishes) {
   EXPECT_FALSE(FileExists(run + "/scale.accepted.json"));
   // Gossip starts every weight again at 1/n after a change: they still
   // sum to one at the end.
-  if (GetParam() == "gossip")
+  if (GetParam() == "gossip") {
     EXPECT_NEAR(s["gossip_weight_total"].get<double>(), 1.0, 1e-5);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, ScaleTest,
@@ -379,6 +384,83 @@ TEST_P(DataServiceScaleTest, EveryExampleOncePerEpochAcrossTheChanges) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, DataServiceScaleTest,
                          ::testing::Values("sync", "async"));
+
+// `strata scale --data-servers`: a run fed by the data service goes on
+// with another number of data servers too. Sync with static assignment:
+// 2 workers and 1 data server, then 4 and 2, then 3 and 3 (every old data
+// server's cursor is re-planned over the new workers); async with dynamic
+// assignment: 2 and 1, then 4 and 2, then 3 and 1 (the examples change
+// hands: each data server first serves its own share of what the old ones
+// had left). served.jsonl shows every example served exactly once in every
+// epoch across both changes. More data servers than workers, or a new
+// count for a run without the service, is refused.
+class DataServerScaleTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DataServerScaleTest, DataServersComeAndGoWithEveryExampleOncePerEpoch) {
+  const bool sync = GetParam() == "sync";
+  const std::string root = TempRoot();
+  const int64_t epochs = 30;
+  Config c = ScaledRun(
+      root, GetParam(), epochs,
+      {"data.sampler=stratified", "cluster.data_servers=1",
+       std::string("data.assignment=") + (sync ? "static" : "dynamic"),
+       "data.served_log=ids", "run.name=regroup"});
+  auto dir = RunDirectory::Create(c);
+  ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+  const std::string run = dir->path();
+  ScaleRequest first;
+  first.workers = 4;
+  first.data_servers = 2;
+  first.asked_unix = UnixNow();
+  ASSERT_TRUE(AskScale(run, first).ok());
+  BackgroundRun trainer(c, *dir);
+  auto over = ScaleRun(run, 2, std::chrono::seconds(1), nullptr, {}, 3);
+  EXPECT_EQ(over.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(over.status().message().find("cluster.data_servers"),
+            std::string::npos)
+      << over.status().message();
+  for (int i = 0; i < 600 && ReadMembership(run).size() < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  auto second =
+      ScaleRun(run, 3, std::chrono::seconds(30), nullptr, {}, sync ? 3 : 1);
+  trainer.Join();
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  auto finished = trainer.Finish();
+  ASSERT_TRUE(finished.ok()) << finished.status().ToString();
+  const nlohmann::json& s = *finished;
+  EXPECT_EQ(s["workers"].size(), 3u);
+  EXPECT_EQ(s["data_service"]["data_servers"].size(), sync ? 3u : 1u);
+  const nlohmann::json& m = s["membership"];
+  ASSERT_EQ(m.size(), 4u) << m.dump();
+  EXPECT_EQ(m[0]["data_servers"], 2);
+  EXPECT_EQ(m[2]["data_servers_from"], 2);
+  const auto served = testing_util::ServedCounts(run);
+  for (int64_t e = 0; e < epochs; ++e) {
+    SCOPED_TRACE(e);
+    auto it = served.find(e);
+    ASSERT_NE(it, served.end());
+    EXPECT_EQ(it->second.size(), 576u);
+    int64_t twice = 0;
+    for (const auto& [id, times] : it->second) twice += times != 1;
+    EXPECT_EQ(twice, 0);
+  }
+  EXPECT_GE(s["samples"].get<int64_t>(), epochs * 576);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, DataServerScaleTest,
+                         ::testing::Values("sync", "async"));
+
+// A new number of data servers needs a run fed by the data service.
+TEST(DataServerScaleTest, ARunWithoutTheServiceIsRefused) {
+  const std::string root = TempRoot();
+  Config c = ScaledRun(root, "sync", 5, {"run.name=plain"});
+  auto o = ClusterRunOptions::FromConfig(c);
+  ASSERT_TRUE(o.ok());
+  Status st = CheckScale(c, *o, 2, {}, 1);
+  EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(st.message().find("data service"), std::string::npos)
+      << st.message();
+}
 
 // `strata scale --drain 1` on a local-sgd run of 3 threads: worker 1
 // leaves, 0 and 2 go on as 0 and 1, each with its own model (the drained
@@ -523,6 +605,12 @@ TEST(ControlEndpointTest, AScaleAskedOverTheNetworkWithTheClusterKey) {
   EXPECT_NE(over.status().message().find("has 2 workers already"),
             std::string::npos)
       << over.status().message();
+  // A join needs a --processes run: a threads run refuses it, naming why.
+  auto join = AskToJoin(endpoint, root + "/keys", "elsewhere", 1,
+                        std::chrono::seconds(10));
+  EXPECT_EQ(join.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(join.status().message().find("--processes"), std::string::npos)
+      << join.status().message();
   auto scaled =
       ScaleRemote(endpoint, root + "/keys", 3, {}, std::chrono::seconds(30));
   trainer.Join();
