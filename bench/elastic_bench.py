@@ -14,12 +14,19 @@
    fed by the data service (static and dynamic assignment): the same table,
    and for the data service, from served.jsonl, whether every example was
    trained exactly once in every epoch across both changes.
+1d. The data servers and a worker from elsewhere: sync (static) and async
+   (dynamic) fed by the data service, scaled 2 -> 4 -> 3 workers with 1 -> 2
+   -> 3 (sync) or 1 -> 2 -> 1 (async) data servers (`--data-servers`), with
+   the exactly-once check; and a --processes sync run of 2 workers joined
+   by a worker bound at 127.0.0.2 with its own run directory through the
+   control endpoint (`strata node --join tcp://...`): the time from its
+   request to training again on 3, the samples/s of both lives.
 2. Accuracy: sync, a run scaled 2 -> 4 -> 3 against a fixed 3-worker run with
    the same config, REPEATS each, alternating. Prints each run's final
    validation accuracy and the medians (the issue's bar: within 1 point).
 
 Usage: STRATA_DATA_DIR=../shared/data bench/elastic_bench.py build [REPEATS]
-       [PARTS]   (PARTS: a comma list of 1,1b,1c,2; default all)
+       [PARTS]   (PARTS: a comma list of 1,1b,1c,1d,2; default all)
 """
 import json
 import os
@@ -31,7 +38,7 @@ import time
 
 BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
 REPEATS = int(sys.argv[2]) if len(sys.argv) > 2 else 3
-PARTS = (sys.argv[3] if len(sys.argv) > 3 else "1,1b,1c,2").split(",")
+PARTS = (sys.argv[3] if len(sys.argv) > 3 else "1,1b,1c,1d,2").split(",")
 EXE = os.path.join(BUILD, "src/cli/strata")
 DATA = os.path.join(os.environ.get("STRATA_DATA_DIR", "../shared/data"), "mnist")
 
@@ -73,9 +80,11 @@ def wait_for(pred, what, timeout=300):
         time.sleep(0.05)
 
 
-def scale(run, workers, drain=None):
+def scale(run, workers, drain=None, data_servers=None):
     how = ["--drain", str(drain)] if drain is not None else [
         "--workers", str(workers)]
+    if data_servers is not None:
+        how += ["--data-servers", str(data_servers)]
     subprocess.run([EXE, "scale", run] + how + ["--timeout", "120"],
                    check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -106,15 +115,15 @@ def life_rates(run):
 
 
 def scaled_run(root, name, mode, epochs=4, warm_steps=400, processes=False,
-               extra=()):
+               extra=(), data_servers=(None, None)):
     run = os.path.join(root, name)
     p = start(root, name, mode, 2, epochs, processes, extra)
     wait_for(lambda: steps_logged(run) >= warm_steps, "2 workers to warm up")
-    scale(run, 4)
+    scale(run, 4, data_servers=data_servers[0])
     # The 4-worker life logs from the resumed step on.
     at = steps_logged(run)
     wait_for(lambda: steps_logged(run) >= at + warm_steps, "4 workers")
-    scale(run, 3)
+    scale(run, 3, data_servers=data_servers[1])
     if p.wait() != 0:
         raise RuntimeError(f"{name}: strata train exited {p.returncode}")
     with open(os.path.join(run, "summary.json")) as f:
@@ -183,17 +192,30 @@ FAMILIES = [
 ]
 
 
-def latency_table(root, processes, rows=None):
+# Part 1d's rows: the same, with the data servers' count changed too.
+DATA_SERVER_ROWS = [
+    ("sync+ds1>2>3", "sync", ["cluster.data_servers=1", "data.served_log=ids"],
+     True, (2, 3)),
+    ("async+ds1>2>1", "async", ["cluster.data_servers=1",
+                                "data.assignment=dynamic",
+                                "data.served_log=ids"], True, (2, 1)),
+]
+
+
+def latency_table(root, processes, rows=None, part=None):
     launch = "--processes" if processes else "threads"
-    part = "1c" if rows else "1"
+    part = part or ("1c" if rows else "1")
     rows = rows or [(m, m, [], False) for m in ["sync", "async", "allreduce"]]
     print(f"\n{part}. scale 2 -> 4 -> 3 while training (MNIST mlp, {launch})")
-    print(f"{'mode':<10} {'2->4 s':>8} {'4->3 s':>8} {'samples/s on 2':>15} "
-          f"{'on 4':>10} {'on 3':>10} {'processes kept':>15}"
-          + (f" {'once per epoch':>15}" if part == "1c" else ""))
-    for label, mode, extra, served in rows:
+    print(f"{'mode':<14} {'2->4 s':>8} {'4->3 s':>8} {'samples/s on 2':>15} "
+          f"{'on 4':>10} {'on 3':>10} {'processes kept':>15} {'state':>13}"
+          + (f" {'once per epoch':>15}" if part != "1" else ""))
+    for row in rows:
+        label, mode, extra, served = row[:4]
         run, s = scaled_run(root, f"latency-{label}-{launch}", mode,
-                            processes=processes, extra=extra)
+                            processes=processes, extra=extra,
+                            data_servers=row[4] if len(row) > 4
+                            else (None, None))
         resumed = [m for m in s["membership"] if m["event"] == "resumed"]
         lat = [m.get("since_request_s", float("nan")) for m in resumed]
         kept = "/".join(f"{len(m['kept_pids'])}+{len(m['started_pids'])}"
@@ -202,10 +224,41 @@ def latency_table(root, processes, rows=None):
         rates = life_rates(run)
         rates += [float("nan")] * (3 - len(rates))
         once = f" {served_once(run, 4) if served else '-':>15}" \
-            if part == "1c" else ""
-        print(f"{label:<10} {lat[0]:>8.2f} {lat[1]:>8.2f} {rates[0]:>15.0f} "
-              f"{rates[1]:>10.0f} {rates[2]:>10.0f} {kept or '-':>15}{once}",
-              flush=True)
+            if part != "1" else ""
+        state = "/".join(m.get("state_from", "?") for m in resumed)
+        print(f"{label:<14} {lat[0]:>8.2f} {lat[1]:>8.2f} {rates[0]:>15.0f} "
+              f"{rates[1]:>10.0f} {rates[2]:>10.0f} {kept or '-':>15} "
+              f"{state:>13}{once}", flush=True)
+
+
+def remote_join_run(root):
+    """A --processes sync run of 2 joined by a worker from 127.0.0.2."""
+    name = "remote-join"
+    run = os.path.join(root, name)
+    p = start(root, name, "sync", 2, 4, processes=True,
+              extra=["cluster.control_address=tcp://127.0.0.1:*",
+                     "cluster.max_workers=3"])
+    wait_for(lambda: steps_logged(run) >= 400, "2 workers to warm up")
+    with open(os.path.join(run, "control.json")) as f:
+        endpoint = json.load(f)["endpoint"]
+    joiner = subprocess.Popen(
+        [EXE, "node", "--join", endpoint, "--bind", "tcp://127.0.0.2:*",
+         "--run-dir", os.path.join(root, "away"), "--set", f"data.dir={DATA}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if p.wait() != 0 or joiner.wait() != 0:
+        raise RuntimeError(f"{name}: exits {p.returncode}, {joiner.returncode}")
+    with open(os.path.join(run, "summary.json")) as f:
+        s = json.load(f)
+    resumed = [m for m in s["membership"] if m["event"] == "resumed"]
+    remote = [m for m in s["membership"] if m["event"] == "processes"]
+    rates = life_rates(run) + [float("nan")] * 2
+    print(f"\n1d. a worker from elsewhere joins (--processes sync, 2 -> 3)")
+    print(f"{'to training again s':>20} {'samples/s on 2':>15} {'on 3':>10} "
+          f"{'joined':>7} {'samples':>9}")
+    print(f"{resumed[0].get('since_request_s', float('nan')):>20.2f} "
+          f"{rates[0]:>15.0f} {rates[1]:>10.0f} "
+          f"{len(remote[0].get('joined_remote', [])) if remote else 0:>7} "
+          f"{s['samples']:>9}", flush=True)
 
 
 def main():
@@ -217,6 +270,9 @@ def main():
         leave_table(root)
     if "1c" in PARTS:
         latency_table(root, processes=False, rows=FAMILIES)
+    if "1d" in PARTS:
+        latency_table(root, processes=False, rows=DATA_SERVER_ROWS, part="1d")
+        remote_join_run(root)
     if "2" in PARTS:
         accuracy_table(root)
 

@@ -177,14 +177,26 @@ Status RunNodeLives(const NodeArgs& args, const Config& first, Role role,
 // directory (--run-dir, default ./strata-join-<pid>), read again at every
 // life. The wait for its lives.
 Result<LifeWait> JoinRemotely(NodeArgs& args, const std::atomic<bool>* stop) {
+  // Loopback reaches this machine only: the run's nodes must reach this
+  // worker at its --bind.
+  auto loopback = [](const std::string& e) {
+    return e.rfind("tcp://127.", 0) == 0 || e.rfind("tcp://localhost", 0) == 0;
+  };
+  if (loopback(args.bind) && !loopback(args.join))
+    return Status::InvalidArgument(
+        "--bind {} is this machine only, and the run at {} is elsewhere: "
+        "give --bind tcp://THIS_MACHINES_IP:*",
+        args.bind, args.join);
   if (args.run_dir.empty())
     args.run_dir = fmt::format("strata-join-{}", ::getpid());
   RETURN_IF_ERROR(MakeDirs(args.run_dir));
   char host[256] = "";
   ::gethostname(host, sizeof(host) - 1);
+  // Generous: the endpoint answers one request at a time, and a scale
+  // holds it until the run trains again.
   ASSIGN_OR_RETURN(RemoteJoin join,
                    AskToJoin(args.join, args.keys_dir, host, ::getpid(),
-                             std::chrono::seconds(10)));
+                             std::chrono::seconds(30)));
   const std::string path = JoinPath(args.run_dir, "config.toml");
   RETURN_IF_ERROR(WriteFileAtomic(path, join.config));
   if (args.train.config_path.empty()) args.train.config_path = path;
@@ -192,7 +204,7 @@ Result<LifeWait> JoinRemotely(NodeArgs& args, const std::atomic<bool>* stop) {
       "asked the run at {} to take this process (pid {} on {}) as a worker; "
       "its config is in {}",
       args.join, ::getpid(), host, path);
-  return LifeWait([join, path, stop](bool had_life) {
+  return LifeWait([join, path, stop](bool had_life) mutable {
     Result<std::optional<NextLife>> next =
         WaitRemoteLife(join, kLifeWait, had_life, stop);
     // The run's config as it is now (a scale rewrote the worker count).

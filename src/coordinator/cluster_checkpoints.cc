@@ -43,8 +43,10 @@ Status ClusterCheckpoints::Load(bool announce,
   const int to = o_.roles.num_workers();
   RETURN_IF_ERROR(CheckResize(o_.mode, from, to, o_.data_servers,
                               config_.GetString("data.shard_plan")));
-  resize_ = ClusterSummary::Resize{};
   const int old_data_servers = CheckpointDataServers(c);
+  RETURN_IF_ERROR(
+      CheckDataServersChange(o_, old_data_servers, o_.data_servers));
+  resize_ = ClusterSummary::Resize{};
   // Another number of data servers re-plans what they serve too.
   const bool resized = Resized(c);
   if (resized) {
@@ -59,13 +61,15 @@ Status ClusterCheckpoints::Load(bool announce,
   resume_ = std::move(loaded);
   if (announce && resized) {
     LogInfo(
-        "resuming from {} (step {}) on {} workers instead of {}{}: the rest "
-        "of the epoch is re-planned over them",
-        resume_->dir, resume_->step, to, from,
-        old_data_servers == o_.data_servers
-            ? std::string()
-            : fmt::format(" and {} data servers instead of {}", o_.data_servers,
-                          old_data_servers));
+        "resuming from {} (step {}) on {}: the rest of the epoch is "
+        "re-planned over them",
+        resume_->dir, resume_->step,
+        fmt::format("{} workers{}", to,
+                    from == to ? "" : fmt::format(" instead of {}", from)) +
+            (old_data_servers == o_.data_servers
+                 ? std::string()
+                 : fmt::format(" and {} data servers instead of {}",
+                               o_.data_servers, old_data_servers)));
   } else if (announce) {
     LogInfo("resuming from {} (step {})", resume_->dir, resume_->step);
   }

@@ -261,9 +261,13 @@ void CoordinatorRun::WatchScale(Coordinator& c, bool training) {
   // The round it stops at hands its state to the next life in memory.
   checkpoints_.KeepForNextLife();
   LogWarning(
-      "scaling from {} to {} workers: a checkpoint, then the run resumes on "
-      "{}",
-      o_.roles.num_workers(), scale_->workers, scale_->workers);
+      "scaling from {} to {} workers{}: a checkpoint, then the run resumes "
+      "on them",
+      o_.roles.num_workers(), scale_->workers,
+      scale_->data_servers > 0
+          ? fmt::format(" and from {} to {} data servers", o_.data_servers,
+                        scale_->data_servers)
+          : std::string());
   StopAfterRound(c, training);
 }
 
@@ -281,19 +285,16 @@ void CoordinatorRun::NoteTraining() {
       asked = j.value("asked_unix", 0.0);
   }
   const double now = UnixNow();
-  nlohmann::json line{
-      {"event", "resumed"},
-      {"from", r.from_workers},
-      {"to", r.to_workers},
-      {"step", r.at_step},
-      {"training_unix", now},
-      {"state_from", checkpoints_.from_memory() ? "memory" : "disk"}};
+  const char* from = checkpoints_.from_memory() ? "memory" : "disk";
+  nlohmann::json line{{"event", "resumed"},   {"from", r.from_workers},
+                      {"to", r.to_workers},   {"step", r.at_step},
+                      {"training_unix", now}, {"state_from", from}};
   if (asked > 0) {
     line["since_request_s"] = now - asked;
     LogInfo(
         "scaled from {} to {} workers: training again {:.2f} s after the "
         "request (the state from {})",
-        r.from_workers, r.to_workers, now - asked, line["state_from"]);
+        r.from_workers, r.to_workers, now - asked, from);
   }
   Status st = AppendMembership(run_dir_.path(), line);
   if (!st.ok()) LogWarning("membership.jsonl: {}", st.message());
@@ -305,8 +306,11 @@ void CoordinatorRun::HandOverScale() {
     LogError(
         "scaling to {} workers: the run stopped without its checkpoint; "
         "resume it by hand (strata train --resume {} --set "
-        "cluster.workers={})",
-        scale_->workers, run_dir_.path(), scale_->workers);
+        "cluster.workers={}{})",
+        scale_->workers, run_dir_.path(), scale_->workers,
+        scale_->data_servers > 0 ? fmt::format(" --set cluster.data_servers={}",
+                                               scale_->data_servers)
+                                 : std::string());
     return;
   }
   const int64_t step = checkpoints_.last_step();

@@ -96,13 +96,33 @@ int CheckpointDataServers(const Checkpoint& c) {
   return k;
 }
 
+Status CheckDataServersChange(const ClusterRunOptions& o, int from, int to) {
+  if (from == to) return Status::Ok();
+  if (from == 0 || to == 0)
+    return Status::FailedPrecondition(
+        "cluster.data_servers: {} in the checkpoint, {} now; a run fed by the "
+        "data service stays fed by it, and one that loads its own data "
+        "keeps doing so (only the number of data servers may change)",
+        from, to);
+  if (o.assignment == Assignment::kDynamic && o.iterations_set)
+    return Status::InvalidArgument(
+        "cluster.data_servers: {} in the checkpoint, {} now: another number "
+        "of data servers under dynamic assignment needs a run counted in "
+        "epochs (train.iterations = 0); each data server counts its own "
+        "batches",
+        from, to);
+  return Status::Ok();
+}
+
 Status CheckResize(RunMode mode, int from, int to, int data_servers,
                    const std::string& shard_plan) {
   if (from == to && data_servers <= to) return Status::Ok();
-  const std::string what = fmt::format(
-      "the checkpoint was written by {} workers and cluster.workers is {} "
-      "now",
-      from, to);
+  const std::string what =
+      from == to ? fmt::format("{} workers", to)
+                 : fmt::format(
+                       "the checkpoint was written by {} workers and "
+                       "cluster.workers is {} now",
+                       from, to);
   if (data_servers > to) {
     return Status::FailedPrecondition(
         "{}: the run's {} data servers (cluster.data_servers) would each need "
@@ -157,18 +177,15 @@ std::string KeptWorkers(int from, const std::vector<int>& leaving) {
 Status CheckScale(const Config& config, const ClusterRunOptions& o, int to,
                   const std::vector<int>& leaving, int data_servers) {
   const int from = o.roles.num_workers();
+  if (data_servers < 0)
+    return Status::InvalidArgument("{} data servers: say a count >= 1",
+                                   data_servers);
   const int m = data_servers > 0 ? data_servers : o.data_servers;
-  if (m != o.data_servers) {
-    if (o.data_servers == 0)
-      return Status::FailedPrecondition(
-          "the run is not fed by the data service (cluster.data_servers = 0); "
-          "a scale changes the number of its data servers, it starts none");
-    if (o.assignment == Assignment::kDynamic && o.iterations_set)
-      return Status::InvalidArgument(
-          "another number of data servers under dynamic assignment needs a "
-          "run counted in epochs (train.iterations = 0): each data server "
-          "counts its own batches");
-  }
+  if (m != o.data_servers && o.data_servers == 0)
+    return Status::FailedPrecondition(
+        "the run is not fed by the data service (cluster.data_servers = 0); "
+        "a scale changes the number of its data servers, it starts none");
+  RETURN_IF_ERROR(CheckDataServersChange(o, o.data_servers, m));
   RETURN_IF_ERROR(CheckLeaving(from, to, leaving));
   const int lo = static_cast<int>(config.GetInt("cluster.min_workers"));
   const int hi = static_cast<int>(config.GetInt("cluster.max_workers"));
@@ -260,7 +277,10 @@ Result<Message> ResizedWorkerState(const Checkpoint& c, RunMode mode, int from,
   std::vector<SafeTensor> tensors;
   // Gossip and tree-easgd keep the models on their way to peers, by old
   // index: they start again empty, and every gossip weight at 1/M.
-  const bool peers = mode == RunMode::kGossip || mode == RunMode::kTreeEasgd;
+  // Only the number of data servers changed: the workers go on as they
+  // were (their models on their way stay theirs).
+  const bool peers =
+      (mode == RunMode::kGossip || mode == RunMode::kTreeEasgd) && from != to;
   std::map<std::string, std::string> metadata = file.metadata;
   if (peers) {
     for (auto it = metadata.begin(); it != metadata.end();)
@@ -323,12 +343,10 @@ Result<Message> ResizedDataState(const Checkpoint& c, int from, int to,
     ASSIGN_OR_RETURN(json j, WorkerJson(c, source));
     steps.push_back(j["step"]);
   }
-  state["resize"] = json{{"from_workers", from},
-                         {"to_workers", to},
-                         {"at_step", c.step},
-                         {"from_data_servers", data_servers},
-                         {"steps", steps},
-                         {"old", old}};
+  state["resize"] =
+      json{{"from_workers", from}, {"to_workers", to},
+           {"at_step", c.step},    {"from_data_servers", data_servers},
+           {"steps", steps},       {"old", old}};
   Message m;
   m.header.clock = c.step;
   const std::string text = state.dump();

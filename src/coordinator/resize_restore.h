@@ -43,6 +43,12 @@ int CheckpointDataServers(const Checkpoint& checkpoint);
 // data.shard_plan.
 Status CheckResize(RunMode mode, int from, int to, int data_servers,
                    const std::string& shard_plan);
+// FailedPrecondition or InvalidArgument saying why the run of `o` cannot
+// go on with `to` data servers after `from` (a checkpoint's, or the run's
+// before a scale): the data service neither starts nor stops, and under
+// dynamic assignment a run counted in steps keeps its number. Ok when the
+// count stays.
+Status CheckDataServersChange(const ClusterRunOptions& o, int from, int to);
 
 // FailedPrecondition or InvalidArgument saying why the run of `config` /
 // `o` cannot scale to `to` workers now (`strata scale`): checkpoints off

@@ -9,7 +9,10 @@
 //                  (0: acknowledgements only). Acknowledgements ride along:
 //                  payload 0 the acknowledged sequence numbers (int64), payload
 //                  1 how many losses each carries (int64; 0 or the batch size),
-//                  payload 2 the losses (float32, concatenated).
+//                  payload 2 the losses (float32, concatenated); an
+//                  optional payload 3: batches given back untrained (int64
+//                  sequence numbers; a checkpoint round under dynamic
+//                  assignment), served to the next worker that asks.
 //   kBatchReply    header.key_begin: kBatchReady, kBatchWait or kBatchEnd;
 //                  ready: header.clock = k batches (1 <= k <= wanted), each
 //                  as three payloads: its header (EncodeBatchHeader), the
@@ -87,7 +90,7 @@ class BatchStream {
   // The same, and gives back the batches prefetched and not trained (those
   // on their way too, once they arrived): at a checkpoint round with
   // dynamic assignment, where a worker still short of the round's step may
-  // need them (docs/design/data_service.md, "Checkpoint rounds").
+  // need them (docs/design/data_service.md, "Delivery").
   Status GiveBack();
   // Seconds spent waiting in Next() for a batch that was not there yet.
   double wait_s() const { return wait_s_; }

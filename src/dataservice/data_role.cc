@@ -196,12 +196,17 @@ void DataServer::OnBatchRequest(Message req) {
   }
   MutexLock lock(&mu_);
   TakeAcks(local, acks);
-  for (int64_t seq : acks.given_back) {
-    // A worker that arrived at a checkpoint round gives back its prefetched
-    // batches, so that a worker still short of the round's step can train
-    // them (docs/design/data_service.md, "Checkpoint rounds").
-    Status st = cursor_->GiveBack(local, seq);
-    if (!st.ok()) LogWarning("data server {}: {}", index_, st.message());
+  // A worker that arrived at a checkpoint round gives back its prefetched
+  // batches, so that a worker still short of the round's step can train
+  // them (docs/design/data_service.md, "Delivery"). Each goes to the front
+  // of the queue: the last first, so they are served again in order.
+  for (auto it = acks.given_back.rbegin(); it != acks.given_back.rend(); ++it) {
+    Status st = cursor_->GiveBack(local, *it);
+    if (st.ok()) {
+      --served_;  // served again: counted then
+    } else {
+      LogWarning("data server {}: {}", index_, st.message());
+    }
   }
   if (served_lines_.size() > (1 << 16)) Flush();
   if (req.header.key_begin <= 0) {

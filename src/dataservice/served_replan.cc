@@ -45,9 +45,6 @@ Result<std::unique_ptr<BatchCursor>> OldCursor(const ClusterRunOptions& o,
   return cursor;
 }
 
-// Every example the old data servers had left before the epoch the new
-// shards start at, per epoch, into *left; that epoch in r->next_epoch.
-// DataLoss naming an old cursor that does not fit.
 // Old dynamic data server `k`'s cursor (of `m` then): its one sampler over
 // the examples i with i mod m == k, restored from its saved `state`.
 Result<std::unique_ptr<BatchCursor>> OldDynamicCursor(

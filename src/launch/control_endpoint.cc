@@ -1,6 +1,7 @@
 #include "launch/control_endpoint.h"
 
 #include <cstdlib>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -24,13 +25,20 @@ std::string AnswerScale(const std::string& run_dir, const json& j,
   for (const auto& w : j.value("drain", json::array()))
     if (w.is_number_integer()) drain.push_back(w.get<int>());
   const double timeout_s = std::min(j.value("timeout_s", 120.0), 3600.0);
-  LogInfo("control endpoint: asked to scale to {} workers",
-          j["workers"].get<int>());
+  LogInfo("control endpoint: asked to scale to {} workers{}",
+          j["workers"].get<int>(),
+          j.value("data_servers", json(0)) == json(0)
+              ? std::string()
+              : " and " + j["data_servers"].dump() + " data servers");
   const json m = j.value("data_servers", json(0));
+  if (!m.is_number_integer())
+    return ErrorReply(Status::InvalidArgument(
+                          "\"data_servers\" is not a count: {}", m.dump()))
+        .dump();
   Result<ScaleOutcome> out = ScaleRun(
       run_dir, j["workers"].get<int>(),
       std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)), stop,
-      drain, m.is_number_integer() ? m.get<int>() : 0);
+      drain, m.get<int>());
   if (!out.ok()) return ErrorReply(out.status()).dump();
   return json{{"ok", true},
               {"from", out->from},
@@ -38,6 +46,26 @@ std::string AnswerScale(const std::string& run_dir, const json& j,
               {"step", out->step},
               {"since_request_s", out->since_request_s}}
       .dump();
+}
+
+// Whether a worker on another machine can reach the run's nodes: not when
+// they bind loopback (cluster.processes_ip) while the control endpoint is
+// reached from elsewhere. FailedPrecondition naming the key.
+Status CheckReachable(const std::string& config_text) {
+  ASSIGN_OR_RETURN(Config config,
+                   Config::FromTomlString(config_text, "config.toml"));
+  const std::string& ip = config.GetString("cluster.processes_ip");
+  const std::string& control = config.GetString("cluster.control_address");
+  auto loopback = [](const std::string& s) {
+    return s.rfind("127.", 0) == 0 || s.rfind("tcp://127.", 0) == 0;
+  };
+  if (loopback(ip) && !loopback(control))
+    return Status::FailedPrecondition(
+        "the run's nodes bind {} (cluster.processes_ip), which a worker on "
+        "another machine cannot reach; start the run with "
+        "cluster.processes_ip = this machine's address",
+        ip);
+  return Status::Ok();
 }
 
 // A worker on another machine asks to join (launch/join.h).
@@ -56,6 +84,8 @@ std::string AnswerJoin(const std::string& run_dir, const json& hello,
         .dump();
   Result<std::string> config = ReadFile(JoinPath(run_dir, "config.toml"));
   if (!config.ok()) return ErrorReply(config.status()).dump();
+  Status reachable = CheckReachable(*config);
+  if (!reachable.ok()) return ErrorReply(reachable).dump();
   Result<std::shared_ptr<RemoteLife>> remote = joins->JoinRemote(
       hello["host"].get<std::string>(), hello["pid"].get<int64_t>());
   if (!remote.ok()) return ErrorReply(remote.status()).dump();
@@ -88,20 +118,34 @@ std::string Answer(const std::string& run_dir, const std::string& text,
 std::string AnswerLife(const std::string& text, JoinListener* joins) {
   const json j = json::parse(text, nullptr, false);
   if (joins == nullptr || !j.is_object() ||
-      !j.value("life", json()).is_number_integer())
+      !j.value("life", json()).is_number_integer() ||
+      !j.value("got", json()).is_number_unsigned())
     return ErrorReply(Status::InvalidArgument(
-                          "not a poll for a life ({{\"life\": TICKET}}): '{}'",
+                          "not a poll for a life ({{\"life\": TICKET, "
+                          "\"got\": N}}): '{}'",
                           text.substr(0, 200)))
         .dump();
   Result<std::shared_ptr<RemoteLife>> remote =
       joins->Remote(j["life"].get<int64_t>());
   if (!remote.ok()) return ErrorReply(remote.status()).dump();
   bool closed = false;
-  const std::string line = (*remote)->Poll(&closed);
+  const std::string line = (*remote)->Poll(j["got"].get<size_t>(), &closed);
   if (!line.empty())
     return json{{"ok", true}, {"life", json::parse(line, nullptr, false)}}
         .dump();
   return json{{"ok", true}, {closed ? "end" : "wait", true}}.dump();
+}
+
+// `answer()`, or an error reply for a request whose JSON has a value of
+// the wrong type (nlohmann throws): a malformed request never ends the run.
+std::string Guarded(const std::function<std::string()>& answer) {
+  try {
+    return answer();
+  } catch (const std::exception& e) {
+    return ErrorReply(
+               Status::InvalidArgument("a malformed request: {}", e.what()))
+        .dump();
+  }
 }
 
 // The port of a bound tcp://HOST:PORT endpoint (0 if none).
@@ -142,8 +186,9 @@ Result<std::unique_ptr<ControlEndpoint>> StartControlEndpoint(
   const std::string lives_address =
       (colon == std::string::npos ? address : address.substr(0, colon)) + ":*";
   Result<std::unique_ptr<ReplyServer>> lives = ReplyServer::Start(
-      lives_address, curve,
-      [joins](const std::string& text) { return AnswerLife(text, joins); });
+      lives_address, curve, [joins](const std::string& text) {
+        return Guarded([&] { return AnswerLife(text, joins); });
+      });
   if (!lives.ok())
     return lives.status().WithContext("cluster.control_address (lives)");
   out->lives = std::move(*lives);
@@ -151,7 +196,8 @@ Result<std::unique_ptr<ControlEndpoint>> StartControlEndpoint(
   const int lives_port = PortOf(out->lives->endpoint());
   Result<std::unique_ptr<ReplyServer>> server = ReplyServer::Start(
       address, curve, [dir, stop, joins, lives_port](const std::string& text) {
-        return Answer(dir, text, stop, joins, lives_port);
+        return Guarded(
+            [&] { return Answer(dir, text, stop, joins, lives_port); });
       });
   if (!server.ok())
     return server.status().WithContext("cluster.control_address");
@@ -227,13 +273,13 @@ Result<RemoteJoin> AskToJoin(const std::string& endpoint,
 }
 
 Result<std::optional<NextLife>> WaitRemoteLife(
-    const RemoteJoin& join, std::chrono::milliseconds timeout, bool had_life,
+    RemoteJoin& join, std::chrono::milliseconds timeout, bool had_life,
     const std::atomic<bool>* stop) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   auto answered = start;
-  const json poll{{"life", join.ticket}};
   while (true) {
+    const json poll{{"life", join.ticket}, {"got", join.received}};
     if (stop != nullptr && stop->load())
       return Status::Cancelled("interrupted while waiting for the launcher");
     if (Clock::now() - start > timeout)
@@ -264,6 +310,7 @@ Result<std::optional<NextLife>> WaitRemoteLife(
     if (reply.value("end", false)) return std::optional<NextLife>();
     if (reply.contains("life")) {
       ASSIGN_OR_RETURN(NextLife life, NextLife::FromLine(reply["life"].dump()));
+      ++join.received;
       return std::optional<NextLife>(std::move(life));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));

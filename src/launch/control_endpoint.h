@@ -14,12 +14,17 @@
 //     {"ok": true, "from", "to", "step", "since_request_s"};
 //   {"join": {"host": H, "pid": P}} (a --processes run): a worker on
 //     another machine joins (launch/join.h); the reply {"ok": true,
-//     "ticket": T, "lives": ENDPOINT, "config": TOML}.
-// Any refusal: {"ok": false, "code": "InvalidArgument", "error": "..."}.
-// A joined worker polls its lives at the second endpoint "lives" (a scale
-// waits on the first one until the run trains again, which may need the
-// joiner's next life): {"life": T} gets {"ok": true, "life": {...}} (a
-// NextLife), {"ok": true, "wait": true} or {"ok": true, "end": true}.
+//     "ticket": T, "lives_port": P, "config": TOML}. Refused when the
+//     run's nodes bind loopback (cluster.processes_ip) but the endpoint
+//     does not.
+// Any refusal: {"ok": false, "code": "InvalidArgument", "error": "..."};
+// also for JSON whose values have the wrong types.
+// A joined worker polls its lives at the second endpoint, on port P (a
+// scale waits on the first one until the run trains again, which may need
+// the joiner's next life): {"life": T, "got": N} (N lives got so far) gets
+// {"ok": true, "life": {...}} (its next NextLife), {"ok": true, "wait":
+// true} or {"ok": true, "end": true}; a poll whose reply was lost is asked
+// again and answered the same.
 
 #include <atomic>
 #include <chrono>
@@ -70,7 +75,8 @@ struct RemoteJoin {
   std::string lives;
   std::optional<CurveKeys> curve;
   int64_t ticket = 0;
-  std::string config;  // TOML text
+  std::string config;   // TOML text
+  size_t received = 0;  // lives got so far (a poll asks for the next)
 };
 
 // Asks the run behind the control endpoint `endpoint` to take this process
@@ -91,7 +97,7 @@ Result<RemoteJoin> AskToJoin(const std::string& endpoint,
 // `stop` was set; DeadlineExceeded naming the wait; DataLoss for a reply
 // that is not a life.
 Result<std::optional<NextLife>> WaitRemoteLife(
-    const RemoteJoin& join, std::chrono::milliseconds timeout, bool had_life,
+    RemoteJoin& join, std::chrono::milliseconds timeout, bool had_life,
     const std::atomic<bool>* stop);
 
 }  // namespace strata

@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "common/config.h"
 #include "common/fs.h"
@@ -50,16 +52,20 @@ void RemoteLife::Close() {
   closed_ = true;
 }
 
-std::string RemoteLife::Poll(bool* closed) {
+std::string RemoteLife::Poll(size_t next, bool* closed) {
   MutexLock lock(&mu_);
+  last_poll_ = std::chrono::steady_clock::now();
   *closed = false;
-  if (!words_.empty()) {
-    std::string line = std::move(words_.front());
-    words_.pop_front();
-    return line;
-  }
+  if (next < words_.size()) return words_[next];
   if (closed_) ended_ = *closed = true;
   return "";
+}
+
+double RemoteLife::silent_s() const {
+  MutexLock lock(&mu_);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                       last_poll_)
+      .count();
 }
 
 bool RemoteLife::Ended() const {
@@ -116,19 +122,36 @@ std::optional<Joiner> JoinListener::Take() {
 
 Result<std::shared_ptr<RemoteLife>> JoinListener::JoinRemote(
     const std::string& host, int64_t pid) {
-  const std::string refused = AskForOneMore();
+  // A ticket nobody guesses: without CURVE it is what keeps one joiner
+  // from taking another's lives.
+  std::random_device rd;
+  const int64_t ticket =
+      static_cast<int64_t>((uint64_t{rd()} << 31) ^ uint64_t{rd()}) & INT64_MAX;
+  Joiner j;
+  j.remote = std::make_shared<RemoteLife>(ticket, host, pid);
+  const std::string refused = Admit(j);
   if (!refused.empty()) {
     LogWarning("a worker on {} (pid {}) cannot join: {}", host, pid, refused);
     return Status::FailedPrecondition("the run did not take this worker: {}",
                                       refused);
   }
   MutexLock lock(&mu_);
-  auto remote = std::make_shared<RemoteLife>(next_ticket_++, host, pid);
-  remotes_[remote->ticket()] = remote;
-  Joiner j;
-  j.remote = remote;
+  remotes_[ticket] = j.remote;
+  return j.remote;
+}
+
+std::string JoinListener::Admit(const Joiner& j) {
+  MutexLock ask(&ask_mu_);
+  int waiting = 0;
+  {
+    MutexLock lock(&mu_);
+    waiting = static_cast<int>(waiting_.size());
+  }
+  const std::string refused = AskForOneMore(waiting);
+  if (!refused.empty()) return refused;
+  MutexLock lock(&mu_);
   waiting_.push_back(j);
-  return remote;
+  return "";
 }
 
 Result<std::shared_ptr<RemoteLife>> JoinListener::Remote(int64_t ticket) {
@@ -139,7 +162,7 @@ Result<std::shared_ptr<RemoteLife>> JoinListener::Remote(int64_t ticket) {
   return it->second;
 }
 
-std::string JoinListener::AskForOneMore() {
+std::string JoinListener::AskForOneMore(int waiting) {
   const std::string path = JoinPath(run_dir_, "config.toml");
   Result<Config> config = Config::FromTomlFile(path);
   if (!config.ok()) return config.status().message();
@@ -147,7 +170,9 @@ std::string JoinListener::AskForOneMore() {
   if (!o.ok()) return o.status().message();
   if (ScalePending(run_dir_))
     return "another scale is waiting for the run; join again once it is done";
-  const int to = o->roles.num_workers() + 1;
+  // Joiners already asked for but not given a slot yet (a scale taken and
+  // its next life not started): one more than those too.
+  const int to = o->roles.num_workers() + waiting + 1;
   Status st = CheckScale(*config, *o, to);
   if (st.ok()) {
     ScaleRequest request;
@@ -172,16 +197,15 @@ void JoinListener::Serve() {
     socklen_t len = sizeof(cred);
     if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
       j.pid = cred.pid;
-    const std::string refused = AskForOneMore();
+    // Its PID is how the launcher waits for it and ends it.
+    const std::string refused =
+        j.pid > 0 ? Admit(j) : "the join socket did not say the process's PID";
     if (!refused.empty()) {
       LogWarning("a worker started by hand (pid {}) cannot join: {}", j.pid,
                  refused);
       WriteLine(fd, nlohmann::json{{"refused", refused}}.dump() + "\n");
       ::close(fd);
-      continue;
     }
-    MutexLock lock(&mu_);
-    waiting_.push_back(j);
   }
 }
 

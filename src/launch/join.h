@@ -31,12 +31,14 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/mutex.h"
 #include "common/status.h"
@@ -59,20 +61,27 @@ class RemoteLife {
   // The launcher: one word (NextLife::ToLine()), or the end.
   void Send(std::string line) EXCLUDES(mu_);
   void Close() EXCLUDES(mu_);
-  // The node's poll: the oldest word not taken; empty when there is none,
-  // with *closed set when there will be none (the end).
-  std::string Poll(bool* closed) EXCLUDES(mu_);
+  // The node's poll for word `next` (the number of words it got so far):
+  // that word; empty when it is not there yet, with *closed set when it
+  // never will be (the end). A poll repeated after a lost reply gets the
+  // same word again.
+  std::string Poll(size_t next, bool* closed) EXCLUDES(mu_);
   // Whether the node polled the end after Close().
   bool Ended() const EXCLUDES(mu_);
+  // Seconds since the node last polled (or joined). A joiner waiting for
+  // its first life polls every 100 ms: one silent for seconds is gone.
+  double silent_s() const EXCLUDES(mu_);
 
  private:
   const int64_t ticket_;
   const std::string host_;
   const int64_t pid_;
   mutable Mutex mu_;
-  std::deque<std::string> words_ GUARDED_BY(mu_);
+  std::vector<std::string> words_ GUARDED_BY(mu_);
   bool closed_ GUARDED_BY(mu_) = false;
   bool ended_ GUARDED_BY(mu_) = false;
+  std::chrono::steady_clock::time_point last_poll_ GUARDED_BY(mu_) =
+      std::chrono::steady_clock::now();
 };
 
 // A process that joined and waits for its first life.
@@ -111,8 +120,13 @@ class JoinListener {
   explicit JoinListener(std::string run_dir, int fd)
       : run_dir_(std::move(run_dir)), listen_fd_(fd) {}
   void Serve();
-  // Asks the run for one more worker; the refusal to send back, or empty.
-  std::string AskForOneMore();
+  // Asks the run for one more worker than it has and than joined before
+  // (`waiting` joiners not given a slot yet); the refusal to send back, or
+  // empty.
+  std::string AskForOneMore(int waiting);
+  // Admits `j` once the run was asked for one more worker (under ask_mu_,
+  // so two joins ask for two more); the refusal, or empty.
+  std::string Admit(const Joiner& j) EXCLUDES(mu_, ask_mu_);
 
   const std::string run_dir_;
   const int listen_fd_;
@@ -120,7 +134,7 @@ class JoinListener {
   Mutex mu_;
   std::deque<Joiner> waiting_ GUARDED_BY(mu_);
   std::map<int64_t, std::shared_ptr<RemoteLife>> remotes_ GUARDED_BY(mu_);
-  int64_t next_ticket_ GUARDED_BY(mu_) = 1;
+  Mutex ask_mu_;        // one join asks the run at a time
   std::thread thread_;  // last: started once the rest exists
 };
 

@@ -205,6 +205,7 @@ Status Children::StartAll(const RoleTable& roles,
 void ReapPids(const std::vector<pid_t>& pids) {
   const auto deadline = Clock::now() + std::chrono::seconds(20);
   for (pid_t pid : pids) {
+    if (pid <= 0) continue;  // never waitpid(-1) or kill(-1)
     int status = 0;
     while (::waitpid(pid, &status, WNOHANG) == 0) {
       if (Clock::now() > deadline) {
@@ -239,6 +240,7 @@ Result<nlohmann::json> Children::Reform(const RoleTable& roles, NextLife life,
   MutexLock lock(&mu_);
   std::map<NodeId, Child> kept;
   std::vector<pid_t> leaving, kept_pids;
+  int kept_remote = 0;  // workers on other machines (no PID here)
   for (const auto& [id, kid] : kids_) {
     Role role;
     int index = -1;
@@ -249,7 +251,11 @@ Result<nlohmann::json> Children::Reform(const RoleTable& roles, NextLife life,
     const bool gone = Gone(kid);
     if (next != kInvalidNodeId && !gone && Tell(kid, life).ok()) {
       kept[next] = kid;
-      kept_pids.push_back(kid.pid);
+      if (kid.remote) {
+        ++kept_remote;
+      } else {
+        kept_pids.push_back(kid.pid);
+      }
       continue;
     }
     Child left = kid;
@@ -281,7 +287,8 @@ Result<nlohmann::json> Children::Reform(const RoleTable& roles, NextLife life,
   leavers_.insert(leavers_.end(), leaving.begin(), leaving.end());
   return nlohmann::json{{"event", "processes"},    {"kept_pids", kept_pids},
                         {"started_pids", started}, {"joined_pids", joined},
-                        {"joined_remote", remote}, {"ended_pids", leaving}};
+                        {"joined_remote", remote}, {"kept_remote", kept_remote},
+                        {"ended_pids", leaving}};
 }
 
 Status Children::Tell(const Child& kid, NextLife life) const {
@@ -299,7 +306,8 @@ void Children::Hang(Child& kid) {
 
 bool Children::Gone(const Child& kid) {
   int status = 0;
-  return !kid.remote && ::waitpid(kid.pid, &status, WNOHANG) == kid.pid;
+  return !kid.remote && kid.pid > 0 &&
+         ::waitpid(kid.pid, &status, WNOHANG) == kid.pid;
 }
 
 bool Children::Adopt(NodeId id, NextLife life) {
@@ -309,6 +317,14 @@ bool Children::Adopt(NodeId id, NextLife life) {
     return false;
   while (std::optional<Joiner> j = joins_->Take()) {
     Child kid{j->pid, j->fd, j->remote};
+    // A remote joiner polls every 100 ms while it waits: one silent for
+    // seconds gave up or died (a local one's channel says so: EPIPE).
+    if (kid.remote && kid.remote->silent_s() > 3) {
+      LogWarning("the worker on {} (pid {} there) that joined is gone",
+                 kid.remote->host(), kid.remote->pid());
+      Hang(kid);
+      continue;
+    }
     if (Tell(kid, life).ok()) {
       if (kid.remote) {
         LogInfo("{} is the worker on {} (pid {} there) that joined",
@@ -334,8 +350,11 @@ void Children::RestartDead(const std::atomic<bool>& ended, bool workers) {
   if (roles_.has_evaluator()) restartable.push_back(roles_.EvaluatorId());
   for (NodeId id : restartable) {
     int status = 0;
-    if (kids_[id].remote) continue;  // not this machine's to start
-    const pid_t pid = kids_[id].pid;
+    auto kid = kids_.find(id);
+    // Not this machine's to start (a remote worker), or none.
+    if (kid == kids_.end() || kid->second.remote || kid->second.pid <= 0)
+      continue;
+    const pid_t pid = kid->second.pid;
     if (::waitpid(pid, &status, WNOHANG) != pid || !WIFSIGNALED(status) ||
         ended.load())
       continue;
@@ -547,10 +566,10 @@ Result<std::string> PrepareLocalNodes(const Config& config,
   const std::string kind = o.transport == "ucx" ? "ucx" : "tcp";
   const std::string& ip = config.GetString("cluster.processes_ip");
   in_addr probe{};
-  if (::inet_pton(AF_INET, ip.c_str(), &probe) != 1)
+  if (::inet_pton(AF_INET, ip.c_str(), &probe) != 1 || ip == "0.0.0.0")
     return Status::InvalidArgument(
-        "cluster.processes_ip '{}' is not an IPv4 address (this machine's, "
-        "where the other nodes reach it)",
+        "cluster.processes_ip '{}' is not an IPv4 address of this machine "
+        "(where the other nodes reach it; not a wildcard)",
         ip);
   return kind + "://" + ip + ":*";
 }

@@ -75,11 +75,14 @@ Result<ScaleOutcome> ScaleRun(const std::string& run_dir, int workers,
   request.leaving = leaving;
   request.data_servers = data_servers;
   RETURN_IF_ERROR(AskScale(run_dir, request));
-  LogInfo("asked {} to scale from {} to {} workers{}", run_dir,
+  LogInfo("asked {} to scale from {} to {} workers{}{}", run_dir,
           o.roles.num_workers(), workers,
           leaving.empty()
               ? ""
-              : fmt::format(" (draining worker {})", fmt::join(leaving, ", ")));
+              : fmt::format(" (draining worker {})", fmt::join(leaving, ", ")),
+          data_servers > 0 ? fmt::format(" and from {} to {} data servers",
+                                         o.data_servers, data_servers)
+                           : std::string());
   const auto asked = Clock::now();
   while (ScalePending(run_dir)) {
     if (stopped()) {

@@ -9,6 +9,8 @@
 #include <atomic>
 #include <thread>
 
+#include "launch/join.h"
+
 namespace strata {
 namespace {
 
@@ -96,6 +98,32 @@ TEST(LifeChannelTest, GarbageIsRefusedNamingIt) {
   EXPECT_EQ(got.status().code(), Status::Code::kDataLoss);
   EXPECT_NE(got.status().message().find("not a next life"), std::string::npos)
       << got.status().message();
+}
+
+// A remote worker's channel (launch/join.h's RemoteLife): a poll asks for
+// its next word by count, so a poll repeated after a lost reply gets the
+// same word; after the end nothing more comes, and the launcher sees the
+// end was taken.
+TEST(LifeChannelTest, ARemoteLifeAnswersARepeatedPollTheSame) {
+  RemoteLife r(7, "elsewhere", 42);
+  bool closed = true;
+  EXPECT_EQ(r.Poll(0, &closed), "");
+  EXPECT_FALSE(closed);
+  r.Send("first\n");
+  r.Send("second\n");
+  EXPECT_EQ(r.Poll(0, &closed), "first\n");
+  EXPECT_EQ(r.Poll(0, &closed), "first\n");  // the reply was lost
+  EXPECT_EQ(r.Poll(1, &closed), "second\n");
+  EXPECT_EQ(r.Poll(2, &closed), "");
+  EXPECT_FALSE(closed);
+  EXPECT_FALSE(r.Ended());
+  r.Close();
+  EXPECT_EQ(r.Poll(1, &closed), "second\n");  // still there once
+  EXPECT_FALSE(closed);
+  EXPECT_EQ(r.Poll(2, &closed), "");
+  EXPECT_TRUE(closed);
+  EXPECT_TRUE(r.Ended());
+  EXPECT_LT(r.silent_s(), 1.0);
 }
 
 // A join the run cannot take (launch/join.h) ends the wait with the reason.

@@ -460,6 +460,24 @@ TEST(DataServerScaleTest, ARunWithoutTheServiceIsRefused) {
   EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition);
   EXPECT_NE(st.message().find("data service"), std::string::npos)
       << st.message();
+  EXPECT_EQ(CheckScale(c, *o, 2, {}, -1).code(),
+            Status::Code::kInvalidArgument);
+  // A resume by hand is checked the same way (ClusterCheckpoints::Load):
+  // the service neither starts nor stops, and a dynamic run counted in
+  // steps keeps its number of data servers.
+  st = CheckDataServersChange(*o, 0, 2);
+  EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(st.message().find("0 in the checkpoint, 2 now"), std::string::npos)
+      << st.message();
+  EXPECT_EQ(CheckDataServersChange(*o, 2, 0).code(),
+            Status::Code::kFailedPrecondition);
+  auto dynamic = ClusterRunOptions::FromConfig(
+      With(c, {"cluster.mode=async", "cluster.data_servers=1",
+               "data.assignment=dynamic", "train.iterations=100"}));
+  ASSERT_TRUE(dynamic.ok()) << dynamic.status().ToString();
+  EXPECT_EQ(CheckDataServersChange(*dynamic, 1, 2).code(),
+            Status::Code::kInvalidArgument);
+  EXPECT_TRUE(CheckDataServersChange(*dynamic, 2, 2).ok());
 }
 
 // `strata scale --drain 1` on a local-sgd run of 3 threads: worker 1
@@ -605,6 +623,13 @@ TEST(ControlEndpointTest, AScaleAskedOverTheNetworkWithTheClusterKey) {
   EXPECT_NE(over.status().message().find("has 2 workers already"),
             std::string::npos)
       << over.status().message();
+  // A request whose values have the wrong types gets an error reply; the
+  // run goes on.
+  auto garbage = RequestReply(endpoint, CurveKeys::ForCluster(*pair),
+                              R"({"workers": 3, "timeout_s": "soon"})",
+                              std::chrono::seconds(10));
+  ASSERT_TRUE(garbage.ok()) << garbage.status().ToString();
+  EXPECT_NE(garbage->find("malformed"), std::string::npos) << *garbage;
   // A join needs a --processes run: a threads run refuses it, naming why.
   auto join = AskToJoin(endpoint, root + "/keys", "elsewhere", 1,
                         std::chrono::seconds(10));
