@@ -14,19 +14,22 @@
    fed by the data service (static and dynamic assignment): the same table,
    and for the data service, from served.jsonl, whether every example was
    trained exactly once in every epoch across both changes.
-1d. The data servers and a worker from elsewhere: sync (static) and async
-   (dynamic) fed by the data service, scaled 2 -> 4 -> 3 workers with 1 -> 2
-   -> 3 (sync) or 1 -> 2 -> 1 (async) data servers (`--data-servers`), with
-   the exactly-once check; and a --processes sync run of 2 workers joined
+1d. The data servers: sync (static) and async (dynamic) fed by the data
+   service, scaled 2 -> 4 -> 3 workers with 1 -> 2 -> 3 (sync) or 1 -> 2 -> 1
+   (async) data servers (`--data-servers`), with the exactly-once check.
+1e. A worker started by hand: a --processes sync run of 2 workers joined
+   through its run directory (`strata node --join RUN_DIR`), and one joined
    by a worker bound at 127.0.0.2 with its own run directory through the
-   control endpoint (`strata node --join tcp://...`): the time from its
-   request to training again on 3, the samples/s of both lives.
+   control endpoint (`strata node --join tcp://...`), side by side; one BLAS
+   thread each, as the launcher gives its own children on this 2-core
+   machine: the time from the request to training again on 3, the
+   samples/s of both lives.
 2. Accuracy: sync, a run scaled 2 -> 4 -> 3 against a fixed 3-worker run with
    the same config, REPEATS each, alternating. Prints each run's final
    validation accuracy and the medians (the issue's bar: within 1 point).
 
 Usage: STRATA_DATA_DIR=../shared/data bench/elastic_bench.py build [REPEATS]
-       [PARTS]   (PARTS: a comma list of 1,1b,1c,1d,2; default all)
+       [PARTS]   (PARTS: a comma list of 1,1b,1c,1d,1e,2; default all)
 """
 import json
 import os
@@ -38,7 +41,7 @@ import time
 
 BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
 REPEATS = int(sys.argv[2]) if len(sys.argv) > 2 else 3
-PARTS = (sys.argv[3] if len(sys.argv) > 3 else "1,1b,1c,1d,2").split(",")
+PARTS = (sys.argv[3] if len(sys.argv) > 3 else "1,1b,1c,1d,1e,2").split(",")
 EXE = os.path.join(BUILD, "src/cli/strata")
 DATA = os.path.join(os.environ.get("STRATA_DATA_DIR", "../shared/data"), "mnist")
 
@@ -90,20 +93,26 @@ def scale(run, workers, drain=None, data_servers=None):
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def life_rates(run):
-    """samples/s of each life: a worker's wall_s starts again at each life."""
+def life_rates(run, more=()):
+    """samples/s of each life: a worker's wall_s starts again at each life.
+    `more`: other metrics.jsonl files read after the run's (a worker that
+    joined from elsewhere writes into its own run directory; it is in the
+    last life)."""
     lives = [{}]  # per life: worker -> [first (wall, samples), last]
     last_wall = {}
-    with open(os.path.join(run, "metrics.jsonl")) as f:
-        for line in f:
-            j = json.loads(line)
-            w, wall, samples = j["worker"], j["wall_s"], j["samples"]
-            if w in last_wall and wall < last_wall[w]:
-                if w in lives[-1]:
-                    lives.append({})
-            last_wall[w] = wall
-            first = lives[-1].setdefault(w, [(wall, samples), None])
-            first[1] = (wall, samples)
+    text = []
+    for path in [os.path.join(run, "metrics.jsonl")] + list(more):
+        with open(path) as f:
+            text += f.readlines()
+    for line in text:
+        j = json.loads(line)
+        w, wall, samples = j["worker"], j["wall_s"], j["samples"]
+        if w in last_wall and wall < last_wall[w]:
+            if w in lives[-1]:
+                lives.append({})
+        last_wall[w] = wall
+        first = lives[-1].setdefault(w, [(wall, samples), None])
+        first[1] = (wall, samples)
     rates = []
     for life in lives:
         total = 0.0
@@ -231,34 +240,52 @@ def latency_table(root, processes, rows=None, part=None):
               f"{state:>13}{once}", flush=True)
 
 
-def remote_join_run(root):
-    """A --processes sync run of 2 joined by a worker from 127.0.0.2."""
-    name = "remote-join"
+def join_run(root, remote):
+    """A --processes sync run of 2 joined by a worker started by hand: from
+    127.0.0.2 through the control endpoint (`remote`), or on this machine
+    through the run directory. The time to training again on 3, samples/s
+    on 2 and on 3, the joined count, the samples."""
+    name = "join-remote" if remote else "join-local"
     run = os.path.join(root, name)
     p = start(root, name, "sync", 2, 4, processes=True,
               extra=["cluster.control_address=tcp://127.0.0.1:*",
                      "cluster.max_workers=3"])
     wait_for(lambda: steps_logged(run) >= 400, "2 workers to warm up")
-    with open(os.path.join(run, "control.json")) as f:
-        endpoint = json.load(f)["endpoint"]
+    if remote:
+        with open(os.path.join(run, "control.json")) as f:
+            endpoint = json.load(f)["endpoint"]
+        how = ["--join", endpoint, "--bind", "tcp://127.0.0.2:*",
+               "--run-dir", os.path.join(root, "away"),
+               "--set", f"data.dir={DATA}"]
+    else:
+        how = ["--join", run]
     joiner = subprocess.Popen(
-        [EXE, "node", "--join", endpoint, "--bind", "tcp://127.0.0.2:*",
-         "--run-dir", os.path.join(root, "away"), "--set", f"data.dir={DATA}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [EXE, "node"] + how, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
     if p.wait() != 0 or joiner.wait() != 0:
         raise RuntimeError(f"{name}: exits {p.returncode}, {joiner.returncode}")
     with open(os.path.join(run, "summary.json")) as f:
         s = json.load(f)
     resumed = [m for m in s["membership"] if m["event"] == "resumed"]
-    remote = [m for m in s["membership"] if m["event"] == "processes"]
-    rates = life_rates(run) + [float("nan")] * 2
-    print(f"\n1d. a worker from elsewhere joins (--processes sync, 2 -> 3)")
-    print(f"{'to training again s':>20} {'samples/s on 2':>15} {'on 3':>10} "
-          f"{'joined':>7} {'samples':>9}")
-    print(f"{resumed[0].get('since_request_s', float('nan')):>20.2f} "
-          f"{rates[0]:>15.0f} {rates[1]:>10.0f} "
-          f"{len(remote[0].get('joined_remote', [])) if remote else 0:>7} "
-          f"{s['samples']:>9}", flush=True)
+    procs = [m for m in s["membership"] if m["event"] == "processes"]
+    joined = len(procs[0].get("joined_remote" if remote else "joined_pids",
+                              [])) if procs else 0
+    away = [os.path.join(root, "away", "metrics.jsonl")] if remote else []
+    rates = life_rates(run, away) + [float("nan")] * 2
+    return (resumed[0].get("since_request_s", float("nan")), rates[0],
+            rates[1], joined, s["samples"])
+
+
+def join_table(root):
+    print("\n1e. a worker started by hand joins (--processes sync, 2 -> 3)")
+    print(f"{'how':<34} {'to training again s':>20} {'samples/s on 2':>15} "
+          f"{'on 3':>10} {'joined':>7} {'samples':>9}")
+    for remote, label in [(False, "--join RUN_DIR (this machine)"),
+                          (True, "--join tcp://... from 127.0.0.2")]:
+        secs, r2, r3, joined, samples = join_run(root, remote)
+        print(f"{label:<34} {secs:>20.2f} {r2:>15.0f} {r3:>10.0f} "
+              f"{joined:>7} {samples:>9}", flush=True)
 
 
 def main():
@@ -272,7 +299,8 @@ def main():
         latency_table(root, processes=False, rows=FAMILIES)
     if "1d" in PARTS:
         latency_table(root, processes=False, rows=DATA_SERVER_ROWS, part="1d")
-        remote_join_run(root)
+    if "1e" in PARTS:
+        join_table(root)
     if "2" in PARTS:
         accuracy_table(root)
 

@@ -1052,6 +1052,38 @@ TEST(ProcessClusterTest,
   EXPECT_GT(summary["final_val_acc"].get<double>(), 0.2);
 }
 
+// `strata scale --workers 3 --data-servers 2` on a --processes async run
+// fed by one data server (dynamic assignment): the launcher keeps the
+// running data server and starts the second; each serves its own share of
+// what the first had left, and every example is trained once per epoch.
+TEST(ProcessClusterTest, ADataServerIsAddedAtAScale) {
+  Launched l = Launch(
+      "async", {"cluster.data_servers=1", "data.assignment=dynamic",
+                "data.served_log=ids", "train.iterations=0", "train.epochs=40",
+                "train.batch_size=48", "data.synthetic.train_size=576",
+                "checkpoint.every_updates=5", "cluster.worker_delay_ms=6",
+                "cluster.workers=2", "cluster.max_workers=3",
+                "cluster.request_timeout_ms=20000"});
+  ASSERT_GT(l.pid, 0);
+  WaitForTraining(l);
+  const std::map<std::string, pid_t> before = PidsByNode(l.run_dir);
+  EXPECT_EQ(Scale(l.run_dir, {"--workers", "3", "--data-servers", "2"}), 0);
+  const std::map<std::string, pid_t> after = PidsByNode(l.run_dir);
+  double secs = 0;
+  EXPECT_EQ(WaitExit(l.pid, &secs), 0);
+  EXPECT_EQ(after.at("data server 0"), before.at("data server 0"));
+  EXPECT_EQ(after.count("data server 1"), 1u);
+  auto summary = nlohmann::json::parse(*ReadFile(l.run_dir + "/summary.json"));
+  EXPECT_FALSE(summary.contains("error")) << summary.dump();
+  EXPECT_EQ(summary["data_service"]["data_servers"].size(), 2u);
+  auto counts = ServedCounts(l.run_dir);
+  ASSERT_EQ(counts.size(), 40u);
+  for (int64_t e = 0; e < 40; ++e) {
+    SCOPED_TRACE(e);
+    ExpectEveryExampleOnce(counts[e], 576);
+  }
+}
+
 TEST(ProcessClusterTest, ALostDataServerStopsTheRunNamingIt) {
   Launched l = Launch("async", {"cluster.data_servers=1"});
   ASSERT_GT(l.pid, 0);
