@@ -171,6 +171,19 @@ Status::Code CodeNamed(const std::string& name) {
   return Status::Code::kInternal;
 }
 
+// The endpoint's reply `text`, when it says ok; the run's refusal with its
+// code, or DataLoss naming `endpoint` for text that is not a reply.
+Result<json> OkReply(const std::string& endpoint, const std::string& text) {
+  json reply = json::parse(text, nullptr, false);
+  if (!reply.is_object())
+    return Status::DataLoss("the control endpoint {} answered '{}'", endpoint,
+                            text.substr(0, 200));
+  if (!reply.value("ok", false))
+    return Status(CodeNamed(reply.value("code", "")),
+                  reply.value("error", "no reason given"));
+  return reply;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<ControlEndpoint>> StartControlEndpoint(
@@ -227,13 +240,7 @@ Result<ScaleOutcome> ScaleRemote(const std::string& endpoint,
   ASSIGN_OR_RETURN(std::string text,
                    RequestReply(endpoint, curve, request.dump(),
                                 2 * timeout + std::chrono::seconds(2)));
-  const json reply = json::parse(text, nullptr, false);
-  if (!reply.is_object())
-    return Status::DataLoss("the control endpoint {} answered '{}'", endpoint,
-                            text.substr(0, 200));
-  if (!reply.value("ok", false))
-    return Status(CodeNamed(reply.value("code", "")),
-                  reply.value("error", "no reason given"));
+  ASSIGN_OR_RETURN(const json reply, OkReply(endpoint, text));
   ScaleOutcome out;
   out.from = reply.value("from", 0);
   out.to = reply.value("to", 0);
@@ -251,13 +258,7 @@ Result<RemoteJoin> AskToJoin(const std::string& endpoint,
   const json request{{"join", {{"host", host}, {"pid", pid}}}};
   ASSIGN_OR_RETURN(std::string text,
                    RequestReply(endpoint, out.curve, request.dump(), timeout));
-  const json reply = json::parse(text, nullptr, false);
-  if (!reply.is_object())
-    return Status::DataLoss("the control endpoint {} answered '{}'", endpoint,
-                            text.substr(0, 200));
-  if (!reply.value("ok", false))
-    return Status(CodeNamed(reply.value("code", "")),
-                  reply.value("error", "no reason given"));
+  ASSIGN_OR_RETURN(const json reply, OkReply(endpoint, text));
   const int port = reply.value("lives_port", 0);
   const size_t colon = endpoint.rfind(':');
   if (port <= 0 || colon == std::string::npos ||
@@ -300,13 +301,7 @@ Result<std::optional<NextLife>> WaitRemoteLife(
       continue;
     }
     answered = Clock::now();
-    const json reply = json::parse(*text, nullptr, false);
-    if (!reply.is_object())
-      return Status::DataLoss("{} answered '{}'", join.lives,
-                              text->substr(0, 200));
-    if (!reply.value("ok", false))
-      return Status(CodeNamed(reply.value("code", "")),
-                    reply.value("error", "no reason given"));
+    ASSIGN_OR_RETURN(const json reply, OkReply(join.lives, *text));
     if (reply.value("end", false)) return std::optional<NextLife>();
     if (reply.contains("life")) {
       ASSIGN_OR_RETURN(NextLife life, NextLife::FromLine(reply["life"].dump()));

@@ -257,6 +257,22 @@ void AskForFourFirst(const std::string& run) {
   ASSERT_TRUE(AskScale(run, first).ok());
 }
 
+// served.jsonl (full ids) of `run`: each of its `epochs` served each of
+// the `n` examples exactly once.
+void ExpectEachExampleOncePerEpoch(const std::string& run, int64_t epochs,
+                                   size_t n) {
+  const auto served = testing_util::ServedCounts(run);
+  for (int64_t e = 0; e < epochs; ++e) {
+    SCOPED_TRACE(e);
+    auto it = served.find(e);
+    ASSERT_NE(it, served.end());
+    EXPECT_EQ(it->second.size(), n);
+    int64_t twice = 0;
+    for (const auto& [id, times] : it->second) twice += times != 1;
+    EXPECT_EQ(twice, 0);
+  }
+}
+
 // `strata scale` on a running job, threads: 2 -> 4 -> 3 workers. The
 // first request waits in the run directory before training starts (the
 // coordinator takes it at its first look once training runs); the second
@@ -366,16 +382,7 @@ TEST_P(DataServiceScaleTest, EveryExampleOncePerEpochAcrossTheChanges) {
   const nlohmann::json& s = *finished;
   EXPECT_EQ(s["workers"].size(), 3u);
   ASSERT_EQ(s["membership"].size(), 4u) << s["membership"].dump();
-  const auto served = testing_util::ServedCounts(run);
-  for (int64_t e = 0; e < epochs; ++e) {
-    SCOPED_TRACE(e);
-    auto it = served.find(e);
-    ASSERT_NE(it, served.end());
-    EXPECT_EQ(it->second.size(), 576u);
-    int64_t twice = 0;
-    for (const auto& [id, times] : it->second) twice += times != 1;
-    EXPECT_EQ(twice, 0);
-  }
+  ExpectEachExampleOncePerEpoch(run, epochs, 576);
   if (sync) {
     EXPECT_GE(s["samples"].get<int64_t>(), epochs * 576);
     EXPECT_GT(s["resize"]["remainder_examples"].get<int64_t>(), 0);
@@ -434,16 +441,7 @@ TEST_P(DataServerScaleTest, DataServersComeAndGoWithEveryExampleOncePerEpoch) {
   ASSERT_EQ(m.size(), 4u) << m.dump();
   EXPECT_EQ(m[0]["data_servers"], 2);
   EXPECT_EQ(m[2]["data_servers_from"], 2);
-  const auto served = testing_util::ServedCounts(run);
-  for (int64_t e = 0; e < epochs; ++e) {
-    SCOPED_TRACE(e);
-    auto it = served.find(e);
-    ASSERT_NE(it, served.end());
-    EXPECT_EQ(it->second.size(), 576u);
-    int64_t twice = 0;
-    for (const auto& [id, times] : it->second) twice += times != 1;
-    EXPECT_EQ(twice, 0);
-  }
+  ExpectEachExampleOncePerEpoch(run, epochs, 576);
   EXPECT_GE(s["samples"].get<int64_t>(), epochs * 576);
 }
 
