@@ -743,6 +743,22 @@ TEST(ProcessClusterTest, AKilledWorkerLeavesASyncRunThatGoesOn) {
   EXPECT_EQ(summary["membership"][0]["leaving"], nlohmann::json::array({1}));
 }
 
+// The settings of the elastic --processes tests: synthetic 576 examples,
+// batches of 48, `epochs` counted in epochs, checkpoint rounds every 5
+// steps, 6 ms per step, and `extra`.
+std::vector<std::string> ElasticRun(int epochs,
+                                    std::vector<std::string> extra) {
+  std::vector<std::string> s = {"train.iterations=0",
+                                "train.epochs=" + std::to_string(epochs),
+                                "train.batch_size=48",
+                                "data.synthetic.train_size=576",
+                                "checkpoint.every_updates=5",
+                                "cluster.worker_delay_ms=6",
+                                "cluster.request_timeout_ms=20000"};
+  s.insert(s.end(), extra.begin(), extra.end());
+  return s;
+}
+
 // `strata node --join RUN_DIR`: a worker started by hand joins a running
 // --processes sync job of 2 workers. The run scales to 3 at its next
 // checkpoint and gives the new slot to that process (no process started);
@@ -751,11 +767,9 @@ TEST(ProcessClusterTest, AKilledWorkerLeavesASyncRunThatGoesOn) {
 // the joining process ends saying why.
 TEST(ProcessClusterTest, AWorkerStartedByHandJoinsARunningJob) {
   Launched l = Launch(
-      "sync", {"train.iterations=0", "train.epochs=40", "train.batch_size=48",
-               "data.synthetic.train_size=576", "data.shuffle=true",
-               "data.sharding.method=stratified", "checkpoint.every_updates=5",
-               "cluster.worker_delay_ms=6", "cluster.workers=2",
-               "cluster.max_workers=3", "cluster.request_timeout_ms=20000"});
+      "sync",
+      ElasticRun(40, {"data.shuffle=true", "data.sharding.method=stratified",
+                      "cluster.workers=2", "cluster.max_workers=3"}));
   ASSERT_GT(l.pid, 0);
   WaitForTraining(l);
   const std::map<std::string, pid_t> before = PidsByNode(l.run_dir);
@@ -811,13 +825,12 @@ TEST(ProcessClusterTest,
   ASSERT_EQ(WaitExit(SpawnStrata({"keys", "generate", root + "/keys"}), &secs),
             0);
   Launched l = Launch(
-      "sync", {"train.iterations=0", "train.epochs=40", "train.batch_size=48",
-               "data.synthetic.train_size=576", "data.shuffle=true",
-               "data.sharding.method=stratified", "checkpoint.every_updates=5",
-               "cluster.worker_delay_ms=6", "cluster.workers=2",
-               "cluster.max_workers=3", "cluster.request_timeout_ms=20000",
+      "sync",
+      ElasticRun(
+          40, {"data.shuffle=true", "data.sharding.method=stratified",
+               "cluster.workers=2", "cluster.max_workers=3",
                "cluster.security=curve", "cluster.keys_dir=" + root + "/keys",
-               "cluster.control_address=tcp://127.0.0.1:*"});
+               "cluster.control_address=tcp://127.0.0.1:*"}));
   ASSERT_GT(l.pid, 0);
   WaitForTraining(l);
   auto control = ReadFile(l.run_dir + "/control.json");
@@ -1058,12 +1071,9 @@ TEST(ProcessClusterTest,
 // what the first had left, and every example is trained once per epoch.
 TEST(ProcessClusterTest, ADataServerIsAddedAtAScale) {
   Launched l = Launch(
-      "async", {"cluster.data_servers=1", "data.assignment=dynamic",
-                "data.served_log=ids", "train.iterations=0", "train.epochs=40",
-                "train.batch_size=48", "data.synthetic.train_size=576",
-                "checkpoint.every_updates=5", "cluster.worker_delay_ms=6",
-                "cluster.workers=2", "cluster.max_workers=3",
-                "cluster.request_timeout_ms=20000"});
+      "async", ElasticRun(40, {"cluster.data_servers=1",
+                               "data.assignment=dynamic", "data.served_log=ids",
+                               "cluster.workers=2", "cluster.max_workers=3"}));
   ASSERT_GT(l.pid, 0);
   WaitForTraining(l);
   const std::map<std::string, pid_t> before = PidsByNode(l.run_dir);
