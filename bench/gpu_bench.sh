@@ -7,7 +7,8 @@
 # CPU and on the GPU, with the share of the worker's step spent in
 # communication (comm_s / (compute_s + comm_s) of metrics.jsonl) and where
 # the training time went (summary.json's train_s, which samples/s divides
-# by, and worker 0's compute, communication, clock and data waits).
+# by, and worker 0's compute, communication, clock and data waits), and on
+# the GPU the local trainer in bf16 (train.precision).
 # The first lines check that a short lenet run ends in the same place on
 # both devices (float tolerance: cuDNN and cuBLAS sum in another order).
 #
@@ -85,6 +86,10 @@ for model in lenet resnet20; do
     [ $dev = cuda ] && printf '%-9s %-6s %-20s %s\n' $model $dev "local, host update" \
       "$(run $model-$dev-local-host "${common[@]}" --set cluster.mode=local \
         --set train.local_optimizer=host)"
+    # Mixed precision (train.precision = bf16: autocast on the device).
+    [ $dev = cuda ] && printf '%-9s %-6s %-20s %s\n' $model $dev "local, bf16" \
+      "$(run $model-$dev-local-bf16 "${common[@]}" --set cluster.mode=local \
+        --set train.precision=bf16)"
     printf '%-9s %-6s %-20s %s\n' $model $dev "sync 1+1 inproc" \
       "$(run $model-$dev-sync "${common[@]}" --set cluster.mode=sync \
         --set cluster.servers=1 --set cluster.workers=1)"

@@ -161,6 +161,13 @@ std::vector<ConfigKey> MakeSchema() {
            "copy, and they are copied at the points a GPU's would be), to "
            "check the GPU's data path without a GPU; slower, for tests "
            "(docs/design/gpu.md)"),
+      Str("train.precision", "float32",
+          "the forward pass's type: float32, or bf16 = LibTorch's autocast "
+          "to bfloat16 on the CPU or the GPU (matrix products and "
+          "convolutions in bf16; the parameters, gradients, optimizer and "
+          "everything workers exchange stay float32); docs/guide/"
+          "training.md, Precision",
+          {"float32", "bf16"}),
       Str("train.local_optimizer", "auto",
           "where the single-process trainer (cluster.mode = local) applies "
           "its update: host = the servers' own code on the host copy, bit "

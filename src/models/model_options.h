@@ -34,12 +34,16 @@ struct DeviceOptions {
   // On the CPU, the flat vector bound as on a GPU (FlatParameters::Bind's
   // emulate_device).
   bool emulate_gpu_buffers = false;
+  // The forward pass's type (models/precision.h): float32 or bf16.
+  std::string precision = "float32";
 
-  // train.device and train.emulate_gpu_buffers from a run config.
+  // train.device, train.emulate_gpu_buffers and train.precision from a run
+  // config.
   static DeviceOptions FromConfig(const Config& config) {
     DeviceOptions o;
     o.device = config.GetString("train.device");
     o.emulate_gpu_buffers = config.GetBool("train.emulate_gpu_buffers");
+    o.precision = config.GetString("train.precision");
     return o;
   }
 };

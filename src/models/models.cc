@@ -10,6 +10,7 @@
 
 #include "common/mutex.h"
 #include "common/own_thread.h"
+#include "models/precision.h"
 #include "models/torchscript.h"
 
 namespace strata {
@@ -478,11 +479,15 @@ ClassifierImpl::ParamGate PrefixGate(const Model& model,
 }
 
 Status CheckDevice(const DeviceOptions& where) {
+  RETURN_IF_ERROR(ParsePrecision(where.precision).status());
   return ParseDevice(where).status();
 }
 
 Status PlaceModel(Model& model, const DeviceOptions& where) {
   ASSIGN_OR_RETURN(torch::Device d, ParseDevice(where));
+  ASSIGN_OR_RETURN(const c10::ScalarType precision,
+                   ParsePrecision(where.precision));
+  model.net->set_autocast(precision);
   if (d.is_cpu()) {
     if (where.emulate_gpu_buffers && !model.flat.on_device()) {
       ASSIGN_OR_RETURN(model.flat, FlatParameters::Bind(*model.net, d, true));

@@ -39,6 +39,12 @@ class ClassifierImpl : public torch::nn::Module {
   // parameters, in the order of its parameters, says so here; the others
   // (scripted models) get every parameter before forward() starts.
   virtual bool awaits_layers() const { return false; }
+
+  // Mixed precision (train.precision, models/precision.h): the type the
+  // forward pass computes in under autocast (ForwardBackward, Evaluate);
+  // float32 = no autocast. PlaceModel sets it.
+  void set_autocast(c10::ScalarType dtype) { autocast_ = dtype; }
+  c10::ScalarType autocast() const { return autocast_; }
   // Called with the layer about to run (`part` null), with the part of a
   // parameter about to be read (`layer` null; a row slice, see
   // SliceLayers), or with both null for every parameter (ForwardBackward
@@ -105,6 +111,7 @@ class ClassifierImpl : public torch::nn::Module {
  private:
   ParamGate gate_;
   GradReport report_;
+  c10::ScalarType autocast_ = c10::ScalarType::Float;
 };
 
 // What a ParamGate throws when the parameters it waited for never came (a
@@ -144,12 +151,14 @@ Result<Model> CreateModelOnThreadOfItsOwn(const ModelOptions& options,
                                           const InputSpec& input);
 
 // Moves a model made by CreateModel to `where.device` ("cpu", "cuda" or
-// "cuda:N") and binds its flat vector there (FlatParameters: on a GPU the
+// "cuda:N"), sets its forward pass's precision (where.precision) and binds
+// its flat vector there (FlatParameters: on a GPU the
 // *_data() pointers become host mirrors; Upload() before the forward pass,
 // FetchGrads() after the backward pass). "cpu" does nothing, unless
 // where.emulate_gpu_buffers: then the flat vector is bound as on a GPU, with
 // buffers on the CPU. InvalidArgument for a name that is not such a device,
-// or a GPU with emulate_gpu_buffers; FailedPrecondition, naming
+// or a GPU with emulate_gpu_buffers, or a precision that is not one
+// (ParsePrecision); FailedPrecondition, naming
 // train.device, where this LibTorch has no CUDA or sees no GPU.
 Status PlaceModel(Model& model, const DeviceOptions& where);
 // The same checks alone, for a run to fail before it starts its nodes.

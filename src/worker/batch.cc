@@ -7,9 +7,22 @@
 
 #include "common/timeline.h"
 #include "data/transforms.h"
+#include "models/precision.h"
 #include "models/torchscript.h"
 
 namespace strata {
+namespace {
+
+// The forward pass, under autocast with train.precision = bf16; the logits
+// come back float32, so the loss and the accuracy are computed in float32.
+torch::Tensor Logits(ClassifierImpl& net, const torch::Tensor& inputs,
+                     const torch::Device& device) {
+  if (net.autocast() == torch::kFloat32) return net.forward(inputs);
+  AutocastScope autocast(device.type(), net.autocast());
+  return net.forward(inputs).to(torch::kFloat32);
+}
+
+}  // namespace
 
 torch::Device DeviceOf(ClassifierImpl& net) {
   for (const auto& p : net.parameters()) return p.device();
@@ -140,7 +153,7 @@ Result<EvalResult> Evaluate(ClassifierImpl& net, const Dataset& data,
         x = x.to(device);
         y = y.to(device);
       }
-      auto logits = net.forward(x);
+      auto logits = Logits(net, x, device);
       loss_sum +=
           torch::nn::functional::cross_entropy(
               logits, y,
@@ -172,7 +185,7 @@ Result<StepResult> ForwardBackward(ClassifierImpl& net, const Batch& batch,
     const torch::Tensor targets =
         batch.targets.to(device, /*non_blocking=*/true);
     timeline::Span forward("forward", "step");
-    auto logits = net.forward(inputs);
+    auto logits = Logits(net, inputs, device);
     // Every parameter is in before the backward pass reads them and its
     // gradients leave (cluster.layer_wait; a no-op without a gate).
     net.AwaitAll();

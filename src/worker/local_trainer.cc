@@ -10,6 +10,7 @@
 #include "common/seconds.h"
 #include "models/cpu_threads.h"
 #include "models/model_file.h"
+#include "models/precision.h"
 #include "run/progress.h"
 #include "sharding/methods.h"
 #include "worker/local_update.h"
@@ -124,10 +125,11 @@ Status LocalTrainer::SetUp() {
   model_.flat.Upload();  // GPU: the host copy is the one restored/updated
   LogInfo(
       "training {} ({} parameters) on {} ({} train / {} val), batch {}, "
-      "{} steps ({} per epoch), {} threads ({}), device {}, optimizer on {}",
+      "{} steps ({} per epoch), {} threads ({}), device {}, {}, optimizer "
+      "on {}",
       o_.model.name, model_.flat.size(), data_.train.name, data_.train.size(),
       data_.val.size(), o_.batch_size, total_steps_, per_epoch_, threads_,
-      blas_, model_.flat.device().str(),
+      blas_, model_.flat.device().str(), PrecisionName(model_.net->autocast()),
       update_->where() == std::string("device")
           ? model_.flat.device().str() + " (LibTorch operations)"
           : std::string("the host"));
