@@ -68,6 +68,15 @@ double RemoteLife::silent_s() const {
       .count();
 }
 
+bool RemoteLife::AwaitPoll(double quiet_s,
+                           std::chrono::steady_clock::time_point until) const {
+  while (silent_s() >= quiet_s) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
 bool RemoteLife::Ended() const {
   MutexLock lock(&mu_);
   return ended_;

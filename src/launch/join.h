@@ -71,6 +71,12 @@ class RemoteLife {
   // Seconds since the node last polled (or joined). A joiner waiting for
   // its first life polls every 100 ms: one silent for seconds is gone.
   double silent_s() const EXCLUDES(mu_);
+  // Whether the node polls: true once it polled within the last `quiet_s`
+  // seconds, false if it has not by `until`. A node whose life ended asks
+  // for its next one every 100 ms: one that does not died between lives.
+  bool AwaitPoll(double quiet_s,
+                 std::chrono::steady_clock::time_point until) const
+      EXCLUDES(mu_);
 
  private:
   const int64_t ticket_;

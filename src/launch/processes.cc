@@ -41,6 +41,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
+// How long a scale waits, from the end of a life, for a worker on another
+// machine to ask for its next one (it asks every 100 ms once its life's
+// roles are down).
+constexpr std::chrono::seconds kRemoteLifeWait(10);
+
 // The children of a --processes cluster, by node id, with each one's
 // channel for its next life (launch/life_channel.h), and what starts one. A
 // child lives as long as its role does in every life: a scale (Reform) keeps
@@ -102,6 +107,9 @@ class Children {
   // Whether the child's process is known to have ended (never for a
   // remote one: the coordinator's heartbeats tell).
   static bool Gone(const Child& kid);
+  // A worker on another machine that does not poll for its next life by
+  // `until` (RemoteLife::AwaitPoll): it died between lives. Logs it.
+  static bool RemoteDiedBetweenLives(const Child& kid, Clock::time_point until);
 
   Status Start(NodeId id, bool resume) REQUIRES(mu_);
   // Node `id` (a worker's slot) given to a process that joined, with its
@@ -241,6 +249,8 @@ Result<nlohmann::json> Children::Reform(const RoleTable& roles, NextLife life,
   std::map<NodeId, Child> kept;
   std::vector<pid_t> leaving, kept_pids;
   int kept_remote = 0;  // workers on other machines (no PID here)
+  nlohmann::json gone_remote = nlohmann::json::array();
+  const Clock::time_point polls_by = Clock::now() + kRemoteLifeWait;
   for (const auto& [id, kid] : kids_) {
     Role role;
     int index = -1;
@@ -248,7 +258,13 @@ Result<nlohmann::json> Children::Reform(const RoleTable& roles, NextLife life,
       index = IndexAfterScale(role, index, kept_workers);
     const NodeId next = index >= 0 ? roles.IdOf(role, index) : kInvalidNodeId;
     life.index = index;
-    const bool gone = Gone(kid);
+    bool gone = Gone(kid);
+    if (next != kInvalidNodeId && !gone &&
+        RemoteDiedBetweenLives(kid, polls_by)) {
+      gone = true;
+      gone_remote.push_back(
+          {{"host", kid.remote->host()}, {"pid", kid.remote->pid()}});
+    }
     if (next != kInvalidNodeId && !gone && Tell(kid, life).ok()) {
       kept[next] = kid;
       if (kid.remote) {
@@ -285,10 +301,11 @@ Result<nlohmann::json> Children::Reform(const RoleTable& roles, NextLife life,
   }
   RETURN_IF_ERROR(WritePids());
   leavers_.insert(leavers_.end(), leaving.begin(), leaving.end());
-  return nlohmann::json{{"event", "processes"},    {"kept_pids", kept_pids},
-                        {"started_pids", started}, {"joined_pids", joined},
-                        {"joined_remote", remote}, {"kept_remote", kept_remote},
-                        {"ended_pids", leaving}};
+  return nlohmann::json{
+      {"event", "processes"},       {"kept_pids", kept_pids},
+      {"started_pids", started},    {"joined_pids", joined},
+      {"joined_remote", remote},    {"kept_remote", kept_remote},
+      {"gone_remote", gone_remote}, {"ended_pids", leaving}};
 }
 
 Status Children::Tell(const Child& kid, NextLife life) const {
@@ -302,6 +319,19 @@ void Children::Hang(Child& kid) {
   if (kid.remote) kid.remote->Close();
   if (kid.life_fd >= 0) ::close(kid.life_fd);
   kid.life_fd = -1;
+}
+
+bool Children::RemoteDiedBetweenLives(const Child& kid,
+                                      Clock::time_point until) {
+  if (!kid.remote || kid.remote->AwaitPoll(1.0, until)) return false;
+  LogWarning(
+      "the worker on {} (pid {} there) did not ask for its next life within "
+      "{} s of the last one's end: it is gone, and its slot is given to "
+      "another",
+      kid.remote->host(), kid.remote->pid(),
+      std::chrono::duration_cast<std::chrono::seconds>(kRemoteLifeWait)
+          .count());
+  return true;
 }
 
 bool Children::Gone(const Child& kid) {

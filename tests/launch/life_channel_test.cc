@@ -126,6 +126,37 @@ TEST(LifeChannelTest, ARemoteLifeAnswersARepeatedPollTheSame) {
   EXPECT_LT(r.silent_s(), 1.0);
 }
 
+// A scale waits for a remote worker's poll for its next life
+// (RemoteLife::AwaitPoll): it returns as soon as the worker polls, and
+// says false at the bound for one that stays silent (it died between
+// lives).
+TEST(LifeChannelTest, AScaleSeesARemoteWorkerThatStoppedPolling) {
+  using Clock = std::chrono::steady_clock;
+  RemoteLife polling(1, "elsewhere", 10), silent(2, "elsewhere", 11);
+  std::atomic<bool> stop{false};
+  std::thread node([&] {
+    std::this_thread::sleep_for(milliseconds(400));  // its life ends
+    bool closed = false;
+    while (!stop.load()) {
+      polling.Poll(0, &closed);
+      std::this_thread::sleep_for(milliseconds(100));
+    }
+  });
+  std::this_thread::sleep_for(milliseconds(300));
+  // Both last polled (joined) 0.3 s ago: neither polls within 0.2 s now.
+  auto start = Clock::now();
+  EXPECT_TRUE(polling.AwaitPoll(0.2, start + std::chrono::seconds(5)));
+  const double waited =
+      std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_GT(waited, 0.05);
+  EXPECT_LT(waited, 2.0);
+  start = Clock::now();
+  EXPECT_FALSE(silent.AwaitPoll(0.2, start + milliseconds(500)));
+  EXPECT_GE(Clock::now() - start, milliseconds(500));
+  stop = true;
+  node.join();
+}
+
 // A join the run cannot take (launch/join.h) ends the wait with the reason.
 TEST(LifeChannelTest, ARefusedJoinEndsTheWaitSayingWhy) {
   Channel p;

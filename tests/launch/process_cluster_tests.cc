@@ -865,6 +865,57 @@ TEST(ProcessClusterTest,
   EXPECT_NE(config->find("workers = 3"), std::string::npos) << *config;
 }
 
+// A worker that joined through the control endpoint and trains is kept by
+// the next scale (2 -> 3 by its join, then 3 -> 4 by `strata scale`): the
+// launcher waits for its poll for the next life (RemoteLife::AwaitPoll,
+// bounded by 10 s), gets it at once, and gives it its slot again. It ends
+// with the run, and every step of every epoch is trained once.
+TEST(ProcessClusterTest, AWorkerFromAnotherMachineIsKeptByTheNextScale) {
+  std::string root = "/tmp/strata_remote_kept_XXXXXX";
+  ASSERT_NE(::mkdtemp(root.data()), nullptr);
+  Launched l = Launch(
+      "sync", ElasticRun(60, {"data.sharding.method=stratified",
+                              "cluster.workers=2", "cluster.max_workers=4",
+                              "cluster.control_address=tcp://127.0.0.1:*"}));
+  ASSERT_GT(l.pid, 0);
+  WaitForTraining(l);
+  auto control = ReadFile(l.run_dir + "/control.json");
+  ASSERT_TRUE(control.ok()) << control.status().ToString();
+  const std::string endpoint =
+      nlohmann::json::parse(*control).value("endpoint", "");
+  const pid_t joiner =
+      SpawnStrata({"node", "--join", endpoint, "--run-dir", root + "/away",
+                   "--bind", "tcp://127.0.0.2:*"});
+  ASSERT_GT(joiner, 0);
+  // Its join landed once membership.jsonl says so; then the next scale.
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (Clock::now() < deadline) {
+    auto m = ReadFile(l.run_dir + "/membership.jsonl");
+    if (m.ok() && m->find("joined_remote\":[{") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(Scale(l.run_dir, {"--workers", "4"}), 0);
+  double secs = 0;
+  EXPECT_EQ(WaitExit(l.pid, &secs), 0);
+  EXPECT_EQ(WaitExit(joiner, &secs), 0);
+  auto summary = nlohmann::json::parse(*ReadFile(l.run_dir + "/summary.json"));
+  EXPECT_FALSE(summary.contains("error")) << summary.dump();
+  EXPECT_EQ(summary["samples"], 60 * 576);
+  EXPECT_EQ(summary["workers"].size(), 4u);
+  std::vector<nlohmann::json> lines;
+  for (const auto& m : summary["membership"])
+    if (m.value("event", "") == "processes") lines.push_back(m);
+  ASSERT_EQ(lines.size(), 2u) << summary["membership"].dump();
+  EXPECT_EQ(lines[0]["joined_remote"].size(), 1u);
+  EXPECT_EQ(lines[1]["kept_remote"], 1);
+  EXPECT_EQ(lines[1]["gone_remote"], nlohmann::json::array());
+  EXPECT_EQ(lines[1]["started_pids"].size(), 1u);  // worker 3
+  for (const auto& m : summary["membership"]) {
+    if (m.value("event", "") == "resumed")  // not the 10 s of a silent one
+      EXPECT_LT(m.value("since_request_s", 99.0), 8.0) << m.dump();
+  }
+}
+
 // A loopback port free now (bound and released; the caller binds it next).
 int FreeLoopbackPort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
