@@ -93,17 +93,15 @@ def scale(run, workers, drain=None, data_servers=None):
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def life_rates(run, more=()):
+def life_rates(run):
     """samples/s of each life: a worker's wall_s starts again at each life.
-    `more`: other metrics.jsonl files read after the run's (a worker that
-    joined from elsewhere writes into its own run directory; it is in the
-    last life)."""
+    A worker that joined from elsewhere sends its lines to the coordinator
+    (cluster.forward_metrics): they are in the run's file too."""
     lives = [{}]  # per life: worker -> [first (wall, samples), last]
     last_wall = {}
     text = []
-    for path in [os.path.join(run, "metrics.jsonl")] + list(more):
-        with open(path) as f:
-            text += f.readlines()
+    with open(os.path.join(run, "metrics.jsonl")) as f:
+        text += f.readlines()
     for line in text:
         j = json.loads(line)
         w, wall, samples = j["worker"], j["wall_s"], j["samples"]
@@ -271,8 +269,7 @@ def join_run(root, remote):
     procs = [m for m in s["membership"] if m["event"] == "processes"]
     joined = len(procs[0].get("joined_remote" if remote else "joined_pids",
                               [])) if procs else 0
-    away = [os.path.join(root, "away", "metrics.jsonl")] if remote else []
-    rates = life_rates(run, away) + [float("nan")] * 2
+    rates = life_rates(run) + [float("nan")] * 2
     return (resumed[0].get("since_request_s", float("nan")), rates[0],
             rates[1], joined, s["samples"])
 

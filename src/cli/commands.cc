@@ -200,6 +200,10 @@ Result<LifeWait> JoinRemotely(NodeArgs& args, const std::atomic<bool>* stop) {
   const std::string path = JoinPath(args.run_dir, "config.toml");
   RETURN_IF_ERROR(WriteFileAtomic(path, join.config));
   if (args.train.config_path.empty()) args.train.config_path = path;
+  // Its metrics.jsonl lines go into the run's directory, through the
+  // coordinator; the user's --set still comes last.
+  args.train.overrides.insert(args.train.overrides.begin(),
+                              "cluster.forward_metrics=true");
   LogInfo(
       "asked the run at {} to take this process (pid {} on {}) as a worker; "
       "its config is in {}",

@@ -437,6 +437,11 @@ std::vector<ConfigKey> MakeSchema() {
           "loopback keeps them on this machine, this machine's own address "
           "lets a worker on another one join through "
           "cluster.control_address (docs/design/elastic.md)"),
+      Bool("cluster.forward_metrics", false,
+           "a worker sends its metrics.jsonl lines to the coordinator, "
+           "which writes them (and their TensorBoard events) into the run's "
+           "directory, instead of writing them into its own; `strata node "
+           "--join tcp://...` (a worker on another machine) sets it"),
       Bool("cluster.leave_on_loss", false,
            "elastic: a lost worker leaves the run. Lockstep modes (sync, "
            "allreduce, ring, local-sgd, dpsgd) go on from the newest "

@@ -75,6 +75,10 @@ void Coordinator::Handle(Message msg) {
       return OnDone(std::move(msg));
     case MessageType::kTimelineRequest:
       return OnTimeline(std::move(msg));
+    case MessageType::kMetricsLine:
+      if (options_.on_metrics_line && !msg.payloads.empty())
+        options_.on_metrics_line(msg.header.sender, msg.payloads[0].ToString());
+      return;
     default:
       LogWarning("coordinator: ignoring unexpected {} from {}",
                  MessageTypeName(msg.header.type),

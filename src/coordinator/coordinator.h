@@ -38,6 +38,9 @@ struct CoordinatorOptions {
   // Receives each heartbeat's status (the sender, its JSON text), on the
   // coordinator's receive thread; must be quick and thread-safe. May be null.
   std::function<void(NodeId, const std::string&)> on_status;
+  // Receives a worker's metrics.jsonl line (cluster.forward_metrics: the
+  // sender, the line's JSON text), on the receive thread. May be null.
+  std::function<void(NodeId, const std::string&)> on_metrics_line;
   // Writes a checkpoint from the workers' arrivals (worker node id -> its
   // kCheckpointArrive) once every live worker that has not finished
   // arrived; runs on the coordinator's checkpoint thread and may Request()

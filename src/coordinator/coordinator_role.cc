@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <nlohmann/json.hpp>
 
 #include "cluster/cluster_metrics.h"
 #include "common/fs.h"
@@ -64,6 +65,9 @@ class CoordinatorRun {
  private:
   CoordinatorOptions Options();
   Status StartMetrics(CoordinatorOptions& co);
+  // A worker's metrics.jsonl line (cluster.forward_metrics) into the run's
+  // metrics.jsonl; a malformed one is dropped with a warning.
+  void WriteForwardedMetrics(NodeId from, const std::string& text) const;
   // Waits for the workers, looking every 50 ms (a Ctrl-C is seen within
   // that); the run's status.
   Status Supervise(Coordinator& c);
@@ -142,6 +146,9 @@ CoordinatorOptions CoordinatorRun::Options() {
     co.server_restart_timeout = o_.restart_timeout;
     co.worker_restart = true;
   }
+  co.on_metrics_line = [this](NodeId from, const std::string& text) {
+    WriteForwardedMetrics(from, text);
+  };
   if (!o_.checkpoints()) return co;
   // Sync k-of-n workers are not at one step: they meet as free ones do,
   // each leaving the servers while it waits (Exchange::PauseForRound).
@@ -158,6 +165,20 @@ CoordinatorOptions CoordinatorRun::Options() {
     return st;
   };
   return co;
+}
+
+void CoordinatorRun::WriteForwardedMetrics(NodeId from,
+                                           const std::string& text) const {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object()) {
+    LogWarning(
+        "coordinator: {} sent a metrics line that is not a JSON object; "
+        "dropped",
+        o_.roles.Describe(from));
+    return;
+  }
+  const Status st = run_dir_.AppendJson("metrics.jsonl", j);
+  if (!st.ok()) LogWarning("coordinator: metrics.jsonl: {}", st.message());
 }
 
 Status CoordinatorRun::StartMetrics(CoordinatorOptions& co) {

@@ -238,6 +238,7 @@ Status CheckResumeConfig(const std::string& saved_toml, const Config& now,
         "cluster.request_timeout_ms",
         "cluster.metrics_address",
         "cluster.processes_ip",
+        "cluster.forward_metrics",
         "data.dir",
     };
     return std::find(keys.begin(), keys.end(), k) != keys.end();

@@ -138,6 +138,7 @@ Status ResolveLifecycle(const Config& c, ClusterRunOptions& o) {
   o.restart_timeout = std::chrono::milliseconds(
       static_cast<int64_t>(c.GetFloat("cluster.restart_timeout_s") * 1000));
   o.leave_on_loss = c.GetBool("cluster.leave_on_loss");
+  o.forward_metrics = c.GetBool("cluster.forward_metrics");
   if (o.leave_on_loss && o.checkpoint_every_updates <= 0 &&
       o.checkpoint_every_s <= 0) {
     return Status::InvalidArgument(

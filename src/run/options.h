@@ -121,6 +121,9 @@ struct ClusterRunOptions {
   // cluster.leave_on_loss: a lockstep run that lost a worker goes on from
   // its newest checkpoint without it (a drain the coordinator asks itself).
   bool leave_on_loss = false;
+  // cluster.forward_metrics: a worker's metrics.jsonl lines go to the
+  // coordinator (kMetricsLine), which writes them into the run's directory.
+  bool forward_metrics = false;
   bool checkpoints() const {
     return checkpoint_every_updates > 0 || checkpoint_every_s > 0 || resume;
   }

@@ -49,6 +49,7 @@ constexpr NamedType kNames[] = {
     {MessageType::kRestoreRequest, "restore_request"},
     {MessageType::kCheckpointRequest, "checkpoint_request"},
     {MessageType::kTimelineRequest, "timeline_request"},
+    {MessageType::kMetricsLine, "metrics_line"},
 };
 
 }  // namespace

@@ -68,6 +68,7 @@ enum class MessageType : uint16_t {
   kRestoreRequest = 0x102A,
   kCheckpointRequest = 0x102B,
   kTimelineRequest = 0x102C,
+  kMetricsLine = 0x102D,  // a worker's metrics.jsonl line, to the coordinator
 
   kLastUserType = 0x1FFF,
 };

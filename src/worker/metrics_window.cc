@@ -18,7 +18,8 @@ Status MetricsWindow::Record(int64_t it, int64_t total, int64_t epoch,
   loss_ += loss;
   accuracy_ += accuracy;
   ++n_;
-  if (run_dir_ == nullptr || ((it + 1) % log_every_ != 0 && it + 1 != total))
+  if ((run_dir_ == nullptr && !forward_) ||
+      ((it + 1) % log_every_ != 0 && it + 1 != total))
     return Status::Ok();
   const double wall_s = Seconds(start_, std::chrono::steady_clock::now());
   nlohmann::json j{{"worker", index_},         {"step", it + 1},
@@ -40,6 +41,7 @@ Status MetricsWindow::Record(int64_t it, int64_t total, int64_t epoch,
   }
   loss_ = accuracy_ = 0;
   n_ = 0;
+  if (forward_) return forward_(j.dump());
   return run_dir_->AppendJson("metrics.jsonl", j);
 }
 

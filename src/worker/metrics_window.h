@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <string>
 
 #include "common/status.h"
 #include "run/options.h"
@@ -29,14 +31,17 @@ struct StepTimes {
 // applied since the last line. Not thread-safe: the worker's thread.
 class MetricsWindow {
  public:
-  // `run_dir` may be null (no lines written).
+  // The lines go into `run_dir`'s metrics.jsonl, or to `forward` when it
+  // is set (cluster.forward_metrics); with neither, no lines are written.
   MetricsWindow(const ClusterRunOptions& options, int index,
                 const RunDirectory* run_dir,
-                std::chrono::steady_clock::time_point start)
+                std::chrono::steady_clock::time_point start,
+                std::function<Status(const std::string&)> forward = nullptr)
       : log_every_(options.log_every),
         index_(index),
         workers_(options.roles.num_workers()),
         run_dir_(run_dir),
+        forward_(std::move(forward)),
         start_(start) {}
 
   // Step `it` of `total` (counted from 0) is done. `data_wait_s` < 0: no
@@ -51,6 +56,7 @@ class MetricsWindow {
   // The run's worker count (each line says it: it changes with a scale).
   const int workers_;
   const RunDirectory* const run_dir_;
+  const std::function<Status(const std::string&)> forward_;
   const std::chrono::steady_clock::time_point start_;
   double loss_ = 0, accuracy_ = 0;
   int64_t n_ = 0;

@@ -39,7 +39,7 @@ class WorkerLoop {
         checkpoints_(s_.checkpoints, o_, s_.index, *s_.env.rpc, stop_),
         faults_(o_, s_.index),
         pace_(o_.pace, s_.index),
-        window_(o_, s_.index, s_.run_dir, start_) {
+        window_(o_, s_.index, s_.run_dir, start_, s_.forward_metrics) {
     m_.index = s_.index;
   }
 

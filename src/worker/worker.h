@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <string>
 
 #include "data/dataset.h"
 #include "dataservice/batch_stream.h"
@@ -32,7 +34,10 @@ struct WorkerSetup {
   ExchangeEnv env;
   // Shows the model to the evaluator and receives its final copy.
   PublishedModel* published = nullptr;
-  const RunDirectory* run_dir = nullptr;     // may be null (no metrics.jsonl)
+  const RunDirectory* run_dir = nullptr;  // may be null (no metrics.jsonl)
+  // Set: the metrics.jsonl lines go here instead of into run_dir (a worker
+  // elsewhere sends them to the coordinator: cluster.forward_metrics).
+  std::function<Status(const std::string& line)> forward_metrics;
   const std::atomic<bool>* stop = nullptr;   // may be null
   BatchStream* stream = nullptr;             // the data service, or null
   WorkerCheckpoints* checkpoints = nullptr;  // null: no checkpoints

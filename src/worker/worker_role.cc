@@ -39,6 +39,8 @@ class WorkerNode {
   // data's shape and the stream of batches.
   Status Serve();
   Result<WorkerMetrics> Train();
+  // cluster.forward_metrics: sends a metrics.jsonl line to the coordinator.
+  std::function<Status(const std::string&)> ForwardMetrics();
 
   RoleContext& ctx_;
   const ClusterRunOptions& o_;
@@ -87,6 +89,15 @@ void WorkerNode::Route() {
   // heartbeats.
   if (!o_.metrics_address.empty())
     node_.SetStatusSource([this] { return published_.MetricsJson(); });
+}
+
+std::function<Status(const std::string&)> WorkerNode::ForwardMetrics() {
+  return [this](const std::string& line) {
+    Message m;
+    m.header.type = MessageType::kMetricsLine;
+    m.payloads.push_back(Buffer::CopyOf(line.data(), line.size()));
+    return node_.rpc().Send(o_.roles.CoordinatorId(), std::move(m));
+  };
 }
 
 Status WorkerNode::Join() {
@@ -166,6 +177,7 @@ Result<WorkerMetrics> WorkerNode::Train() {
   setup.env.schedule = p.options.schedule.ForSteps(p.options.iterations);
   setup.published = &published_;
   setup.run_dir = ctx_.run_dir;
+  if (o_.forward_metrics) setup.forward_metrics = ForwardMetrics();
   setup.stop = ctx_.stop;
   setup.stream = stream_.get();
   setup.checkpoints = o_.checkpoints() ? &checkpoints_ : nullptr;

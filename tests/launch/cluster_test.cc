@@ -13,9 +13,11 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "common/fs.h"
@@ -1063,6 +1065,34 @@ TEST(ClusterFailureTest, LosingEveryWorkerStopsTheRun) {
             std::string::npos)
       << r.status().message();
   EXPECT_LT(secs, 30.0);
+}
+
+// cluster.forward_metrics: the workers' metrics.jsonl lines go through the
+// coordinator into the run's file: the same lines (worker, step, samples)
+// as when each worker writes its own, none lost or doubled.
+TEST(ClusterTest, ForwardedMetricsLinesAreTheWorkersOwn) {
+  const std::string root = TempRoot();
+  auto lines = [&](bool forward) {
+    const Config c = With(
+        Base(root),
+        {"cluster.mode=sync", "cluster.workers=2", "train.log_every=5",
+         std::string("cluster.forward_metrics=") + (forward ? "true" : "false"),
+         std::string("run.name=") + (forward ? "fwd" : "own")});
+    auto s = RunConfig(c);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    std::multiset<std::tuple<int, int64_t, int64_t>> out;
+    std::ifstream in(root + (forward ? "/fwd" : "/own") + "/metrics.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      const auto j = nlohmann::json::parse(line);
+      out.insert({j["worker"].get<int>(), j["step"].get<int64_t>(),
+                  j["samples"].get<int64_t>()});
+    }
+    return out;
+  };
+  const auto own = lines(false);
+  const auto forwarded = lines(true);
+  EXPECT_EQ(own.size(), 8u);  // 2 workers, 20 steps, a line every 5
+  EXPECT_EQ(forwarded, own);
 }
 
 }  // namespace

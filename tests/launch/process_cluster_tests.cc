@@ -914,6 +914,18 @@ TEST(ProcessClusterTest, AWorkerFromAnotherMachineIsKeptByTheNextScale) {
     if (m.value("event", "") == "resumed")  // not the 10 s of a silent one
       EXPECT_LT(m.value("since_request_s", 99.0), 8.0) << m.dump();
   }
+  // Its metrics.jsonl lines came through the coordinator into the run's
+  // (cluster.forward_metrics), none into its own directory.
+  EXPECT_FALSE(FileExists(root + "/away/metrics.jsonl"));
+  auto metrics = ReadFile(l.run_dir + "/metrics.jsonl");
+  ASSERT_TRUE(metrics.ok());
+  int remote_lines = 0;
+  std::istringstream lines_in(*metrics);
+  for (std::string line; std::getline(lines_in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.value("worker", -1) == 2) ++remote_lines;
+  }
+  EXPECT_GT(remote_lines, 0);
 }
 
 // A loopback port free now (bound and released; the caller binds it next).
