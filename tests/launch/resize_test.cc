@@ -217,6 +217,12 @@ class BackgroundRun {
   void Join() {
     if (thread_.joinable()) thread_.join();
   }
+  // Waits for the end: what Train returned.
+  Result<RunSummary> Summary() {
+    Join();
+    if (!done_) return Status::Internal("no result");
+    return *done_;
+  }
   // Waits for the end: the run's summary.json, or why the run failed.
   Result<nlohmann::json> Finish() {
     Join();
@@ -476,6 +482,46 @@ TEST(DataServerScaleTest, ARunWithoutTheServiceIsRefused) {
   EXPECT_EQ(CheckDataServersChange(*dynamic, 1, 2).code(),
             Status::Code::kInvalidArgument);
   EXPECT_TRUE(CheckDataServersChange(*dynamic, 2, 2).ok());
+}
+
+// The oracle of ClusterResizeTest.ASyncResizeAtAKnownStepEqualsSingleProcessSgd
+// for a running job: sync with a fixed data order (mod shards, no shuffle)
+// and the adapted batch B/n trains on exactly the single-process batch B at
+// every step, whatever n is, and a scale re-plans the rest of the epoch
+// contiguously again. So a run scaled 2 -> 4 -> 3 while it trains, at
+// whatever steps the scales land (membership.jsonl names them), ends where
+// the single-process run ends, to float tolerance.
+TEST(ScaleTest, ASyncRunScaledTwoFourThreeEqualsSingleProcessSgd) {
+  const std::string root = TempRoot();
+  const std::initializer_list<std::string> fixed = {
+      "data.shuffle=false", "data.sharding.method=mod",
+      "cluster.worker_delay_ms=10"};
+  auto expected =
+      RunConfig(With(ScaledRun(root, "local", 30, fixed), {"run.name=local"}));
+  ASSERT_TRUE(expected.ok()) << expected.status().ToString();
+  const Config c =
+      With(ScaledRun(root, "sync", 30, fixed), {"run.name=scaled"});
+  auto dir = RunDirectory::Create(c);
+  ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+  const std::string run = dir->path();
+  ASSERT_NO_FATAL_FAILURE(AskForFourFirst(run));
+  BackgroundRun trainer(c, *dir);
+  for (int i = 0; i < 600 && ReadMembership(run).size() < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  auto second = ScaleRun(run, 3, std::chrono::seconds(30));
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  auto got = trainer.Summary();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  const auto m = ReadMembership(run);
+  ASSERT_EQ(m.size(), 4u);
+  EXPECT_LT(m[0].value("step", 0), m[2].value("step", 0));
+  EXPECT_EQ(got->samples, 30 * 576);
+  ASSERT_FALSE(got->final_params.empty());
+  ASSERT_EQ(got->final_params.size(), expected->final_params.size());
+  EXPECT_LT(testing_util::MaxAbsDiff(expected->final_params, got->final_params),
+            1e-4)
+      << "scaled to 4 at step " << m[0].value("step", 0) << " and to 3 at "
+      << m[2].value("step", 0);
 }
 
 // `strata scale --drain 1` on a local-sgd run of 3 threads: worker 1
