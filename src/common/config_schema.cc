@@ -154,7 +154,9 @@ std::vector<ConfigKey> MakeSchema() {
           0, 1024),
       Str("train.device", "cpu",
           "where workers, the evaluator and the local trainer compute: cpu, "
-          "cuda or cuda:N (needs a CUDA LibTorch; docs/guide/gpu.md)"),
+          "cuda or cuda:N, or cuda:* = the workers spread over every GPU in "
+          "turn (worker i on cuda:(i mod GPUs); the evaluator on cuda:0); "
+          "needs a CUDA LibTorch; docs/guide/gpu.md"),
       Bool("train.emulate_gpu_buffers", false,
            "with train.device = cpu: lay the parameters and gradients out "
            "as on a GPU (the model computes in buffers apart from the host "

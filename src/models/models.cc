@@ -423,14 +423,16 @@ Result<torch::Device> ParseDevice(const DeviceOptions& where) {
   if (device == "cpu") return torch::Device(torch::kCPU);
   std::optional<torch::Device> d;
   try {
-    d = torch::Device(device);
+    // "cuda:*" (every GPU, a worker each in turn: WorkerDevice) is cuda:0
+    // for whatever is not a worker.
+    d = torch::Device(device == kEveryGpu ? "cuda:0" : device);
   } catch (const c10::Error&) {
   }
   if (d && d->is_cpu()) return torch::Device(torch::kCPU);
   if (!d || !d->is_cuda()) {
     return Status::InvalidArgument(
-        "train.device = \"{}\": not a device (\"cpu\", \"cuda\" or "
-        "\"cuda:N\")",
+        "train.device = \"{}\": not a device (\"cpu\", \"cuda\", "
+        "\"cuda:N\" or \"cuda:*\")",
         device);
   }
   if (where.emulate_gpu_buffers) {
@@ -476,6 +478,19 @@ ClassifierImpl::ParamGate PrefixGate(const Model& model,
         }
         if (at->second > 0) await(at->second);
       };
+}
+
+DeviceOptions WorkerDevice(const DeviceOptions& where, int index, int gpus) {
+  if (where.device != kEveryGpu || gpus <= 0) return where;
+  DeviceOptions mine = where;
+  mine.device = fmt::format("cuda:{}", index % gpus);
+  return mine;
+}
+
+int VisibleGpus() {
+  return torch::cuda::is_available()
+             ? static_cast<int>(torch::cuda::device_count())
+             : 0;
 }
 
 Status CheckDevice(const DeviceOptions& where) {

@@ -150,9 +150,10 @@ Result<Model> CreateModel(const ModelOptions& options, const InputSpec& input);
 Result<Model> CreateModelOnThreadOfItsOwn(const ModelOptions& options,
                                           const InputSpec& input);
 
-// Moves a model made by CreateModel to `where.device` ("cpu", "cuda" or
-// "cuda:N"), sets its forward pass's precision (where.precision) and binds
-// its flat vector there (FlatParameters: on a GPU the
+// Moves a model made by CreateModel to `where.device` ("cpu", "cuda",
+// "cuda:N", or "cuda:*": cuda:0, see WorkerDevice), sets its forward pass's
+// precision (where.precision) and binds its flat vector there (FlatParameters:
+// on a GPU the
 // *_data() pointers become host mirrors; Upload() before the forward pass,
 // FetchGrads() after the backward pass). "cpu" does nothing, unless
 // where.emulate_gpu_buffers: then the flat vector is bound as on a GPU, with
@@ -163,6 +164,16 @@ Result<Model> CreateModelOnThreadOfItsOwn(const ModelOptions& options,
 Status PlaceModel(Model& model, const DeviceOptions& where);
 // The same checks alone, for a run to fail before it starts its nodes.
 Status CheckDevice(const DeviceOptions& where);
+
+// train.device = "cuda:*": every GPU of the machine, the workers spread
+// over them in turn; whatever is not a worker (the evaluator, the local
+// trainer) computes on cuda:0.
+inline constexpr const char* kEveryGpu = "cuda:*";
+// The device worker `index` computes on: `where`, except with "cuda:*",
+// cuda:(index mod gpus) (`gpus` > 0: the GPUs this process sees).
+DeviceOptions WorkerDevice(const DeviceOptions& where, int index, int gpus);
+// The GPUs this LibTorch sees (0 without CUDA).
+int VisibleGpus();
 
 // A gate for model.net (ClassifierImpl::set_param_gate) that calls
 // `await(end)` before a layer runs (or a part of a parameter is read), with

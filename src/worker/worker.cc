@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/log.h"
 #include "common/seconds.h"
 #include "worker/batch.h"
 #include "worker/batch_source.h"
@@ -99,7 +100,10 @@ class WorkerLoop {
 // The model on its device, and the exchange's view of its flat buffers.
 Status WorkerLoop::SetUpModel() {
   ASSIGN_OR_RETURN(model_, CreateModel(o_.model, InputSpecOf(*s_.train)));
-  RETURN_IF_ERROR(PlaceModel(model_, o_.device));
+  const DeviceOptions device = WorkerDevice(o_.device, s_.index, VisibleGpus());
+  RETURN_IF_ERROR(PlaceModel(model_, device));
+  if (device.device != o_.device.device)
+    LogInfo("worker {}: on {}", s_.index, device.device);
   ExchangeEnv& env = s_.env;
   // On a GPU an in-place gradient sink's ranges wait for their own
   // gradients' copies only (the gradient hooks start them).

@@ -95,15 +95,27 @@ Launched Launch(const std::string& mode,
 // Kills the process pids.json calls `name` (worker 1 unless told otherwise)
 // once worker 1 has trained a few iterations. `name` is
 // how pids.json names it (node 3 with one server, node 2 without servers).
+// Whether the run in `run_dir` has written a complete checkpoint.
+bool HasACheckpoint(const std::string& run_dir) {
+  std::error_code ec;
+  for (const auto& e :
+       std::filesystem::directory_iterator(run_dir + "/checkpoints", ec)) {
+    if (FileExists((e.path() / "manifest.json").string())) return true;
+  }
+  return false;
+}
+
 pid_t KillWorkerOne(const Launched& l,
-                    const std::string& name = "worker 1 (node 3)") {
+                    const std::string& name = "worker 1 (node 3)",
+                    bool after_a_checkpoint = false) {
   const auto deadline = Clock::now() + std::chrono::seconds(90);
   pid_t victim = -1;
   while (Clock::now() < deadline) {
     auto pids = ReadFile(l.run_dir + "/pids.json");
     auto metrics = ReadFile(l.run_dir + "/metrics.jsonl");
     if (pids.ok() && metrics.ok() &&
-        metrics->find("\"worker\":1") != std::string::npos) {
+        metrics->find("\"worker\":1") != std::string::npos &&
+        (!after_a_checkpoint || HasACheckpoint(l.run_dir))) {
       victim = nlohmann::json::parse(*pids)[name].get<pid_t>();
       break;
     }
@@ -725,7 +737,9 @@ TEST(ProcessClusterTest, AKilledWorkerLeavesASyncRunThatGoesOn) {
                "data.sharding.method=stratified", "checkpoint.every_updates=5",
                "cluster.worker_delay_ms=6", "cluster.leave_on_loss=true"});
   ASSERT_GT(l.pid, 0);
-  const pid_t victim = KillWorkerOne(l);
+  // After the first checkpoint: the run goes on from it (killed before
+  // one, the run stops, as it should: nothing to go on from).
+  const pid_t victim = KillWorkerOne(l, "worker 1 (node 3)", true);
   ASSERT_GT(victim, 0);
   const std::map<std::string, pid_t> before = PidsByNode(l.run_dir);
   double secs = 0;

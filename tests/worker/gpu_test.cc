@@ -114,6 +114,48 @@ TEST(DeviceConfigTest, CpuBuffersIgnoreTheCopiesAndAWrongDeviceIsNamed) {
       << wrong.status().ToString();
 }
 
+// train.device = "cuda:*": worker i computes on cuda:(i mod GPUs), the rest
+// on cuda:0; any other device is every worker's.
+TEST(DeviceConfigTest, EveryGpuSpreadsTheWorkersInTurn) {
+  const DeviceOptions every{kEveryGpu};
+  EXPECT_EQ(WorkerDevice(every, 0, 2).device, "cuda:0");
+  EXPECT_EQ(WorkerDevice(every, 1, 2).device, "cuda:1");
+  EXPECT_EQ(WorkerDevice(every, 2, 2).device, "cuda:0");
+  EXPECT_EQ(WorkerDevice(every, 3, 1).device, "cuda:0");
+  DeviceOptions bf16{kEveryGpu};
+  bf16.precision = "bf16";
+  EXPECT_EQ(WorkerDevice(bf16, 1, 4).precision, "bf16");
+  for (const char* d : {"cpu", "cuda", "cuda:1"})
+    EXPECT_EQ(WorkerDevice(DeviceOptions{d}, 3, 2).device, d);
+  // Without a GPU it stays "cuda:*", which the device check refuses.
+  EXPECT_EQ(WorkerDevice(every, 1, 0).device, kEveryGpu);
+  if (HaveGpu()) {
+    EXPECT_TRUE(CheckDevice(every).ok());
+    return;
+  }
+  const Status st = CheckDevice(every);
+  EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(st.message().find("train.device = \"cuda:*\""), std::string::npos)
+      << st.ToString();
+}
+
+// Two workers on "cuda:*" (on a machine with one GPU both on cuda:0; with
+// two, one each) end where the CPU run ends, in sync and in allreduce.
+TEST(DeviceConfigTest, TwoWorkersOnEveryGpuEndWhereTheCpuRunEnds) {
+  if (!HaveGpu()) GTEST_SKIP() << kNoGpu;
+  const std::string root = TempRoot();
+  for (const char* mode : {"cluster.mode=sync", "cluster.mode=allreduce"}) {
+    SCOPED_TRACE(mode);
+    const Config c = With(Base(root), {mode, "cluster.workers=2"});
+    auto cpu = RunConfig(With(c, {"run.name=cpu"}));
+    auto gpu = RunConfig(With(c, {"run.name=gpu", "train.device=cuda:*"}));
+    ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+    ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+    ASSERT_FALSE(cpu->final_params.empty());
+    EXPECT_LT(MaxAbsDiff(cpu->final_params, gpu->final_params), 1e-3);
+  }
+}
+
 // Where a test runs the GPU's data path: on a GPU (skipped without one), or
 // with the GPU's buffers emulated on the CPU (train.emulate_gpu_buffers),
 // which every machine has. The emulation runs the same copies between the
