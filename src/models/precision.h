@@ -35,7 +35,7 @@ class AutocastScope {
 
  private:
   bool on_ = false;
-  bool cpu_ = true;
+  c10::DeviceType device_ = c10::DeviceType::CPU;  // CPU or CUDA
   bool was_enabled_ = false;
   c10::ScalarType was_dtype_ = c10::ScalarType::Float;
 };

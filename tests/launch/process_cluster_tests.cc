@@ -925,8 +925,9 @@ TEST(ProcessClusterTest, AWorkerFromAnotherMachineIsKeptByTheNextScale) {
   EXPECT_EQ(lines[1]["gone_remote"], nlohmann::json::array());
   EXPECT_EQ(lines[1]["started_pids"].size(), 1u);  // worker 3
   for (const auto& m : summary["membership"]) {
-    if (m.value("event", "") == "resumed")  // not the 10 s of a silent one
+    if (m.value("event", "") == "resumed") {  // not the 10 s of a silent one
       EXPECT_LT(m.value("since_request_s", 99.0), 8.0) << m.dump();
+    }
   }
   // Its metrics.jsonl lines came through the coordinator into the run's
   // (cluster.forward_metrics), none into its own directory.
