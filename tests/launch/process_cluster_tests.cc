@@ -824,6 +824,15 @@ TEST(ProcessClusterTest, AWorkerStartedByHandJoinsARunningJob) {
   EXPECT_EQ(WaitExit(late, &secs), 1);
 }
 
+// The control endpoint a running job bound (its control.json); empty when
+// it has none.
+std::string ControlEndpointOf(const std::string& run_dir) {
+  auto control = ReadFile(run_dir + "/control.json");
+  EXPECT_TRUE(control.ok()) << control.status().ToString();
+  if (!control.ok()) return "";
+  return nlohmann::json::parse(*control).value("endpoint", "");
+}
+
 // `strata node --join tcp://HOST:PORT` (another machine): a worker with its
 // own run directory and another address (127.0.0.2) joins a --processes
 // sync run of 2 workers under cluster.security = "curve" through the run's
@@ -847,10 +856,8 @@ TEST(ProcessClusterTest,
                "cluster.control_address=tcp://127.0.0.1:*"}));
   ASSERT_GT(l.pid, 0);
   WaitForTraining(l);
-  auto control = ReadFile(l.run_dir + "/control.json");
-  ASSERT_TRUE(control.ok()) << control.status().ToString();
-  const std::string endpoint =
-      nlohmann::json::parse(*control).value("endpoint", "");
+  const std::string endpoint = ControlEndpointOf(l.run_dir);
+  ASSERT_FALSE(endpoint.empty());
   const std::string away = root + "/away";
   const pid_t joiner =
       SpawnStrata({"node", "--join", endpoint, "--keys-dir", root + "/keys",
@@ -893,10 +900,8 @@ TEST(ProcessClusterTest, AWorkerFromAnotherMachineIsKeptByTheNextScale) {
                               "cluster.control_address=tcp://127.0.0.1:*"}));
   ASSERT_GT(l.pid, 0);
   WaitForTraining(l);
-  auto control = ReadFile(l.run_dir + "/control.json");
-  ASSERT_TRUE(control.ok()) << control.status().ToString();
-  const std::string endpoint =
-      nlohmann::json::parse(*control).value("endpoint", "");
+  const std::string endpoint = ControlEndpointOf(l.run_dir);
+  ASSERT_FALSE(endpoint.empty());
   const pid_t joiner =
       SpawnStrata({"node", "--join", endpoint, "--run-dir", root + "/away",
                    "--bind", "tcp://127.0.0.2:*"});
