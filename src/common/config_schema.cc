@@ -170,6 +170,14 @@ std::vector<ConfigKey> MakeSchema() {
           "everything workers exchange stay float32); docs/guide/"
           "training.md, Precision",
           {"float32", "bf16"}),
+      Bool("train.cuda_graph", false,
+           "on a GPU: the training step's forward and backward pass are "
+           "captured once as a CUDA graph (after 3 eager steps of one batch "
+           "shape) and replayed at every step of that shape: one launch "
+           "instead of one per kernel; turns off cluster.pipeline, "
+           "cluster.layer_wait, cluster.slice_kb and cluster.bucket_overlap "
+           "(their per-layer host work cannot be in a graph); refused on "
+           "the CPU; docs/guide/gpu.md, CUDA graphs"),
       Str("train.local_optimizer", "auto",
           "where the single-process trainer (cluster.mode = local) applies "
           "its update: host = the servers' own code on the host copy, bit "

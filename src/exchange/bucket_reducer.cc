@@ -12,7 +12,9 @@ namespace {
 
 std::atomic<uint64_t> g_sent_on_fill{0};  // BucketReducer::SentOnFill()
 
-std::vector<int64_t> EvenBounds(int64_t size, int64_t bucket_floats) {
+}  // namespace
+
+std::vector<int64_t> EvenBucketBounds(int64_t size, int64_t bucket_floats) {
   const int64_t bucket = std::max<int64_t>(1, bucket_floats);
   std::vector<int64_t> bounds;
   for (int64_t b = 0; b < size; b += bucket) bounds.push_back(b);
@@ -20,11 +22,9 @@ std::vector<int64_t> EvenBounds(int64_t size, int64_t bucket_floats) {
   return bounds;
 }
 
-}  // namespace
-
 BucketReducer::BucketReducer(int64_t size, int64_t bucket_floats,
                              ReduceFn reduce)
-    : BucketReducer(EvenBounds(size, bucket_floats), std::move(reduce)) {}
+    : BucketReducer(EvenBucketBounds(size, bucket_floats), std::move(reduce)) {}
 
 BucketReducer::BucketReducer(std::vector<int64_t> bounds, ReduceFn reduce,
                              float* in_place,

@@ -43,6 +43,10 @@ class GradientSink {
 // Thread-safety: Ready() from the backward thread, BeginStep()/FinishStep()
 // from the worker's thread; one step at a time. The destructor joins the
 // reducer's thread.
+// The bounds of buckets of `bucket_floats` (at least 1) over `size` floats:
+// 0, bucket_floats, ..., size (the last bucket may be shorter).
+std::vector<int64_t> EvenBucketBounds(int64_t size, int64_t bucket_floats);
+
 class BucketReducer final : public GradientSink {
  public:
   using ReduceFn = std::function<Status(float* data, size_t count)>;

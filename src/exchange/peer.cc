@@ -112,12 +112,7 @@ class CollectiveExchange final : public Exchange {
     // one all-reduce after the backward pass.
     const bool overlap =
         o_.bucket_overlap && std::string(group_->backend()) != "memory";
-    if (o_.mode == RunMode::kAllReduce && overlap) {
-      reducer_ = std::make_unique<BucketReducer>(
-          env_.model.size, o_.bucket_floats, [this](float* data, size_t n) {
-            return group_->AllReduceSum(data, n);
-          });
-    }
+    if (o_.mode == RunMode::kAllReduce && overlap) reducer_ = MakeReducer();
     if (restored_) {
       // Resumed: each worker's own model and optimizer state.
       if (restored_->has_optimizer)
@@ -156,6 +151,30 @@ class CollectiveExchange final : public Exchange {
     RETURN_IF_ERROR(Collect([&] { return group_->AllReduceSum(&flag, 1); },
                             "agreeing on a stop", it));
     return flag > 0.0f;
+  }
+
+  // Buckets of cluster.bucket_mb, all-reduced from the reducer's thread as
+  // the backward pass fills them. With a device's buffers (grads_ready set:
+  // a GPU, or emulated) in place in the model's gradient host mirror: the
+  // autograd hook only starts each gradient's copy from the device, and the
+  // reducer's thread waits for a bucket's copies before reducing it. The
+  // backward pass's thread (autograd's one thread per GPU, which every
+  // worker of a process shares) never waits for a copy.
+  std::unique_ptr<BucketReducer> MakeReducer() {
+    if (!env_.grads_ready) {
+      return std::make_unique<BucketReducer>(
+          env_.model.size, o_.bucket_floats, [this](float* data, size_t n) {
+            return group_->AllReduceSum(data, n);
+          });
+    }
+    float* grads = env_.model.grads;
+    return std::make_unique<BucketReducer>(
+        EvenBucketBounds(env_.model.size, o_.bucket_floats),
+        [this, grads](float* data, size_t n) {
+          env_.grads_ready(data - grads, static_cast<int64_t>(n));
+          return group_->AllReduceSum(data, n);
+        },
+        grads, env_.model.owner);
   }
 
   Status AfterStep(int64_t it) override {

@@ -36,14 +36,19 @@ struct DeviceOptions {
   bool emulate_gpu_buffers = false;
   // The forward pass's type (models/precision.h): float32 or bf16.
   std::string precision = "float32";
+  // train.cuda_graph: the training step captured once as a CUDA graph and
+  // replayed (worker/step_graph.h); a GPU only.
+  bool cuda_graph = false;
 
-  // train.device, train.emulate_gpu_buffers and train.precision from a run
+  // train.device, train.emulate_gpu_buffers, train.precision and
+  // train.cuda_graph from a run
   // config.
   static DeviceOptions FromConfig(const Config& config) {
     DeviceOptions o;
     o.device = config.GetString("train.device");
     o.emulate_gpu_buffers = config.GetBool("train.emulate_gpu_buffers");
     o.precision = config.GetString("train.precision");
+    o.cuda_graph = config.GetBool("train.cuda_graph");
     return o;
   }
 };

@@ -10,6 +10,7 @@
 
 #include "common/mutex.h"
 #include "common/own_thread.h"
+#include "models/cuda_graph.h"
 #include "models/precision.h"
 #include "models/torchscript.h"
 
@@ -493,13 +494,37 @@ int VisibleGpus() {
              : 0;
 }
 
+namespace {
+
+// train.cuda_graph's conditions: a GPU, and a build that can capture.
+Status CheckCudaGraph(const DeviceOptions& where, const torch::Device& d) {
+  if (!where.cuda_graph) return Status::Ok();
+  if (d.is_cpu()) {
+    return Status::FailedPrecondition(
+        "train.cuda_graph = true captures the training step's GPU kernels "
+        "in a CUDA graph, but train.device = \"{}\"{}: there is nothing to "
+        "capture on the CPU; set train.cuda_graph = false, or train.device "
+        "= \"cuda\" on a GPU",
+        where.device,
+        where.emulate_gpu_buffers ? " (train.emulate_gpu_buffers emulates "
+                                    "a GPU's buffers, not its kernels)"
+                                  : "");
+  }
+  if (!CudaGraphsBuilt()) return CudaGraph::Create().status();
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status CheckDevice(const DeviceOptions& where) {
   RETURN_IF_ERROR(ParsePrecision(where.precision).status());
-  return ParseDevice(where).status();
+  ASSIGN_OR_RETURN(torch::Device d, ParseDevice(where));
+  return CheckCudaGraph(where, d);
 }
 
 Status PlaceModel(Model& model, const DeviceOptions& where) {
   ASSIGN_OR_RETURN(torch::Device d, ParseDevice(where));
+  RETURN_IF_ERROR(CheckCudaGraph(where, d));
   ASSIGN_OR_RETURN(const c10::ScalarType precision,
                    ParsePrecision(where.precision));
   model.net->set_autocast(precision);

@@ -160,7 +160,9 @@ Result<Model> CreateModelOnThreadOfItsOwn(const ModelOptions& options,
 // buffers on the CPU. InvalidArgument for a name that is not such a device,
 // or a GPU with emulate_gpu_buffers, or a precision that is not one
 // (ParsePrecision); FailedPrecondition, naming
-// train.device, where this LibTorch has no CUDA or sees no GPU.
+// train.device, where this LibTorch has no CUDA or sees no GPU, and naming
+// train.cuda_graph, where it is asked for on the CPU or in a build without
+// CUDA graphs.
 Status PlaceModel(Model& model, const DeviceOptions& where);
 // The same checks alone, for a run to fail before it starts its nodes.
 Status CheckDevice(const DeviceOptions& where);

@@ -216,6 +216,13 @@ void ResolvePipelining(const Config& c, ClusterRunOptions& o) {
   const double slice_kb = c.GetFloat("cluster.slice_kb");
   o.slice_floats = static_cast<int64_t>((slice_kb < 0 ? 256 : slice_kb) * 1024 /
                                         sizeof(float));
+  if (c.GetBool("train.cuda_graph")) {
+    // The captured step runs no host code between its layers: no per-layer
+    // waits or uploads, no hooks that send a range (worker/step_graph.h).
+    o.pipeline = false;
+    o.layer_wait = false;
+    o.slice_floats = 0;
+  }
   if (o.pipeline && FamilyOf(o.mode) == ExchangeFamily::kPushPull &&
       !o.overlap) {
     o.pipeline_floats = std::max<int64_t>(
@@ -231,7 +238,9 @@ Status ResolveDecentralized(const Config& c, ClusterRunOptions& o) {
   o.topology = c.GetString("cluster.topology") == "torus" ? Topology::kTorus
                                                           : Topology::kRing;
   o.gossip_p = c.GetFloat("cluster.gossip_p");
-  o.bucket_overlap = c.GetBool("cluster.bucket_overlap");
+  // A captured step has no gradient hooks to fill the buckets.
+  o.bucket_overlap =
+      c.GetBool("cluster.bucket_overlap") && !c.GetBool("train.cuda_graph");
   o.gloo_always = c.GetString("cluster.collective") == "gloo";
   o.tau_up = c.GetInt("cluster.tau_up");
   o.tau_down = c.GetInt("cluster.tau_down");

@@ -35,6 +35,8 @@ struct WorkerMetrics {
   // cluster.slice_kb: the row slices this worker computes a layer in (0:
   // none).
   int64_t layer_slices = 0;
+  // train.cuda_graph: the steps that ran as a replay of the captured graph.
+  int64_t graph_replays = 0;
   // Parameter-server modes: pulls sent on their own, before a step (the
   // parameters a push-pull's ack brings are not counted).
   int64_t pulls = 0;
@@ -87,6 +89,7 @@ struct WorkerMetrics {
             {"layered_pulls", layered_pulls},
             {"layered_acks", layered_acks},
             {"layer_slices", layer_slices},
+            {"graph_replays", graph_replays},
             {"pulls", pulls},
             {"staleness_sum", staleness_sum},
             {"staleness_count", staleness_count},
@@ -116,6 +119,7 @@ struct WorkerMetrics {
     layered_pulls = j.value("layered_pulls", int64_t{0});
     layered_acks = j.value("layered_acks", int64_t{0});
     layer_slices = j.value("layer_slices", int64_t{0});
+    graph_replays = j.value("graph_replays", int64_t{0});
     pulls = j.value("pulls", int64_t{0});
     staleness_sum = j.value("staleness_sum", int64_t{0});
     staleness_count = j.value("staleness_count", int64_t{0});

@@ -176,6 +176,62 @@ Result<EvalResult> Evaluate(ClassifierImpl& net, const Dataset& data,
   return r;
 }
 
+StepTensors ForwardBackwardOnDevice(ClassifierImpl& net,
+                                    const torch::Tensor& inputs,
+                                    const torch::Tensor& targets,
+                                    bool example_losses) {
+  timeline::Span forward("forward", "step");
+  auto logits = Logits(net, inputs, inputs.device());
+  // Every parameter is in before the backward pass reads them and its
+  // gradients leave (cluster.layer_wait; a no-op without a gate).
+  net.AwaitAll();
+  StepTensors t;
+  torch::Tensor loss;
+  if (example_losses) {
+    torch::Tensor each = torch::nn::functional::cross_entropy(
+        logits, targets,
+        torch::nn::functional::CrossEntropyFuncOptions().reduction(
+            torch::kNone));
+    loss = each.mean();
+    t.each = each.detach();
+  } else {
+    loss = torch::nn::functional::cross_entropy(logits, targets);
+  }
+  forward.End();
+  timeline::Span backward("backward", "step");
+  loss.backward();
+  backward.End();
+  torch::NoGradGuard no_grad;
+  t.loss = loss.detach();
+  t.correct = logits.argmax(1).eq(targets).sum();
+  return t;
+}
+
+StepResult ReadStep(const StepTensors& t, int64_t n,
+                    std::vector<float>* example_losses) {
+  StepResult r;
+  if (example_losses != nullptr) {
+    auto each = t.each.cpu().contiguous();
+    example_losses->assign(each.data_ptr<float>(),
+                           each.data_ptr<float>() + each.numel());
+  }
+  if (t.loss.device().is_cpu()) {
+    r.loss = t.loss.item<double>();
+    r.accuracy = t.correct.item<double>() / static_cast<double>(n);
+  } else {
+    // One copy back, so one wait for the device per step instead of two.
+    // It also waits for everything queued before it, the uploads of the
+    // parameters included: callers rewrite the host copy (pulls, merges,
+    // optimizer steps) once this returns, and rely on that. Keep it a
+    // blocking copy (docs/design/gpu.md, "Each step").
+    torch::Tensor both =
+        torch::stack({t.loss, t.correct.to(torch::kFloat)}).cpu();
+    r.loss = both[0].item<double>();
+    r.accuracy = both[1].item<double>() / static_cast<double>(n);
+  }
+  return r;
+}
+
 Result<StepResult> ForwardBackward(ClassifierImpl& net, const Batch& batch,
                                    std::vector<float>* example_losses) {
   try {
@@ -184,47 +240,9 @@ Result<StepResult> ForwardBackward(ClassifierImpl& net, const Batch& batch,
     const torch::Tensor inputs = batch.inputs.to(device, /*non_blocking=*/true);
     const torch::Tensor targets =
         batch.targets.to(device, /*non_blocking=*/true);
-    timeline::Span forward("forward", "step");
-    auto logits = Logits(net, inputs, device);
-    // Every parameter is in before the backward pass reads them and its
-    // gradients leave (cluster.layer_wait; a no-op without a gate).
-    net.AwaitAll();
-    torch::Tensor loss;
-    if (example_losses != nullptr) {
-      auto each = torch::nn::functional::cross_entropy(
-          logits, targets,
-          torch::nn::functional::CrossEntropyFuncOptions().reduction(
-              torch::kNone));
-      loss = each.mean();
-      auto detached = each.detach().cpu().contiguous();
-      example_losses->assign(detached.data_ptr<float>(),
-                             detached.data_ptr<float>() + detached.numel());
-    } else {
-      loss = torch::nn::functional::cross_entropy(logits, targets);
-    }
-    forward.End();
-    timeline::Span backward("backward", "step");
-    loss.backward();
-    backward.End();
-    StepResult r;
-    const double n = static_cast<double>(targets.size(0));
-    torch::NoGradGuard no_grad;
-    torch::Tensor correct = logits.argmax(1).eq(targets).sum();
-    if (device.is_cpu()) {
-      r.loss = loss.item<double>();
-      r.accuracy = correct.item<double>() / n;
-    } else {
-      // One copy back, so one wait for the device per step instead of two.
-      // It also waits for everything queued before it, the uploads of the
-      // parameters included: callers rewrite the host copy (pulls, merges,
-      // optimizer steps) once this returns, and rely on that. Keep it a
-      // blocking copy (docs/design/gpu.md, "Each step").
-      torch::Tensor both =
-          torch::stack({loss.detach(), correct.to(torch::kFloat)}).cpu();
-      r.loss = both[0].item<double>();
-      r.accuracy = both[1].item<double>() / n;
-    }
-    return r;
+    const StepTensors t = ForwardBackwardOnDevice(net, inputs, targets,
+                                                  example_losses != nullptr);
+    return ReadStep(t, targets.size(0), example_losses);
   } catch (const c10::Error& e) {
     return Status::Internal("training step failed: {}",
                             e.what_without_backtrace());

@@ -89,6 +89,26 @@ Result<StepResult> ForwardBackward(
     ClassifierImpl& net, const Batch& batch,
     std::vector<float>* example_losses = nullptr);
 
+// ForwardBackward's two halves, for a caller that keeps the inputs on the
+// device itself (a CUDA graph's static tensors, worker/step_graph.h).
+// ForwardBackwardOnDevice queues the forward and the backward pass of
+// inputs and targets, already on the model's device, and returns the step's
+// results still there, unread: the mean loss, the count of correct
+// predictions and, with `example_losses`, each example's loss. ReadStep
+// reads them for a batch of `n` (on a GPU in one blocking copy, which also
+// waits for everything queued before it). LibTorch errors are thrown.
+struct StepTensors {
+  torch::Tensor loss;     // [] float32
+  torch::Tensor correct;  // [] int64
+  torch::Tensor each;     // [n] float32, or undefined
+};
+StepTensors ForwardBackwardOnDevice(ClassifierImpl& net,
+                                    const torch::Tensor& inputs,
+                                    const torch::Tensor& targets,
+                                    bool example_losses);
+StepResult ReadStep(const StepTensors& t, int64_t n,
+                    std::vector<float>* example_losses);
+
 // The input shape a dataset presents to a model.
 InputSpec InputSpecOf(const Dataset& data);
 

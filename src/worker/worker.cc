@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "common/seconds.h"
+#include "models/compute_stream.h"
 #include "worker/batch.h"
 #include "worker/batch_source.h"
 #include "worker/fault_injection.h"
@@ -16,6 +17,7 @@
 #include "worker/layer_gate.h"
 #include "worker/metrics_window.h"
 #include "worker/pace.h"
+#include "worker/step_graph.h"
 #include "worker/step_profile.h"
 #include "worker/stop_signal.h"
 
@@ -85,6 +87,9 @@ class WorkerLoop {
   // Declared in the order they are made; destroyed in reverse (the hooks
   // and the gate before the exchange they point at, the model last).
   Model model_;
+  // GPU: this worker's own stream, and its captured step (train.cuda_graph).
+  std::unique_ptr<ComputeStream> stream_;
+  std::unique_ptr<StepGraph> graph_;
   std::unique_ptr<FreezeAtExit> freeze_;
   std::unique_ptr<Exchange> exchange_;
   std::unique_ptr<LayerGate> gate_;
@@ -104,6 +109,9 @@ Status WorkerLoop::SetUpModel() {
   RETURN_IF_ERROR(PlaceModel(model_, device));
   if (device.device != o_.device.device)
     LogInfo("worker {}: on {}", s_.index, device.device);
+  // After the placement's copies, which ended in a blocking one.
+  stream_ = std::make_unique<ComputeStream>(model_.flat.device());
+  if (o_.device.cuda_graph) graph_ = std::make_unique<StepGraph>(*model_.net);
   ExchangeEnv& env = s_.env;
   // On a GPU an in-place gradient sink's ranges wait for their own
   // gradients' copies only (the gradient hooks start them).
@@ -208,8 +216,11 @@ Result<bool> WorkerLoop::Compute(int64_t it, int64_t* epoch, StepResult* r,
     model_.flat.Upload(/*wait=*/false);
   }
   gate_->BeginStep();
-  Result<StepResult> stepped = ForwardBackward(
-      *model_.net, batch, source_->wants_losses() ? &losses_ : nullptr);
+  std::vector<float>* losses = source_->wants_losses() ? &losses_ : nullptr;
+  Result<StepResult> stepped =
+      graph_ != nullptr ? graph_->Step(batch, losses)
+                        : ForwardBackward(*model_.net, batch, losses);
+  if (graph_ != nullptr) m_.graph_replays = graph_->replays();
   // A clean stop may end a pull the forward pass was waiting for.
   if (gate_->failed() && stop_.StoppedInside(stepped.status(), "inside", it))
     return false;

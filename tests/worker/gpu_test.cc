@@ -3,6 +3,7 @@
 // the flat buffers is unchanged. The GPU's data path is checked against the
 // CPU on a GPU where there is one, and everywhere with its buffers emulated
 // on the CPU (GpuPathTest).
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -10,11 +11,15 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/fs.h"
 #include "launch/cluster_test_util.h"
+#include "models/compute_stream.h"
+#include "models/cuda_graph.h"
 #include "models/models.h"
+#include "run/options.h"
 #include "worker/batch.h"
 
 namespace strata {
@@ -153,6 +158,101 @@ TEST(DeviceConfigTest, TwoWorkersOnEveryGpuEndWhereTheCpuRunEnds) {
     ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
     ASSERT_FALSE(cpu->final_params.empty());
     EXPECT_LT(MaxAbsDiff(cpu->final_params, gpu->final_params), 1e-3);
+  }
+}
+
+// train.cuda_graph captures GPU kernels: on the CPU (emulated buffers
+// included) the run is refused before it starts, naming the key and why,
+// in the local trainer and in a cluster (on any machine: the device is the
+// CPU here). Where LibTorch has no CUDA the build cannot capture at all,
+// and says so for a GPU device (that one needs a CPU build: on a GPU
+// machine the GPU tests below run instead).
+TEST(DeviceConfigTest, ACudaGraphOnTheCpuIsRefusedWithTheReason) {
+  const std::string root = TempRoot();
+  for (const char* mode : {"cluster.mode=local", "cluster.mode=sync"}) {
+    for (const char* emulate : {"false", "true"}) {
+      SCOPED_TRACE(std::string(mode) + ", emulated " + emulate);
+      auto r = RunConfig(With(
+          Base(root), {mode, "train.cuda_graph=true",
+                       std::string("train.emulate_gpu_buffers=") + emulate}));
+      ASSERT_FALSE(r.ok());
+      EXPECT_EQ(r.status().code(), Status::Code::kFailedPrecondition);
+      const std::string& m = r.status().message();
+      EXPECT_NE(m.find("train.cuda_graph = true"), std::string::npos) << m;
+      EXPECT_NE(m.find("train.device = \"cpu\""), std::string::npos) << m;
+      EXPECT_NE(m.find("nothing to capture on the CPU"), std::string::npos)
+          << m;
+      EXPECT_EQ(m.find("emulates a GPU's buffers, not its kernels") !=
+                    std::string::npos,
+                std::string(emulate) == "true")
+          << m;
+    }
+  }
+  if (CudaGraphsBuilt()) return;
+  auto made = CudaGraph::Create();
+  ASSERT_FALSE(made.ok());
+  EXPECT_EQ(made.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(made.status().message().find("without CUDA"), std::string::npos)
+      << made.status().ToString();
+}
+
+// Each training thread queues its work on a stream of its own while its
+// ComputeStream lives: not the default stream, not another thread's, and
+// the default again after. On the CPU (emulated buffers included) there
+// are no streams: it does nothing.
+TEST(DeviceConfigTest, EachTrainingThreadComputesOnAStreamOfItsOwn) {
+  if (!HaveGpu()) {
+    ComputeStream cpu(torch::kCPU);
+    EXPECT_FALSE(cpu.on());
+    return;
+  }
+  const torch::Device gpu(torch::kCUDA, 0);
+  c10::impl::VirtualGuardImpl impl(gpu.type());
+  const c10::Stream before = impl.getStream(gpu);
+  c10::Stream mine = before, theirs = before;
+  {
+    ComputeStream stream(gpu);
+    EXPECT_TRUE(stream.on());
+    mine = impl.getStream(gpu);
+    std::thread other([&] {
+      ComputeStream own(gpu);
+      theirs = c10::impl::VirtualGuardImpl(gpu.type()).getStream(gpu);
+    });
+    other.join();
+  }
+  EXPECT_NE(mine, before);
+  EXPECT_NE(theirs, before);
+  EXPECT_NE(mine, theirs);
+  EXPECT_EQ(impl.getStream(gpu), before);
+}
+
+// A captured step has no host work between its layers: train.cuda_graph
+// turns off what needs it (pipelining's ranges and hooks, layer waits, row
+// slices, the all-reduce's bucket hooks), and nothing else.
+TEST(DeviceConfigTest, ACudaGraphTurnsOffThePerLayerHostWork) {
+  const std::string root = TempRoot();
+  for (const char* mode : {"cluster.mode=sync", "cluster.mode=allreduce"}) {
+    SCOPED_TRACE(mode);
+    const Config c =
+        With(Base(root), {mode, "cluster.workers=2", "cluster.slice_kb=1"});
+    auto eager = ClusterRunOptions::FromConfig(c);
+    auto graphed =
+        ClusterRunOptions::FromConfig(With(c, {"train.cuda_graph=true"}));
+    ASSERT_TRUE(eager.ok()) << eager.status().ToString();
+    ASSERT_TRUE(graphed.ok()) << graphed.status().ToString();
+    EXPECT_TRUE(eager->layer_wait);
+    EXPECT_TRUE(eager->bucket_overlap);
+    EXPECT_GT(eager->slice_floats, 0);
+    EXPECT_EQ(eager->pipeline_floats > 0,
+              std::string(mode) == "cluster.mode=sync");
+    EXPECT_TRUE(graphed->device.cuda_graph);
+    EXPECT_FALSE(eager->device.cuda_graph);
+    EXPECT_FALSE(graphed->layer_wait);
+    EXPECT_FALSE(graphed->bucket_overlap);
+    EXPECT_EQ(graphed->slice_floats, 0);
+    EXPECT_EQ(graphed->pipeline_floats, 0);
+    EXPECT_EQ(graphed->mode, eager->mode);
+    EXPECT_EQ(graphed->bucket_floats, eager->bucket_floats);
   }
 }
 
@@ -352,6 +452,20 @@ TEST_P(GpuPathTest, AllReduceEndsWhereTheCpuRunEnds) {
       With(Base(TempRoot()), {"cluster.mode=allreduce", "cluster.workers=2"}));
 }
 
+// The same over Gloo (cluster.collective = gloo; through memory there are
+// no buckets): each bucket is all-reduced from the reducer's thread while
+// the backward pass goes on. With the device's buffers the sink works in
+// the gradients' host mirror: the hook only starts a gradient's copy, and
+// the reducer's thread waits for a bucket's copies before reducing it (the
+// backward pass's thread, autograd's one per GPU, never waits for one).
+// Several buckets, cut through parameters.
+TEST_P(GpuPathTest, AllReduceOverGlooInBucketsEndsWhereTheCpuRunEnds) {
+  ExpectItEndsWhereTheCpuRunEnds(
+      With(Base(TempRoot()),
+           {"cluster.mode=allreduce", "cluster.workers=2",
+            "cluster.collective=gloo", "cluster.bucket_mb=0.001"}));
+}
+
 // ssp pulls before every step: the forward pass starts while the pull
 // arrives and uploads each layer once its ranges are in (layer_wait), or
 // after the whole pull (without). One worker keeps the order fixed.
@@ -364,6 +478,44 @@ TEST_P(GpuPathTest, SspPullingEveryStepEndsWhereTheCpuRunEnds) {
                                 std::string("cluster.layer_wait=") + wait});
     ExpectItEndsWhereTheCpuRunEnds(c);
     ExpectLayerByLayer(c, "layered_pulls", std::string(wait) == "true");
+  }
+}
+
+// train.cuda_graph on a GPU: the local trainer (the update on the device,
+// outside the graph) and 2 sync and allreduce workers end where the
+// uncaptured run ends, the graph captured after 3 eager steps and replayed
+// at every later step. LeNet at batch 64 (10 of them), for convolutions.
+TEST(GpuGraphTest, ACapturedStepEndsWhereTheEagerRunEnds) {
+  if (!HaveGpu()) GTEST_SKIP() << kNoGpu;
+  const std::string root = TempRoot();
+  const Config base =
+      With(Base(root), {"train.device=cuda", "data.synthetic.shape=1x28x28",
+                        "model.name=lenet", "train.batch_size=64",
+                        "train.iterations=10", "cluster.workers=2"});
+  for (const char* mode :
+       {"cluster.mode=local", "cluster.mode=sync", "cluster.mode=allreduce"}) {
+    SCOPED_TRACE(mode);
+    const std::string name = std::string(mode).substr(13);
+    auto eager = RunConfig(With(base, {mode, "run.name=" + name + "-eager"}));
+    auto graphed = RunConfig(With(
+        base, {mode, "run.name=" + name + "-graph", "train.cuda_graph=true"}));
+    ASSERT_TRUE(eager.ok()) << eager.status().ToString();
+    ASSERT_TRUE(graphed.ok()) << graphed.status().ToString();
+    EXPECT_LT(MaxAbsDiff(eager->final_params, graphed->final_params), 1e-4);
+    auto text = ReadFile(root + "/" + name + "-graph/summary.json");
+    ASSERT_TRUE(text.ok()) << text.status().ToString();
+    const nlohmann::json j = nlohmann::json::parse(*text);
+    if (name == "local") {
+      EXPECT_EQ(j["cuda_graph"]["captured_at_step"].get<int64_t>(), 4);
+      EXPECT_EQ(j["cuda_graph"]["replays"].get<int64_t>(), 7);
+    } else {
+      ASSERT_FALSE(j["workers"].empty());
+      for (const nlohmann::json& w : j["workers"]) {
+        EXPECT_EQ(w["graph_replays"].get<int64_t>(),
+                  w["iterations"].get<int64_t>() - 3)
+            << w.dump();
+      }
+    }
   }
 }
 

@@ -1,0 +1,70 @@
+#include "worker/step_graph.h"
+
+#include <c10/core/impl/VirtualGuardImpl.h>
+#include <torch/torch.h>
+
+namespace strata {
+
+Result<StepResult> StepGraph::Step(const Batch& batch,
+                                   std::vector<float>* example_losses) {
+  ++steps_;
+  const std::vector<int64_t> shape = batch.inputs.sizes().vec();
+  const bool losses = example_losses != nullptr;
+  const bool same = shape == shape_ && losses == losses_;
+  if (graph_ != nullptr) {
+    if (same) return Replay(batch, example_losses);
+    return ForwardBackward(net_, batch, example_losses);
+  }
+  same_shape_ = same ? same_shape_ + 1 : 1;
+  shape_ = shape;
+  losses_ = losses;
+  if (same_shape_ <= kWarmupSteps)
+    return ForwardBackward(net_, batch, example_losses);
+  RETURN_IF_ERROR(Capture(batch));
+  captured_at_ = steps_;
+  return Replay(batch, example_losses);
+}
+
+Status StepGraph::Capture(const Batch& batch) {
+  const torch::Device device = DeviceOf(net_);
+  ASSIGN_OR_RETURN(std::unique_ptr<CudaGraph> graph, CudaGraph::Create());
+  try {
+    inputs_ = torch::empty_like(batch.inputs, torch::TensorOptions(device));
+    targets_ = torch::empty_like(batch.targets, torch::TensorOptions(device));
+    // The eager steps' work is done before the capture begins.
+    c10::impl::VirtualGuardImpl impl(device.type());
+    impl.getStream(device).synchronize();
+  } catch (const c10::Error& e) {
+    return Status::Internal("CUDA graph: the static inputs on {}: {}",
+                            device.str(), e.what_without_backtrace());
+  }
+  RETURN_IF_ERROR(graph->Begin());
+  try {
+    out_ = ForwardBackwardOnDevice(net_, inputs_, targets_, losses_);
+  } catch (const c10::Error& e) {
+    (void)graph->End();
+    return Status::Internal(
+        "CUDA graph: capturing the step failed (set train.cuda_graph = "
+        "false to train without one): {}",
+        e.what_without_backtrace());
+  }
+  RETURN_IF_ERROR(graph->End());
+  graph_ = std::move(graph);
+  return Status::Ok();
+}
+
+Result<StepResult> StepGraph::Replay(const Batch& batch,
+                                     std::vector<float>* example_losses) {
+  try {
+    inputs_.copy_(batch.inputs, /*non_blocking=*/true);
+    targets_.copy_(batch.targets, /*non_blocking=*/true);
+    RETURN_IF_ERROR(graph_->Replay());
+    ++replays_;
+    return ReadStep(out_, batch.targets.size(0), example_losses);
+  } catch (const c10::Error& e) {
+    return Status::Internal("CUDA graph: replaying the step: {}",
+                            e.what_without_backtrace());
+  }
+}
+
+}  // namespace strata
