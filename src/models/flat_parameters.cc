@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <atomic>
 #include <optional>
 #include <thread>
 
@@ -24,6 +25,9 @@ struct FlatParameters::DeviceState {
   std::vector<int64_t> offsets;  // slot starts, ascending
   std::vector<std::unique_ptr<c10::Event>> ready;
   std::vector<std::unique_ptr<c10::Event>> done;
+  // Per slot, this step: whether MarkGradsReady recorded its `ready` event
+  // (the copy is WaitGrads's). Cleared by ZeroGrad.
+  std::unique_ptr<std::atomic<bool>[]> marked;
 };
 
 Result<FlatParameters> FlatParameters::Bind(torch::nn::Module& module,
@@ -69,6 +73,8 @@ Result<FlatParameters> FlatParameters::Bind(torch::nn::Module& module,
           dev->ready.push_back(std::make_unique<c10::Event>(device.type()));
           dev->done.push_back(std::make_unique<c10::Event>(device.type()));
         }
+        dev->marked.reset(new std::atomic<bool>[flat.slots_.size()]);
+        for (size_t i = 0; i < flat.slots_.size(); ++i) dev->marked[i] = false;
       }
       bound_params = dev->params;
       bound_grads = dev->grads;
@@ -127,6 +133,9 @@ void FlatParameters::ZeroGrad(bool host_mirror) {
   }
   if (host_mirror) grads_.zero_();
   dev_->grads.zero_();
+  if (dev_->marked) {
+    for (size_t i = 0; i < slots_.size(); ++i) dev_->marked[i] = false;
+  }
 }
 
 void FlatParameters::Upload(bool wait) {
@@ -173,15 +182,51 @@ void FlatParameters::DownloadGrads(int64_t offset, int64_t count) {
   dev_->done[slot]->record(*dev_->side);
 }
 
+void FlatParameters::MarkGradsReady(int64_t offset, int64_t count) {
+  if (!dev_ || count <= 0) return;
+  if (!dev_->side) {  // emulated: copied by the time anyone waits
+    grads_.narrow(0, offset, count).copy_(dev_->grads.narrow(0, offset, count));
+    return;
+  }
+  const size_t slot = SlotAt(offset);
+  c10::impl::VirtualGuardImpl impl(device_.type());
+  // After what the current stream has queued: the gradient's accumulation.
+  dev_->ready[slot]->record(impl.getStream(device_));
+  dev_->marked[slot] = true;
+}
+
 void FlatParameters::WaitGrads(int64_t offset, int64_t count) {
   if (!dev_ || !dev_->side || count <= 0) return;
+  bool copy = false;
   for (size_t slot = SlotAt(offset);
        slot < dev_->offsets.size() && dev_->offsets[slot] < offset + count;
        ++slot) {
-    // Copies on the side stream finish in order; an event never recorded
-    // (a parameter without a gradient this step) reads as done.
-    while (!dev_->done[slot]->query()) std::this_thread::yield();
+    if (dev_->marked[slot]) {
+      // Marked: the range's one copy below follows its gradient.
+      dev_->ready[slot]->block(*dev_->side);
+      copy = true;
+    } else {
+      // A copy DownloadGrads started (copies on the side stream finish in
+      // order); an event never recorded (a parameter without a gradient
+      // this step) reads as done.
+      while (!dev_->done[slot]->query()) std::this_thread::yield();
+    }
   }
+  if (!copy) return;
+  // The whole range at once. Its unmarked floats are copied too: a
+  // marked slot's event follows this step's ZeroGrad on the compute
+  // stream, so they read as what the host mirror holds (zero, or the same
+  // gradient DownloadGrads brought).
+  {
+    c10::StreamGuard on_side(*dev_->side);
+    grads_.narrow(0, offset, count)
+        .copy_(dev_->grads.narrow(0, offset, count), /*non_blocking=*/true);
+  }
+  // An event of its own: a reducer's thread and the worker's may each be
+  // waiting for a range.
+  c10::Event copied(device_.type());
+  copied.record(*dev_->side);
+  while (!copied.query()) std::this_thread::yield();
 }
 
 }  // namespace strata

@@ -33,10 +33,11 @@ namespace strata {
 // and WaitGrads() waits for a range (layer-wise pipelining). On the CPU
 // these are no-ops: there is one buffer of each, unless Bind was asked to
 // emulate a device's buffers there (below).
-// Not thread-safe, except DownloadGrads() (the backward pass's thread) and
-// WaitGrads() (a reducer's thread), provided a parameter's DownloadGrads()
-// happens before any WaitGrads() of its range (the pipelining reducer's
-// lock orders them: a range is taken only after its gradients reported).
+// Not thread-safe, except DownloadGrads() and MarkGradsReady() (the
+// backward pass's thread) and WaitGrads() (a reducer's threads), provided a
+// parameter's DownloadGrads() or MarkGradsReady() happens before any
+// WaitGrads() of its range (the pipelining reducer's lock orders them: a
+// range is taken only after its gradients reported).
 // Movable; the module must outlive it.
 class FlatParameters {
  public:
@@ -97,8 +98,14 @@ class FlatParameters {
   // loop's backward pass and gradient copies do). FetchGrads: every
   // gradient to the host, waiting for it.
   // DownloadGrads: starts copying the gradient floats [offset, offset +
-  // count) of one parameter to the host. WaitGrads: waits until every
-  // started copy that overlaps [offset, offset + count) is done.
+  // count) of one parameter to the host. MarkGradsReady: only marks that
+  // parameter's gradient final (one event on the current stream; an
+  // autograd hook's whole work, on autograd's device thread, which every
+  // worker of a process shares); the copy is WaitGrads's. WaitGrads: waits
+  // until every started copy that overlaps [offset, offset + count) is
+  // done, and if a parameter there was marked, copies the whole range
+  // after the marked gradients (one copy per range, on the caller's
+  // thread) and waits for it. MarkGradsReady's marks last until ZeroGrad.
   // DownloadParams: device parameters to the host, waiting for it.
   // UploadRange: Upload(wait = false) of the floats [offset, offset +
   // count) only (the forward pass waiting layer by layer).
@@ -106,6 +113,7 @@ class FlatParameters {
   void UploadRange(int64_t offset, int64_t count);
   void FetchGrads();
   void DownloadGrads(int64_t offset, int64_t count);
+  void MarkGradsReady(int64_t offset, int64_t count);
   void WaitGrads(int64_t offset, int64_t count);
   void DownloadParams();
   // True if every parameter of `module` still aliases this vector (a

@@ -66,10 +66,11 @@ Status GradientHooks::Hook(torch::Tensor p, const std::string& name,
           [sink, offset, numel, flat](
               const torch::autograd::variable_list& outputs,
               const torch::autograd::variable_list&) {
-            // GPU: the gradient is in the device buffer; start its copy to
-            // the host mirror the sink reads (the sink waits for it through
-            // ExchangeEnv::grads_ready).
-            if (flat != nullptr) flat->DownloadGrads(offset, numel);
+            // GPU: the gradient is in the device buffer; mark it final.
+            // The sink's thread copies its range to the host mirror and
+            // waits for it (ExchangeEnv::grads_ready -> WaitGrads): this
+            // thread, autograd's one per GPU, only records an event.
+            if (flat != nullptr) flat->MarkGradsReady(offset, numel);
             sink->Ready(offset, nullptr, numel);
             return outputs;
           }));

@@ -395,6 +395,52 @@ TEST_P(GpuPathTest, DeviceBuffersAndHostMirrorsAgree) {
     ASSERT_EQ(m.flat.param_data()[i], 0.5f * init[i]);
 }
 
+// The hooks' path: MarkGradsReady only marks a parameter's gradient final;
+// WaitGrads then brings a whole range over in one copy (ranges cut through
+// parameters), once any parameter there was marked, and brings nothing
+// where none was (its floats on the host stay the zeros ZeroGrad left).
+// ZeroGrad clears the marks.
+TEST_P(GpuPathTest, MarkedGradientsComeBackWithTheirRange) {
+  Model m = *CreateModel({"lenet", 0, 1, ""}, InputSpec{1, 28, 28, 10});
+  ASSERT_TRUE(Place(m).ok());
+  torch::manual_seed(5);
+  Batch batch{torch::randn({8, 1, 28, 28}),
+              torch::randint(0, 10, {8}, torch::kLong)};
+  auto host = [&m] {
+    return std::vector<float>(m.flat.grad_data(),
+                              m.flat.grad_data() + m.flat.size());
+  };
+  const std::vector<float> zeros(m.flat.size(), 0.0f);
+  m.flat.ZeroGrad();
+  ASSERT_TRUE(ForwardBackward(*m.net, batch).ok());
+  for (const auto& slot : m.flat.slots())
+    m.flat.MarkGradsReady(slot.offset, slot.numel);
+  const int64_t a = m.flat.slots()[1].offset + 7, b = m.flat.size() / 2;
+  m.flat.WaitGrads(b, m.flat.size() - b);
+  m.flat.WaitGrads(0, a);
+  m.flat.WaitGrads(a, b - a);
+  const std::vector<float> ranged = host();
+  m.flat.FetchGrads();
+  EXPECT_EQ(ranged, host());
+  EXPECT_GT(MaxAbsDiff(ranged, zeros), 0.0);
+
+  // Marks last until ZeroGrad: a step without them brings nothing back.
+  m.flat.ZeroGrad();
+  ASSERT_TRUE(ForwardBackward(*m.net, batch).ok());
+  if (GetParam().gpu) {
+    m.flat.WaitGrads(0, m.flat.size());
+    EXPECT_EQ(host(), zeros);
+  }
+  m.flat.MarkGradsReady(m.flat.slots()[0].offset, m.flat.slots()[0].numel);
+  m.flat.WaitGrads(0, m.flat.slots()[0].numel);
+  const std::vector<float> first = host();
+  m.flat.FetchGrads();
+  const std::vector<float> whole = host();
+  for (int64_t i = 0; i < m.flat.size(); ++i) {
+    ASSERT_EQ(first[i], i < m.flat.slots()[0].numel ? whole[i] : 0.0f) << i;
+  }
+}
+
 // The single-process trainer: updating on the device (train.local_optimizer
 // = auto there; the CPU run updates on the host) and with the host's update
 // (a fetch and an upload per step). Both end where the CPU run ends: the
