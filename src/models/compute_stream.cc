@@ -11,7 +11,17 @@ ComputeStream::ComputeStream(const c10::Device& device) {
   c10::impl::VirtualGuardImpl impl(device.type());
   const c10::Device d =
       device.has_index() ? device : c10::Device(device.type(), 0);
-  guard_.emplace(impl.getStreamFromGlobalPool(d));
+  guard_.emplace(impl.getStreamFromGlobalPool(d, /*isHighPriority=*/true));
+}
+
+ComputeStream::~ComputeStream() {
+  if (!guard_) return;
+  try {
+    guard_->current_stream().synchronize();
+  } catch (...) {
+    // A device error surfaced here was the step's to report; nothing is
+    // left to wait for on a failed device.
+  }
 }
 
 }  // namespace strata

@@ -22,11 +22,11 @@ class TorchCudaGraph final : public CudaGraph {
           "a CUDA graph cannot be captured on the default stream (the "
           "training thread has no ComputeStream)");
     }
-    return Guard("starting the capture", [&] {
-      // Autocast's cache of cast weights would keep tensors of the graph's
-      // pool and hand them to later passes: off while capturing.
-      cache_was_on_ = at::autocast::is_autocast_cache_enabled();
-      at::autocast::set_autocast_cache_enabled(false);
+    // Autocast's cache of cast weights would keep tensors of the graph's
+    // pool and hand them to later passes: off while capturing.
+    cache_was_on_ = at::autocast::is_autocast_cache_enabled();
+    at::autocast::set_autocast_cache_enabled(false);
+    Status begun = Guard("starting the capture", [&] {
 #if TORCH_VERSION_MAJOR >= 2
       // Thread-local: other workers of the process may allocate or sync
       // meanwhile on their own streams.
@@ -35,6 +35,8 @@ class TorchCudaGraph final : public CudaGraph {
       graph_.capture_begin();
 #endif
     });
+    if (!begun.ok()) at::autocast::set_autocast_cache_enabled(cache_was_on_);
+    return begun;
   }
   Status End() override {
     Status ended = Guard("ending the capture", [&] { graph_.capture_end(); });
@@ -53,6 +55,8 @@ class TorchCudaGraph final : public CudaGraph {
     } catch (const c10::Error& e) {
       return Status::Internal("CUDA graph: {}: {}", what,
                               e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      return Status::Internal("CUDA graph: {}: {}", what, e.what());
     }
     return Status::Ok();
   }

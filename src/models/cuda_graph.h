@@ -29,7 +29,9 @@ class CudaGraph {
   // FailedPrecondition where CudaGraphsBuilt() is false.
   static Result<std::unique_ptr<CudaGraph>> Create();
   // Each: Internal with LibTorch's or CUDA's reason when it fails
-  // (FailedPrecondition for the default stream).
+  // (FailedPrecondition for the default stream). A capture that failed
+  // (End() not ok) may leave LibTorch's allocator holding the graph's pool
+  // as if capturing: the caller ends its run (StepGraph reports it).
   virtual Status Begin() = 0;
   virtual Status End() = 0;
   virtual Status Replay() = 0;

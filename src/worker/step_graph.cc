@@ -8,18 +8,17 @@ namespace strata {
 Result<StepResult> StepGraph::Step(const Batch& batch,
                                    std::vector<float>* example_losses) {
   ++steps_;
-  const std::vector<int64_t> shape = batch.inputs.sizes().vec();
+  std::vector<int64_t> shape = batch.inputs.sizes().vec();
   const bool losses = example_losses != nullptr;
-  const bool same = shape == shape_ && losses == losses_;
   if (graph_ != nullptr) {
-    if (same) return Replay(batch, example_losses);
+    if (shape == shape_ && losses == losses_)
+      return Replay(batch, example_losses);
     return ForwardBackward(net_, batch, example_losses);
   }
-  same_shape_ = same ? same_shape_ + 1 : 1;
-  shape_ = shape;
-  losses_ = losses;
-  if (same_shape_ <= kWarmupSteps)
+  if (++eager_[shape] <= kWarmupSteps)
     return ForwardBackward(net_, batch, example_losses);
+  shape_ = std::move(shape);
+  losses_ = losses;
   RETURN_IF_ERROR(Capture(batch));
   captured_at_ = steps_;
   return Replay(batch, example_losses);
@@ -41,12 +40,13 @@ Status StepGraph::Capture(const Batch& batch) {
   RETURN_IF_ERROR(graph->Begin());
   try {
     out_ = ForwardBackwardOnDevice(net_, inputs_, targets_, losses_);
-  } catch (const c10::Error& e) {
+  } catch (const std::exception& e) {
     (void)graph->End();
+    const auto* c10 = dynamic_cast<const c10::Error*>(&e);
     return Status::Internal(
         "CUDA graph: capturing the step failed (set train.cuda_graph = "
         "false to train without one): {}",
-        e.what_without_backtrace());
+        c10 != nullptr ? c10->what_without_backtrace() : e.what());
   }
   RETURN_IF_ERROR(graph->End());
   graph_ = std::move(graph);

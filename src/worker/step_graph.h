@@ -3,6 +3,7 @@
 // train.cuda_graph (docs/design/gpu.md, "CUDA graphs").
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -18,8 +19,10 @@ namespace strata {
 // step instead of one per kernel (a small model at a small batch is bound
 // by kernel launches, not by the GPU).
 //
-// The first kWarmupSteps steps of a batch shape run eagerly (LibTorch's
-// lazy set-up, cuDNN's algorithm search); the next is captured on the
+// The first kWarmupSteps steps of a batch shape (counted over the run, so
+// an epoch's shorter last batch in between does not start the count again)
+// run eagerly (LibTorch's lazy set-up, cuDNN's algorithm search); the next
+// is captured on the
 // calling thread's ComputeStream, reading its batch from static device
 // tensors, and replayed at once, and so is every later step of that shape:
 // the batch is copied into the static tensors, the graph launched, and the
@@ -63,9 +66,9 @@ class StepGraph {
   std::unique_ptr<CudaGraph> graph_;
   torch::Tensor inputs_, targets_;  // the graph's static inputs
   StepTensors out_;                 // and its outputs
-  std::vector<int64_t> shape_;
-  bool losses_ = false;  // whether the graph computes example losses
-  int same_shape_ = 0;   // eager steps in a row of shape_
+  std::vector<int64_t> shape_;      // the captured shape
+  bool losses_ = false;             // whether the graph computes example losses
+  std::map<std::vector<int64_t>, int> eager_;  // eager steps by shape
   int64_t steps_ = 0, captured_at_ = 0, replays_ = 0;
 };
 

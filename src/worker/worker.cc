@@ -154,6 +154,13 @@ Status WorkerLoop::SetUpExchange() {
       checkpoints_.RestoreModel(*exchange_, s_.env.model, keeps_model_));
   RETURN_IF_ERROR(exchange_->Start());
   if (GradientSink* sink = exchange_->gradient_sink()) {
+    // A captured step runs no hooks: run/options.cc turns every sink off.
+    if (graph_ != nullptr) {
+      return Status::Internal(
+          "worker {}: train.cuda_graph with a gradient sink (a per-layer "
+          "exchange the captured step cannot feed)",
+          s_.index);
+    }
     ASSIGN_OR_RETURN(hooks_, GradientHooks::Install(model_, sink));
   }
   return s_.env.member->Barrier(0, o_.request_timeout);

@@ -21,6 +21,7 @@
 #include "models/models.h"
 #include "run/options.h"
 #include "worker/batch.h"
+#include "worker/step_graph.h"
 
 namespace strata {
 namespace {
@@ -224,6 +225,46 @@ TEST(DeviceConfigTest, EachTrainingThreadComputesOnAStreamOfItsOwn) {
   EXPECT_NE(theirs, before);
   EXPECT_NE(mine, theirs);
   EXPECT_EQ(impl.getStream(gpu), before);
+}
+
+// StepGraph's warm-up, where the build cannot capture (CI): the first 3
+// steps of a shape run eagerly, as ForwardBackward, counted over the run
+// (a shorter batch in between does not start the count again); the 4th of
+// a shape would be captured, and the capture's refusal is the step's
+// error. On a CUDA build the GPU test below captures for real.
+TEST(DeviceConfigTest, AStepGraphWarmsUpThreeStepsOfAShapeThenCaptures) {
+  if (CudaGraphsBuilt()) GTEST_SKIP() << "this build captures: GpuGraphTest";
+  Model a = *CreateModel({"lenet", 0, 1, ""}, InputSpec{1, 28, 28, 10});
+  Model b = *CreateModel({"lenet", 0, 1, ""}, InputSpec{1, 28, 28, 10});
+  StepGraph graph(*a.net);
+  torch::manual_seed(7);
+  auto batch = [](int64_t n) {
+    return Batch{torch::randn({n, 1, 28, 28}),
+                 torch::randint(0, 10, {n}, torch::kLong)};
+  };
+  int step = 0;
+  for (int64_t n : {8, 8, 5, 8, 5}) {
+    SCOPED_TRACE(++step);
+    const Batch x = batch(n);
+    a.flat.ZeroGrad();
+    b.flat.ZeroGrad();
+    auto graphed = graph.Step(x, nullptr);
+    auto eager = ForwardBackward(*b.net, x);
+    ASSERT_TRUE(graphed.ok()) << graphed.status().ToString();
+    ASSERT_TRUE(eager.ok());
+    EXPECT_EQ(graphed->loss, eager->loss);
+    EXPECT_EQ(std::vector<float>(a.flat.grad_data(),
+                                 a.flat.grad_data() + a.flat.size()),
+              std::vector<float>(b.flat.grad_data(),
+                                 b.flat.grad_data() + b.flat.size()));
+  }
+  auto fourth = graph.Step(batch(8), nullptr);
+  ASSERT_FALSE(fourth.ok());
+  EXPECT_EQ(fourth.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(fourth.status().message().find("without CUDA"), std::string::npos)
+      << fourth.status().ToString();
+  EXPECT_EQ(graph.captured_at(), 0);
+  EXPECT_EQ(graph.replays(), 0);
 }
 
 // A captured step has no host work between its layers: train.cuda_graph
