@@ -83,6 +83,7 @@ MNIST=(--set data.dataset=mnist --set data.dir="$DATA/mnist")
 # (-nopipe: where the worker's extra compute goes), and 2 workers as
 # processes (-proc: autograd's device thread is one per process, shared by
 # the workers that are threads of one).
+{
 for model in $MODELS; do
   if [ $model = resnet20 ]; then batch=128; data=("${SYNTH[@]}")
   else batch=64; data=("${MNIST[@]}"); fi
@@ -124,5 +125,8 @@ for model in $MODELS; do
   STEPS=$MULTI_STEPS run $model-allreduce2-proc "${common[@]}" --set cluster.mode=allreduce \
     --set cluster.workers=2 --processes
 done
+} 2>&1 | tee "$ROOT/table.txt"
+echo "== the table against the targets (bench/gpu_table.py)"
+python3 "$HERE/gpu_table.py" "$ROOT/table.txt"
 echo "== end $(date -u)"
 rm -rf "$ROOT"

@@ -38,9 +38,10 @@ Batcher::Batcher(const Dataset& data, bool augment, uint64_t seed)
 template <typename RowF, typename LabelF>
 Batch Batcher::Fill(int64_t n, RowF row, LabelF label) {
   if (!inputs_.defined() || inputs_.size(0) < n) {
+    const auto host = torch::TensorOptions().pinned_memory(pinned_);
     inputs_ = torch::empty({n, data_.channels, data_.height, data_.width},
-                           torch::kFloat32);
-    targets_ = torch::empty({n}, torch::kInt64);
+                           host.dtype(torch::kFloat32));
+    targets_ = torch::empty({n}, host.dtype(torch::kInt64));
   }
   const int64_t e = data_.example_size();
   float* x = inputs_.data_ptr<float>();

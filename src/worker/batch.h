@@ -30,6 +30,15 @@ class Batcher {
   // The same from `n` examples already in a row-major block (a batch the
   // data service sent): copied into the buffers, augmented as Gather does.
   Batch FromRows(const float* features, const int64_t* labels, int64_t n);
+  // On a GPU: the buffers in pinned memory from the next batch on, so that
+  // the batch's copy to the device is a DMA the host need not stage. The
+  // copy is then asynchronous: the caller waits for it (ForwardBackward's
+  // read of the loss does) before the next Gather rewrites the buffers. A
+  // LibTorch without CUDA cannot pin: only where the model is on a GPU.
+  void PinMemory() {
+    pinned_ = true;
+    inputs_ = torch::Tensor();
+  }
   // The augmentation generator's state as text (checkpoints), and back.
   // InvalidArgument for text that is not such a state.
   std::string SaveRngState() const;
@@ -41,6 +50,7 @@ class Batcher {
 
   const Dataset& data_;
   const bool augment_;
+  bool pinned_ = false;
   std::mt19937_64 rng_;
   torch::Tensor inputs_;
   torch::Tensor targets_;

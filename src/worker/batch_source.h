@@ -52,6 +52,8 @@ class BatchSource {
   // After a resume on another worker count: the examples left in the epoch
   // over every worker (-1: nothing re-planned) and the class TV distance
   // of this worker's part.
+  // The batches in pinned memory (Batcher::PinMemory: a GPU worker).
+  void PinMemory() { batcher_.PinMemory(); }
   int64_t replan_examples() const { return replan_examples_; }
   double replan_tv() const { return replan_tv_; }
 

@@ -124,6 +124,7 @@ Status LocalTrainer::SetUp() {
   // After the placement's copies, which ended in a blocking one.
   stream_ = std::make_unique<ComputeStream>(model_.flat.device());
   if (o_.device.cuda_graph) graph_ = std::make_unique<StepGraph>(*model_.net);
+  if (model_.flat.on_gpu()) batcher_.PinMemory();
   RETURN_IF_ERROR(MakeSampler());
   ASSIGN_OR_RETURN(update_, MakeLocalUpdate(o_, model_.flat));
   schedule_ = o_.schedule.ForSteps(total_steps_);

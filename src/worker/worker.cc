@@ -170,6 +170,7 @@ Status WorkerLoop::SetUpExchange() {
 Status WorkerLoop::SetUpData() {
   ASSIGN_OR_RETURN(source_, MakeBatchSource(o_, s_.index, *s_.train, s_.shards,
                                             s_.stream, s_.shards_for));
+  if (model_.flat.on_gpu()) source_->PinMemory();
   ASSIGN_OR_RETURN(first_step_, checkpoints_.RestoreParts(Parts()));
   // Worker 0 alone: LibTorch's profiler is one per process.
   profiler_ = std::make_unique<StepProfiler>(

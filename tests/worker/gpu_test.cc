@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/fs.h"
+#include "data/synthetic.h"
 #include "launch/cluster_test_util.h"
 #include "models/compute_stream.h"
 #include "models/cuda_graph.h"
@@ -565,6 +566,30 @@ TEST_P(GpuPathTest, SspPullingEveryStepEndsWhereTheCpuRunEnds) {
                                 std::string("cluster.layer_wait=") + wait});
     ExpectItEndsWhereTheCpuRunEnds(c);
     ExpectLayerByLayer(c, "layered_pulls", std::string(wait) == "true");
+  }
+}
+
+// A GPU run's batches are gathered into pinned memory (Batcher::PinMemory;
+// the worker and the local trainer ask for it on a GPU), so that their copy
+// to the device is a DMA; the values are those of the unpinned batcher.
+TEST(GpuGraphTest, APinnedBatcherGathersTheSameBatchesPinned) {
+  if (!HaveGpu()) GTEST_SKIP() << kNoGpu;
+  SyntheticOptions so;
+  so.shape = "1x8x8";
+  so.train_size = 64;
+  so.val_size = 16;
+  auto data = MakeSynthetic(so);
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  Batcher plain(data->train, true, 3), pinned(data->train, true, 3);
+  pinned.PinMemory();
+  for (int step = 0; step < 3; ++step) {
+    const std::vector<int64_t> ids{step, 5, 9, 63};
+    const Batch a = plain.Gather(ids), b = pinned.Gather(ids);
+    EXPECT_FALSE(a.inputs.is_pinned());
+    EXPECT_TRUE(b.inputs.is_pinned());
+    EXPECT_TRUE(b.targets.is_pinned());
+    EXPECT_TRUE(torch::equal(a.inputs, b.inputs));
+    EXPECT_TRUE(torch::equal(a.targets, b.targets));
   }
 }
 
