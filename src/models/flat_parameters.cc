@@ -162,37 +162,38 @@ size_t FlatParameters::SlotAt(int64_t offset) const {
   return static_cast<size_t>(it - dev_->offsets.begin()) - 1;
 }
 
+size_t FlatParameters::RecordReady(int64_t offset) {
+  const size_t slot = SlotAt(offset);
+  c10::impl::VirtualGuardImpl impl(device_.type());
+  dev_->ready[slot]->record(impl.getStream(device_));
+  return slot;
+}
+
+void FlatParameters::CopyGradsOnSide(int64_t offset, int64_t count) {
+  c10::StreamGuard on_side(*dev_->side);
+  grads_.narrow(0, offset, count)
+      .copy_(dev_->grads.narrow(0, offset, count), /*non_blocking=*/true);
+}
+
 void FlatParameters::DownloadGrads(int64_t offset, int64_t count) {
   if (!dev_ || count <= 0) return;
   if (!dev_->side) {  // emulated: copied by the time anyone waits
     grads_.narrow(0, offset, count).copy_(dev_->grads.narrow(0, offset, count));
     return;
   }
-  const size_t slot = SlotAt(offset);
-  c10::impl::VirtualGuardImpl impl(device_.type());
   // The copy waits for what the current stream has queued (the gradient),
   // but not the other way round: the backward pass goes on meanwhile.
-  dev_->ready[slot]->record(impl.getStream(device_));
+  const size_t slot = RecordReady(offset);
   dev_->ready[slot]->block(*dev_->side);
-  {
-    c10::StreamGuard on_side(*dev_->side);
-    grads_.narrow(0, offset, count)
-        .copy_(dev_->grads.narrow(0, offset, count), /*non_blocking=*/true);
-  }
+  CopyGradsOnSide(offset, count);
   dev_->done[slot]->record(*dev_->side);
 }
 
 void FlatParameters::MarkGradsReady(int64_t offset, int64_t count) {
+  if (dev_ && !dev_->side) return DownloadGrads(offset, count);  // emulated
   if (!dev_ || count <= 0) return;
-  if (!dev_->side) {  // emulated: copied by the time anyone waits
-    grads_.narrow(0, offset, count).copy_(dev_->grads.narrow(0, offset, count));
-    return;
-  }
-  const size_t slot = SlotAt(offset);
-  c10::impl::VirtualGuardImpl impl(device_.type());
   // After what the current stream has queued: the gradient's accumulation.
-  dev_->ready[slot]->record(impl.getStream(device_));
-  dev_->marked[slot] = true;
+  dev_->marked[RecordReady(offset)] = true;
 }
 
 void FlatParameters::WaitGrads(int64_t offset, int64_t count) {
@@ -217,11 +218,7 @@ void FlatParameters::WaitGrads(int64_t offset, int64_t count) {
   // marked slot's event follows this step's ZeroGrad on the compute
   // stream, so they read as what the host mirror holds (zero, or the same
   // gradient DownloadGrads brought).
-  {
-    c10::StreamGuard on_side(*dev_->side);
-    grads_.narrow(0, offset, count)
-        .copy_(dev_->grads.narrow(0, offset, count), /*non_blocking=*/true);
-  }
+  CopyGradsOnSide(offset, count);
   // An event of its own: a reducer's thread and the worker's may each be
   // waiting for a range.
   c10::Event copied(device_.type());

@@ -124,6 +124,12 @@ class FlatParameters {
   struct DeviceState;
   // The slot holding float `offset` (a GPU's events; not emulated).
   size_t SlotAt(int64_t offset) const;
+  // A GPU's: records the `ready` event of the slot holding `offset` on the
+  // current stream (after the gradient queued there), and returns the slot.
+  size_t RecordReady(int64_t offset);
+  // A GPU's: queues the gradient floats [offset, offset + count) to the
+  // host mirror on the side stream (after whatever it was made to wait for).
+  void CopyGradsOnSide(int64_t offset, int64_t count);
   torch::Tensor params_;  // host (the module's own on the CPU)
   torch::Tensor grads_;
   torch::Device device_ = torch::kCPU;

@@ -8,7 +8,6 @@
 
 #include "common/log.h"
 #include "common/seconds.h"
-#include "models/compute_stream.h"
 #include "models/cpu_threads.h"
 #include "models/model_file.h"
 #include "models/precision.h"
@@ -63,9 +62,8 @@ class LocalTrainer {
   int threads_ = 1;
   std::string blas_;  // the BLAS library's threads, for the log
   Model model_;
-  // GPU: the training stream, and the captured step (train.cuda_graph).
-  std::unique_ptr<ComputeStream> stream_;
-  std::unique_ptr<StepGraph> graph_;
+  // The forward and backward pass (a GPU's stream, train.cuda_graph).
+  std::unique_ptr<DeviceStep> step_;
   std::unique_ptr<BatchSampler> sampler_;
   Batcher batcher_;
   std::unique_ptr<LocalUpdate> update_;
@@ -121,9 +119,8 @@ Status LocalTrainer::SetUp() {
   torch::set_num_threads(threads_);
   blas_ = SetBlasThreads(cpu.blas);
   RETURN_IF_ERROR(PlaceModel(model_, o_.device));
-  // After the placement's copies, which ended in a blocking one.
-  stream_ = std::make_unique<ComputeStream>(model_.flat.device());
-  if (o_.device.cuda_graph) graph_ = std::make_unique<StepGraph>(*model_.net);
+  step_ = std::make_unique<DeviceStep>(*model_.net, model_.flat.device(),
+                                       o_.device.cuda_graph);
   if (model_.flat.on_gpu()) batcher_.PinMemory();
   RETURN_IF_ERROR(MakeSampler());
   ASSIGN_OR_RETURN(update_, MakeLocalUpdate(o_, model_.flat));
@@ -237,11 +234,8 @@ Status LocalTrainer::Step(int64_t step, int64_t* epoch_out, double* lr_out) {
   // update) overwrites it, or ever (device update).
   model_.flat.ZeroGrad(/*host_mirror=*/false);
   const bool losses = sampler_->wants_losses();
-  ASSIGN_OR_RETURN(
-      StepResult r,
-      graph_ != nullptr
-          ? graph_->Step(batch, losses ? &losses_ : nullptr)
-          : ForwardBackward(*model_.net, batch, losses ? &losses_ : nullptr));
+  ASSIGN_OR_RETURN(StepResult r,
+                   step_->Run(batch, losses ? &losses_ : nullptr));
   if (losses) sampler_->Observe(indices_, losses_.data());
   const double lr = schedule_.Rate(step - 1);
   RETURN_IF_ERROR(update_->Step(model_.flat, lr, phase));
@@ -291,9 +285,9 @@ Result<RunSummary> LocalTrainer::Finish() {
   j["mode"] = "local";
   j["threads"] = threads_;
   j["optimizer_on"] = update_->where();
-  if (graph_ != nullptr) {
-    j["cuda_graph"] = {{"captured_at_step", graph_->captured_at()},
-                       {"replays", graph_->replays()}};
+  if (const StepGraph* graph = step_->graph()) {
+    j["cuda_graph"] = {{"captured_at_step", graph->captured_at()},
+                       {"replays", graph->replays()}};
   }
   if (!resumed_from_.empty()) {
     j["resumed_from"] = resumed_from_;

@@ -67,4 +67,16 @@ Result<StepResult> StepGraph::Replay(const Batch& batch,
   }
 }
 
+DeviceStep::DeviceStep(ClassifierImpl& net, const torch::Device& device,
+                       bool cuda_graph)
+    : net_(net),
+      stream_(device),
+      graph_(cuda_graph ? std::make_unique<StepGraph>(net) : nullptr) {}
+
+Result<StepResult> DeviceStep::Run(const Batch& batch,
+                                   std::vector<float>* example_losses) {
+  if (graph_ != nullptr) return graph_->Step(batch, example_losses);
+  return ForwardBackward(net_, batch, example_losses);
+}
+
 }  // namespace strata

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "models/compute_stream.h"
 #include "models/cuda_graph.h"
 #include "models/models.h"
 #include "worker/batch.h"
@@ -70,6 +71,26 @@ class StepGraph {
   bool losses_ = false;             // whether the graph computes example losses
   std::map<std::vector<int64_t>, int> eager_;  // eager steps by shape
   int64_t steps_ = 0, captured_at_ = 0, replays_ = 0;
+};
+
+// The forward and backward pass of a thread that trains `net` (the local
+// trainer, a worker): on a GPU on a stream of its own (ComputeStream), and
+// with train.cuda_graph through a StepGraph; ForwardBackward otherwise. Make
+// it once the model is placed, on the thread that trains; end it before the
+// model goes.
+class DeviceStep {
+ public:
+  DeviceStep(ClassifierImpl& net, const torch::Device& device, bool cuda_graph);
+  // ForwardBackward's contract.
+  Result<StepResult> Run(const Batch& batch,
+                         std::vector<float>* example_losses);
+  // The captured step; null without train.cuda_graph.
+  const StepGraph* graph() const { return graph_.get(); }
+
+ private:
+  ClassifierImpl& net_;
+  ComputeStream stream_;
+  std::unique_ptr<StepGraph> graph_;
 };
 
 }  // namespace strata

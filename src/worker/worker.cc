@@ -9,7 +9,6 @@
 
 #include "common/log.h"
 #include "common/seconds.h"
-#include "models/compute_stream.h"
 #include "worker/batch.h"
 #include "worker/batch_source.h"
 #include "worker/fault_injection.h"
@@ -87,9 +86,8 @@ class WorkerLoop {
   // Declared in the order they are made; destroyed in reverse (the hooks
   // and the gate before the exchange they point at, the model last).
   Model model_;
-  // GPU: this worker's own stream, and its captured step (train.cuda_graph).
-  std::unique_ptr<ComputeStream> stream_;
-  std::unique_ptr<StepGraph> graph_;
+  // The forward and backward pass (a GPU's stream, train.cuda_graph).
+  std::unique_ptr<DeviceStep> step_;
   std::unique_ptr<FreezeAtExit> freeze_;
   std::unique_ptr<Exchange> exchange_;
   std::unique_ptr<LayerGate> gate_;
@@ -109,9 +107,8 @@ Status WorkerLoop::SetUpModel() {
   RETURN_IF_ERROR(PlaceModel(model_, device));
   if (device.device != o_.device.device)
     LogInfo("worker {}: on {}", s_.index, device.device);
-  // After the placement's copies, which ended in a blocking one.
-  stream_ = std::make_unique<ComputeStream>(model_.flat.device());
-  if (o_.device.cuda_graph) graph_ = std::make_unique<StepGraph>(*model_.net);
+  step_ = std::make_unique<DeviceStep>(*model_.net, model_.flat.device(),
+                                       o_.device.cuda_graph);
   ExchangeEnv& env = s_.env;
   // On a GPU an in-place gradient sink's ranges wait for their own
   // gradients' copies only (the gradient hooks start them).
@@ -155,7 +152,7 @@ Status WorkerLoop::SetUpExchange() {
   RETURN_IF_ERROR(exchange_->Start());
   if (GradientSink* sink = exchange_->gradient_sink()) {
     // A captured step runs no hooks: run/options.cc turns every sink off.
-    if (graph_ != nullptr) {
+    if (step_->graph() != nullptr) {
       return Status::Internal(
           "worker {}: train.cuda_graph with a gradient sink (a per-layer "
           "exchange the captured step cannot feed)",
@@ -225,10 +222,9 @@ Result<bool> WorkerLoop::Compute(int64_t it, int64_t* epoch, StepResult* r,
   }
   gate_->BeginStep();
   std::vector<float>* losses = source_->wants_losses() ? &losses_ : nullptr;
-  Result<StepResult> stepped =
-      graph_ != nullptr ? graph_->Step(batch, losses)
-                        : ForwardBackward(*model_.net, batch, losses);
-  if (graph_ != nullptr) m_.graph_replays = graph_->replays();
+  Result<StepResult> stepped = step_->Run(batch, losses);
+  if (const StepGraph* graph = step_->graph())
+    m_.graph_replays = graph->replays();
   // A clean stop may end a pull the forward pass was waiting for.
   if (gate_->failed() && stop_.StoppedInside(stepped.status(), "inside", it))
     return false;
