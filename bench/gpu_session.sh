@@ -16,8 +16,9 @@
 # n-worker run's total is about n times it). A dry run of the table without a build or a GPU:
 # STRATA=build/src/cli/strata DEVICE=cpu STEPS=60 (python3 with torch).
 # A device call lasts at most 10 minutes: PART=build (the build and the GPU
-# tests) and then PART=table with STRATA=BUILD_DIR/src/cli/strata split the
-# session in two calls; MODELS (resnet20 lenet) narrows the table.
+# tests; the loader path it needs is kept in BUILD_DIR/strata-env.sh) and then
+# PART=table split the session in two calls; MODELS (resnet20 lenet)
+# narrows the table.
 set -uo pipefail
 DATA=${1:?usage: bench/gpu_session.sh DATA_DIR [BUILD_DIR]}
 BUILD=${2:-build-cuda}
@@ -37,14 +38,15 @@ python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'
 if [ -z "${STRATA:-}" ] && [ "$PART" != table ]; then
   echo "== build"
   start=$(date +%s)
+  mkdir -p "$BUILD"
   STRATA_BUILD_TESTS=ON "$HERE/../scripts/gpu_build.sh" "$BUILD" strata \
-    strata_worker_test >"$ROOT/env.sh" 2>"$ROOT/build.log"
+    strata_worker_test >"$BUILD/strata-env.sh" 2>"$ROOT/build.log"
   rc=$?
   echo "build rc=$rc in $(($(date +%s) - start)) s"
   tail -3 "$ROOT/build.log"
   [ $rc -eq 0 ] || exit $rc
   # shellcheck disable=SC1091
-  . "$ROOT/env.sh"
+  . "$BUILD/strata-env.sh"
   STRATA=$BUILD/src/cli/strata
 
   echo "== GPU tests"
@@ -57,6 +59,10 @@ if [ "$PART" = build ]; then
   exit 0
 fi
 STRATA=${STRATA:-$BUILD/src/cli/strata}
+# PART=table after PART=build: the loader path the build printed (the
+# packages' libraries of STRATA_DEVKIT).
+# shellcheck disable=SC1091
+[ -f "$BUILD/strata-env.sh" ] && . "$BUILD/strata-env.sh"
 
 # run NAME ARGS... -> the steady and whole samples/s of a strata run, and
 # worker 0's compute and communication seconds for a cluster.
