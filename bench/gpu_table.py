@@ -17,6 +17,7 @@ import sys
 
 ROW = re.compile(r"^(?P<name>[a-z0-9]+(?:-[a-z0-9]+)+): whole +(?P<whole>[0-9.]+) "
                  r"samples/s(?:  steady +(?P<steady>[0-9.]+))?")
+FAILED = re.compile(r"^(?P<name>[a-z0-9]+(?:-[a-z0-9]+)+): failed")
 PEER = re.compile(r"^peer (?P<model>\S+) \S+ (?P<mode>\S+) +batch \d+: whole +"
                   r"(?P<whole>[0-9.]+) samples/s  steady\(50\+\) +(?P<steady>\S+)")
 
@@ -44,6 +45,13 @@ def main():
             peers.setdefault(p["model"], {})[p["mode"]] = figure(
                 p["whole"], p["steady"])[0]
             continue
+        f = FAILED.match(line)
+        if f:
+            model, rest = f["name"].split("-", 1)
+            rows.setdefault(model, []).append((rest, None, "failed"))
+            if model not in order:
+                order.append(model)
+            continue
         r = ROW.match(line)
         if r:
             model, rest = r["name"].split("-", 1)
@@ -55,11 +63,15 @@ def main():
             if model not in order:
                 order.append(model)
     for model in order:
-        local = next((v for n, v, _ in rows[model] if n == "local"), None)
+        local = next((v for n, v, _ in rows[model] if n == "local" and v),
+                     None)
         eager = peers.get(model, {}).get("eager")
         print(f"{model}: samples/s (cluster total), x local, x eager PyTorch"
               + (f" ({eager:.0f})" if eager else ""))
         for rest, rate, mark in rows[model]:
+            if rate is None:
+                print(f"  {rest:22s}    failed (its line above says why)")
+                continue
             x_local = f"{rate / local:5.2f}x" if local else "  -  "
             x_eager = f"{rate / eager:5.2f}x" if eager else "  -  "
             print(f"  {rest:22s} {rate:9.0f}{mark:1s}  {x_local}  {x_eager}")
