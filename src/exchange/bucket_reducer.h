@@ -31,6 +31,10 @@ class GradientSink {
   virtual bool in_place() const { return false; }
 };
 
+// The bounds of buckets of `bucket_floats` (at least 1) over `size` floats:
+// 0, bucket_floats, ..., size (the last bucket may be shorter).
+std::vector<int64_t> EvenBucketBounds(int64_t size, int64_t bucket_floats);
+
 // Overlaps the reduction of gradient buckets with the backward pass, as
 // PyTorch DDP's reducer does: the flat gradient is cut into buckets of
 // `bucket_floats`; as soon as every parameter of the last bucket has
@@ -43,10 +47,6 @@ class GradientSink {
 // Thread-safety: Ready() from the backward thread, BeginStep()/FinishStep()
 // from the worker's thread; one step at a time. The destructor joins the
 // reducer's thread.
-// The bounds of buckets of `bucket_floats` (at least 1) over `size` floats:
-// 0, bucket_floats, ..., size (the last bucket may be shorter).
-std::vector<int64_t> EvenBucketBounds(int64_t size, int64_t bucket_floats);
-
 class BucketReducer final : public GradientSink {
  public:
   using ReduceFn = std::function<Status(float* data, size_t count)>;

@@ -57,8 +57,9 @@ struct ExchangeEnv {
   CollectiveHub* collectives = nullptr;
   // GPU workers (train.device): a strategy whose gradient sink works in
   // place (GradientSink::in_place) calls this before reading the gradient
-  // floats [offset, offset + count) of model.grads, to wait until their
-  // copy from the device has landed. Null on the CPU (set where its
+  // floats [offset, offset + count) of model.grads: it brings them over
+  // from the device (or waits for a copy already started) and returns once
+  // they have landed. Null on the CPU (set where its
   // buffers are emulated, train.emulate_gpu_buffers). Other sinks get each
   // gradient on the host, and AfterStep() finds all of them there.
   std::function<void(int64_t offset, int64_t count)> grads_ready;

@@ -156,10 +156,10 @@ class CollectiveExchange final : public Exchange {
   // Buckets of cluster.bucket_mb, all-reduced from the reducer's thread as
   // the backward pass fills them. With a device's buffers (grads_ready set:
   // a GPU, or emulated) in place in the model's gradient host mirror: the
-  // autograd hook only starts each gradient's copy from the device, and the
-  // reducer's thread waits for a bucket's copies before reducing it. The
-  // backward pass's thread (autograd's one thread per GPU, which every
-  // worker of a process shares) never waits for a copy.
+  // autograd hook only marks each gradient final, and the reducer's thread
+  // brings a bucket over from the device (grads_ready) before reducing it.
+  // The backward pass's thread (autograd's one thread per GPU, which every
+  // worker of a process shares) never copies or waits for a copy.
   std::unique_ptr<BucketReducer> MakeReducer() {
     if (!env_.grads_ready) {
       return std::make_unique<BucketReducer>(

@@ -110,8 +110,8 @@ Status WorkerLoop::SetUpModel() {
   step_ = std::make_unique<DeviceStep>(*model_.net, model_.flat.device(),
                                        o_.device.cuda_graph);
   ExchangeEnv& env = s_.env;
-  // On a GPU an in-place gradient sink's ranges wait for their own
-  // gradients' copies only (the gradient hooks start them).
+  // On a GPU an in-place gradient sink brings each range over once the
+  // gradient hooks have marked its gradients (FlatParameters::WaitGrads).
   if (model_.flat.on_device()) {
     FlatParameters* flat = &model_.flat;
     env.grads_ready = [flat](int64_t offset, int64_t count) {
