@@ -17,7 +17,7 @@ import sys
 
 ROW = re.compile(r"^(?P<name>[a-z0-9]+(?:-[a-z0-9]+)+): whole +(?P<whole>[0-9.]+) "
                  r"samples/s(?:  steady +(?P<steady>[0-9.]+))?")
-FAILED = re.compile(r"^(?P<name>[a-z0-9]+(?:-[a-z0-9]+)+): failed")
+FAILED = re.compile(r"^(?P<name>[a-z0-9]+(?:-[a-z0-9]+)+): (?P<why>failed|skipped)")
 PEER = re.compile(r"^peer (?P<model>\S+) \S+ (?P<mode>\S+) +batch \d+: whole +"
                   r"(?P<whole>[0-9.]+) samples/s  steady\(50\+\) +(?P<steady>\S+)")
 
@@ -48,7 +48,7 @@ def main():
         f = FAILED.match(line)
         if f:
             model, rest = f["name"].split("-", 1)
-            rows.setdefault(model, []).append((rest, None, "failed"))
+            rows.setdefault(model, []).append((rest, None, f["why"]))
             if model not in order:
                 order.append(model)
             continue
@@ -70,7 +70,7 @@ def main():
               + (f" ({eager:.0f})" if eager else ""))
         for rest, rate, mark in rows[model]:
             if rate is None:
-                print(f"  {rest:22s}    failed (its line above says why)")
+                print(f"  {rest:22s}    {mark} (its line above says why)")
                 continue
             x_local = f"{rate / local:5.2f}x" if local else "  -  "
             x_eager = f"{rate / eager:5.2f}x" if eager else "  -  "

@@ -9,7 +9,8 @@
 # `dpkg -x` of scripts/setup.sh's libraries gives); it is unpacked to a
 # private prefix (never to /) and CMake, pkg-config and the loader are pointed
 # there. Without it the packages must be installed. Tests and benchmarks are
-# off unless STRATA_BUILD_TESTS / STRATA_BUILD_BENCH = ON; test executables
+# off unless STRATA_BUILD_TESTS / STRATA_BUILD_BENCH = ON (STRATA_CMAKE_ARGS
+# adds CMake arguments); test executables
 # are listed when ctest runs (they need the export line below), not when they
 # are linked. Prints an
 # `export LD_LIBRARY_PATH=...` line on stdout (eval it before running).
@@ -51,6 +52,10 @@ if [ -n "${STRATA_DEVKIT:-}" ]; then
           -DCMAKE_EXE_LINKER_FLAGS="-Wl,--no-as-needed -Wl,-rpath-link,$LIBS")
   RUN_LIBS="$LIBS"
 fi
+
+# STRATA_CMAKE_ARGS: more CMake arguments (e.g. -DSTRATA_CUDA_GRAPHS=OFF).
+# shellcheck disable=SC2206
+EXTRA+=(${STRATA_CMAKE_ARGS:-})
 
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_POLICY_VERSION_MINIMUM=3.5 \

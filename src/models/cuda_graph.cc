@@ -78,10 +78,16 @@ Result<std::unique_ptr<CudaGraph>> CudaGraph::Create() {
 bool CudaGraphsBuilt() { return false; }
 
 Result<std::unique_ptr<CudaGraph>> CudaGraph::Create() {
+#ifdef STRATA_CUDA_GRAPHS_OFF
+  return Status::FailedPrecondition(
+      "train.cuda_graph: this strata was built with CUDA graphs left out "
+      "(CMake's STRATA_CUDA_GRAPHS=OFF); rebuild without it to capture");
+#else
   return Status::FailedPrecondition(
       "train.cuda_graph: this strata was built against a LibTorch without "
       "CUDA, which cannot capture CUDA graphs (scripts/gpu_build.sh builds "
       "against a CUDA LibTorch)");
+#endif
 }
 
 #endif
