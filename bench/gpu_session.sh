@@ -20,7 +20,7 @@
 # PART=table split the session in two calls; MODELS (resnet20 lenet)
 # narrows the table. The table's rows run most telling first (the peer, then
 # local, 1 + 1 and 2 workers of every model, then the rest) within BUDGET_S
-# seconds (500); a row that would start past it is listed as skipped, and the
+# seconds (420); a row that would start past it is listed as skipped, and the
 # ratios are printed either way. If the build fails in the CUDA graph's one
 # file (src/models/cuda_graph.cc), it is built again without CUDA graphs
 # (-DSTRATA_CUDA_GRAPHS=OFF) so the other rows still run.
@@ -34,7 +34,7 @@ PART=${PART:-all}
 MULTI_STEPS=${MULTI_STEPS:-200}
 MODELS=${MODELS:-resnet20 lenet}
 DEVICE=${DEVICE:-cuda}
-BUDGET_S=${BUDGET_S:-500}
+BUDGET_S=${BUDGET_S:-420}
 ROOT=$(mktemp -d /tmp/strata-gpu-session.XXXXXX)
 export OPENBLAS_NUM_THREADS=1
 
@@ -77,7 +77,7 @@ if [ -z "${STRATA:-}" ] && [ "$PART" != table ]; then
 
   echo "== GPU tests"
   if [ -x "$BUILD/tests/strata_worker_test" ]; then
-    timeout 300 "$BUILD/tests/strata_worker_test" \
+    timeout 180 "$BUILD/tests/strata_worker_test" \
       --gtest_filter='*GpuPathTest.*:DeviceConfig*:GpuGraphTest.*:PrecisionTest.*' \
       >"$ROOT/gpu_tests.log" 2>&1
     echo "GPU tests rc=$?"
