@@ -159,8 +159,12 @@ first() {
   local t
   t=$(left)
   [ "$t" -gt 300 ] && t=300
-  timeout "$t" python3 "$HERE/torch_peer.py" --model "$model" --batch $batch \
-    --steps "$STEPS" --device "$DEVICE"
+  if [ "$t" -lt 20 ]; then
+    echo "peer: skipped (BUDGET_S=$BUDGET_S spent)"
+  else
+    timeout "$t" python3 "$HERE/torch_peer.py" --model "$model" \
+      --batch "$batch" --steps "$STEPS" --device "$DEVICE"
+  fi
   echo "== $model: strata"
   run "$model-local" "${common[@]}" --set cluster.mode=local
   run "$model-local-graph" "${common[@]}" --set cluster.mode=local \
