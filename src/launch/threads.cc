@@ -109,6 +109,12 @@ Result<RunSummary> TrainCluster(const Config& given, const DatasetSplits& data,
   RETURN_IF_ERROR(CheckDevice(DeviceOptions::FromConfig(config)));
   ASSIGN_OR_RETURN(ClusterPlan plan, MakeClusterPlan(config, data));
   const ClusterRunOptions& o = plan.options;
+  // The GPUs are counted only for "cuda:*" (counting starts CUDA).
+  const DeviceOptions where = DeviceOptions::FromConfig(config);
+  const std::string shared =
+      SharedGpuNote(where, o.roles.num_workers(),
+                    where.device == kEveryGpu ? VisibleGpus() : 1);
+  if (!shared.empty()) LogWarning("{}", shared);
   at::set_num_threads(ThreadsPerWorker(o));
   // Several nodes compute at once: one BLAS thread each (LibTorch's pool
   // is theirs), unless the environment says otherwise.

@@ -494,6 +494,22 @@ int VisibleGpus() {
              : 0;
 }
 
+std::string SharedGpuNote(const DeviceOptions& where, int workers, int gpus) {
+  if (where.device.rfind("cuda", 0) != 0 || where.cuda_graph) return "";
+  // "cuda:*" spreads the workers over the GPUs in turn; any other name
+  // puts them all on one.
+  const int spread = where.device == kEveryGpu ? std::max(1, gpus) : 1;
+  const int most = (workers + spread - 1) / spread;
+  if (most < 2) return "";
+  return fmt::format(
+      "{} workers compute on one GPU as threads of one process "
+      "(train.device = \"{}\"): LibTorch runs every backward pass of a "
+      "process on its one thread per GPU, so their backward passes take "
+      "turns. train.cuda_graph = true replays each step from its worker's "
+      "own thread; --processes gives each worker a process of its own",
+      most, where.device);
+}
+
 namespace {
 
 // train.cuda_graph's conditions: a GPU, and a build that can capture.

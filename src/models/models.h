@@ -176,6 +176,12 @@ inline constexpr const char* kEveryGpu = "cuda:*";
 DeviceOptions WorkerDevice(const DeviceOptions& where, int index, int gpus);
 // The GPUs this LibTorch sees (0 without CUDA).
 int VisibleGpus();
+// Where `workers` workers, threads of one process, compute eagerly on
+// `gpus` GPUs (read only for "cuda:*") with two or more on one GPU: a note that
+// LibTorch runs every backward pass of a process on its one thread per GPU, so
+// theirs take turns, and what avoids it (train.cuda_graph, --processes). Empty
+// otherwise: the CPU, a graph, or one worker a GPU.
+std::string SharedGpuNote(const DeviceOptions& where, int workers, int gpus);
 
 // A gate for model.net (ClassifierImpl::set_param_gate) that calls
 // `await(end)` before a layer runs (or a part of a parameter is read), with

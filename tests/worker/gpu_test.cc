@@ -146,6 +146,29 @@ TEST(DeviceConfigTest, EveryGpuSpreadsTheWorkersInTurn) {
       << st.ToString();
 }
 
+// Two or more workers eager on one GPU, threads of one process, are told
+// why their backward passes take turns and what avoids it; one worker a
+// GPU, a graph, or the CPU, not.
+TEST(DeviceConfigTest, WorkersSharingAGpuAsThreadsAreToldWhy) {
+  const std::string note = SharedGpuNote(DeviceOptions{"cuda"}, 2, 1);
+  EXPECT_NE(note.find("2 workers compute on one GPU"), std::string::npos)
+      << note;
+  EXPECT_NE(note.find("train.cuda_graph = true"), std::string::npos) << note;
+  EXPECT_NE(note.find("--processes"), std::string::npos) << note;
+  // Every worker is on cuda:1, however many GPUs there are.
+  EXPECT_NE(SharedGpuNote(DeviceOptions{"cuda:1"}, 4, 2).find("4 workers"),
+            std::string::npos);
+  // "cuda:*": 3 workers over 2 GPUs put 2 on cuda:0.
+  EXPECT_NE(SharedGpuNote(DeviceOptions{kEveryGpu}, 3, 2).find("2 workers"),
+            std::string::npos);
+  EXPECT_EQ(SharedGpuNote(DeviceOptions{kEveryGpu}, 2, 2), "");
+  EXPECT_EQ(SharedGpuNote(DeviceOptions{"cuda"}, 1, 1), "");
+  EXPECT_EQ(SharedGpuNote(DeviceOptions{"cpu"}, 4, 0), "");
+  DeviceOptions graph{"cuda"};
+  graph.cuda_graph = true;
+  EXPECT_EQ(SharedGpuNote(graph, 4, 1), "");
+}
+
 // Two workers on "cuda:*" (on a machine with one GPU both on cuda:0; with
 // two, one each) end where the CPU run ends, in sync and in allreduce.
 TEST(DeviceConfigTest, TwoWorkersOnEveryGpuEndWhereTheCpuRunEnds) {
