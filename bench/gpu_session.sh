@@ -10,7 +10,7 @@
 #
 # DATA_DIR holds mnist/. STRATA_DEVKIT: the Debian packages' files
 # (scripts/gpu_devkit.sh makes it on Debian 12; docs/guide/gpu.md), where
-# the machine lacks them. STEPS (400) steps a run (MULTI_STEPS, 200, with 2
+# the machine lacks them; scripts/gpu_prepare.sh puts both in .gpu/. STEPS (400) steps a run (MULTI_STEPS, 200, with 2
 # and 4 workers); steady rates from step 50
 # (bench/steady_rate.py: a cluster's steady figure is worker 0's, so an
 # n-worker run's total is about n times it). A dry run of the table without a build or a GPU:
