@@ -80,8 +80,10 @@ bool CudaGraphsBuilt() { return false; }
 Result<std::unique_ptr<CudaGraph>> CudaGraph::Create() {
 #ifdef STRATA_CUDA_GRAPHS_OFF
   return Status::FailedPrecondition(
-      "train.cuda_graph: this strata was built with CUDA graphs left out "
-      "(CMake's STRATA_CUDA_GRAPHS=OFF); rebuild without it to capture");
+      "train.cuda_graph: this strata was built without CUDA graphs "
+      "(CMake's STRATA_CUDA_GRAPHS=OFF, as bench/gpu_session.sh builds when "
+      "src/models/cuda_graph.cc fails to compile); rebuild without that "
+      "option to capture");
 #else
   return Status::FailedPrecondition(
       "train.cuda_graph: this strata was built against a LibTorch without "
