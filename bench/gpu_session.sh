@@ -10,10 +10,11 @@
 #
 # DATA_DIR holds mnist/. STRATA_DEVKIT: the Debian packages' files
 # (scripts/gpu_devkit.sh makes it on Debian 12; docs/guide/gpu.md), where
-# the machine lacks them; scripts/gpu_prepare.sh puts both in .gpu/. STEPS (400) steps a run (MULTI_STEPS, 200, with 2
-# and 4 workers); steady rates from step 50
-# (bench/steady_rate.py: a cluster's steady figure is worker 0's, so an
-# n-worker run's total is about n times it). A dry run of the table without a build or a GPU:
+# the machine lacks them; scripts/gpu_prepare.sh puts both in .gpu/.
+# STEPS (400) steps a run (MULTI_STEPS, 200, with 2 and 4 workers); steady
+# rates from step 50 (bench/steady_rate.py: a cluster's steady figure is
+# worker 0's, so an n-worker run's total is about n times it). A dry run of
+# the table without a build or a GPU:
 # STRATA=build/src/cli/strata DEVICE=cpu STEPS=60 (python3 with torch).
 # A device call lasts at most 10 minutes: PART=build (the build and the GPU
 # tests; the loader path it needs is kept in BUILD_DIR/strata-env.sh) and then
