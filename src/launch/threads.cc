@@ -106,11 +106,11 @@ Result<RunSummary> TrainCluster(const Config& given, const DatasetSplits& data,
   ASSIGN_OR_RETURN(const Config config, ThreadsConfig(given));
   // A GPU that is not there fails the run before anything (only the
   // workers and the evaluator compute on it; PlaceModel checks in them).
-  RETURN_IF_ERROR(CheckDevice(DeviceOptions::FromConfig(config)));
+  const DeviceOptions where = DeviceOptions::FromConfig(config);
+  RETURN_IF_ERROR(CheckDevice(where));
   ASSIGN_OR_RETURN(ClusterPlan plan, MakeClusterPlan(config, data));
   const ClusterRunOptions& o = plan.options;
   // The GPUs are counted only for "cuda:*" (counting starts CUDA).
-  const DeviceOptions where = DeviceOptions::FromConfig(config);
   const std::string shared =
       SharedGpuNote(where, o.roles.num_workers(),
                     where.device == kEveryGpu ? VisibleGpus() : 1);
