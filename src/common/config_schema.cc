@@ -28,7 +28,8 @@ ConfigKey Str(std::string name, std::string def, std::string help,
                    std::move(choices)};
 }
 
-std::vector<ConfigKey> MakeSchema() {
+// run.*, and what data.* reads
+std::vector<ConfigKey> RunAndDataKeys() {
   return {
       // run
       Str("run.name", "",
@@ -83,7 +84,12 @@ std::vector<ConfigKey> MakeSchema() {
           1e9),
       Int("data.synthetic.seed", 7,
           "synthetic: generator seed (independent of run.seed)"),
+  };
+}
 
+// model.*, checkpoint.*, metrics.*
+std::vector<ConfigKey> ModelKeys() {
+  return {
       // model
       Str("model.name", "mlp",
           "model architecture; torchscript = your own module (model.path)",
@@ -112,7 +118,12 @@ std::vector<ConfigKey> MakeSchema() {
           "torchscript: a module saved with torch.jit.script(model).save(path) "
           "(docs/design/models.md)"),
       Int("model.hidden", 256, "mlp: hidden units", 1, 1 << 20),
+  };
+}
 
+// train.*: the optimizer, its schedule and the log
+std::vector<ConfigKey> OptimizerKeys() {
+  return {
       // train
       Str("train.optimizer", "sgd", "optimizer", {"sgd", "adam"}),
       Float("train.lr", 0.05,
@@ -146,6 +157,12 @@ std::vector<ConfigKey> MakeSchema() {
           0, 1e6),
       Int("train.profile_from", 20,
           "steps run before the profiled window starts", 0, 1e12),
+  };
+}
+
+// train.*: threads, device, precision, evaluation batch
+std::vector<ConfigKey> DeviceKeys() {
+  return {
       Int("train.threads", 0,
           "LibTorch intra-op threads of the local trainer; 0 = chosen for "
           "the model (1 for a model without convolutions, every core "
@@ -189,7 +206,12 @@ std::vector<ConfigKey> MakeSchema() {
           "batch size for evaluation (larger batches are slower on the CPU: "
           "their im2col buffers fall out of the caches)",
           1, 1 << 20),
+  };
+}
 
+// data.*: the order, sampler and assignment of batches
+std::vector<ConfigKey> DataOrderKeys() {
+  return {
       Bool("data.shuffle", true,
            "reshuffle each worker's examples every epoch; false = fixed order"),
       Str("data.sampler", "shuffle",
@@ -217,6 +239,12 @@ std::vector<ConfigKey> MakeSchema() {
       Str("data.shard_plan", "",
           "shard plan file from `strata shard`; empty = compute one with "
           "data.sharding.method"),
+  };
+}
+
+// data.sharding.*
+std::vector<ConfigKey> ShardingKeys() {
+  return {
       Str("data.sharding.method", "mod",
           "how examples are assigned to workers (docs/design/sharding.md)",
           {"random", "mod", "stratified", "distribution-aware",
@@ -248,7 +276,12 @@ std::vector<ConfigKey> MakeSchema() {
       Int("data.sharding.threads", 0,
           "threads for sharding; 0 = cores (results do not depend on it)", 0,
           1024),
+  };
+}
 
+// cluster.*: the scheduling mode and its knobs
+std::vector<ConfigKey> ModeKeys() {
+  return {
       // cluster
       Str("cluster.mode", "async",
           "scheduling mode: local = single-process trainer; sync, async, ssp = "
@@ -305,6 +338,12 @@ std::vector<ConfigKey> MakeSchema() {
             "allreduce: gradient bucket size in MiB (buckets are reduced as "
             "the backward pass fills them)",
             0.0001, 4096),
+  };
+}
+
+// cluster.*: workers, staleness, pipelining, compression
+std::vector<ConfigKey> ExchangeKeys() {
+  return {
       Int("cluster.workers", 4, "workers (n)", 1, 4096),
       Int("cluster.staleness", 2,
           "ssp: a worker may run at most this many clocks ahead of the slowest",
@@ -378,6 +417,12 @@ std::vector<ConfigKey> MakeSchema() {
           "cluster.timeline: spans kept per thread (the oldest are dropped "
           "beyond it, and counted)",
           1, 1e8),
+  };
+}
+
+// cluster.*: transport, security, processes, restarts
+std::vector<ConfigKey> TransportKeys() {
+  return {
       Str("cluster.transport", "inproc",
           "transport between the nodes: inproc (threads of one process, zero "
           "copy; --processes uses tcp), tcp (ZeroMQ), ucx (UCX active "
@@ -452,6 +497,12 @@ std::vector<ConfigKey> MakeSchema() {
            "which writes them (and their TensorBoard events) into the run's "
            "directory, instead of writing them into its own; `strata node "
            "--join tcp://...` (a worker on another machine) sets it"),
+  };
+}
+
+// cluster.*: elasticity and injected faults; eval.*
+std::vector<ConfigKey> MembershipKeys() {
+  return {
       Bool("cluster.leave_on_loss", false,
            "elastic: a lost worker leaves the run. Lockstep modes (sync, "
            "allreduce, ring, local-sgd, dpsgd) go on from the newest "
@@ -506,6 +557,17 @@ std::vector<ConfigKey> MakeSchema() {
             "0)",
             0.01, 1e6),
   };
+}
+
+// Every key but the emulation's, in the order `strata config` lists them.
+std::vector<ConfigKey> MakeSchema() {
+  std::vector<ConfigKey> keys;
+  for (auto* section : {&RunAndDataKeys, &ModelKeys, &OptimizerKeys,
+                        &DeviceKeys, &DataOrderKeys, &ShardingKeys, &ModeKeys,
+                        &ExchangeKeys, &TransportKeys, &MembershipKeys}) {
+    for (ConfigKey& k : section()) keys.push_back(std::move(k));
+  }
+  return keys;
 }
 
 // net.*: the links of one run's class of nodes, each field -1 = net.*'s.
