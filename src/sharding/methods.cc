@@ -212,6 +212,66 @@ Result<std::vector<int32_t>> ComputeClassSubclusters(const Dataset& data,
   return ids;
 }
 
+// distribution-aware: PCA, KMeans over the projection, then the clusters
+// dealt round robin (a cluster with fewer members than workers is broadcast).
+Result<std::vector<int32_t>> AssignDistributionAware(const Dataset& data,
+                                                     const ShardOptions& o,
+                                                     ShardPlan& plan) {
+  const int n = o.num_workers;
+  const int64_t size = data.size();
+  const int64_t k = o.clusters > 0 ? o.clusters : 2 * data.num_classes;
+  if (k > size) {
+    return Status::InvalidArgument(
+        "distribution-aware: {} clusters for {} examples", k, size);
+  }
+  auto t = Clock::now();
+  ASSIGN_OR_RETURN(PcaResult pca, Project(data, o));
+  plan.timings.pca = Since(t);
+  for (double v : pca.explained_variance) plan.pca_variance += v;
+  LogDebug("sharding: PCA to {} dimensions in {:.2f} s", pca.n_components,
+           plan.timings.pca);
+  t = Clock::now();
+  KMeansOptions ko;
+  ko.k = k;
+  ko.max_iter = o.max_iter;
+  ko.tol = o.tol;
+  ko.n_init = o.n_init;
+  ko.seed = MixSeed(o.seed, kKMeans);
+  ko.threads = o.threads;
+  ASSIGN_OR_RETURN(KMeansResult km,
+                   KMeans(pca.transformed.data(), size, pca.n_components, ko));
+  plan.timings.kmeans = Since(t);
+  plan.kmeans_inertia = km.inertia;
+  plan.kmeans_iterations = km.n_iter;
+  LogDebug("sharding: KMeans k={} in {} iterations, inertia {:.6g}", k,
+           km.n_iter, km.inertia);
+  t = Clock::now();
+  plan.cluster_ids = std::move(km.labels);
+  plan.num_clusters = k;
+  std::vector<int64_t> groups(plan.cluster_ids.begin(), plan.cluster_ids.end());
+  std::vector<int32_t> worker = AssignGroupsRoundRobin(groups, k, n, o.seed, n);
+  plan.timings.assign = Since(t);
+  return worker;
+}
+
+// The per-worker lists (ascending) and the broadcast set of an assignment.
+void FillWorkerLists(const std::vector<int32_t>& worker, int n,
+                     ShardPlan& plan) {
+  const int64_t size = static_cast<int64_t>(worker.size());
+  std::vector<int64_t> counts(static_cast<size_t>(n), 0);
+  for (int32_t w : worker)
+    if (w != kBroadcast) ++counts[w];
+  plan.workers.resize(static_cast<size_t>(n));
+  for (int w = 0; w < n; ++w) plan.workers[w].reserve(counts[w]);
+  for (int64_t i = 0; i < size; ++i) {
+    if (worker[i] == kBroadcast) {
+      plan.broadcast.push_back(i);
+    } else {
+      plan.workers[worker[i]].push_back(i);
+    }
+  }
+}
+
 Result<ShardPlan> ComputeShardPlan(const Dataset& data,
                                    const ShardOptions& options) {
   const auto start = Clock::now();
@@ -252,40 +312,7 @@ Result<ShardPlan> ComputeShardPlan(const Dataset& data,
       plan.timings.assign = Since(t);
       break;
     case ShardMethod::kDistributionAware: {
-      const int64_t k =
-          options.clusters > 0 ? options.clusters : 2 * data.num_classes;
-      if (k > size) {
-        return Status::InvalidArgument(
-            "distribution-aware: {} clusters for {} examples", k, size);
-      }
-      t = Clock::now();
-      ASSIGN_OR_RETURN(PcaResult pca, Project(data, options));
-      plan.timings.pca = Since(t);
-      for (double v : pca.explained_variance) plan.pca_variance += v;
-      LogDebug("sharding: PCA to {} dimensions in {:.2f} s", pca.n_components,
-               plan.timings.pca);
-      t = Clock::now();
-      KMeansOptions ko;
-      ko.k = k;
-      ko.max_iter = options.max_iter;
-      ko.tol = options.tol;
-      ko.n_init = options.n_init;
-      ko.seed = MixSeed(options.seed, kKMeans);
-      ko.threads = options.threads;
-      ASSIGN_OR_RETURN(KMeansResult km, KMeans(pca.transformed.data(), size,
-                                               pca.n_components, ko));
-      plan.timings.kmeans = Since(t);
-      plan.kmeans_inertia = km.inertia;
-      plan.kmeans_iterations = km.n_iter;
-      LogDebug("sharding: KMeans k={} in {} iterations, inertia {:.6g}", k,
-               km.n_iter, km.inertia);
-      t = Clock::now();
-      plan.cluster_ids = std::move(km.labels);
-      plan.num_clusters = k;
-      std::vector<int64_t> groups(plan.cluster_ids.begin(),
-                                  plan.cluster_ids.end());
-      worker = AssignGroupsRoundRobin(groups, k, n, options.seed, n);
-      plan.timings.assign = Since(t);
+      ASSIGN_OR_RETURN(worker, AssignDistributionAware(data, options, plan));
       break;
     }
     case ShardMethod::kClassClusters: {
@@ -303,18 +330,7 @@ Result<ShardPlan> ComputeShardPlan(const Dataset& data,
   }
 
   t = Clock::now();
-  std::vector<int64_t> counts(static_cast<size_t>(n), 0);
-  for (int32_t w : worker)
-    if (w != kBroadcast) ++counts[w];
-  plan.workers.resize(static_cast<size_t>(n));
-  for (int w = 0; w < n; ++w) plan.workers[w].reserve(counts[w]);
-  for (int64_t i = 0; i < size; ++i) {
-    if (worker[i] == kBroadcast) {
-      plan.broadcast.push_back(i);
-    } else {
-      plan.workers[worker[i]].push_back(i);
-    }
-  }
+  FillWorkerLists(worker, n, plan);
   plan.timings.assign += Since(t);
   plan.timings.total = Since(start);
   return plan;

@@ -145,6 +145,81 @@ int64_t BlockKrylovRange(const CenteredMatrix& xc, int64_t n, int64_t d,
   return width;
 }
 
+// The range finder's block width and steps, and the solver: block Krylov
+// falls back to an exact PCA where its basis would span the column space.
+struct RangePlan {
+  PcaSolver solver;
+  int64_t l;
+  int n_iter;
+};
+
+RangePlan PlanRange(const PcaOptions& options, int64_t k, int64_t n,
+                    int64_t d) {
+  RangePlan p;
+  p.l = std::min(k + std::max<int64_t>(options.oversamples, 0), std::min(n, d));
+  p.n_iter = options.n_iter;
+  p.solver = options.solver;
+  if (p.solver == PcaSolver::kBlockKrylov) {
+    // Blocks half as wide as power iteration's, rounded up to 8 columns
+    // (GEMM kernels like multiples of 8), over 4 steps: a basis ~2.7x wider
+    // than k + oversamples from 9 narrow passes and one wide one. Measured
+    // on the benchmark's 50,000 x 3,072 data it keeps more variance than
+    // scikit-learn's 7 power iterations (16 passes) in less than half the
+    // time (docs/design/sharding.md).
+    const int64_t half =
+        (k + std::max<int64_t>(options.oversamples, 0) + 1) / 2;
+    p.l = options.block_size > 0 ? options.block_size : (half + 7) / 8 * 8;
+    p.l = std::min(p.l, std::min(n, d));
+    if (p.n_iter < 0) p.n_iter = kAutoKrylovSteps;
+    if (p.l * (p.n_iter + 1) >= std::min(n, d)) {
+      // The Krylov basis would span the whole column space: take it exactly
+      // (one product with min(n, d) random columns), an exact PCA.
+      p.solver = PcaSolver::kPowerIteration;
+      p.l = std::min(n, d);
+      p.n_iter = 0;
+    }
+  } else if (p.n_iter < 0) {
+    p.n_iter = k < 0.1 * static_cast<double>(std::min(n, d)) ? 7 : 4;
+  }
+  return p;
+}
+
+// B B^T of a width x d row-major B, in double.
+std::vector<double> RowGram(const std::vector<float>& b, int64_t width,
+                            int64_t d, int threads) {
+  std::vector<double> bbt(static_cast<size_t>(width * width), 0.0);
+  ParallelChunks(width, 1, threads, [&](int64_t, int64_t r, int64_t) {
+    for (int64_t s = r; s < width; ++s) {
+      double acc = 0;
+      const float* br = b.data() + r * d;
+      const float* bs = b.data() + s * d;
+      for (int64_t j = 0; j < d; ++j)
+        acc += static_cast<double>(br[j]) * static_cast<double>(bs[j]);
+      bbt[r * width + s] = acc;
+      bbt[s * width + r] = acc;
+    }
+  });
+  return bbt;
+}
+
+std::vector<float> ProjectThroughBasis(const std::vector<float>& q,
+                                       const std::vector<double>& evecs,
+                                       const std::vector<double>& sing,
+                                       const std::vector<double>& sign,
+                                       int64_t n, int64_t width, int64_t k) {
+  // Projections: Xc V^T = Q U S (as scikit-learn's fit_transform), an
+  // n x l x k product instead of another pass over the n x d data.
+  std::vector<float> us(static_cast<size_t>(width * k));
+  for (int64_t r = 0; r < width; ++r)
+    for (int64_t c = 0; c < k; ++c)
+      us[r * k + c] =
+          static_cast<float>(evecs[r * width + c] * sing[c] * sign[c]);
+  std::vector<float> out(static_cast<size_t>(n * k), 0.0f);
+  Sgemm(false, false, n, k, width, 1.0f, q.data(), width, us.data(), k, 0.0f,
+        out.data(), k);
+  return out;
+}
+
 }  // namespace
 
 Result<PcaResult> RandomizedPca(const float* x, int64_t n, int64_t d,
@@ -159,32 +234,10 @@ Result<PcaResult> RandomizedPca(const float* x, int64_t n, int64_t d,
   }
   const int threads = options.threads;
   const int64_t k = std::min({options.n_components, n, d});
-  int64_t l =
-      std::min(k + std::max<int64_t>(options.oversamples, 0), std::min(n, d));
-  int n_iter = options.n_iter;
-  PcaSolver solver = options.solver;
-  if (solver == PcaSolver::kBlockKrylov) {
-    // Blocks half as wide as power iteration's, rounded up to 8 columns
-    // (GEMM kernels like multiples of 8), over 4 steps: a basis ~2.7x wider
-    // than k + oversamples from 9 narrow passes and one wide one. Measured
-    // on the benchmark's 50,000 x 3,072 data it keeps more variance than
-    // scikit-learn's 7 power iterations (16 passes) in less than half the
-    // time (docs/design/sharding.md).
-    const int64_t half =
-        (k + std::max<int64_t>(options.oversamples, 0) + 1) / 2;
-    l = options.block_size > 0 ? options.block_size : (half + 7) / 8 * 8;
-    l = std::min(l, std::min(n, d));
-    if (n_iter < 0) n_iter = kAutoKrylovSteps;
-    if (l * (n_iter + 1) >= std::min(n, d)) {
-      // The Krylov basis would span the whole column space: take it exactly
-      // (one product with min(n, d) random columns), an exact PCA.
-      solver = PcaSolver::kPowerIteration;
-      l = std::min(n, d);
-      n_iter = 0;
-    }
-  } else if (n_iter < 0) {
-    n_iter = k < 0.1 * static_cast<double>(std::min(n, d)) ? 7 : 4;
-  }
+  const RangePlan plan = PlanRange(options, k, n, d);
+  const PcaSolver solver = plan.solver;
+  const int64_t l = plan.l;
+  const int n_iter = plan.n_iter;
 
   PcaResult result;
   result.n_components = k;
@@ -211,18 +264,7 @@ Result<PcaResult> RandomizedPca(const float* x, int64_t n, int64_t d,
         b[c * d + j] -= static_cast<float>(q1[c] * result.mean[j]);
   }
   // The SVD of B from the eigenpairs of B B^T.
-  std::vector<double> bbt(static_cast<size_t>(width * width), 0.0);
-  ParallelChunks(width, 1, threads, [&](int64_t, int64_t r, int64_t) {
-    for (int64_t s = r; s < width; ++s) {
-      double acc = 0;
-      const float* br = b.data() + r * d;
-      const float* bs = b.data() + s * d;
-      for (int64_t j = 0; j < d; ++j)
-        acc += static_cast<double>(br[j]) * static_cast<double>(bs[j]);
-      bbt[r * width + s] = acc;
-      bbt[s * width + r] = acc;
-    }
-  });
+  std::vector<double> bbt = RowGram(b, width, d, threads);
   std::vector<double> evals, evecs;  // evecs columns = left vectors of B
   SymmetricEigen(std::move(bbt), width, &evals, &evecs);
 
@@ -250,16 +292,7 @@ Result<PcaResult> RandomizedPca(const float* x, int64_t n, int64_t d,
       result.components[c * d + j] = static_cast<float>(v[j] * scale);
   }
 
-  // Projections: Xc V^T = Q U S (as scikit-learn's fit_transform), an
-  // n x l x k product instead of another pass over the n x d data.
-  std::vector<float> us(static_cast<size_t>(width * k));
-  for (int64_t r = 0; r < width; ++r)
-    for (int64_t c = 0; c < k; ++c)
-      us[r * k + c] =
-          static_cast<float>(evecs[r * width + c] * sing[c] * sign[c]);
-  result.transformed.assign(static_cast<size_t>(n * k), 0.0f);
-  Sgemm(false, false, n, k, width, 1.0f, q.data(), width, us.data(), k, 0.0f,
-        result.transformed.data(), k);
+  result.transformed = ProjectThroughBasis(q, evecs, sing, sign, n, width, k);
   return result;
 }
 

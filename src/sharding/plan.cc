@@ -31,6 +31,105 @@ json TimingsJson(const ShardTimings& t) {
               {"assign", t.assign}, {"total", t.total}};
 }
 
+// The plan's fields; a missing or mistyped one names itself.
+Status PlanFromJson(const json& j, const std::string& path, ShardPlan& plan) {
+  try {
+    ASSIGN_OR_RETURN(plan.options.method,
+                     ParseShardMethod(j.at("method").get<std::string>()));
+    plan.options.seed = j.at("seed").get<uint64_t>();
+    plan.options.num_workers = j.at("num_workers").get<int>();
+    const json& p = j.at("parameters");
+    plan.options.pca_components = p.at("pca_components").get<int64_t>();
+    plan.options.pca_iter = p.at("pca_iter").get<int>();
+    ASSIGN_OR_RETURN(plan.options.pca_solver,
+                     ParsePcaSolver(p.value("pca_solver", "krylov")));
+    plan.options.clusters = p.at("clusters").get<int64_t>();
+    plan.options.max_iter = p.at("max_iter").get<int>();
+    plan.options.tol = p.at("tol").get<double>();
+    plan.options.n_init = p.at("n_init").get<int>();
+    plan.options.subclusters = p.at("subclusters").get<int64_t>();
+    const json& d = j.at("dataset");
+    plan.dataset_name = d.at("name").get<std::string>();
+    plan.fingerprint = d.at("fingerprint").get<std::string>();
+    plan.num_examples = d.at("num_examples").get<int64_t>();
+    plan.num_classes = d.at("num_classes").get<int64_t>();
+    const json& t = j.at("timings_s");
+    plan.timings.load = t.value("load", 0.0);
+    plan.timings.fingerprint = t.value("fingerprint", 0.0);
+    plan.timings.pca = t.value("pca", 0.0);
+    plan.timings.kmeans = t.value("kmeans", 0.0);
+    plan.timings.assign = t.value("assign", 0.0);
+    plan.timings.total = t.value("total", 0.0);
+    plan.num_clusters = j.at("num_clusters").get<int64_t>();
+    if (j.contains("clustering")) {
+      const json& c = j["clustering"];
+      plan.pca_variance = c.value("pca_variance", 0.0);
+      plan.kmeans_inertia = c.value("kmeans_inertia", 0.0);
+      plan.kmeans_iterations = c.value("kmeans_iterations", 0);
+    }
+    plan.workers = j.at("workers").get<std::vector<std::vector<int64_t>>>();
+    plan.broadcast = j.at("broadcast").get<std::vector<int64_t>>();
+    plan.cluster_ids = j.at("cluster_ids").get<std::vector<int32_t>>();
+  } catch (const json::exception& e) {
+    return Status::DataLoss("{}: malformed shard plan: {}", path, e.what());
+  }
+  return Status::Ok();
+}
+
+// The invariants every method guarantees: each example in exactly one
+// list, lists ascending, cluster ids in range.
+Status CheckPlanStructure(const ShardPlan& plan, const std::string& path) {
+  const int64_t n = plan.num_examples;
+  if (plan.options.num_workers < 1 ||
+      static_cast<int64_t>(plan.workers.size()) != plan.options.num_workers) {
+    return Status::DataLoss("{}: num_workers is {} but the plan has {} lists",
+                            path, plan.options.num_workers,
+                            plan.workers.size());
+  }
+  std::vector<uint8_t> seen(static_cast<size_t>(std::max<int64_t>(n, 0)), 0);
+  auto check_list = [&](const std::vector<int64_t>& list,
+                        const std::string& what) -> Status {
+    for (size_t i = 0; i < list.size(); ++i) {
+      const int64_t v = list[i];
+      if (v < 0 || v >= n) {
+        return Status::DataLoss("{}: {} holds index {}, outside [0, {})", path,
+                                what, v, n);
+      }
+      if (i > 0 && v <= list[i - 1]) {
+        return Status::DataLoss("{}: {} is not strictly ascending", path, what);
+      }
+      if (seen[v]) {
+        return Status::DataLoss("{}: example {} is in more than one shard",
+                                path, v);
+      }
+      seen[v] = 1;
+    }
+    return Status::Ok();
+  };
+  for (size_t w = 0; w < plan.workers.size(); ++w) {
+    RETURN_IF_ERROR(check_list(plan.workers[w], "worker " + std::to_string(w)));
+  }
+  RETURN_IF_ERROR(check_list(plan.broadcast, "the broadcast set"));
+  for (int64_t i = 0; i < n; ++i) {
+    if (!seen[i]) {
+      return Status::DataLoss("{}: example {} is in no shard", path, i);
+    }
+  }
+  if (!plan.cluster_ids.empty()) {
+    if (static_cast<int64_t>(plan.cluster_ids.size()) != n) {
+      return Status::DataLoss("{}: {} cluster ids for {} examples", path,
+                              plan.cluster_ids.size(), n);
+    }
+    for (int32_t c : plan.cluster_ids) {
+      if (c < 0 || c >= plan.num_clusters) {
+        return Status::DataLoss("{}: cluster id {} outside [0, {})", path, c,
+                                plan.num_clusters);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string DatasetFingerprint(const Dataset& data) {
@@ -96,96 +195,8 @@ Result<ShardPlan> LoadShardPlan(const std::string& path) {
                             path, j.value("version", 0), kVersion);
   }
   ShardPlan plan;
-  try {
-    ASSIGN_OR_RETURN(plan.options.method,
-                     ParseShardMethod(j.at("method").get<std::string>()));
-    plan.options.seed = j.at("seed").get<uint64_t>();
-    plan.options.num_workers = j.at("num_workers").get<int>();
-    const json& p = j.at("parameters");
-    plan.options.pca_components = p.at("pca_components").get<int64_t>();
-    plan.options.pca_iter = p.at("pca_iter").get<int>();
-    ASSIGN_OR_RETURN(plan.options.pca_solver,
-                     ParsePcaSolver(p.value("pca_solver", "krylov")));
-    plan.options.clusters = p.at("clusters").get<int64_t>();
-    plan.options.max_iter = p.at("max_iter").get<int>();
-    plan.options.tol = p.at("tol").get<double>();
-    plan.options.n_init = p.at("n_init").get<int>();
-    plan.options.subclusters = p.at("subclusters").get<int64_t>();
-    const json& d = j.at("dataset");
-    plan.dataset_name = d.at("name").get<std::string>();
-    plan.fingerprint = d.at("fingerprint").get<std::string>();
-    plan.num_examples = d.at("num_examples").get<int64_t>();
-    plan.num_classes = d.at("num_classes").get<int64_t>();
-    const json& t = j.at("timings_s");
-    plan.timings.load = t.value("load", 0.0);
-    plan.timings.fingerprint = t.value("fingerprint", 0.0);
-    plan.timings.pca = t.value("pca", 0.0);
-    plan.timings.kmeans = t.value("kmeans", 0.0);
-    plan.timings.assign = t.value("assign", 0.0);
-    plan.timings.total = t.value("total", 0.0);
-    plan.num_clusters = j.at("num_clusters").get<int64_t>();
-    if (j.contains("clustering")) {
-      const json& c = j["clustering"];
-      plan.pca_variance = c.value("pca_variance", 0.0);
-      plan.kmeans_inertia = c.value("kmeans_inertia", 0.0);
-      plan.kmeans_iterations = c.value("kmeans_iterations", 0);
-    }
-    plan.workers = j.at("workers").get<std::vector<std::vector<int64_t>>>();
-    plan.broadcast = j.at("broadcast").get<std::vector<int64_t>>();
-    plan.cluster_ids = j.at("cluster_ids").get<std::vector<int32_t>>();
-  } catch (const json::exception& e) {
-    return Status::DataLoss("{}: malformed shard plan: {}", path, e.what());
-  }
-
-  // Structural checks: the invariants every method guarantees.
-  const int64_t n = plan.num_examples;
-  if (plan.options.num_workers < 1 ||
-      static_cast<int64_t>(plan.workers.size()) != plan.options.num_workers) {
-    return Status::DataLoss("{}: num_workers is {} but the plan has {} lists",
-                            path, plan.options.num_workers,
-                            plan.workers.size());
-  }
-  std::vector<uint8_t> seen(static_cast<size_t>(std::max<int64_t>(n, 0)), 0);
-  auto check_list = [&](const std::vector<int64_t>& list,
-                        const std::string& what) -> Status {
-    for (size_t i = 0; i < list.size(); ++i) {
-      const int64_t v = list[i];
-      if (v < 0 || v >= n) {
-        return Status::DataLoss("{}: {} holds index {}, outside [0, {})", path,
-                                what, v, n);
-      }
-      if (i > 0 && v <= list[i - 1]) {
-        return Status::DataLoss("{}: {} is not strictly ascending", path, what);
-      }
-      if (seen[v]) {
-        return Status::DataLoss("{}: example {} is in more than one shard",
-                                path, v);
-      }
-      seen[v] = 1;
-    }
-    return Status::Ok();
-  };
-  for (size_t w = 0; w < plan.workers.size(); ++w) {
-    RETURN_IF_ERROR(check_list(plan.workers[w], "worker " + std::to_string(w)));
-  }
-  RETURN_IF_ERROR(check_list(plan.broadcast, "the broadcast set"));
-  for (int64_t i = 0; i < n; ++i) {
-    if (!seen[i]) {
-      return Status::DataLoss("{}: example {} is in no shard", path, i);
-    }
-  }
-  if (!plan.cluster_ids.empty()) {
-    if (static_cast<int64_t>(plan.cluster_ids.size()) != n) {
-      return Status::DataLoss("{}: {} cluster ids for {} examples", path,
-                              plan.cluster_ids.size(), n);
-    }
-    for (int32_t c : plan.cluster_ids) {
-      if (c < 0 || c >= plan.num_clusters) {
-        return Status::DataLoss("{}: cluster id {} outside [0, {})", path, c,
-                                plan.num_clusters);
-      }
-    }
-  }
+  RETURN_IF_ERROR(PlanFromJson(j, path, plan));
+  RETURN_IF_ERROR(CheckPlanStructure(plan, path));
   return plan;
 }
 
