@@ -15,8 +15,11 @@
 #include "experiment/serve.h"
 
 namespace strata {
-void AddExperimentCommands(CLI::App& app, int* exit_code,
-                           const std::atomic<bool>* stop) {
+namespace {
+
+// strata experiment: a grid of settings x repeats.
+void AddExperimentCommand(CLI::App& app, int* exit_code,
+                          const std::atomic<bool>* stop) {
   auto opts = std::make_shared<ExperimentOptions>();
   auto no_report = std::make_shared<bool>(false);
   CLI::App* exp = app.add_subcommand(
@@ -53,7 +56,10 @@ void AddExperimentCommands(CLI::App& app, int* exit_code,
     }
     *exit_code = *code;
   });
+}
 
+// strata report: one offline HTML report.
+void AddReportCommand(CLI::App& app, int* exit_code) {
   auto path = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
   CLI::App* report = app.add_subcommand(
@@ -76,7 +82,11 @@ void AddExperimentCommands(CLI::App& app, int* exit_code,
     std::printf("report: %s\n", written->c_str());
     *exit_code = 0;
   });
+}
 
+// strata serve: the live report, until Ctrl-C.
+void AddServeCommand(CLI::App& app, int* exit_code,
+                     const std::atomic<bool>* stop) {
   auto serve_dir = std::make_shared<std::string>();
   auto address = std::make_shared<std::string>("127.0.0.1:8050");
   auto live = std::make_shared<LiveReportOptions>();
@@ -117,6 +127,15 @@ void AddExperimentCommands(CLI::App& app, int* exit_code,
     (*server)->Stop();
     *exit_code = 0;
   });
+}
+
+}  // namespace
+
+void AddExperimentCommands(CLI::App& app, int* exit_code,
+                           const std::atomic<bool>* stop) {
+  AddExperimentCommand(app, exit_code, stop);
+  AddReportCommand(app, exit_code);
+  AddServeCommand(app, exit_code, stop);
 }
 
 }  // namespace strata

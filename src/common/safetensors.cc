@@ -4,6 +4,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string_view>
 
 #include "common/fs.h"
 
@@ -105,6 +106,53 @@ Status WriteSafetensors(const std::string& path,
   return WriteFileAtomic(path, bytes);
 }
 
+namespace {
+
+// One tensor's header entry, checked against the data section: its bytes
+// and its [begin, end) in the data.
+Status DecodeTensorEntry(const std::string& name, const nlohmann::json& v,
+                         std::string_view data, const std::string& what,
+                         SafeTensor& t, std::pair<uint64_t, uint64_t>* span) {
+  const uint64_t data_size = data.size();
+  if (!v.is_object() || !v.contains("dtype") || !v["dtype"].is_string() ||
+      !v.contains("shape") || !v["shape"].is_array() ||
+      !v.contains("data_offsets") || !v["data_offsets"].is_array() ||
+      v["data_offsets"].size() != 2 ||
+      !v["data_offsets"][0].is_number_unsigned() ||
+      !v["data_offsets"][1].is_number_unsigned()) {
+    return Status::DataLoss(
+        "{}: tensor {}: expected dtype, shape and two data_offsets", what,
+        name);
+  }
+  t.name = name;
+  t.dtype = v["dtype"].get<std::string>();
+  for (const auto& d : v["shape"]) {
+    if (!d.is_number_unsigned())
+      return Status::DataLoss("{}: tensor {}: bad shape {}", what, name,
+                              v["shape"].dump());
+    t.shape.push_back(d.get<int64_t>());
+  }
+  const int64_t size = SafetensorsDtypeSize(t.dtype);
+  if (size == 0)
+    return Status::DataLoss("{}: tensor {}: unknown dtype {}", what, name,
+                            t.dtype);
+  const uint64_t b = v["data_offsets"][0].get<uint64_t>();
+  const uint64_t e = v["data_offsets"][1].get<uint64_t>();
+  if (b > e || e > data_size)
+    return Status::DataLoss(
+        "{}: tensor {}: data_offsets [{}, {}) outside the {} data bytes", what,
+        name, b, e, data_size);
+  if (static_cast<int64_t>(e - b) != t.numel() * size)
+    return Status::DataLoss(
+        "{}: tensor {}: {} bytes for shape {} of {} (needs {})", what, name,
+        e - b, v["shape"].dump(), t.dtype, t.numel() * size);
+  t.data = data.substr(b, e - b);
+  *span = {b, e};
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<SafetensorsFile> DecodeSafetensors(const std::string& bytes,
                                           const std::string& what) {
   if (bytes.size() < 8)
@@ -136,41 +184,11 @@ Result<SafetensorsFile> DecodeSafetensors(const std::string& bytes,
       }
       continue;
     }
-    if (!v.is_object() || !v.contains("dtype") || !v["dtype"].is_string() ||
-        !v.contains("shape") || !v["shape"].is_array() ||
-        !v.contains("data_offsets") || !v["data_offsets"].is_array() ||
-        v["data_offsets"].size() != 2 ||
-        !v["data_offsets"][0].is_number_unsigned() ||
-        !v["data_offsets"][1].is_number_unsigned()) {
-      return Status::DataLoss(
-          "{}: tensor {}: expected dtype, shape and two data_offsets", what,
-          name);
-    }
     SafeTensor t;
-    t.name = name;
-    t.dtype = v["dtype"].get<std::string>();
-    for (const auto& d : v["shape"]) {
-      if (!d.is_number_unsigned())
-        return Status::DataLoss("{}: tensor {}: bad shape {}", what, name,
-                                v["shape"].dump());
-      t.shape.push_back(d.get<int64_t>());
-    }
-    const int64_t size = SafetensorsDtypeSize(t.dtype);
-    if (size == 0)
-      return Status::DataLoss("{}: tensor {}: unknown dtype {}", what, name,
-                              t.dtype);
-    const uint64_t b = v["data_offsets"][0].get<uint64_t>();
-    const uint64_t e = v["data_offsets"][1].get<uint64_t>();
-    if (b > e || e > data_size)
-      return Status::DataLoss(
-          "{}: tensor {}: data_offsets [{}, {}) outside the {} data bytes",
-          what, name, b, e, data_size);
-    if (static_cast<int64_t>(e - b) != t.numel() * size)
-      return Status::DataLoss(
-          "{}: tensor {}: {} bytes for shape {} of {} (needs {})", what, name,
-          e - b, v["shape"].dump(), t.dtype, t.numel() * size);
-    t.data = bytes.substr(8 + n + b, e - b);
-    spans.emplace_back(b, e);
+    std::pair<uint64_t, uint64_t> span;
+    RETURN_IF_ERROR(DecodeTensorEntry(
+        name, v, std::string_view(bytes).substr(8 + n), what, t, &span));
+    spans.push_back(span);
     file.tensors.push_back(std::move(t));
   }
   // Data order, and the tensors cover the data section exactly.

@@ -238,6 +238,75 @@ void StratifiedSampler::StartEpoch() {
   position_ = 0;
 }
 
+// Each stratum's share of the next batch. Loss-aware: the shares of the
+// strata with examples left, scaled and renormalised to the batch; otherwise
+// the plain proportions.
+std::vector<double> StratifiedSampler::Shares() const {
+  const size_t k = members_.size();
+  std::vector<double> share(k);
+  const std::vector<double> boost = Boosts();
+  double total_share = 0;
+  for (size_t s = 0; s < k; ++s) {
+    share[s] =
+        static_cast<double>(members_[s].size()) / static_cast<double>(size_);
+    if (max_boost_ > 0) {
+      // Weighted sampling without replacement: each example left weighs
+      // its stratum's boost, so a boosted stratum drains faster but in
+      // proportion to what it has left (it is never emptied early
+      // and then missing from the rest of the epoch).
+      const int64_t left = static_cast<int64_t>(members_[s].size()) - taken_[s];
+      share[s] = static_cast<double>(left) * boost[s];
+    }
+    total_share += share[s];
+  }
+  if (max_boost_ > 0 && total_share > 0)
+    for (double& x : share) x /= total_share;
+  return share;
+}
+
+// How many of each stratum a batch of b (< the examples left) takes: the
+// floor of its quota, then largest remainders; the running carry keeps
+// each stratum at its exact share over the epoch.
+std::vector<int64_t> StratifiedSampler::TakeCounts(int64_t b) {
+  const size_t k = members_.size();
+  std::vector<int64_t> take(k, 0);
+  std::vector<double> quota(k), deficit(k);
+  const std::vector<double> share = Shares();
+  int64_t given = 0;
+  for (size_t s = 0; s < k; ++s) {
+    const int64_t avail = static_cast<int64_t>(members_[s].size()) - taken_[s];
+    quota[s] = max_boost_ > 0 ? static_cast<double>(b) * share[s]
+                              : static_cast<double>(b) *
+                                    static_cast<double>(members_[s].size()) /
+                                    static_cast<double>(size_);
+    take[s] =
+        std::min<int64_t>(static_cast<int64_t>(std::floor(quota[s])), avail);
+    given += take[s];
+    deficit[s] = carry_[s] + quota[s] - static_cast<double>(take[s]);
+  }
+  // Largest remainder: the strata furthest behind their exact running
+  // share get one more each (ties to the lower stratum). Repeats only
+  // when a nearly exhausted stratum could not take its floor.
+  std::vector<size_t> order(k);
+  for (size_t s = 0; s < k; ++s) order[s] = s;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return deficit[x] > deficit[y]; });
+  while (given < b) {
+    const int64_t before = given;
+    for (size_t s : order) {
+      if (given == b) break;
+      if (taken_[s] + take[s] < static_cast<int64_t>(members_[s].size())) {
+        ++take[s];
+        ++given;
+      }
+    }
+    STRATA_CHECK(given > before);  // b < remaining: some stratum has room
+  }
+  for (size_t s = 0; s < k; ++s)
+    carry_[s] += quota[s] - static_cast<double>(take[s]);
+  return take;
+}
+
 int64_t StratifiedSampler::Next(int64_t batch_size, std::vector<int64_t>* out) {
   STRATA_CHECK(batch_size > 0);
   const int64_t epoch = epoch_;
@@ -250,62 +319,7 @@ int64_t StratifiedSampler::Next(int64_t batch_size, std::vector<int64_t>* out) {
     for (size_t s = 0; s < k; ++s)
       take[s] = static_cast<int64_t>(members_[s].size()) - taken_[s];
   } else {
-    std::vector<double> quota(k), deficit(k);
-    // Loss-aware: the shares of the strata with examples left, scaled and
-    // renormalised to the batch. Otherwise the plain proportions.
-    std::vector<double> share(k);
-    const std::vector<double> boost = Boosts();
-    double total_share = 0;
-    for (size_t s = 0; s < k; ++s) {
-      share[s] =
-          static_cast<double>(members_[s].size()) / static_cast<double>(size_);
-      if (max_boost_ > 0) {
-        // Weighted sampling without replacement: each example left weighs
-        // its stratum's boost, so a boosted stratum drains faster but in
-        // proportion to what it has left (it is never emptied early
-        // and then missing from the rest of the epoch).
-        const int64_t left =
-            static_cast<int64_t>(members_[s].size()) - taken_[s];
-        share[s] = static_cast<double>(left) * boost[s];
-      }
-      total_share += share[s];
-    }
-    if (max_boost_ > 0 && total_share > 0)
-      for (double& x : share) x /= total_share;
-    int64_t given = 0;
-    for (size_t s = 0; s < k; ++s) {
-      const int64_t avail =
-          static_cast<int64_t>(members_[s].size()) - taken_[s];
-      quota[s] = max_boost_ > 0 ? static_cast<double>(b) * share[s]
-                                : static_cast<double>(b) *
-                                      static_cast<double>(members_[s].size()) /
-                                      static_cast<double>(size_);
-      take[s] =
-          std::min<int64_t>(static_cast<int64_t>(std::floor(quota[s])), avail);
-      given += take[s];
-      deficit[s] = carry_[s] + quota[s] - static_cast<double>(take[s]);
-    }
-    // Largest remainder: the strata furthest behind their exact running
-    // share get one more each (ties to the lower stratum). Repeats only
-    // when a nearly exhausted stratum could not take its floor.
-    std::vector<size_t> order(k);
-    for (size_t s = 0; s < k; ++s) order[s] = s;
-    std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
-      return deficit[x] > deficit[y];
-    });
-    while (given < b) {
-      const int64_t before = given;
-      for (size_t s : order) {
-        if (given == b) break;
-        if (taken_[s] + take[s] < static_cast<int64_t>(members_[s].size())) {
-          ++take[s];
-          ++given;
-        }
-      }
-      STRATA_CHECK(given > before);  // b < remaining: some stratum has room
-    }
-    for (size_t s = 0; s < k; ++s)
-      carry_[s] += quota[s] - static_cast<double>(take[s]);
+    take = TakeCounts(b);
   }
   out->clear();
   out->reserve(static_cast<size_t>(b));

@@ -134,6 +134,8 @@ class StratifiedSampler final : public BatchSampler {
   void StartEpoch();
   // The per-stratum share multipliers (all 1 unless loss-aware).
   std::vector<double> Boosts() const;
+  std::vector<double> Shares() const;
+  std::vector<int64_t> TakeCounts(int64_t b);
 
   const uint64_t seed_;
   const double max_boost_;

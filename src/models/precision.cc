@@ -12,9 +12,8 @@
 #endif
 
 namespace strata {
-namespace {
 
-bool AutocastOn(c10::DeviceType device) {
+bool AutocastEnabled(c10::DeviceType device) {
 #ifdef STRATA_AUTOCAST_BY_DEVICE
   return at::autocast::is_autocast_enabled(device);
 #else
@@ -22,6 +21,8 @@ bool AutocastOn(c10::DeviceType device) {
                                         : at::autocast::is_enabled();
 #endif
 }
+
+namespace {
 
 void SetAutocast(c10::DeviceType device, bool on) {
 #ifdef STRATA_AUTOCAST_BY_DEVICE
@@ -75,7 +76,7 @@ AutocastScope::AutocastScope(c10::DeviceType device, c10::ScalarType dtype) {
   if (dtype == c10::ScalarType::Float) return;
   on_ = true;
   device_ = device == c10::DeviceType::CPU ? device : c10::DeviceType::CUDA;
-  was_enabled_ = AutocastOn(device_);
+  was_enabled_ = AutocastEnabled(device_);
   was_dtype_ = AutocastType(device_);
   SetAutocastType(device_, dtype);
   SetAutocast(device_, true);

@@ -22,6 +22,10 @@ Result<c10::ScalarType> ParsePrecision(const std::string& name);
 // "float32" or "bf16".
 std::string PrecisionName(c10::ScalarType dtype);
 
+// Whether autocast is on for `device`'s kind on this thread (LibTorch's
+// switch, whichever form this LibTorch has: 2.4 takes the device type).
+bool AutocastEnabled(c10::DeviceType device);
+
 // While it lives, operators on `device`'s kind run under autocast to `dtype`
 // on this thread (autocast is per thread); float32 does nothing. The weight
 // casts it caches are dropped when the outermost scope ends, so a scope per

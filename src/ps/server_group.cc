@@ -18,6 +18,43 @@ size_t CountedRange(const std::vector<std::shared_ptr<ParameterServer>>& s) {
   return 0;
 }
 
+// Whether the saved ranges are cut as this node's (own) are, so that each
+// keeps its saved version and step count; if not, every saved range must
+// have been at the same version, or the state cannot be restored.
+Result<bool> SameCut(const nlohmann::json& ranges,
+                     const DecodedServerState& saved,
+                     const std::vector<KeyRange>& own,
+                     const std::string& what) {
+  bool same_cut = ranges.size() == own.size();
+  bool uniform = true;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const nlohmann::json& r = ranges[i];
+    if (!r.is_object() ||
+        !r.value("version", nlohmann::json()).is_number_integer() ||
+        !r.value("optimizer_steps", nlohmann::json()).is_number_integer()) {
+      return Status::DataLoss("{}: bad entry {} in \"ranges\"", what, i);
+    }
+    uniform =
+        uniform && r["version"].get<int64_t>() == saved.state.version &&
+        r["optimizer_steps"].get<int64_t>() == saved.state.optimizer.steps;
+    if (same_cut) {
+      same_cut = r.value("range", nlohmann::json()) ==
+                 nlohmann::json{own[i].begin, own[i].end};
+    }
+  }
+  if (!same_cut && !uniform) {
+    return Status::DataLoss(
+        "{}: saved in {} ranges at different versions, which cannot be cut "
+        "into this node's {} ranges (restore with the cluster.pipeline, "
+        "cluster.pipeline_kb and cluster.slice_kb the checkpoint was written "
+        "with, and a strata that cuts a model into ranges the same way; "
+        "slice_kb's default differs between one process over inproc and "
+        "TCP, UCX or --processes)",
+        what, ranges.size(), own.size());
+  }
+  return same_cut;
+}
+
 }  // namespace
 
 ServerGroup::ServerGroup(ServerOptions options, RpcEndpoint& rpc)
@@ -178,34 +215,9 @@ Status ServerGroup::RestoreState(const std::vector<Buffer>& state) {
           name, values.size(), saved.state.params.size());
     }
   }
-  bool same_cut = ranges.size() == servers.size();
-  bool uniform = true;
-  for (size_t i = 0; i < ranges.size(); ++i) {
-    const nlohmann::json& r = ranges[i];
-    if (!r.is_object() ||
-        !r.value("version", nlohmann::json()).is_number_integer() ||
-        !r.value("optimizer_steps", nlohmann::json()).is_number_integer()) {
-      return Status::DataLoss("{}: bad entry {} in \"ranges\"", what, i);
-    }
-    uniform =
-        uniform && r["version"].get<int64_t>() == saved.state.version &&
-        r["optimizer_steps"].get<int64_t>() == saved.state.optimizer.steps;
-    if (same_cut) {
-      const KeyRange own = servers[i]->range();
-      same_cut = r.value("range", nlohmann::json()) ==
-                 nlohmann::json{own.begin, own.end};
-    }
-  }
-  if (!same_cut && !uniform) {
-    return Status::DataLoss(
-        "{}: saved in {} ranges at different versions, which cannot be cut "
-        "into this node's {} ranges (restore with the cluster.pipeline, "
-        "cluster.pipeline_kb and cluster.slice_kb the checkpoint was written "
-        "with, and a strata that cuts a model into ranges the same way; "
-        "slice_kb's default differs between one process over inproc and "
-        "TCP, UCX or --processes)",
-        what, ranges.size(), servers.size());
-  }
+  std::vector<KeyRange> own;
+  for (const auto& server : servers) own.push_back(server->range());
+  ASSIGN_OR_RETURN(const bool same_cut, SameCut(ranges, saved, own, what));
   for (size_t i = 0; i < servers.size(); ++i) {
     const KeyRange r = servers[i]->range();
     const size_t from = static_cast<size_t>(r.begin - share.begin);

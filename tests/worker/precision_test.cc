@@ -67,14 +67,14 @@ TEST(PrecisionTest, TheScopeComputesInBf16WhileItLives) {
   const torch::Tensor x = torch::randn({2, 8});
   {
     AutocastScope scope(c10::DeviceType::CPU, torch::kBFloat16);
-    EXPECT_TRUE(at::autocast::is_cpu_enabled());
+    EXPECT_TRUE(AutocastEnabled(c10::DeviceType::CPU));
     EXPECT_EQ(torch::matmul(x, w.t()).scalar_type(), torch::kBFloat16);
   }
-  EXPECT_FALSE(at::autocast::is_cpu_enabled());
+  EXPECT_FALSE(AutocastEnabled(c10::DeviceType::CPU));
   EXPECT_EQ(torch::matmul(x, w.t()).scalar_type(), torch::kFloat32);
   {
     AutocastScope scope(c10::DeviceType::CPU, torch::kFloat32);
-    EXPECT_FALSE(at::autocast::is_cpu_enabled());
+    EXPECT_FALSE(AutocastEnabled(c10::DeviceType::CPU));
   }
 }
 
@@ -99,7 +99,7 @@ TEST(PrecisionTest, ABf16StepGivesFloat32GradientsCloseToFloat32s) {
   const double diff = RelativeDiff(half.flat.grads(), full.flat.grads());
   EXPECT_LT(diff, 0.05);
   EXPECT_GT(diff, 1e-5);  // float32 alone would be (bit for bit) equal
-  EXPECT_FALSE(at::autocast::is_cpu_enabled());  // off after the step
+  EXPECT_FALSE(AutocastEnabled(c10::DeviceType::CPU));  // off after the step
 }
 
 // Autocast caches its casts of the weights within a scope: the next pass
