@@ -136,6 +136,16 @@ void ParallelWork() {
   (void)t.sum().item<float>();
 }
 
+// LibTorch 2.x's autograd engine starts its device threads (pt_autograd_N;
+// on a CPU-only LibTorch 2.6, one) at the process's first backward pass,
+// once and for good; 1.13 starts none on the CPU. A tiny backward pass on
+// one thread starts them before a test counts the process's threads, and
+// starts no OpenMP team.
+void StartAutogradEngine() {
+  at::Tensor x = at::ones({1}).requires_grad_(true);
+  x.sum().backward();
+}
+
 // LibTorch runs a large operator on an OpenMP team of the calling thread,
 // and libgomp keeps a thread's team until the thread ends. An in-process run
 // leaves none on the caller's thread: its idle threads would count beside
@@ -149,6 +159,7 @@ TEST(ClusterTest, ARunLeavesNoOpenMpTeamOnTheCallersThread) {
   const Config c = With(Base(root), {"cluster.mode=sync", "cluster.workers=1",
                                      "model.hidden=4096", "train.iterations=3",
                                      "cluster.threads_per_worker=2"});
+  StartAutogradEngine();
   const int before = ProcessThreads();
   auto r = RunConfig(c);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
