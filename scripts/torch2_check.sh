@@ -36,6 +36,18 @@ if [ ! -x "$DIR/usr/bin/g++" ]; then
   debootstrap --variant=minbase --include="$PACKAGES" trixie "$DIR" "$MIRROR"
 fi
 
+# A chroot made by an earlier version of this list gets what it lacks.
+# shellcheck disable=SC2016,SC2086
+missing=$(chroot "$DIR" dpkg-query -W -f='${Package} ${Status}\n' ${PACKAGES//,/ } 2>&1 |
+  awk '!/install ok installed/ {print $NF}' | tr '\n' ' ')
+if [ -n "${missing// /}" ]; then
+  echo "torch2_check: installing $missing"
+  cp /etc/resolv.conf "$DIR/etc/resolv.conf"
+  chroot "$DIR" apt-get update -q
+  # shellcheck disable=SC2086
+  chroot "$DIR" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q ${PACKAGES//,/ }
+fi
+
 mounted=()
 cleanup() {
   local i
