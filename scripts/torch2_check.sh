@@ -39,7 +39,7 @@ fi
 # A chroot made by an earlier version of this list gets what it lacks.
 # shellcheck disable=SC2016,SC2086
 missing=$(chroot "$DIR" dpkg-query -W -f='${Package} ${Status}\n' ${PACKAGES//,/ } 2>&1 |
-  awk '!/install ok installed/ {print $NF}' | tr '\n' ' ')
+  awk '!/install ok installed/ {print $NF}' | tr '\n' ' ' || true)
 if [ -n "${missing// /}" ]; then
   echo "torch2_check: installing $missing"
   cp /etc/resolv.conf "$DIR/etc/resolv.conf"
