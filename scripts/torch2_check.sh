@@ -22,12 +22,16 @@ MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 [ "$(id -u)" -eq 0 ] || { echo "torch2_check: needs root (chroot, mounts)" >&2; exit 1; }
 
 # What the build and the tests need (scripts/setup.sh's list, less what
-# only some tests use: those skip, saying so).
+# only some tests use: the browser, Prometheus and Slurm tests skip, saying
+# so).
 PACKAGES=build-essential,cmake,ninja-build,pkg-config,ccache,git,curl,ca-certificates,python3
 PACKAGES+=,libtorch-dev,libopenblas0-pthread,libopenblas-dev,libzmq3-dev,cppzmq-dev
 PACKAGES+=,libucx-dev,libgloo-dev,libprotobuf-dev,protobuf-compiler,libcpp-httplib-dev
 PACKAGES+=,libtomlplusplus-dev,libcli11-dev,nlohmann-json3-dev,libfmt-dev,libgtest-dev
 PACKAGES+=,libgmock-dev,libbenchmark-dev,zlib1g-dev
+# The Python package and the tests that make TorchScript fixtures: PyTorch 2.6
+# (Python 3.13), the same build as libtorch-dev.
+PACKAGES+=,python3-dev,pybind11-dev,python3-torch
 
 if [ ! -x "$DIR/usr/bin/g++" ]; then
   command -v debootstrap >/dev/null ||
