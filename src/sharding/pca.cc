@@ -234,10 +234,7 @@ Result<PcaResult> RandomizedPca(const float* x, int64_t n, int64_t d,
   }
   const int threads = options.threads;
   const int64_t k = std::min({options.n_components, n, d});
-  const RangePlan plan = PlanRange(options, k, n, d);
-  const PcaSolver solver = plan.solver;
-  const int64_t l = plan.l;
-  const int n_iter = plan.n_iter;
+  const auto [solver, l, n_iter] = PlanRange(options, k, n, d);
 
   PcaResult result;
   result.n_components = k;
