@@ -80,7 +80,12 @@ class CallbacksTest(unittest.TestCase):
         run = strata.train(
             Mlp(), small_config(root, "cb", **{
                 "cluster.mode": "async", "cluster.workers": 2,
-                "train.iterations": 60, "eval.every_updates": 10}),
+                "train.iterations": 60, "eval.every_updates": 10,
+                # Steps of 0..20 ms: the evaluator (at a lower priority)
+                # sees the model grow on a loaded machine too; without them
+                # the 120 updates took 30 ms and CI's first evaluation came
+                # at version 65, its last eval line the final one.
+                "cluster.worker_delay_ms": 20}),
             on_eval=evals.append, on_log=logs.append)
         on_disk = read_jsonl(run.file("eval.jsonl"))
         self.assertGreaterEqual(len(on_disk), 3)
