@@ -66,7 +66,9 @@ echo "deb $MIRROR trixie ${COMPONENTS//,/ }" > "$DIR/etc/apt/sources.list"
 # cuDNN's stand-in (see --cuda above), made from the symbols the LibTorch
 # package to be installed needs (libtorch_cuda's and libtorch_python's).
 cudnn_standin() {
-  chroot "$DIR" dpkg-query -W nvidia-cudnn >/dev/null 2>&1 && return 0
+  # shellcheck disable=SC2016
+  chroot "$DIR" dpkg-query -W -f='${Status}' nvidia-cudnn 2>/dev/null |
+    grep -q 'ok installed' && return 0
   echo "torch2_check: a stand-in for cuDNN (nvidia-cudnn downloads it)"
   local w=/tmp/cudnn-standin
   rm -rf "${DIR:?}$w" && mkdir -p "$DIR$w/pkg/DEBIAN" "$DIR$w/pkg/usr/lib/x86_64-linux-gnu"
