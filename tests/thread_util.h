@@ -4,6 +4,9 @@
 // threads) read them through these.
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
 #include <thread>
 
 namespace strata::testing_util {
@@ -16,6 +19,24 @@ inline int ProcessThreads() {
     ++n;
   }
   return n;
+}
+
+// The process's threads by name ("strata(3) pt_autograd_0 ..."), for a
+// failure message to say which thread was more or less.
+inline std::string ProcessThreadNames() {
+  std::map<std::string, int> names;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(e.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    ++names[name];
+  }
+  std::string out;
+  for (const auto& [name, n] : names) {
+    if (!out.empty()) out += ' ';
+    out += n > 1 ? name + "(" + std::to_string(n) + ")" : name;
+  }
+  return out;
 }
 
 // The process's threads once they settle at `expected`, or after 2 s: a

@@ -43,6 +43,7 @@ namespace {
 
 using testing_util::Base;
 using testing_util::MaxAbsDiff;
+using testing_util::ProcessThreadNames;
 using testing_util::ProcessThreads;
 using testing_util::ProcessThreadsSettlingAt;
 using testing_util::RunConfig;
@@ -163,7 +164,7 @@ TEST(ClusterTest, ARunLeavesNoOpenMpTeamOnTheCallersThread) {
   const int before = ProcessThreads();
   auto r = RunConfig(c);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(ProcessThreadsSettlingAt(before), before);
+  EXPECT_EQ(ProcessThreadsSettlingAt(before), before) << ProcessThreadNames();
 }
 
 // A parallel operator starts a team that lives as long as its thread (the
@@ -233,9 +234,10 @@ TEST(ClusterTest, TheEvaluatorKeepsNoOpenMpTeamBetweenEvaluations) {
     while (!evaluated)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     const int with_kept = ProcessThreads();
+    const std::string names = ProcessThreadNames();
     release = true;
     kept.join();
-    ASSERT_EQ(with_kept, before + 2);
+    ASSERT_EQ(with_kept, before + 2) << names;
     ASSERT_EQ(ProcessThreadsSettlingAt(before), before);
   }
   // The thread count seen most often while the run goes on.
