@@ -137,14 +137,19 @@ void ParallelWork() {
   (void)t.sum().item<float>();
 }
 
-// LibTorch 2.x's autograd engine starts its device threads (pt_autograd_N;
-// on a CPU-only LibTorch 2.6, one) at the process's first backward pass,
-// once and for good; 1.13 starts none on the CPU. A tiny backward pass on
-// one thread starts them before a test counts the process's threads, and
-// starts no OpenMP team.
-void StartAutogradEngine() {
+// Threads LibTorch starts once per process and keeps, which a test that
+// counts the process's threads starts first (neither starts an OpenMP team):
+// - LibTorch 2.x's autograd engine starts its device threads (pt_autograd_N;
+//   on a CPU-only LibTorch 2.6, one) at the first backward pass; 1.13 starts
+//   none on the CPU. A tiny backward pass on one thread starts them.
+// - A CUDA LibTorch asks the CUDA runtime for its devices at the first
+//   manual_seed (to seed their generators too; strata seeds every model it
+//   builds), and the driver starts a thread of its own then, GPU or none
+//   (seen with Debian 13's CUDA LibTorch 2.6, scripts/torch2_check.sh --cuda).
+void StartLibTorchsProcessThreads() {
   at::Tensor x = at::ones({1}).requires_grad_(true);
   x.sum().backward();
+  at::manual_seed(0);
 }
 
 // LibTorch runs a large operator on an OpenMP team of the calling thread,
@@ -160,7 +165,7 @@ TEST(ClusterTest, ARunLeavesNoOpenMpTeamOnTheCallersThread) {
   const Config c = With(Base(root), {"cluster.mode=sync", "cluster.workers=1",
                                      "model.hidden=4096", "train.iterations=3",
                                      "cluster.threads_per_worker=2"});
-  StartAutogradEngine();
+  StartLibTorchsProcessThreads();
   const int before = ProcessThreads();
   auto r = RunConfig(c);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -203,6 +208,7 @@ TEST(OwnThreadTest, ATeamStartedThereEndsWithTheWork) {
 // eval.every_s is large.)
 TEST(ClusterTest, TheEvaluatorKeepsNoOpenMpTeamBetweenEvaluations) {
   at::set_num_threads(2);
+  StartLibTorchsProcessThreads();
   const std::string root = TempRoot();
   // 16 x 4096 + 4096 x 10 weights: building and evaluating them runs in
   // parallel.
