@@ -143,7 +143,7 @@ for a in "$@"; do ctest_args+=" $(printf '%q' "$a")"; done
 data=""
 if [ -n "${STRATA_DATA_DIR:-}" ]; then data="export STRATA_DATA_DIR=/data;"; fi
 chroot "$DIR" bash -c "set -e; cd /src/strata
-  dpkg-query -W -f='\${Package} \${Version}, ' 'libtorch*-dev'; g++ --version | head -1
+  dpkg -l 'libtorch*-dev' | awk '/^ii/ {printf \"%s %s, \", \$2, \$3}'; g++ --version | head -1
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release > build.log 2>&1 ||
     { tail -30 build.log; exit 1; }
   ninja -C build >> build.log 2>&1 || { grep -A5 -E 'FAILED|error:' build.log | head -60; exit 1; }
