@@ -60,8 +60,10 @@ Status RunEvaluator(const ClusterRunOptions& o, const DatasetSplits& data,
   int64_t last_version = -1;
   while (!done->load()) {
     std::vector<int64_t> want;
-    // The first evaluation (the initial model) is immediate in both
-    // schedules, as eval.jsonl's first line says (run_directory.md).
+    // The first evaluation is immediate in both schedules: the model as
+    // the servers hold it once the evaluator's model is built (version 0
+    // unless the workers got ahead meanwhile; on a loaded machine they
+    // can: a CI run's first line was version 65 of 120).
     if (o.eval_every_updates > 0 && last_version >= 0) {
       want.assign(k, last_version + o.eval_every_updates);
     } else if (o.eval_every_updates <= 0 && last_version >= 0) {

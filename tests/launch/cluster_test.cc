@@ -201,6 +201,34 @@ TEST(OwnThreadTest, ATeamStartedThereEndsWithTheWork) {
   EXPECT_EQ(ProcessThreadsSettlingAt(before), before);
 }
 
+// The thread count seen most often while a run of `config` goes on.
+int UsualThreads(const Config& config) {
+  std::atomic<bool> done{false};
+  Result<RunSummary> r = Status::Internal("not run");
+  std::thread run([&] {
+    r = RunConfig(config);
+    done = true;
+  });
+  std::map<int, int> seen;
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  while (!done && std::chrono::steady_clock::now() < limit) {
+    ++seen[ProcessThreads()];
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  run.join();
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  int usual = 0;
+  int most = 0;
+  for (const auto& [threads, times] : seen) {
+    if (times > most) {
+      most = times;
+      usual = threads;
+    }
+  }
+  EXPECT_GT(most, 20) << "too short a run to sample";
+  return usual;
+}
+
 // The evaluator's thread lives all run. Neither building its model nor an
 // evaluation leaves an OpenMP team there: a run with the evaluator on has,
 // most of the time, as many threads as runs with it off, before and after
@@ -246,40 +274,12 @@ TEST(ClusterTest, TheEvaluatorKeepsNoOpenMpTeamBetweenEvaluations) {
     ASSERT_EQ(with_kept, before + 2) << names;
     ASSERT_EQ(ProcessThreadsSettlingAt(before), before);
   }
-  // The thread count seen most often while the run goes on.
-  const auto usual_threads = [](const Config& config) -> int {
-    std::atomic<bool> done{false};
-    Result<RunSummary> r = Status::Internal("not run");
-    std::thread run([&] {
-      r = RunConfig(config);
-      done = true;
-    });
-    std::map<int, int> seen;
-    const auto limit =
-        std::chrono::steady_clock::now() + std::chrono::minutes(2);
-    while (!done && std::chrono::steady_clock::now() < limit) {
-      ++seen[ProcessThreads()];
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    run.join();
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    int usual = 0;
-    int most = 0;
-    for (const auto& [threads, times] : seen) {
-      if (times > most) {
-        most = times;
-        usual = threads;
-      }
-    }
-    EXPECT_GT(most, 20) << "too short a run to sample";
-    return usual;
-  };
-  const int off = usual_threads(With(c, {"cluster.evaluator=false"}));
-  const int on = usual_threads(With(c, {"cluster.evaluator=true"}));
-  const int off_after = usual_threads(With(c, {"cluster.evaluator=false"}));
+  const int off = UsualThreads(With(c, {"cluster.evaluator=false"}));
+  const int on = UsualThreads(With(c, {"cluster.evaluator=true"}));
+  const int off_after = UsualThreads(With(c, {"cluster.evaluator=false"}));
   EXPECT_EQ(on, off);
   EXPECT_EQ(on, off_after);
-  // The evaluator did evaluate (its eval.jsonl has the initial model).
+  // The evaluator did evaluate (its eval.jsonl has its first evaluation).
   int evaluations = 0;
   for (const auto& e : std::filesystem::recursive_directory_iterator(root)) {
     if (e.path().filename() != "eval.jsonl") continue;
