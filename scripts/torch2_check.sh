@@ -15,8 +15,9 @@
 # with the GPU machines' kind of build would. Debian ships cuDNN only as a
 # downloader of NVIDIA's archive (nvidia-cudnn), which this machine must not
 # use, so the script puts in its place a stand-in package whose
-# libcudnn.so.9 defines every cuDNN function libtorch_cuda names (it binds
-# them at load), each returning an error; nothing on the CPU calls them.
+# libcudnn.so.9 defines every cuDNN function libtorch_cuda and
+# libtorch_python name (they bind them at load), each returning an error;
+# nothing on the CPU calls them.
 # Use another DIR than the CPU flavour's (the two LibTorch packages
 # conflict).
 #
@@ -77,7 +78,7 @@ Package: nvidia-cudnn
 Version: 9.0.0.312~strata-standin
 Architecture: amd64
 Maintainer: strata <strata@localhost>
-Description: stand-in for cuDNN: every function libtorch_cuda names, each an error
+Description: stand-in for cuDNN: every function LibTorch names, each an error
 CONTROL
   cat > "$DIR$w/make.sh" <<'MAKE'
 set -eo pipefail
