@@ -178,10 +178,12 @@ first() {
   many "$model" 2 sync false
 }
 
-# rest MODEL: the graph beside each cluster row, 4 workers, bf16, sync 1 + 1
-# without pipelining's per-parameter hooks (-nopipe: where the worker's
-# extra compute goes), and 2 workers as processes (-proc: autograd's device
-# thread is one per process, shared by the workers that are threads of one).
+# rest MODEL: the graph beside each cluster row, 2 workers with their
+# backward passes on LibTorch's autograd thread (-autograd: one per GPU in a
+# process, shared by the workers that are threads of it; the other rows run
+# each worker's on its own thread, train.gpu_backward's default), 4 workers,
+# bf16, sync 1 + 1 without pipelining's per-parameter hooks (-nopipe: where
+# the worker's extra compute goes), and 2 workers as processes (-proc).
 rest() {
   local model=$1
   setup "$model"
@@ -194,6 +196,9 @@ rest() {
     "${one[@]}" --set cluster.transport=tcp --set train.cuda_graph=true
   many "$model" 2 allreduce true
   many "$model" 2 sync true
+  STEPS=$MULTI_STEPS run "$model-allreduce2-autograd" "${common[@]}" \
+    --set cluster.mode=allreduce --set cluster.workers=2 \
+    --set train.gpu_backward=autograd_thread
   for g in false true; do
     many "$model" 4 allreduce $g
     many "$model" 4 sync $g

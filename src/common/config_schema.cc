@@ -195,6 +195,14 @@ std::vector<ConfigKey> DeviceKeys() {
            "cluster.layer_wait, cluster.slice_kb and cluster.bucket_overlap "
            "(their per-layer host work cannot be in a graph); refused on "
            "the CPU; docs/guide/gpu.md, CUDA graphs"),
+      Str("train.gpu_backward", "own_thread",
+          "on a GPU: which thread launches a training thread's backward "
+          "kernels: own_thread = the training thread itself (each worker "
+          "its own, side by side; LibTorch 2.0 and later), autograd_thread "
+          "= LibTorch's one autograd thread per GPU, which every worker of "
+          "the process shares (LibTorch's own default; for comparison); "
+          "docs/design/gpu.md, Streams",
+          {"own_thread", "autograd_thread"}),
       Str("train.local_optimizer", "auto",
           "where the single-process trainer (cluster.mode = local) applies "
           "its update: host = the servers' own code on the host copy, bit "

@@ -1,6 +1,8 @@
 #include "models/compute_stream.h"
 
+#include <c10/core/AutogradState.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
+#include <torch/version.h>
 
 namespace strata {
 
@@ -22,6 +24,29 @@ ComputeStream::~ComputeStream() {
     // A device error surfaced here was the step's to report; nothing is
     // left to wait for on a failed device.
   }
+}
+
+bool OwnBackwardBuilt() { return TORCH_VERSION_MAJOR >= 2; }
+
+OwnBackward::OwnBackward(const c10::Device& device, bool on) {
+#if TORCH_VERSION_MAJOR >= 2
+  if (!on || device.is_cpu()) return;
+  // Without "multithreading", LibTorch's engine queues every node of a
+  // backward pass on the calling thread's queue, as it does a CPU's.
+  c10::AutogradState& state = c10::AutogradState::get_tls_state();
+  was_ = state.get_multithreading_enabled();
+  state.set_multithreading_enabled(false);
+  on_ = true;
+#else
+  (void)device;
+  (void)on;
+#endif
+}
+
+OwnBackward::~OwnBackward() {
+#if TORCH_VERSION_MAJOR >= 2
+  if (on_) c10::AutogradState::get_tls_state().set_multithreading_enabled(was_);
+#endif
 }
 
 }  // namespace strata

@@ -1,6 +1,7 @@
 #pragma once
 
-// A training thread's own CUDA stream (docs/design/gpu.md, "Streams").
+// A training thread's own CUDA stream, and its own backward passes
+// (docs/design/gpu.md, "Streams").
 
 #include <c10/core/Device.h>
 #include <c10/core/StreamGuard.h>
@@ -34,6 +35,35 @@ class ComputeStream {
 
  private:
   std::optional<c10::StreamGuard> guard_;
+};
+
+// Whether this LibTorch can run a GPU's backward pass on the thread that
+// starts it (LibTorch 2.0 and later: the thread-local switch PyTorch calls
+// torch.autograd.graph.set_multithreading_enabled).
+bool OwnBackwardBuilt();
+
+// While it lives, the backward passes the calling thread starts on a GPU's
+// tensors run on that thread instead of on LibTorch's autograd thread for
+// the GPU. That thread is one per GPU in a process: every worker that is a
+// thread of the process would launch its backward kernels through it, one
+// after the other. The kernels still go to each forward operator's stream
+// (the ComputeStream), and gradient hooks run on the calling thread, as on
+// the CPU, where backward passes always run on the calling thread. Does
+// nothing where `on` is false, on the CPU (emulated buffers included) and
+// before LibTorch 2.0. Gives the thread its previous setting back when it
+// ends. Make it on the thread that trains. Not movable.
+class OwnBackward {
+ public:
+  OwnBackward(const c10::Device& device, bool on);
+  ~OwnBackward();
+  OwnBackward(const OwnBackward&) = delete;
+  OwnBackward& operator=(const OwnBackward&) = delete;
+  // Whether this thread's backward passes run on it because of this.
+  bool on() const { return on_; }
+
+ private:
+  bool on_ = false;
+  bool was_ = true;  // the thread's setting before
 };
 
 }  // namespace strata

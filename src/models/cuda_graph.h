@@ -6,6 +6,7 @@
 // STRATA_CUDA_GRAPHS there); this header names no CUDA type, so the rest of
 // strata compiles without CUDA.
 
+#include <functional>
 #include <memory>
 
 #include "common/status.h"
@@ -15,26 +16,49 @@ namespace strata {
 // Whether this build can capture CUDA graphs (a CUDA LibTorch).
 bool CudaGraphsBuilt();
 
-// One graph: Begin() starts recording what the calling thread queues on its
+// One graph: Capture() records what the calling thread queues on its
 // current stream (which must not be the default stream: a ComputeStream is
-// current), End() stops and instantiates it, Replay() launches it on the
-// current stream. Between Begin() and End() nothing runs: operators only
-// record their kernels, and memory they allocate comes from the graph's own
-// pool and stays its (a replay writes the same addresses). Tensors made
-// during the capture are the graph's outputs: keep them and read them after
-// a Replay(). Not thread-safe; not movable.
+// current) and instantiates it, Replay() launches it on the current stream.
+// While it records nothing runs: operators only record their kernels, and
+// memory they allocate comes from the graph's own pool and stays its (a
+// replay writes the same addresses). Tensors made during the capture are
+// the graph's outputs: keep them and read them after a Replay(). Not
+// thread-safe; not movable.
+//
+// One capture at a time in a process (see OutsideCaptures): a capture, and
+// a graph's destruction, wait for every replay and OutsideCaptures section
+// in hand, and new ones wait for them.
 class CudaGraph {
  public:
   virtual ~CudaGraph() = default;
   // FailedPrecondition where CudaGraphsBuilt() is false.
   static Result<std::unique_ptr<CudaGraph>> Create();
-  // Each: Internal with LibTorch's or CUDA's reason when it fails
-  // (FailedPrecondition for the default stream). A capture that failed
-  // (End() not ok) may leave LibTorch's allocator holding the graph's pool
-  // as if capturing: the caller ends its run (StepGraph reports it).
-  virtual Status Begin() = 0;
-  virtual Status End() = 0;
+  // Records the kernels `work` queues. Internal with LibTorch's or CUDA's
+  // reason, or the message of what `work` threw, when it fails
+  // (FailedPrecondition for the default stream). A capture that failed may
+  // leave LibTorch's allocator holding the graph's pool as if capturing:
+  // the caller ends its run (StepGraph reports it).
+  virtual Status Capture(const std::function<void()>& work) = 0;
+  // Internal with LibTorch's or CUDA's reason when it fails.
   virtual Status Replay() = 0;
 };
+
+// Runs `work` while no CUDA graph is being captured in the process; a
+// capture waits until it returns. For the eager GPU steps of threads that
+// capture graphs (StepGraph). Replays run this way too. Why: LibTorch
+// before 2.13 keeps each device's random generator's capture state once
+// per process, unguarded (CUDAGeneratorImpl: one "capturing" flag and the
+// set of graphs registered with it). Two captures at once race on it, and a
+// replay or a random kernel (dropout) launched by another thread while a
+// capture is under way is refused ("Offset increment outside graph capture
+// encountered unexpectedly"); PyTorch's notes allow one capture at a time in
+// a process. A capture waiting goes first: sections that start after it
+// wait for it, so steps that follow each other closely cannot keep it out.
+void OutsideCaptures(const std::function<void()>& work);
+
+// Runs `work` with no OutsideCaptures section (replays included) and no
+// other such call under way in the process: what a capture and a graph's
+// destruction (which unregisters it from the generator) do.
+void AloneAmongCaptures(const std::function<void()>& work);
 
 }  // namespace strata

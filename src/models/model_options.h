@@ -39,16 +39,20 @@ struct DeviceOptions {
   // train.cuda_graph: the training step captured once as a CUDA graph and
   // replayed (worker/step_graph.h); a GPU only.
   bool cuda_graph = false;
+  // train.gpu_backward = own_thread: a training thread runs its backward
+  // passes itself (models/compute_stream.h, OwnBackward). False here as in
+  // LibTorch (its autograd thread); a run's config says own_thread.
+  bool own_backward = false;
 
-  // train.device, train.emulate_gpu_buffers, train.precision and
-  // train.cuda_graph from a run
-  // config.
+  // train.device, train.emulate_gpu_buffers, train.precision,
+  // train.cuda_graph and train.gpu_backward from a run config.
   static DeviceOptions FromConfig(const Config& config) {
     DeviceOptions o;
     o.device = config.GetString("train.device");
     o.emulate_gpu_buffers = config.GetBool("train.emulate_gpu_buffers");
     o.precision = config.GetString("train.precision");
     o.cuda_graph = config.GetBool("train.cuda_graph");
+    o.own_backward = config.GetString("train.gpu_backward") == "own_thread";
     return o;
   }
 };

@@ -10,6 +10,7 @@
 
 #include "common/mutex.h"
 #include "common/own_thread.h"
+#include "models/compute_stream.h"
 #include "models/cuda_graph.h"
 #include "models/precision.h"
 #include "models/torchscript.h"
@@ -496,6 +497,8 @@ int VisibleGpus() {
 
 std::string SharedGpuNote(const DeviceOptions& where, int workers, int gpus) {
   if (where.device.rfind("cuda", 0) != 0 || where.cuda_graph) return "";
+  // Each worker runs its own backward passes (OwnBackward).
+  if (where.own_backward && OwnBackwardBuilt()) return "";
   // "cuda:*" spreads the workers over the GPUs in turn; any other name
   // puts them all on one.
   const int spread = where.device == kEveryGpu ? std::max(1, gpus) : 1;
@@ -506,8 +509,12 @@ std::string SharedGpuNote(const DeviceOptions& where, int workers, int gpus) {
       "(train.device = \"{}\"): LibTorch runs every backward pass of a "
       "process on its one thread per GPU, so their backward passes take "
       "turns. train.cuda_graph = true replays each step from its worker's "
-      "own thread; --processes gives each worker a process of its own",
-      most, where.device);
+      "own thread; --processes gives each worker a process of its own{}",
+      most, where.device,
+      OwnBackwardBuilt() ? "; train.gpu_backward = \"own_thread\" (the "
+                           "default) runs each backward pass on its "
+                           "worker's thread"
+                         : "");
 }
 
 namespace {

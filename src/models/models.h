@@ -177,10 +177,13 @@ DeviceOptions WorkerDevice(const DeviceOptions& where, int index, int gpus);
 // The GPUs this LibTorch sees (0 without CUDA).
 int VisibleGpus();
 // Where `workers` workers, threads of one process, compute eagerly on
-// `gpus` GPUs (read only for "cuda:*") with two or more on one GPU: a note that
-// LibTorch runs every backward pass of a process on its one thread per GPU, so
-// theirs take turns, and what avoids it (train.cuda_graph, --processes). Empty
-// otherwise: the CPU, a graph, or one worker a GPU.
+// `gpus` GPUs (read only for "cuda:*") with two or more on one GPU, and their
+// backward passes run on LibTorch's autograd thread (train.gpu_backward =
+// autograd_thread, or a LibTorch before 2.0): a note that LibTorch runs every
+// such backward pass of a process on its one thread per GPU, so theirs take
+// turns, and what avoids it (train.cuda_graph, --processes, own_thread).
+// Empty otherwise: the CPU, a graph, one worker a GPU, or each worker's
+// backward on its own thread.
 std::string SharedGpuNote(const DeviceOptions& where, int workers, int gpus);
 
 // A gate for model.net (ClassifierImpl::set_param_gate) that calls

@@ -120,7 +120,7 @@ Status LocalTrainer::SetUp() {
   blas_ = SetBlasThreads(cpu.blas);
   RETURN_IF_ERROR(PlaceModel(model_, o_.device));
   step_ = std::make_unique<DeviceStep>(*model_.net, model_.flat.device(),
-                                       o_.device.cuda_graph);
+                                       o_.device);
   if (model_.flat.on_gpu()) batcher_.PinMemory();
   RETURN_IF_ERROR(MakeSampler());
   ASSIGN_OR_RETURN(update_, MakeLocalUpdate(o_, model_.flat));

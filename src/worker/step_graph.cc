@@ -13,10 +13,9 @@ Result<StepResult> StepGraph::Step(const Batch& batch,
   if (graph_ != nullptr) {
     if (shape == shape_ && losses == losses_)
       return Replay(batch, example_losses);
-    return ForwardBackward(net_, batch, example_losses);
+    return Eager(batch, example_losses);
   }
-  if (++eager_[shape] <= kWarmupSteps)
-    return ForwardBackward(net_, batch, example_losses);
+  if (++eager_[shape] <= kWarmupSteps) return Eager(batch, example_losses);
   shape_ = std::move(shape);
   losses_ = losses;
   RETURN_IF_ERROR(Capture(batch));
@@ -37,20 +36,25 @@ Status StepGraph::Capture(const Batch& batch) {
     return Status::Internal("CUDA graph: the static inputs on {}: {}",
                             device.str(), e.what_without_backtrace());
   }
-  RETURN_IF_ERROR(graph->Begin());
-  try {
+  const Status captured = graph->Capture([&] {
     out_ = ForwardBackwardOnDevice(net_, inputs_, targets_, losses_);
-  } catch (const std::exception& e) {
-    (void)graph->End();
-    const auto* c10 = dynamic_cast<const c10::Error*>(&e);
+  });
+  if (captured.code() == Status::Code::kInternal) {
     return Status::Internal(
-        "CUDA graph: capturing the step failed (set train.cuda_graph = "
-        "false to train without one): {}",
-        c10 != nullptr ? c10->what_without_backtrace() : e.what());
+        "{} (the step's capture failed; set train.cuda_graph = false to "
+        "train without one)",
+        captured.message());
   }
-  RETURN_IF_ERROR(graph->End());
+  RETURN_IF_ERROR(captured);
   graph_ = std::move(graph);
   return Status::Ok();
+}
+
+Result<StepResult> StepGraph::Eager(const Batch& batch,
+                                    std::vector<float>* example_losses) {
+  Result<StepResult> step = Status::Internal("the eager step did not run");
+  OutsideCaptures([&] { step = ForwardBackward(net_, batch, example_losses); });
+  return step;
 }
 
 Result<StepResult> StepGraph::Replay(const Batch& batch,
@@ -68,10 +72,11 @@ Result<StepResult> StepGraph::Replay(const Batch& batch,
 }
 
 DeviceStep::DeviceStep(ClassifierImpl& net, const torch::Device& device,
-                       bool cuda_graph)
+                       const DeviceOptions& options)
     : net_(net),
       stream_(device),
-      graph_(cuda_graph ? std::make_unique<StepGraph>(net) : nullptr) {}
+      backward_(device, options.own_backward),
+      graph_(options.cuda_graph ? std::make_unique<StepGraph>(net) : nullptr) {}
 
 Result<StepResult> DeviceStep::Run(const Batch& batch,
                                    std::vector<float>* example_losses) {

@@ -10,6 +10,7 @@
 #include "common/status.h"
 #include "models/compute_stream.h"
 #include "models/cuda_graph.h"
+#include "models/model_options.h"
 #include "models/models.h"
 #include "worker/batch.h"
 
@@ -23,12 +24,14 @@ namespace strata {
 // The first kWarmupSteps steps of a batch shape (counted over the run, so
 // an epoch's shorter last batch in between does not start the count again)
 // run eagerly (LibTorch's lazy set-up, cuDNN's algorithm search); the next
-// is captured on the
-// calling thread's ComputeStream, reading its batch from static device
-// tensors, and replayed at once, and so is every later step of that shape:
-// the batch is copied into the static tensors, the graph launched, and the
-// loss, accuracy (and example losses) read from its outputs. A batch of
-// another shape (an epoch's last, shorter one) runs eagerly.
+// is captured on the calling thread's ComputeStream, reading its batch from
+// static device tensors, and replayed at once, and so is every later step
+// of that shape: the batch is copied into the static tensors, the graph
+// launched, and the loss, accuracy (and example losses) read from its
+// outputs. A batch of another shape (an epoch's last, shorter one) runs
+// eagerly. Training threads of one process (workers sharing a GPU) capture
+// one at a time: their eager steps and replays run outside the others'
+// captures (models/cuda_graph.h, OutsideCaptures).
 //
 // What the graph holds: the kernels between the inputs and the gradients.
 // The caller's work around it stays outside, as without a graph: zeroing
@@ -60,6 +63,9 @@ class StepGraph {
  private:
   // Records the graph for `batch`'s shape.
   Status Capture(const Batch& batch);
+  // ForwardBackward, outside other threads' captures (OutsideCaptures).
+  Result<StepResult> Eager(const Batch& batch,
+                           std::vector<float>* example_losses);
   Result<StepResult> Replay(const Batch& batch,
                             std::vector<float>* example_losses);
 
@@ -74,13 +80,16 @@ class StepGraph {
 };
 
 // The forward and backward pass of a thread that trains `net` (the local
-// trainer, a worker): on a GPU on a stream of its own (ComputeStream), and
-// with train.cuda_graph through a StepGraph; ForwardBackward otherwise. Make
-// it once the model is placed, on the thread that trains; end it before the
-// model goes.
+// trainer, a worker): on a GPU on a stream of its own (ComputeStream), the
+// backward pass run by the thread itself with train.gpu_backward =
+// own_thread (OwnBackward), and with train.cuda_graph through a StepGraph;
+// ForwardBackward otherwise. Make it once the model is placed on `device`,
+// on the thread that trains; end it before the model goes. `options`: its
+// cuda_graph and own_backward.
 class DeviceStep {
  public:
-  DeviceStep(ClassifierImpl& net, const torch::Device& device, bool cuda_graph);
+  DeviceStep(ClassifierImpl& net, const torch::Device& device,
+             const DeviceOptions& options);
   // ForwardBackward's contract.
   Result<StepResult> Run(const Batch& batch,
                          std::vector<float>* example_losses);
@@ -90,6 +99,7 @@ class DeviceStep {
  private:
   ClassifierImpl& net_;
   ComputeStream stream_;
+  OwnBackward backward_;
   std::unique_ptr<StepGraph> graph_;
 };
 

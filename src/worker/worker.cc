@@ -108,7 +108,7 @@ Status WorkerLoop::SetUpModel() {
   if (device.device != o_.device.device)
     LogInfo("worker {}: on {}", s_.index, device.device);
   step_ = std::make_unique<DeviceStep>(*model_.net, model_.flat.device(),
-                                       o_.device.cuda_graph);
+                                       o_.device);
   ExchangeEnv& env = s_.env;
   // On a GPU an in-place gradient sink brings each range over once the
   // gradient hooks have marked its gradients (FlatParameters::WaitGrads).

@@ -4,7 +4,8 @@
 # every row and end with bench/gpu_table.py's ratios. LeNet on MNIST, 12
 # steps a row, train.device = "cpu":
 # - every eager row (local, 1 + 1 in process and over TCP, 2 and 4 workers,
-#   bf16, -nopipe, 2 workers as processes) prints a samples/s figure;
+#   2 with autograd's thread, bf16, -nopipe, 2 workers as processes) prints
+#   a samples/s figure;
 # - every -graph row fails with the CPU's refusal naming train.cuda_graph;
 # - the ratios' table lists every row;
 # - with BUDGET_S=1 every row (the peer too) is listed as skipped and the
@@ -41,7 +42,7 @@ session() {
 session 600 || { cat "$out/table-600.txt"; fail "rc=$? with the full budget"; }
 t=$out/table-600.txt
 for row in local sync11 async11 sync11-tcp allreduce2 sync2 allreduce4 sync4 \
-    local-bf16 sync11-nopipe allreduce2-proc; do
+    allreduce2-autograd local-bf16 sync11-nopipe allreduce2-proc; do
   grep -Eq "^lenet-$row: whole +[0-9]+ samples/s" "$t" ||
     { cat "$t"; fail "no samples/s for lenet-$row"; }
   grep -Eq "^  $row +[0-9]+\*? +[0-9.]+x" "$t" ||

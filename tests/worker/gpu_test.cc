@@ -169,6 +169,70 @@ TEST(DeviceConfigTest, WorkersSharingAGpuAsThreadsAreToldWhy) {
   EXPECT_EQ(SharedGpuNote(graph, 4, 1), "");
 }
 
+// train.gpu_backward: own_thread by default, so that each worker runs its
+// own backward passes where LibTorch can (2.0 and later), and workers
+// sharing a GPU are then not told that theirs take turns; autograd_thread
+// is LibTorch's own way, told as before. Other values are refused.
+TEST(DeviceConfigTest, EachWorkerRunsItsOwnBackwardPassByDefault) {
+  const Config c = With(Base(TempRoot()), {"cluster.mode=sync"});
+  DeviceOptions own = DeviceOptions::FromConfig(c);
+  DeviceOptions shared = DeviceOptions::FromConfig(
+      With(c, {"train.gpu_backward=autograd_thread"}));
+  EXPECT_TRUE(own.own_backward);
+  EXPECT_FALSE(shared.own_backward);
+  own.device = shared.device = "cuda";
+  EXPECT_EQ(SharedGpuNote(own, 2, 1).empty(), OwnBackwardBuilt());
+  const std::string note = SharedGpuNote(shared, 2, 1);
+  EXPECT_NE(note.find("2 workers compute on one GPU"), std::string::npos)
+      << note;
+  EXPECT_EQ(note.find("train.gpu_backward") != std::string::npos,
+            OwnBackwardBuilt())
+      << note;
+  Config bad;
+  const Status refused = bad.ApplyOverride("train.gpu_backward=mine");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("train.gpu_backward"), std::string::npos)
+      << refused.ToString();
+}
+
+// OwnBackward: on a GPU the backward pass (here its gradient hook) runs on
+// the thread that starts it, and on LibTorch's autograd thread without it
+// or once it has ended. On the CPU it does nothing (the CPU's backward
+// passes run on the calling thread anyway).
+TEST(DeviceConfigTest, OwnBackwardRunsTheBackwardPassOnTheCallingThread) {
+  EXPECT_FALSE(OwnBackward(torch::kCPU, true).on());
+  if (!HaveGpu()) GTEST_SKIP() << kNoGpu;
+  if (!OwnBackwardBuilt())
+    GTEST_SKIP() << "LibTorch before 2.0: backward passes on a GPU run on "
+                    "its autograd thread";
+  const torch::Device gpu(torch::kCUDA, 0);
+  // Whether the hook ran on the thread that called backward().
+  auto on_caller = [&] {
+    std::thread::id ran;
+    auto w = torch::ones({4}, torch::TensorOptions(gpu).requires_grad(true));
+    w.register_hook([&](const torch::Tensor& g) {
+      ran = std::this_thread::get_id();
+      return g;
+    });
+    (w * 2).sum().backward();
+    EXPECT_EQ(w.grad().sum().item<float>(), 8.0f);
+    return ran == std::this_thread::get_id();
+  };
+  std::thread t([&] {
+    EXPECT_FALSE(on_caller());
+    {
+      OwnBackward own(gpu, true);
+      EXPECT_TRUE(own.on());
+      EXPECT_TRUE(on_caller());
+    }
+    EXPECT_FALSE(on_caller());
+    OwnBackward off(gpu, false);
+    EXPECT_FALSE(off.on());
+    EXPECT_FALSE(on_caller());
+  });
+  t.join();
+}
+
 // Two workers on "cuda:*" (on a machine with one GPU both on cuda:0; with
 // two, one each) end where the CPU run ends, in sync and in allreduce.
 TEST(DeviceConfigTest, TwoWorkersOnEveryGpuEndWhereTheCpuRunEnds) {
