@@ -158,8 +158,10 @@ class CollectiveExchange final : public Exchange {
   // a GPU, or emulated) in place in the model's gradient host mirror: the
   // autograd hook only marks each gradient final, and the reducer's thread
   // brings a bucket over from the device (grads_ready) before reducing it.
-  // The backward pass's thread (autograd's one thread per GPU, which every
-  // worker of a process shares) never copies or waits for a copy.
+  // The backward pass's thread (the worker's own, or with
+  // train.gpu_backward = autograd_thread autograd's one thread per GPU,
+  // which every worker of a process shares) never copies or waits for a
+  // copy.
   std::unique_ptr<BucketReducer> MakeReducer() {
     if (!env_.grads_ready) {
       return std::make_unique<BucketReducer>(

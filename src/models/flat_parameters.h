@@ -100,8 +100,10 @@ class FlatParameters {
   // DownloadGrads: starts copying the gradient floats [offset, offset +
   // count) of one parameter to the host. MarkGradsReady: only marks that
   // parameter's gradient final (one event on the current stream; an
-  // autograd hook's whole work, on autograd's device thread, which every
-  // worker of a process shares); the copy is WaitGrads's. WaitGrads: waits
+  // autograd hook's whole work, on the thread that runs the backward pass:
+  // the worker's own, or autograd's device thread, which every worker of a
+  // process shares, with train.gpu_backward = autograd_thread); the copy is
+  // WaitGrads's. WaitGrads: waits
   // until every started copy that overlaps [offset, offset + count) is
   // done, and if a parameter there was marked, copies the whole range
   // after the marked gradients (one copy per range, on the caller's

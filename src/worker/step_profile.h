@@ -20,7 +20,8 @@ namespace strata {
 class RunDirectory;
 
 // Records steps [first, first + count) of the thread that drives it (and the
-// threads LibTorch hands that thread's work to: autograd's device threads).
+// threads LibTorch hands that thread's work to: autograd's device threads
+// with train.gpu_backward = autograd_thread).
 // A run resumed inside the window records the rest of it. One profile per
 // process at a time: a second one asks in vain and says so. Whatever runs on
 // the thread between two steps of the window (an evaluation, a checkpoint) is

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <thread>
@@ -55,6 +56,41 @@ TEST(InprocCollectiveTest, AllReduceIsTheSumInRankOrderEverywhere) {
       std::vector<float> mine = data[r];
       RETURN_IF_ERROR(c.AllReduceSum(mine.data(), kCount));
       EXPECT_EQ(mine, expected) << "rank " << r << " round " << round;
+    }
+    return Status::Ok();
+  });
+  for (const Status& s : results) EXPECT_TRUE(s.ok()) << s.ToString();
+}
+
+// A member rewrites its buffer (its next gradients) as soon as its
+// all-reduce returns, while the others may still be finishing theirs: no
+// member's result may depend on another's buffer after that one returned.
+// Members return at different times (uneven work between the calls).
+TEST(InprocCollectiveTest, AMemberMayRewriteItsBufferOnceItsAllReduceReturns) {
+  constexpr int kSize = 4;
+  constexpr size_t kCount = 4099;
+  constexpr int kRounds = 300;
+  // Member r's input in `round`, and the sum in rank order.
+  auto input = [](int r, int round, size_t i) {
+    return static_cast<float>(round % 7) + 0.25f * static_cast<float>(r) +
+           1e-3f * static_cast<float>(i % 97);
+  };
+  auto results = OnThreads(kSize, [&](int r, Collective& c) {
+    std::vector<float> mine(kCount);
+    for (int round = 0; round < kRounds; ++round) {
+      for (size_t i = 0; i < kCount; ++i) mine[i] = input(r, round, i);
+      RETURN_IF_ERROR(c.AllReduceSum(mine.data(), kCount));
+      int wrong = 0;
+      for (size_t i = 0; i < kCount; ++i) {
+        float acc = input(0, round, i);
+        for (int q = 1; q < kSize; ++q) acc += input(q, round, i);
+        if (mine[i] != acc) ++wrong;
+      }
+      EXPECT_EQ(wrong, 0) << "rank " << r << " round " << round;
+      // At once: garbage where the others might still look.
+      std::fill(mine.begin(), mine.end(), -1e30f);
+      if ((round + r) % 5 == 0)
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
     return Status::Ok();
   });
