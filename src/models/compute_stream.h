@@ -39,7 +39,7 @@ class ComputeStream {
 
 // Whether this LibTorch can run a GPU's backward pass on the thread that
 // starts it (LibTorch 2.0 and later: the thread-local switch PyTorch calls
-// torch.autograd.graph.set_multithreading_enabled).
+// torch.autograd.set_multithreading_enabled).
 bool OwnBackwardBuilt();
 
 // While it lives, the backward passes the calling thread starts on a GPU's

@@ -1,5 +1,6 @@
 #include "models/cuda_graph.h"
 
+#include "common/log.h"
 #include "common/mutex.h"
 
 #ifdef STRATA_CUDA_GRAPHS
@@ -7,38 +8,122 @@
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/version.h>
-
-#include <optional>
 #endif
 
 namespace strata {
 
 namespace {
 
-// The process's lock of captures (OutsideCaptures): shared by replays and
-// eager steps, exclusive for a capture and a graph's destruction. `turn` is
-// held by a capture from before it waits until it ends, and taken for a
-// moment by a section before it enters: sections that come after a waiting
-// capture queue behind it instead of keeping it out.
-struct CaptureLock {
-  Mutex turn;
-  SharedMutex sections;
+// The process's turns of captures (OutsideCaptures): any number of
+// sections at once, or one capture alone; a capture waiting keeps new
+// sections out until it has run. Every wait is bounded.
+class CaptureTurns {
+ public:
+  Status Section(const std::function<void()>& work,
+                 std::chrono::milliseconds timeout) {
+    {
+      MutexLock lock(&mu_);
+      const auto deadline = std::chrono::steady_clock::now() + timeout;
+      while (capturing_ || waiting_ > 0) {
+        if (!cv_.WaitUntil(deadline) && (capturing_ || waiting_ > 0))
+          return TimedOut(
+              "another training thread's CUDA graph capture to "
+              "end",
+              timeout);
+      }
+      ++sections_;
+    }
+    Ends ends(this, /*capture=*/false);
+    work();
+    return Status::Ok();
+  }
+
+  Status Alone(const std::function<void()>& work,
+               std::chrono::milliseconds timeout) {
+    {
+      MutexLock lock(&mu_);
+      const auto deadline = std::chrono::steady_clock::now() + timeout;
+      ++waiting_;
+      while (capturing_ || sections_ > 0) {
+        if (!cv_.WaitUntil(deadline) && (capturing_ || sections_ > 0)) {
+          --waiting_;
+          cv_.SignalAll();
+          return TimedOut(
+              "the other training threads' CUDA graph replays, "
+              "eager steps and captures to end",
+              timeout);
+        }
+      }
+      --waiting_;
+      capturing_ = true;
+    }
+    Ends ends(this, /*capture=*/true);
+    work();
+    return Status::Ok();
+  }
+
+  int waiting() {
+    MutexLock lock(&mu_);
+    return waiting_;
+  }
+
+ private:
+  // Gives the turn back when the work ends (an exception included).
+  class Ends {
+   public:
+    Ends(CaptureTurns* turns, bool capture)
+        : turns_(turns), capture_(capture) {}
+    ~Ends() {
+      MutexLock lock(&turns_->mu_);
+      if (capture_) {
+        turns_->capturing_ = false;
+      } else {
+        --turns_->sections_;
+      }
+      turns_->cv_.SignalAll();
+    }
+    Ends(const Ends&) = delete;
+    Ends& operator=(const Ends&) = delete;
+
+   private:
+    CaptureTurns* const turns_;
+    const bool capture_;
+  };
+
+  static Status TimedOut(const char* what, std::chrono::milliseconds t) {
+    return Status::DeadlineExceeded(
+        "CUDA graph: waited {:.1f} s for {} (is a training thread stuck in "
+        "a step?)",
+        static_cast<double>(t.count()) / 1000.0, what);
+  }
+
+  Mutex mu_;
+  CondVar cv_{&mu_};
+  int sections_ GUARDED_BY(mu_) = 0;
+  int waiting_ GUARDED_BY(mu_) = 0;  // captures waiting for their turn
+  bool capturing_ GUARDED_BY(mu_) = false;
 };
 
-CaptureLock& Captures() {
+CaptureTurns& Turns() {
   // Never destroyed: a graph may be destroyed as the process exits.
-  static CaptureLock* const lock = new CaptureLock();
-  return *lock;
+  static CaptureTurns* const turns = new CaptureTurns();
+  return *turns;
 }
 
 #ifdef STRATA_CUDA_GRAPHS
 
 class TorchCudaGraph final : public CudaGraph {
  public:
-  TorchCudaGraph() { graph_.emplace(); }
+  TorchCudaGraph() : graph_(std::make_unique<at::cuda::CUDAGraph>()) {}
   ~TorchCudaGraph() override {
     // Its destruction unregisters it from the device's random generator.
-    AloneAmongCaptures([&] { graph_.reset(); });
+    const Status done = AloneAmongCaptures([&] { graph_.reset(); });
+    if (!done.ok()) {
+      // Left as it is (its memory too) rather than unregistered beside a
+      // capture.
+      LogError("{}; the graph is not freed", done.message());
+      (void)graph_.release();
+    }
   }
 
   Status Capture(const std::function<void()>& work) override {
@@ -49,14 +134,14 @@ class TorchCudaGraph final : public CudaGraph {
           "training thread has no ComputeStream)");
     }
     Status recorded;
-    AloneAmongCaptures([&] { recorded = Record(work); });
+    RETURN_IF_ERROR(AloneAmongCaptures([&] { recorded = Record(work); }));
     return recorded;
   }
 
   Status Replay() override {
     Status replayed;
-    OutsideCaptures(
-        [&] { replayed = Guard("replaying", [&] { graph_->replay(); }); });
+    RETURN_IF_ERROR(OutsideCaptures(
+        [&] { replayed = Guard("replaying", [&] { graph_->replay(); }); }));
     return replayed;
   }
 
@@ -100,26 +185,24 @@ class TorchCudaGraph final : public CudaGraph {
     return Status::Ok();
   }
 
-  std::optional<at::cuda::CUDAGraph> graph_;
+  std::unique_ptr<at::cuda::CUDAGraph> graph_;
 };
 
 #endif
 
 }  // namespace
 
-void OutsideCaptures(const std::function<void()>& work) {
-  CaptureLock& c = Captures();
-  { MutexLock queue(&c.turn); }
-  ReaderMutexLock section(&c.sections);
-  work();
+Status OutsideCaptures(const std::function<void()>& work,
+                       std::chrono::milliseconds timeout) {
+  return Turns().Section(work, timeout);
 }
 
-void AloneAmongCaptures(const std::function<void()>& work) {
-  CaptureLock& c = Captures();
-  MutexLock turn(&c.turn);
-  WriterMutexLock alone(&c.sections);
-  work();
+Status AloneAmongCaptures(const std::function<void()>& work,
+                          std::chrono::milliseconds timeout) {
+  return Turns().Alone(work, timeout);
 }
+
+int CapturesWaiting() { return Turns().waiting(); }
 
 #ifdef STRATA_CUDA_GRAPHS
 

@@ -69,7 +69,9 @@ Status GradientHooks::Hook(torch::Tensor p, const std::string& name,
             // GPU: the gradient is in the device buffer; mark it final.
             // The sink's thread copies its range to the host mirror and
             // waits for it (ExchangeEnv::grads_ready -> WaitGrads): this
-            // thread, autograd's one per GPU, only records an event.
+            // thread (the one running the backward pass: the worker's own,
+            // or autograd's one per GPU with train.gpu_backward =
+            // autograd_thread) only records an event.
             if (flat != nullptr) flat->MarkGradsReady(offset, numel);
             sink->Ready(offset, nullptr, numel);
             return outputs;

@@ -53,7 +53,8 @@ Status StepGraph::Capture(const Batch& batch) {
 Result<StepResult> StepGraph::Eager(const Batch& batch,
                                     std::vector<float>* example_losses) {
   Result<StepResult> step = Status::Internal("the eager step did not run");
-  OutsideCaptures([&] { step = ForwardBackward(net_, batch, example_losses); });
+  RETURN_IF_ERROR(OutsideCaptures(
+      [&] { step = ForwardBackward(net_, batch, example_losses); }));
   return step;
 }
 

@@ -29,9 +29,9 @@ namespace strata {
 // of that shape: the batch is copied into the static tensors, the graph
 // launched, and the loss, accuracy (and example losses) read from its
 // outputs. A batch of another shape (an epoch's last, shorter one) runs
-// eagerly. Training threads of one process (workers sharing a GPU) capture
-// one at a time: their eager steps and replays run outside the others'
-// captures (models/cuda_graph.h, OutsideCaptures).
+// eagerly. The training threads of a process (every worker, on whichever
+// GPU) capture one at a time: their eager steps and replays run outside the
+// others' captures (models/cuda_graph.h, OutsideCaptures).
 //
 // What the graph holds: the kernels between the inputs and the gradients.
 // The caller's work around it stays outside, as without a graph: zeroing

@@ -35,10 +35,10 @@ TEST(CaptureOrderTest, SectionsRunSideBySide) {
   std::atomic<int> inside{0};
   std::atomic<int> saw_both{0};
   auto section = [&] {
-    OutsideCaptures([&] {
-      ++inside;
-      if (WaitFor([&] { return inside.load() == 2; })) ++saw_both;
-    });
+    EXPECT_TRUE(OutsideCaptures([&] {
+                  ++inside;
+                  if (WaitFor([&] { return inside.load() == 2; })) ++saw_both;
+                }).ok());
   };
   std::thread a(section), b(section);
   a.join();
@@ -51,7 +51,7 @@ TEST(CaptureOrderTest, SectionsRunSideBySide) {
 // section that comes while it waits goes after it, not before.
 TEST(CaptureOrderTest, ACaptureRunsAloneAndAWaitingOneGoesFirst) {
   std::atomic<int> inside{0};
-  std::atomic<bool> first_in{false}, release{false};
+  std::atomic<bool> first_in{false}, release{false}, later_started{false};
   std::atomic<int> inside_at_capture{-1};
   Mutex mu;
   std::vector<std::string> order;
@@ -67,31 +67,35 @@ TEST(CaptureOrderTest, ACaptureRunsAloneAndAWaitingOneGoesFirst) {
   };
 
   std::thread first([&] {
-    OutsideCaptures([&] {
-      ++inside;
-      first_in = true;
-      (void)WaitFor([&] { return release.load(); });
-      record("first section");
-      --inside;
-    });
+    EXPECT_TRUE(OutsideCaptures([&] {
+                  ++inside;
+                  first_in = true;
+                  (void)WaitFor([&] { return release.load(); });
+                  record("first section");
+                  --inside;
+                }).ok());
   });
-  ASSERT_TRUE(WaitFor([&] { return first_in.load(); }));
   std::thread capture([&] {
-    AloneAmongCaptures([&] {
-      inside_at_capture = inside.load();
-      record("capture");
-    });
+    (void)WaitFor([&] { return first_in.load(); });
+    EXPECT_TRUE(AloneAmongCaptures([&] {
+                  inside_at_capture = inside.load();
+                  record("capture");
+                }).ok());
   });
-  std::this_thread::sleep_for(milliseconds(500));
+  // The capture is waiting for its turn; only then the later section.
+  const bool waiting = WaitFor([] { return CapturesWaiting() == 1; });
+  EXPECT_TRUE(waiting) << "the capture never waited for its turn";
   EXPECT_FALSE(ran("capture")) << "the capture ran beside a section";
   std::thread later([&] {
-    OutsideCaptures([&] {
-      ++inside;
-      record("later section");
-      --inside;
-    });
+    later_started = true;
+    EXPECT_TRUE(OutsideCaptures([&] {
+                  ++inside;
+                  record("later section");
+                  --inside;
+                }).ok());
   });
-  std::this_thread::sleep_for(milliseconds(500));
+  (void)WaitFor([&] { return later_started.load(); });
+  std::this_thread::sleep_for(milliseconds(300));
   EXPECT_FALSE(ran("later section"))
       << "a section went ahead of the capture waiting for its turn";
   release = true;
@@ -99,6 +103,7 @@ TEST(CaptureOrderTest, ACaptureRunsAloneAndAWaitingOneGoesFirst) {
   capture.join();
   later.join();
   EXPECT_EQ(inside_at_capture.load(), 0);
+  EXPECT_EQ(CapturesWaiting(), 0);
   MutexLock lock(&mu);
   EXPECT_EQ(order, (std::vector<std::string>{"first section", "capture",
                                              "later section"}));
@@ -106,24 +111,26 @@ TEST(CaptureOrderTest, ACaptureRunsAloneAndAWaitingOneGoesFirst) {
 
 // Captures never overlap one another nor a section.
 TEST(CaptureOrderTest, CapturesNeverOverlap) {
-  std::atomic<int> captures{0}, sections{0}, overlaps{0};
+  std::atomic<int> captures{0}, sections{0}, overlaps{0}, failed{0};
   auto capture = [&] {
     for (int i = 0; i < 200; ++i) {
-      AloneAmongCaptures([&] {
-        if (++captures != 1 || sections.load() != 0) ++overlaps;
-        std::this_thread::yield();
-        --captures;
-      });
+      if (!AloneAmongCaptures([&] {
+             if (++captures != 1 || sections.load() != 0) ++overlaps;
+             std::this_thread::yield();
+             --captures;
+           }).ok())
+        ++failed;
     }
   };
   auto section = [&] {
     for (int i = 0; i < 200; ++i) {
-      OutsideCaptures([&] {
-        ++sections;
-        if (captures.load() != 0) ++overlaps;
-        std::this_thread::yield();
-        --sections;
-      });
+      if (!OutsideCaptures([&] {
+             ++sections;
+             if (captures.load() != 0) ++overlaps;
+             std::this_thread::yield();
+             --sections;
+           }).ok())
+        ++failed;
     }
   };
   std::thread a(capture), b(capture), c(section), d(section);
@@ -132,6 +139,58 @@ TEST(CaptureOrderTest, CapturesNeverOverlap) {
   c.join();
   d.join();
   EXPECT_EQ(overlaps.load(), 0);
+  EXPECT_EQ(failed.load(), 0);
+}
+
+// No wait for a turn is endless: a capture behind a section that does not
+// end, and a section behind a capture that does not end, give up after
+// their timeout, naming what they waited for, without running their work;
+// a capture that gave up holds nobody back.
+TEST(CaptureOrderTest, AWaitForATurnEndsAfterItsTimeout) {
+  std::atomic<bool> in{false}, release{false}, ran{false};
+  std::thread section([&] {
+    EXPECT_TRUE(OutsideCaptures([&] {
+                  in = true;
+                  (void)WaitFor([&] { return release.load(); });
+                }).ok());
+  });
+  if (!WaitFor([&] { return in.load(); })) {
+    release = true;
+    section.join();
+    FAIL() << "the section never began";
+  }
+  Status s = AloneAmongCaptures([&] { ran = true; }, milliseconds(100));
+  EXPECT_EQ(s.code(), Status::Code::kDeadlineExceeded) << s.ToString();
+  EXPECT_NE(s.message().find("replays, eager steps and captures"),
+            std::string::npos)
+      << s.ToString();
+  EXPECT_FALSE(ran.load());
+  EXPECT_EQ(CapturesWaiting(), 0);
+  EXPECT_TRUE(OutsideCaptures([] {}, milliseconds(1000)).ok())
+      << "a capture that gave up still holds sections back";
+  release = true;
+  section.join();
+
+  in = false;
+  release = false;
+  std::thread capture([&] {
+    EXPECT_TRUE(AloneAmongCaptures([&] {
+                  in = true;
+                  (void)WaitFor([&] { return release.load(); });
+                }).ok());
+  });
+  if (!WaitFor([&] { return in.load(); })) {
+    release = true;
+    capture.join();
+    FAIL() << "the capture never began";
+  }
+  s = OutsideCaptures([&] { ran = true; }, milliseconds(100));
+  EXPECT_EQ(s.code(), Status::Code::kDeadlineExceeded) << s.ToString();
+  EXPECT_NE(s.message().find("capture to end"), std::string::npos)
+      << s.ToString();
+  EXPECT_FALSE(ran.load());
+  release = true;
+  capture.join();
 }
 
 }  // namespace

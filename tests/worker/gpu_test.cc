@@ -630,9 +630,10 @@ TEST_P(GpuPathTest, AllReduceEndsWhereTheCpuRunEnds) {
 // The same over Gloo (cluster.collective = gloo; through memory there are
 // no buckets): each bucket is all-reduced from the reducer's thread while
 // the backward pass goes on. With the device's buffers the sink works in
-// the gradients' host mirror: the hook only starts a gradient's copy, and
-// the reducer's thread waits for a bucket's copies before reducing it (the
-// backward pass's thread, autograd's one per GPU, never waits for one).
+// the gradients' host mirror: the hook only marks a gradient final, and
+// the reducer's thread copies a bucket and waits for it before reducing it
+// (the backward pass's thread, the worker's own or autograd's one per GPU,
+// never waits for one).
 // Several buckets, cut through parameters.
 TEST_P(GpuPathTest, AllReduceOverGlooInBucketsEndsWhereTheCpuRunEnds) {
   ExpectItEndsWhereTheCpuRunEnds(
