@@ -26,10 +26,8 @@ class CaptureTurns {
       const auto deadline = std::chrono::steady_clock::now() + timeout;
       while (capturing_ || waiting_ > 0) {
         if (!cv_.WaitUntil(deadline) && (capturing_ || waiting_ > 0))
-          return TimedOut(
-              "another training thread's CUDA graph capture to "
-              "end",
-              timeout);
+          return TimedOut("another thread's CUDA graph capture to end",
+                          timeout);
       }
       ++sections_;
     }
