@@ -2,6 +2,7 @@
 (issue: fast out of the box on the CPU).
 
 usage: python3 bench/cpu_defaults.py BUILD_DIR [--repeats N] [--confirm N]
+                                     [--tables 1,2,3]
 Needs STRATA_DATA_DIR (MNIST) for mlp and lenet; resnet20 runs on
 synthetic 3x32x32 images. OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS and
 OMP_NUM_THREADS are removed from the runs' environment except where a row
@@ -19,8 +20,13 @@ Tables:
 2. A 100-step LeNet run's wall time with the default evaluation batch
    against train.eval_batch_size in {64, 128, 256, 512, 1000}.
 3. 4 workers as threads, MNIST mlp, 1 epoch: allreduce (collectives
-   through memory, the default), allreduce over Gloo, sync PS.
+   through memory, the default), allreduce over Gloo, sync PS, in
+   max(--repeats, --confirm) rounds. allreduce / sync is given twice: as the
+   ratio of the medians, and as the median of the rounds' own ratios (each
+   round's allreduce and sync ran back to back, so a slow spell of the
+   machine hits both).
 Runs alternate between settings; figures are medians of --repeats.
+--tables picks which tables run (all three by default).
 """
 import argparse
 import json
@@ -49,9 +55,10 @@ def run(exe, args, env_extra, root, name):
         return json.load(f)["samples_per_s"], wall
 
 
-def median_table(exe, settings, repeats, root, tag):
+def median_table(exe, settings, repeats, root, tag, runs=None):
     """settings: [(label, args, env)] -> {label: (median samples/s,
-    median wall)}"""
+    median wall)}; with `runs` (a dict), runs[label] = every run's
+    samples/s in order."""
     got = {label: ([], []) for label, _, _ in settings}
     for i in range(repeats):
         order = settings if i % 2 == 0 else list(reversed(settings))
@@ -60,6 +67,8 @@ def median_table(exe, settings, repeats, root, tag):
                        f"{label.replace(' ', '_').replace('=', '')}-{i}")
             got[label][0].append(s)
             got[label][1].append(w)
+    if runs is not None:
+        runs.update({k: v[0] for k, v in got.items()})
     return {k: (statistics.median(v[0]), statistics.median(v[1]))
             for k, v in got.items()}
 
@@ -88,7 +97,12 @@ def main():
     ap.add_argument("--confirm", type=int, default=5,
                     help="alternating pairs of default and best after the "
                     "sweep (the table's first three figures)")
+    ap.add_argument("--tables", default="1,2,3",
+                    help="which tables to run, comma-separated")
     a = ap.parse_args()
+    tables = {int(t) for t in a.tables.split(",") if t.strip()}
+    if not tables <= {1, 2, 3}:
+        ap.error(f"--tables: {a.tables!r}; tables are 1, 2 and 3")
     exe = os.path.join(a.build, "src", "cli", "strata")
     data = os.environ.get("STRATA_DATA_DIR")
     if not data:
@@ -98,54 +112,67 @@ def main():
     root = tempfile.mkdtemp(prefix="strata-cpu-defaults-")
     here = os.path.dirname(os.path.abspath(__file__))
     ex = os.path.join(here, "..", "examples")
-    print(f"{CORES} cores; sweep: {a.repeats} runs per setting, "
-          f"alternating; then {a.confirm} alternating pairs of default and "
-          "the sweep's best; medians\n")
-    print("| model | default samples/s (pairs) | best samples/s (pairs; "
-          "setting) | default / best (pairs) | sweep, every setting |")
-    print("| --- | --- | --- | --- | --- |")
-    threads_rows(exe, "mlp", ["-c", os.path.join(ex, "mnist_mlp.toml")]
-                 + mnist + ["--set", "train.epochs=1"], a.repeats, a.confirm,
-                 root)
-    threads_rows(exe, "lenet", ["-c", os.path.join(ex, "mnist_lenet.toml")]
-                 + mnist + ["--set", "train.iterations=300",
-                            "--set", "cluster.mode=local"], a.repeats,
-                 a.confirm, root)
-    threads_rows(exe, "resnet20", [
-        "--set", "model.name=resnet20", "--set", "cluster.mode=local",
-        "--set", "data.synthetic.shape=3x32x32", "--set",
-        "data.synthetic.train_size=2000", "--set",
-        "data.synthetic.val_size=500", "--set", "train.batch_size=128",
-        "--set", "train.iterations=60"], a.repeats, a.confirm, root)
+    if 1 in tables:
+        print(f"{CORES} cores; sweep: {a.repeats} runs per setting, "
+              f"alternating; then {a.confirm} alternating pairs of default "
+              "and the sweep's best; medians\n")
+        print("| model | default samples/s (pairs) | best samples/s (pairs; "
+              "setting) | default / best (pairs) | sweep, every setting |")
+        print("| --- | --- | --- | --- | --- |")
+        threads_rows(exe, "mlp", ["-c", os.path.join(ex, "mnist_mlp.toml")]
+                     + mnist + ["--set", "train.epochs=1"], a.repeats,
+                     a.confirm, root)
+        threads_rows(exe, "lenet",
+                     ["-c", os.path.join(ex, "mnist_lenet.toml")] + mnist
+                     + ["--set", "train.iterations=300",
+                        "--set", "cluster.mode=local"], a.repeats,
+                     a.confirm, root)
+        threads_rows(exe, "resnet20", [
+            "--set", "model.name=resnet20", "--set", "cluster.mode=local",
+            "--set", "data.synthetic.shape=3x32x32", "--set",
+            "data.synthetic.train_size=2000", "--set",
+            "data.synthetic.val_size=500", "--set", "train.batch_size=128",
+            "--set", "train.iterations=60"], a.repeats, a.confirm, root)
 
-    lenet = ["-c", os.path.join(ex, "mnist_lenet.toml")] + mnist + [
-        "--set", "train.iterations=100", "--set", "cluster.mode=local"]
-    settings = [("default", lenet, {})] + [
-        (f"eval_batch_size={b}", lenet + ["--set",
-                                          f"train.eval_batch_size={b}"], {})
-        for b in (64, 128, 256, 512, 1000)]
-    m = median_table(exe, settings, a.repeats, root, "eval")
-    best = min((v[1], k) for k, v in m.items() if k != "default")
-    print(f"\n100-step LeNet, wall s: default {m['default'][1]:.2f}, best "
-          f"{best[0]:.2f} ({best[1]}), default / best "
-          f"{m['default'][1] / best[0]:.2f}; " + ", ".join(
-              f"{k}: {v[1]:.2f}" for k, v in m.items() if k != "default"))
+    if 2 in tables:
+        lenet = ["-c", os.path.join(ex, "mnist_lenet.toml")] + mnist + [
+            "--set", "train.iterations=100", "--set", "cluster.mode=local"]
+        settings = [("default", lenet, {})] + [
+            (f"eval_batch_size={b}",
+             lenet + ["--set", f"train.eval_batch_size={b}"], {})
+            for b in (64, 128, 256, 512, 1000)]
+        m = median_table(exe, settings, a.repeats, root, "eval")
+        best = min((v[1], k) for k, v in m.items() if k != "default")
+        print(f"\n100-step LeNet, wall s: default {m['default'][1]:.2f}, best "
+              f"{best[0]:.2f} ({best[1]}), default / best "
+              f"{m['default'][1] / best[0]:.2f}; " + ", ".join(
+                  f"{k}: {v[1]:.2f}" for k, v in m.items() if k != "default"))
 
-    mlp4 = ["-c", os.path.join(ex, "mnist_mlp.toml")] + mnist + [
-        "--set", "train.epochs=1", "--set", "cluster.workers=4"]
-    settings = [
-        ("allreduce", mlp4 + ["--set", "cluster.mode=allreduce"], {}),
-        ("allreduce gloo", mlp4 + ["--set", "cluster.mode=allreduce",
-                                   "--set", "cluster.collective=gloo"], {}),
-        ("sync", mlp4 + ["--set", "cluster.mode=sync"], {}),
-    ]
-    m = median_table(exe, settings, max(a.repeats, a.confirm), root,
-                     "modes")
-    print(f"\n4 workers as threads, MNIST mlp, 1 epoch, samples/s: allreduce "
-          f"(memory) {m['allreduce'][0]:,.0f}, allreduce (Gloo) "
-          f"{m['allreduce gloo'][0]:,.0f}, sync PS {m['sync'][0]:,.0f}; "
-          f"allreduce / sync {m['allreduce'][0] / m['sync'][0]:.2f}, "
-          f"memory / Gloo {m['allreduce'][0] / m['allreduce gloo'][0]:.1f}")
+    if 3 in tables:
+        mlp4 = ["-c", os.path.join(ex, "mnist_mlp.toml")] + mnist + [
+            "--set", "train.epochs=1", "--set", "cluster.workers=4"]
+        # allreduce and sync next to each other in both orders.
+        settings = [
+            ("allreduce", mlp4 + ["--set", "cluster.mode=allreduce"], {}),
+            ("sync", mlp4 + ["--set", "cluster.mode=sync"], {}),
+            ("allreduce gloo", mlp4 + ["--set", "cluster.mode=allreduce",
+                                       "--set", "cluster.collective=gloo"],
+             {}),
+        ]
+        runs = {}
+        m = median_table(exe, settings, max(a.repeats, a.confirm), root,
+                         "modes", runs)
+        rounds = statistics.median(
+            x / y for x, y in zip(runs["allreduce"], runs["sync"]))
+        print(f"\n4 workers as threads, MNIST mlp, 1 epoch, samples/s: "
+              f"allreduce (memory) {m['allreduce'][0]:,.0f}, allreduce (Gloo) "
+              f"{m['allreduce gloo'][0]:,.0f}, sync PS {m['sync'][0]:,.0f}; "
+              f"allreduce / sync {m['allreduce'][0] / m['sync'][0]:.2f} "
+              f"(median of the rounds' ratios {rounds:.2f}), "
+              f"memory / Gloo {m['allreduce'][0] / m['allreduce gloo'][0]:.1f}"
+              "\nallreduce runs: " + ", ".join(
+                  f"{x:,.0f}" for x in runs["allreduce"]) + "; sync runs: "
+              + ", ".join(f"{x:,.0f}" for x in runs["sync"]))
     return 0
 
 

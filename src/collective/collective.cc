@@ -52,6 +52,13 @@ class GlooCollective final : public Collective {
 
 }  // namespace
 
+Status Collective::AllReduceMean(float* data, size_t count) {
+  RETURN_IF_ERROR(AllReduceSum(data, count));
+  const float inv_n = 1.0f / static_cast<float>(size());
+  for (size_t i = 0; i < count; ++i) data[i] *= inv_n;
+  return Status::Ok();
+}
+
 std::vector<int64_t> BalancedCounts(int64_t total, int parts) {
   std::vector<int64_t> counts(static_cast<size_t>(parts), total / parts);
   for (int64_t i = 0; i < total % parts; ++i) ++counts[static_cast<size_t>(i)];

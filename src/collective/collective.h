@@ -57,6 +57,11 @@ class Collective {
 
   // data[0, count) becomes the element-wise sum over the members.
   virtual Status AllReduceSum(float* data, size_t count) = 0;
+  // data[0, count) becomes the element-wise mean over the members: the sum,
+  // as AllReduceSum adds it, times 1 / size() (in float). By default the
+  // sum and then a pass that scales it; a backend may fold the scaling into
+  // its reduction (the in-process one does: one pass fewer per step).
+  virtual Status AllReduceMean(float* data, size_t count);
   // Sums every member's data[0, total) and leaves in this member's slice
   // (offset = counts[0] + ... + counts[rank - 1], counts[rank] floats) the
   // sum of that slice; the rest of `data` is left unspecified.

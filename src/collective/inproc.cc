@@ -138,14 +138,12 @@ class InprocCollective final : public Collective {
   const char* backend() const override { return "memory"; }
 
   Status AllReduceSum(float* data, size_t count) override {
-    if (size() == 1 || count == 0) return Status::Ok();
-    const std::vector<int64_t> counts =
-        BalancedCounts(static_cast<int64_t>(count), size());
-    RETURN_IF_ERROR(group_->Publish(rank(), data, timeout_, "all-reduce"));
-    ReduceOwnSlice(data, counts);
-    RETURN_IF_ERROR(group_->Barrier(timeout_, "all-reduce's gather"));
-    GatherOtherSlices(data, counts);
-    return group_->Barrier(timeout_, "all-reduce's end");
+    return AllReduceScaled(data, count, 1.0f);
+  }
+
+  // The scaling rides on the reduction's pass over this member's slice.
+  Status AllReduceMean(float* data, size_t count) override {
+    return AllReduceScaled(data, count, 1.0f / static_cast<float>(size()));
   }
 
   Status ReduceScatterSum(float* data,
@@ -177,23 +175,43 @@ class InprocCollective final : public Collective {
                                    counts.size(), size());
   }
 
+  Status AllReduceScaled(float* data, size_t count, float scale) {
+    if (size() == 1 || count == 0) return Status::Ok();
+    const std::vector<int64_t> counts =
+        BalancedCounts(static_cast<int64_t>(count), size());
+    RETURN_IF_ERROR(group_->Publish(rank(), data, timeout_, "all-reduce"));
+    ReduceOwnSlice(data, counts, scale);
+    RETURN_IF_ERROR(group_->Barrier(timeout_, "all-reduce's gather"));
+    GatherOtherSlices(data, counts);
+    return group_->Barrier(timeout_, "all-reduce's end");
+  }
+
   // This member's slice of `data` becomes the sum, in rank order, of that
-  // slice of every member's buffer. Only this member writes the slice of
-  // its own buffer, and the others read it only after the next barrier.
-  void ReduceOwnSlice(float* data, const std::vector<int64_t>& counts) {
+  // slice of every member's buffer, times `scale` (in float, after the sum;
+  // 1 leaves the sum). Only this member writes the slice of its own buffer,
+  // and the others read it only after the next barrier. One pass over the
+  // inputs, a block at a time through a small buffer that stays in the
+  // cache: each element is read once from each member and written once.
+  void ReduceOwnSlice(float* data, const std::vector<int64_t>& counts,
+                      float scale = 1.0f) {
     const auto [begin, end] = SliceOf(counts, rank());
     if (begin == end) return;
     std::vector<const float*> in(static_cast<size_t>(size()));
     for (int r = 0; r < size(); ++r)
       in[static_cast<size_t>(r)] = r == rank() ? data : group_->buffer(r);
-    const int64_t n = end - begin;
-    if (rank() != 0) std::memcpy(scratch(n), in[0] + begin, n * 4);
-    float* acc = rank() == 0 ? data + begin : scratch(n);
-    for (int r = 1; r < size(); ++r) {
-      const float* x = in[static_cast<size_t>(r)] + begin;
-      for (int64_t i = 0; i < n; ++i) acc[i] += x[i];
+    constexpr int64_t kBlock = 1024;
+    float acc[kBlock];
+    for (int64_t b = begin; b < end; b += kBlock) {
+      const int64_t n = std::min(kBlock, end - b);
+      std::memcpy(acc, in[0] + b, static_cast<size_t>(n) * sizeof(float));
+      for (int r = 1; r < size(); ++r) {
+        const float* x = in[static_cast<size_t>(r)] + b;
+        for (int64_t i = 0; i < n; ++i) acc[i] += x[i];
+      }
+      if (scale != 1.0f)
+        for (int64_t i = 0; i < n; ++i) acc[i] *= scale;
+      std::memcpy(data + b, acc, static_cast<size_t>(n) * sizeof(float));
     }
-    if (rank() != 0) std::memcpy(data + begin, acc, n * 4);
   }
 
   // Every other member's (reduced) slice into this member's buffer.
@@ -207,15 +225,8 @@ class InprocCollective final : public Collective {
     }
   }
 
-  float* scratch(int64_t n) {
-    if (static_cast<int64_t>(scratch_.size()) < n)
-      scratch_.resize(static_cast<size_t>(n));
-    return scratch_.data();
-  }
-
   std::shared_ptr<InprocGroup> group_;
   const std::chrono::milliseconds timeout_;
-  std::vector<float> scratch_;
 };
 
 }  // namespace

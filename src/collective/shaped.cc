@@ -37,6 +37,11 @@ class ShapedCollective final : public Collective {
     return Timed(RingStepsNs(ring_, chunk, 2 * (size() - 1)),
                  [&] { return inner_->AllReduceSum(data, count); });
   }
+  Status AllReduceMean(float* data, size_t count) override {
+    const uint64_t chunk = Chunk(count * sizeof(float));
+    return Timed(RingStepsNs(ring_, chunk, 2 * (size() - 1)),
+                 [&] { return inner_->AllReduceMean(data, count); });
+  }
   Status ReduceScatterSum(float* data,
                           const std::vector<int64_t>& counts) override {
     return Timed(RingStepsNs(ring_, Largest(counts), size() - 1),

@@ -166,7 +166,7 @@ class CollectiveExchange final : public Exchange {
     if (!env_.grads_ready) {
       return std::make_unique<BucketReducer>(
           env_.model.size, o_.bucket_floats, [this](float* data, size_t n) {
-            return group_->AllReduceSum(data, n);
+            return group_->AllReduceMean(data, n);
           });
     }
     float* grads = env_.model.grads;
@@ -174,7 +174,7 @@ class CollectiveExchange final : public Exchange {
         EvenBucketBounds(env_.model.size, o_.bucket_floats),
         [this, grads](float* data, size_t n) {
           env_.grads_ready(data - grads, static_cast<int64_t>(n));
-          return group_->AllReduceSum(data, n);
+          return group_->AllReduceMean(data, n);
         },
         grads, env_.model.owner);
   }
@@ -197,23 +197,20 @@ class CollectiveExchange final : public Exchange {
           RETURN_IF_ERROR(Run(reducer_->FinishStep(o_.request_timeout),
                               "all-reduce of the gradients", it));
           m_.wait_s += Since(waited);
-          float* reduced = reducer_->data();
-          for (int64_t i = 0; i < size; ++i) reduced[i] *= inv_n;
           MutexLock lock(env_.params_mu);
-          optimizer_->Step(w, reduced, lr);
+          optimizer_->Step(w, reducer_->data(), lr);
           Count(bytes, ring_share);
           return Status::Ok();
         }
-        // Bucketed: each bucket is one all-reduce
+        // Bucketed: each bucket is one all-reduce to the mean
         // (docs/design/decentralized.md).
         const int64_t bucket = o_.bucket_floats > 0 ? o_.bucket_floats : size;
         for (int64_t b = 0; b < size; b += bucket) {
           const size_t count = static_cast<size_t>(std::min(bucket, size - b));
           RETURN_IF_ERROR(
-              Collect([&] { return group_->AllReduceSum(g + b, count); },
+              Collect([&] { return group_->AllReduceMean(g + b, count); },
                       "all-reduce of the gradients", it));
         }
-        for (int64_t i = 0; i < size; ++i) g[i] *= inv_n;
         MutexLock lock(env_.params_mu);
         optimizer_->Step(w, g, lr);
         Count(bytes, ring_share);
@@ -237,9 +234,8 @@ class CollectiveExchange final : public Exchange {
         optimizer_->Step(w, g, lr);
         if ((it + 1) % o_.average_every != 0) return Status::Ok();
         RETURN_IF_ERROR(Collect(
-            [&] { return group_->AllReduceSum(w, static_cast<size_t>(size)); },
+            [&] { return group_->AllReduceMean(w, static_cast<size_t>(size)); },
             "model averaging", it));
-        for (int64_t i = 0; i < size; ++i) w[i] *= inv_n;
         Count(bytes, ring_share);
         return Status::Ok();
       }

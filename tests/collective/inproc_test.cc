@@ -62,6 +62,64 @@ TEST(InprocCollectiveTest, AllReduceIsTheSumInRankOrderEverywhere) {
   for (const Status& s : results) EXPECT_TRUE(s.ok()) << s.ToString();
 }
 
+// The mean is the rank-order sum times 1 / size in float, exactly as a sum
+// followed by a scaling pass gives it, over slices longer than the
+// reduction's block (5003 floats over 4 members: slices of 1251).
+TEST(InprocCollectiveTest, AllReduceMeanIsTheSumTimesTheInverseSizeExactly) {
+  constexpr int kSize = 4;
+  constexpr size_t kCount = 5003;
+  auto input = [](int r, size_t i) {
+    return 0.3f * static_cast<float>(r + 1) + 1.7e-3f * static_cast<float>(i);
+  };
+  std::vector<float> expected(kCount);
+  for (size_t i = 0; i < kCount; ++i) {
+    float acc = input(0, i);
+    for (int r = 1; r < kSize; ++r) acc += input(r, i);
+    expected[i] = acc * (1.0f / kSize);
+  }
+  auto results = OnThreads(kSize, [&](int r, Collective& c) {
+    for (int round = 0; round < 3; ++round) {
+      std::vector<float> mine(kCount), summed(kCount);
+      for (size_t i = 0; i < kCount; ++i) mine[i] = summed[i] = input(r, i);
+      RETURN_IF_ERROR(c.AllReduceMean(mine.data(), kCount));
+      EXPECT_EQ(mine, expected) << "rank " << r << " round " << round;
+      // The sum is untouched by the mean's scaling.
+      RETURN_IF_ERROR(c.AllReduceSum(summed.data(), kCount));
+      for (size_t i = 0; i < kCount; ++i)
+        if (summed[i] * (1.0f / kSize) != expected[i]) {
+          ADD_FAILURE() << "rank " << r << " sum at " << i;
+          break;
+        }
+    }
+    return Status::Ok();
+  });
+  for (const Status& s : results) EXPECT_TRUE(s.ok()) << s.ToString();
+}
+
+// A backend without its own mean (Gloo's) gets the sum and then a scaling
+// pass: here a one-member stand-in whose "sum" doubles.
+TEST(CollectiveTest, TheDefaultMeanScalesTheBackendsSum) {
+  class Doubling final : public Collective {
+   public:
+    Doubling() : Collective(0, 4) {}
+    const char* backend() const override { return "test"; }
+    Status AllReduceSum(float* data, size_t count) override {
+      for (size_t i = 0; i < count; ++i) data[i] *= 2.0f;
+      return Status::Ok();
+    }
+    Status ReduceScatterSum(float*, const std::vector<int64_t>&) override {
+      return Status::Ok();
+    }
+    Status AllGather(float*, const std::vector<int64_t>&) override {
+      return Status::Ok();
+    }
+    Status Barrier() override { return Status::Ok(); }
+  } c;
+  std::vector<float> v = {1.0f, -3.0f, 0.5f};
+  ASSERT_TRUE(c.AllReduceMean(v.data(), v.size()).ok());
+  EXPECT_EQ(v, (std::vector<float>{0.5f, -1.5f, 0.25f}));
+}
+
 // A member rewrites its buffer (its next gradients) as soon as its
 // all-reduce returns, while the others may still be finishing theirs: no
 // member's result may depend on another's buffer after that one returned.
