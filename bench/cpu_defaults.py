@@ -100,9 +100,13 @@ def main():
     ap.add_argument("--tables", default="1,2,3",
                     help="which tables to run, comma-separated")
     a = ap.parse_args()
-    tables = {int(t) for t in a.tables.split(",") if t.strip()}
-    if not tables <= {1, 2, 3}:
-        ap.error(f"--tables: {a.tables!r}; tables are 1, 2 and 3")
+    try:
+        tables = {int(t) for t in a.tables.split(",") if t.strip()}
+    except ValueError:
+        tables = set()
+    if not tables or not tables <= {1, 2, 3}:
+        ap.error(f"--tables: {a.tables!r}; tables are 1, 2 and 3, "
+                 "comma-separated")
     exe = os.path.join(a.build, "src", "cli", "strata")
     data = os.environ.get("STRATA_DATA_DIR")
     if not data:
