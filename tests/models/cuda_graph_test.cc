@@ -29,6 +29,37 @@ bool WaitFor(const std::function<bool()>& done,
   return true;
 }
 
+// Holds a turn on a thread of its own: `enter` (OutsideCaptures or
+// AloneAmongCaptures) runs work that marks itself begun and waits (bounded)
+// for Release().
+class HeldTurn {
+ public:
+  using Enter = Status (*)(const std::function<void()>&, milliseconds);
+  explicit HeldTurn(Enter enter)
+      : thread_([this, enter] {
+          EXPECT_TRUE(enter(
+                          [this] {
+                            in_ = true;
+                            (void)WaitFor([this] { return release_.load(); });
+                          },
+                          kCaptureTurnTimeout)
+                          .ok());
+        }) {}
+  ~HeldTurn() { Release(); }
+  // Whether the work began (within WaitFor's limit).
+  bool Began() {
+    return WaitFor([this] { return in_.load(); });
+  }
+  void Release() {
+    release_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::atomic<bool> in_{false}, release_{false};
+  std::thread thread_;
+};
+
 // Replays and eager steps of several workers run side by side: two
 // sections are inside at once (each waits, bounded, to see the other).
 TEST(CaptureOrderTest, SectionsRunSideBySide) {
@@ -147,18 +178,9 @@ TEST(CaptureOrderTest, CapturesNeverOverlap) {
 // their timeout, naming what they waited for, without running their work;
 // a capture that gave up holds nobody back.
 TEST(CaptureOrderTest, AWaitForATurnEndsAfterItsTimeout) {
-  std::atomic<bool> in{false}, release{false}, ran{false};
-  std::thread section([&] {
-    EXPECT_TRUE(OutsideCaptures([&] {
-                  in = true;
-                  (void)WaitFor([&] { return release.load(); });
-                }).ok());
-  });
-  if (!WaitFor([&] { return in.load(); })) {
-    release = true;
-    section.join();
-    FAIL() << "the section never began";
-  }
+  std::atomic<bool> ran{false};
+  HeldTurn section(OutsideCaptures);
+  if (!section.Began()) FAIL() << "the section never began";
   Status s = AloneAmongCaptures([&] { ran = true; }, milliseconds(100));
   EXPECT_EQ(s.code(), Status::Code::kDeadlineExceeded) << s.ToString();
   EXPECT_NE(s.message().find("replays, eager steps and captures"),
@@ -168,29 +190,15 @@ TEST(CaptureOrderTest, AWaitForATurnEndsAfterItsTimeout) {
   EXPECT_EQ(CapturesWaiting(), 0);
   EXPECT_TRUE(OutsideCaptures([] {}, milliseconds(1000)).ok())
       << "a capture that gave up still holds sections back";
-  release = true;
-  section.join();
+  section.Release();
 
-  in = false;
-  release = false;
-  std::thread capture([&] {
-    EXPECT_TRUE(AloneAmongCaptures([&] {
-                  in = true;
-                  (void)WaitFor([&] { return release.load(); });
-                }).ok());
-  });
-  if (!WaitFor([&] { return in.load(); })) {
-    release = true;
-    capture.join();
-    FAIL() << "the capture never began";
-  }
+  HeldTurn capture(AloneAmongCaptures);
+  if (!capture.Began()) FAIL() << "the capture never began";
   s = OutsideCaptures([&] { ran = true; }, milliseconds(100));
   EXPECT_EQ(s.code(), Status::Code::kDeadlineExceeded) << s.ToString();
   EXPECT_NE(s.message().find("capture to end"), std::string::npos)
       << s.ToString();
   EXPECT_FALSE(ran.load());
-  release = true;
-  capture.join();
 }
 
 }  // namespace
