@@ -2,7 +2,7 @@
 """Checks that the documentation names only files that exist.
 
 Scans README.md and docs/**/*.md (the whole text), and the comments of the
-sources under src/ (*.h, *.cc), tests/ and bench/ (C++ comments; '#'
+sources under src/ (*.h, *.cc), tests/, bench/, examples/ and scripts/ (C++ comments; '#'
 comments of shell, Python, CMake and TOML files, and Python docstrings) for
 
   1. markdown relative links, [text](path) and [label]: path, resolved
@@ -251,6 +251,7 @@ def main():
 
     sources = [f for f in walk(root, "src") if f.endswith((".h", ".cc"))]
     sources += walk(root, "tests") + walk(root, "bench")
+    sources += walk(root, "examples") + walk(root, "scripts")
     for rel_file in sources:
         text = read(root, rel_file)
         if text is None or "\0" in text:

@@ -10,7 +10,7 @@ PACKAGES=(
   libopenblas0-pthread    # fast BLAS for LibTorch (the reference BLAS is ~10x slower)
   libopenblas-dev         # cblas.h + libopenblas.so for src/sharding (PCA, KMeans)
   libzmq3-dev cppzmq-dev  # transport
-  libucx-dev              # UCX, for bench/ucx_bench (the same-host data plane study, docs/design/transport.md)
+  libucx-dev              # UCX, for bench/ucx_bench.cc (the same-host data plane study, docs/design/transport.md)
   libgloo-dev             # collectives (all-reduce, reduce-scatter, all-gather) for the decentralized modes
   libprotobuf-dev protobuf-compiler  # TensorBoard event files (src/metrics)
   libcpp-httplib-dev      # HTTP: Prometheus /metrics on the coordinator, `strata serve`

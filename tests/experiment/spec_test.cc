@@ -2,6 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
+#include "common/fs.h"
+#include "experiment/test_util.h"
+
 namespace strata {
 namespace {
 
@@ -152,6 +158,34 @@ TEST(SpecTest, NoGridIsOneBaseCell) {
   EXPECT_EQ(spec->cells[0].name, "base");
   EXPECT_EQ(spec->runs.size(), 3u);
   EXPECT_EQ(spec->base.GetInt("train.iterations"), 5);
+}
+
+// The example file of docs/guide/experiments.md (its first toml block), as
+// the guide shows it: it parses, and its cells are the ones the guide names.
+TEST(SpecTest, TheGuidesExampleFileParses) {
+  std::ifstream guide(std::string(STRATA_SOURCE_DIR) +
+                      "/docs/guide/experiments.md");
+  ASSERT_TRUE(guide) << "cannot read docs/guide/experiments.md";
+  std::stringstream all;
+  all << guide.rdbuf();
+  const std::string text = all.str();
+  const size_t open = text.find("```toml\n");
+  ASSERT_NE(open, std::string::npos) << "no toml block in the guide";
+  const size_t body = open + 8;
+  const size_t close = text.find("```", body);
+  ASSERT_NE(close, std::string::npos);
+  // Its `config = "base.toml"` names a file beside it: an empty one here.
+  const std::string dir = testing_util::FreshDir("guide");
+  std::ofstream(JoinPath(dir, "base.toml")) << "";
+  auto spec = ExperimentSpec::FromString(text.substr(body, close - body),
+                                         "docs/guide/experiments.md", dir);
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  ASSERT_EQ(spec->cells.size(), 4u);
+  EXPECT_EQ(spec->cells[0].name, "async_lr-0.1");
+  EXPECT_EQ(spec->cells[3].name, "ssp-s10_lr-0.01");
+  EXPECT_EQ(spec->baseline, "async_lr-0.1");
+  EXPECT_EQ(spec->cells[2].compare_to, "async_lr-0.1");
+  EXPECT_EQ(spec->runs.size(), 20u);
 }
 
 TEST(SpecTest, OverrideTextRoundTrips) {
