@@ -335,8 +335,9 @@ void AddTrainCommand(CLI::App& app, int* exit_code,
       ->group("");  // hidden from --help
   train
       ->add_option("--resume", train_args->request.resume,
-                   "continue RUN_DIR from its newest checkpoint, with its own "
-                   "config (local runs; docs/design/checkpoints.md)")
+                   "continue RUN_DIR (a local or cluster run) from its newest "
+                   "checkpoint, with its own config "
+                   "(docs/design/checkpoints.md)")
       ->check(CLI::ExistingDirectory);
   train->footer("\n" + Config::SchemaHelp());
 

@@ -567,7 +567,8 @@ std::vector<ConfigKey> MembershipKeys() {
   };
 }
 
-// Every key but the emulation's, in the order `strata config` lists them.
+// Every key but the emulation's, in the order `strata train --help` lists
+// them.
 std::vector<ConfigKey> MakeSchema() {
   std::vector<ConfigKey> keys;
   for (auto* section : {&RunAndDataKeys, &ModelKeys, &OptimizerKeys,

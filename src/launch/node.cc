@@ -9,6 +9,7 @@
 #include "common/timeline.h"
 #include "data/load.h"
 #include "launch/roles.h"
+#include "models/cpu_threads.h"
 #include "run/plan.h"
 #include "transport/factory.h"
 #include "worker/plan_probe.h"
@@ -113,8 +114,12 @@ Status RunNode(const Config& config, Role role, int index,
   // One process per node: LibTorch threads per process as configured (0 =
   // this machine's cores shared among the workers), set before anything
   // here runs a LibTorch operator.
-  if (role != Role::kCoordinator && role != Role::kServer)
+  // Ranks of one machine share its cores (mpirun, srun): one BLAS thread
+  // each, as --processes gives its children (the environment still rules).
+  if (role != Role::kCoordinator && role != Role::kServer) {
     at::set_num_threads(ThreadsPerWorker(options));
+    LogDebug("{} {}: {}", RoleName(role), index, SetBlasThreads(1));
+  }
   const timeline::ScopedRecording recording(options.timeline,
                                             options.timeline_events);
   std::optional<DatasetSplits> own_data;  // without a process-wide one

@@ -63,8 +63,8 @@ Status CheckLaunch(const TrainRequest& request, const Config& config) {
                    ParseRunMode(config.GetString("cluster.mode")));
   if (request.processes && mode == RunMode::kLocal)
     return Status::InvalidArgument(
-        "--processes needs a cluster mode (cluster.mode = sync, async or "
-        "ssp), not local");
+        "--processes needs a cluster mode (cluster.mode = any mode but "
+        "local), not local");
   if (request.processes && request.exe.empty())
     return Status::InvalidArgument(
         "--processes needs the strata binary to start the nodes with");

@@ -23,8 +23,8 @@ struct CpuThreads {
 // large matrix products) runs best on one LibTorch thread with the BLAS
 // library on every core; a convolutional one on every core with one BLAS
 // thread, except the ResNets, which also keep BLAS on every core. With an
-// explicit `requested`, BLAS gets the cores LibTorch leaves (at least 1;
-// every core for a ResNet).
+// explicit `requested` N, BLAS gets cores / N threads (at least 1; every
+// core for a ResNet): a BLAS call runs inside one LibTorch thread's share.
 CpuThreads LocalCpuThreads(int requested, Model& model, int cores);
 
 // The number of cores (at least 1).

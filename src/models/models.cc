@@ -446,7 +446,8 @@ Result<torch::Device> ParseDevice(const DeviceOptions& where) {
   if (!torch::cuda::is_available()) {
     return Status::FailedPrecondition(
         "train.device = \"{}\", but this LibTorch ({}) has no CUDA or sees "
-        "no GPU: build against a CUDA LibTorch (README, \"GPU workers\") or "
+        "no GPU: build against a CUDA LibTorch (scripts/gpu_build.sh; "
+        "docs/guide/gpu.md) or "
         "set train.device = \"cpu\"",
         device, TORCH_VERSION);
   }

@@ -48,6 +48,13 @@ Result<std::string> ExportLocalCheckpoint(const std::string& run_dir,
                                           int64_t step,
                                           const std::string& out_dir) {
   ASSIGN_OR_RETURN(Checkpoint c, LoadCheckpoint(run_dir, step));
+  if (c.files.count("state.json") == 0 && c.files.count("coordinator.json")) {
+    return Status::FailedPrecondition(
+        "{} is a cluster's checkpoint: strata export reads a local run's "
+        "checkpoints only (a cluster run writes its model to "
+        "{}/model.safetensors at its end)",
+        c.dir, run_dir);
+  }
   ASSIGN_OR_RETURN(const std::string* config_text, c.File("config.toml"));
   ASSIGN_OR_RETURN(const std::string* state_text, c.File("state.json"));
   ASSIGN_OR_RETURN(Config config, Config::FromTomlString(

@@ -352,6 +352,26 @@ TEST(CheckpointExportTest, AChosenCheckpointsModelIsExportedWithItsNames) {
       << none.status().message();
 }
 
+// A cluster's checkpoint holds the servers' shards and the workers' states,
+// not the local trainer's files: the export says so, pointing to the
+// model the run wrote at its end, and writes nothing.
+TEST(CheckpointExportTest, AClustersCheckpointIsRefusedSayingWhy) {
+  const std::string root = TempRoot();
+  Config c = With(Base(root), {"cluster.mode=sync", "train.iterations=10",
+                               "checkpoint.every_updates=5", "run.name=c"});
+  ASSERT_TRUE(RunConfig(c).ok());
+  auto refused = ExportLocalCheckpoint(root + "/c", -1, root + "/out");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("a cluster's checkpoint"),
+            std::string::npos)
+      << refused.status().message();
+  EXPECT_NE(refused.status().message().find(root + "/c/model.safetensors"),
+            std::string::npos)
+      << refused.status().message();
+  EXPECT_FALSE(FileExists(root + "/out"));
+}
+
 // Gossip's models travel between peers asynchronously, so a round can
 // find some on their way (sent, not merged). The checkpoint keeps them
 // (exchange/outbox.h): the workers' own weights in the checkpoint sum to
