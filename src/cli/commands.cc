@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -68,12 +69,22 @@ int Done(const Result<RunSummary>& summary, const RunDirectory& run_dir) {
     return 1;
   }
   const RunSummary& done = *summary;
-  LogInfo(
-      "done{}: train loss {:.4f} acc {:.4f} | val loss {:.4f} acc {:.4f} | "
-      "{:.1f} s, {:.0f} samples/s",
-      done.interrupted ? " (interrupted)" : "", done.final_train_loss,
-      done.final_train_acc, done.final_val_loss, done.final_val_acc,
-      done.wall_s, done.samples_per_s);
+  const std::string figures =
+      done.evaluated ? fmt::format(
+                           "train loss {:.4f} acc {:.4f} | val loss {:.4f} acc "
+                           "{:.4f}",
+                           done.final_train_loss, done.final_train_acc,
+                           done.final_val_loss, done.final_val_acc)
+                     : std::string("no final evaluation");
+  LogInfo("done{}: {} | {:.1f} s, {:.0f} samples/s",
+          done.interrupted ? " (interrupted)" : "", figures, done.wall_s,
+          done.samples_per_s);
+  if (done.evaluated && (!std::isfinite(done.final_train_loss) ||
+                         !std::isfinite(done.final_val_loss))) {
+    LogWarning(
+        "the final model's loss is not a number: the training diverged (a "
+        "smaller train.lr?)");
+  }
   std::printf("run directory: %s\n", run_dir.path().c_str());
   return done.interrupted ? 130 : 0;
 }

@@ -5,6 +5,7 @@
 // never an exception.
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -28,6 +29,19 @@ Status JsonField(const nlohmann::json& j, const char* key, const char* what,
                             std::is_same_v<T, std::string> ? "text" : "number",
                             key, j.dump());
   }
+}
+
+// j[key] as a number, where null stands for NaN: JSON has no NaN, and
+// nlohmann::json writes one as null (a diverged run's loss). DataLoss as
+// JsonField when it is missing or of another type.
+inline Status JsonNumberOrNan(const nlohmann::json& j, const char* key,
+                              const char* what, double* out) {
+  auto it = j.find(key);
+  if (it != j.end() && it->is_null()) {
+    *out = std::numeric_limits<double>::quiet_NaN();
+    return Status::Ok();
+  }
+  return JsonField(j, key, what, out);
 }
 
 // j[key] as T when present and not null (`out` untouched otherwise);

@@ -35,10 +35,11 @@ nlohmann::json FinalEvaluation::ToJson() const {
 Result<FinalEvaluation> FinalEvaluation::FromJson(const nlohmann::json& j) {
   constexpr const char* kWhat = "the final evaluation";
   FinalEvaluation e;
-  RETURN_IF_ERROR(JsonField(j, "final_train_loss", kWhat, &e.train_loss));
-  RETURN_IF_ERROR(JsonField(j, "final_train_acc", kWhat, &e.train_acc));
-  RETURN_IF_ERROR(JsonField(j, "final_val_loss", kWhat, &e.val_loss));
-  RETURN_IF_ERROR(JsonField(j, "final_val_acc", kWhat, &e.val_acc));
+  // A diverged model's loss is NaN, sent as null.
+  RETURN_IF_ERROR(JsonNumberOrNan(j, "final_train_loss", kWhat, &e.train_loss));
+  RETURN_IF_ERROR(JsonNumberOrNan(j, "final_train_acc", kWhat, &e.train_acc));
+  RETURN_IF_ERROR(JsonNumberOrNan(j, "final_val_loss", kWhat, &e.val_loss));
+  RETURN_IF_ERROR(JsonNumberOrNan(j, "final_val_acc", kWhat, &e.val_acc));
   RETURN_IF_ERROR(JsonField(j, "final_version", kWhat, &e.version));
   RETURN_IF_ERROR(JsonField(j, "parameters", kWhat, &e.parameters));
   RETURN_IF_ERROR(JsonOptional(j, "final_consensus_distance", kWhat,
@@ -263,6 +264,7 @@ nlohmann::json ClusterSummary::ToJson() const {
 
 RunSummary ClusterSummary::Brief(int64_t train_size, int64_t parameters) const {
   RunSummary s;
+  s.evaluated = final_eval.has_value();
   if (final_eval) {
     s.final_train_loss = final_eval->train_loss;
     s.final_train_acc = final_eval->train_acc;

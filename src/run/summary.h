@@ -32,6 +32,9 @@ struct RunSummary {
   double epochs = 0;  // samples / training-set size
   int64_t parameters = 0;
   bool interrupted = false;
+  // Whether the final_* figures were measured (a cluster without an
+  // evaluator, or whose evaluator did not answer, has none).
+  bool evaluated = true;
   // The final flat parameter vector (not serialised; for tests and tools).
   std::vector<float> final_params;
 

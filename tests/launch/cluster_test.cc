@@ -109,6 +109,33 @@ TEST(ClusterTest, AsyncWithOneWorkerEqualsSingleProcessSgd) {
   EXPECT_LT(MaxAbsDiff(expected->final_params, got->final_params), 1e-4);
 }
 
+// A diverged run (a learning rate far too large) still has its final
+// evaluation: the loss is NaN (sent as JSON's null) and the accuracy is
+// measured, in the summary returned and in summary.json, as the local
+// trainer's would be; until this was fixed the whole evaluation was dropped
+// and the run reported a loss of 0.
+TEST(ClusterTest, ADivergedRunKeepsItsFinalEvaluationWithANanLoss) {
+  const std::string root = TempRoot();
+  for (const char* mode : {"sync", "allreduce"}) {
+    SCOPED_TRACE(mode);
+    const Config c = With(
+        Base(root), {std::string("cluster.mode=") + mode, "cluster.workers=2",
+                     "train.lr=100", std::string("run.name=nan-") + mode});
+    auto got = RunConfig(c);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_TRUE(got->evaluated);
+    EXPECT_TRUE(std::isnan(got->final_train_loss)) << got->final_train_loss;
+    EXPECT_TRUE(std::isnan(got->final_val_loss)) << got->final_val_loss;
+    EXPECT_GE(got->final_val_acc, 0.0);
+    EXPECT_LE(got->final_val_acc, 1.0);
+    auto text = ReadFile(root + "/nan-" + mode + "/summary.json");
+    ASSERT_TRUE(text.ok());
+    const auto j = nlohmann::json::parse(*text);
+    EXPECT_TRUE(j.at("final_train_loss").is_null()) << j.dump();
+    EXPECT_TRUE(j.at("final_val_acc").is_number()) << j.dump();
+  }
+}
+
 // Spin-then-block waiting (cluster.spin_us) changes when a waiting thread
 // sees a reply, never what it computes: a one-worker async run (whose
 // order is fixed) ends with the same parameters bit for bit whether its
