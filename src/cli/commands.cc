@@ -136,9 +136,13 @@ Status RunNodeLives(const NodeArgs& args, const Config& first, Role role,
   std::optional<DatasetSplits> data;  // loaded once, kept across lives
   // A joining worker's first life comes on the channel.
   const bool joining = !args.join.empty();
+  bool joined = false;
   Status st = joining ? Status::Ok()
                       : RunNode(first, role, index, args.coordinator, args.bind,
-                                run_dir, stop, &data);
+                                run_dir, stop, &data, &joined);
+  // Its data or plan failed: another life would fail alike, and the
+  // launcher learns of it sooner from the process's end than by waiting.
+  if (!joining && !joined) return st;
   bool ran = !joining;
   const std::string run = joining ? args.join : run_dir.path();
   while (wait) {

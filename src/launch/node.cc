@@ -93,10 +93,19 @@ Status RoleFromRank(const Config& config, Role* role, int* index) {
       "(OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK, SLURM_PROCID)");
 }
 
+Status CheckWorkerInputs(const Config& config) {
+  ASSIGN_OR_RETURN(ClusterRunOptions options,
+                   ClusterRunOptions::FromConfig(config));
+  std::optional<DatasetSplits> dropped;
+  return PrepareNode(config, Role::kWorker, std::move(options), dropped)
+      .status()
+      .WithContext("worker 0 (checked before starting the nodes)");
+}
+
 Status RunNode(const Config& config, Role role, int index,
                const std::string& coordinator, const std::string& bind,
                const RunDirectory& run_dir, const std::atomic<bool>* stop,
-               std::optional<DatasetSplits>* data) {
+               std::optional<DatasetSplits>* data, bool* joined) {
   ASSIGN_OR_RETURN(ClusterRunOptions options,
                    ClusterRunOptions::FromConfig(config));
   const RoleTable roles = options.roles;
@@ -144,6 +153,7 @@ Status RunNode(const Config& config, Role role, int index,
   ctx.run_dir = &run_dir;
   ctx.stop = stop;
   ctx.data = in.data;
+  if (joined != nullptr) *joined = true;
   Status st = RunRole(ctx);
   return role == Role::kCoordinator ? st : st.WithContext(who);
 }

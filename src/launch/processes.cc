@@ -27,6 +27,7 @@
 #include "coordinator/resize_restore.h"
 #include "launch/join.h"
 #include "launch/life_channel.h"
+#include "launch/node.h"
 #include "launch/roles.h"
 #include "launch/scale.h"
 #include "models/models.h"
@@ -623,6 +624,9 @@ Result<ClusterSummary> TrainProcesses(const Config& config,
   // Checked here, before any child starts, so a bad key is reported once.
   ASSIGN_OR_RETURN(const std::optional<CurveKeys> curve,
                    CurveKeysFromConfig(config));
+  // A worker's data and plan, as each worker node would make them: bad data
+  // or a model that does not fit it fails here, at once, with its reason.
+  RETURN_IF_ERROR(CheckWorkerInputs(config));
   ASSIGN_OR_RETURN(const std::string local, PrepareLocalNodes(config, o));
   Children children(run_dir,
                     {self_exe, "node", "--run-dir", run_dir.path(), "-c",

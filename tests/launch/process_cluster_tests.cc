@@ -27,6 +27,7 @@
 #include <zmq.hpp>
 
 #include "common/fs.h"
+#include "shell_util.h"
 #include "transport/ucx/transport.h"
 #include "transport/wire.h"
 
@@ -247,6 +248,38 @@ void ExpectEveryPushAroundItsHandling(const nlohmann::json& trace,
 // coordinator, each with its clock offset estimated from the heartbeats.
 // The nodes share this machine's monotonic clock, so the true offset is 0
 // and the estimate must be within its bound, half the round trip.
+// A node that cannot start (its data is missing, or the model does not fit
+// the data) fails the run at once with its reason: the launcher checks a
+// worker's inputs before it starts the nodes. Before, every node printed
+// its error and the run ended only after the coordinator's join timeout
+// (120 s); the `timeout 60` here would have ended it (status 124).
+TEST(ProcessClusterTest, ANodeThatCannotStartFailsTheRunAtOnceSayingWhy) {
+  std::string root = "/tmp/strata_process_test_XXXXXX";
+  ASSERT_NE(::mkdtemp(root.data()), nullptr);
+  const std::string common = std::string("timeout 60 ") + STRATA_BINARY +
+                             " train --processes --set run.dir=" + root +
+                             " --set train.iterations=20 ";
+  struct Case {
+    std::string args, says;
+  };
+  for (const Case& c :
+       {Case{"--set data.dataset=mnist --set data.dir=" + root + "/none",
+             "no such file"},
+        Case{"--set model.name=lenet", "needs image inputs"}}) {
+    SCOPED_TRACE(c.args);
+    int status = -1;
+    const std::string out =
+        testing_util::RunShell(common + c.args + " 2>&1", &status);
+    ASSERT_TRUE(WIFEXITED(status)) << out;
+    EXPECT_EQ(WEXITSTATUS(status), 1) << out;
+    EXPECT_NE(out.find("worker 0 (checked before starting the nodes)"),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find(c.says), std::string::npos) << out;
+  }
+  std::filesystem::remove_all(root);
+}
+
 TEST(ProcessClusterTest, TheTimelineGathersEveryProcessOnOneClock) {
   const Launched l =
       Launch("async", {"cluster.timeline=true", "net.latency_ms=1"});
