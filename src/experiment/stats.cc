@@ -180,7 +180,7 @@ double FTestP(const std::vector<double>& a, const std::vector<double>& b) {
 
 double BrownForsytheP(const std::vector<double>& a,
                       const std::vector<double>& b) {
-  if (a.size() < 2 || b.size() < 2) return kNaN;
+  if (a.size() < 3 || b.size() < 3) return kNaN;
   // One-way ANOVA of the absolute deviations from each group's median.
   const std::vector<double> za = AbsDeviationsFromMedian(a);
   const std::vector<double> zb = AbsDeviationsFromMedian(b);
@@ -192,7 +192,11 @@ double BrownForsytheP(const std::vector<double>& a,
   double within = 0;
   for (double z : za) within += (z - ma) * (z - ma);
   for (double z : zb) within += (z - mb) * (z - mb);
-  if (!(within > 0)) return kNaN;
+  // Zero but for rounding (equal deviations) is zero: F would be huge.
+  double scale = 0;
+  for (double z : za) scale += z * z;
+  for (double z : zb) scale += z * z;
+  if (!(within > 1e-12 * scale)) return kNaN;
   const double f = between / (within / (na + nb - 2));
   return 1 - FCdf(f, 1, na + nb - 2);
 }

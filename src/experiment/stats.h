@@ -76,8 +76,9 @@ double MeanCi95(const std::vector<double>& xs);
 // either has fewer than 2 values or a variance is 0.
 double FTestP(const std::vector<double>& a, const std::vector<double>& b);
 // The Brown-Forsythe test (Levene's, about the medians) of equal variances,
-// robust to non-normal data: p. NaN when either has fewer than 2 values or
-// every deviation is 0.
+// robust to non-normal data: p. NaN when either has fewer than 3 values
+// (with 2, both deviations from the median are equal: no spread within a
+// group to compare with) or the deviations do not vary within the groups.
 double BrownForsytheP(const std::vector<double>& a,
                       const std::vector<double>& b);
 // Repeats per cell that a two-sided F-test at level 0.05 needs to detect a

@@ -129,6 +129,17 @@ TEST(SignificanceTest, ConfidenceIntervalAndVarianceTests) {
   EXPECT_TRUE(std::isnan(FTestP({1, 1, 1}, narrow)));
 }
 
+// Two repeats a cell: each group's two deviations from its median are
+// equal, so Brown-Forsythe has no spread within the groups to compare with.
+// Rounding left 6e-33 there, and the report printed p = 0.0000 (a
+// dogfood finding); it is NaN ("n/a"), as with 1 value.
+TEST(SignificanceTest, BrownForsytheNeedsThreeValuesAGroup) {
+  EXPECT_TRUE(std::isnan(BrownForsytheP({0.91, 0.93}, {0.95, 0.8})));
+  EXPECT_TRUE(std::isnan(BrownForsytheP({0.5, 0.5, 0.5}, {0.7, 0.7, 0.7})));
+  EXPECT_FALSE(
+      std::isnan(BrownForsytheP({0.91, 0.93, 0.92}, {0.95, 0.8, 0.7})));
+}
+
 // The power calculation against a simulation of the F-test it describes.
 TEST(SignificanceTest, RepeatsForPowerMatchesASimulation) {
   EXPECT_EQ(RepeatsForPower80(1.0), -1);
