@@ -27,6 +27,7 @@
 #include "launch/train.h"
 #include "models/model_file.h"
 #include "run/run_dir.h"
+#include "run/run_lock.h"
 #include "worker/local_trainer.h"
 
 namespace strata {
@@ -60,6 +61,24 @@ using LifeWait = std::function<Result<std::optional<NextLife>>(bool had_life)>;
 
 bool JoinsRemotely(const NodeArgs& args) {
   return args.join.rfind("tcp://", 0) == 0;
+}
+
+// Takes the run directory's run.lock into *lock; false (logged) when
+// another process runs it. A file system that cannot lock costs only the
+// check (a warning).
+bool HoldRun(const std::string& dir, std::optional<RunLock>* lock) {
+  Result<RunLock> held = RunLock::Acquire(dir);
+  if (held.ok()) {
+    lock->emplace(std::move(held).value());
+    return true;
+  }
+  if (held.status().code() == Status::Code::kFailedPrecondition) {
+    LogError("{}", held.status().message());
+    return false;
+  }
+  LogWarning("{}; going on without the check for a second process",
+             held.status().message());
+  return true;
 }
 
 // The end of a run: its final figures, where it is; 130 when interrupted.
@@ -122,6 +141,9 @@ int RunTrain(const TrainArgs& given, const std::atomic<bool>* stop) {
     LogError("{}", run_dir.status().message());
     return 1;
   }
+  // Held until the run ends: a second trainer of this directory is refused.
+  std::optional<RunLock> lock;
+  if (!HoldRun(run_dir->path(), &lock)) return 1;
   LogInfo("run directory: {}", run_dir->path());
   return Done(TrainOn(args, *config, *run_dir, stop), *run_dir);
 }
@@ -294,6 +316,10 @@ int RunNodeCommand(const NodeArgs& given, const std::atomic<bool>* stop) {
   }
   RunDirectory& run_dir = *dir;
   run_dir.SetTensorBoard(config->GetBool("metrics.tensorboard"));
+  // A coordinator started by hand runs the directory, as `strata train`
+  // does; the other nodes write beside it.
+  std::optional<RunLock> lock;
+  if (role == Role::kCoordinator && !HoldRun(run_dir.path(), &lock)) return 1;
   if (role == Role::kCoordinator && !FileExists(run_dir.File("config.toml"))) {
     Status written = config->WriteToml(run_dir.File("config.toml"));
     if (!written.ok()) LogWarning("config.toml: {}", written.message());

@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "coordinator/resize_restore.h"
 #include "run/options.h"
+#include "run/run_lock.h"
 #include "run/scale_request.h"
 
 namespace strata {
@@ -62,6 +63,18 @@ Result<ScaleOutcome> ScaleRun(const std::string& run_dir, int workers,
                             run_dir);
   ASSIGN_OR_RETURN(Config config, Config::FromTomlFile(config_path));
   ASSIGN_OR_RETURN(ClusterRunOptions o, ClusterRunOptions::FromConfig(config));
+  if (o.mode == RunMode::kLocal)
+    return Status::InvalidArgument(
+        "{} is a local run (cluster.mode = local): it has no workers to scale",
+        run_dir);
+  if (RunLock::Probe(run_dir) == RunLock::State::kFree)
+    return Status::FailedPrecondition(
+        "no run is going on in {} (nothing holds its run.lock): strata scale "
+        "changes a running job; a stopped one resumes on N workers with "
+        "strata train --resume {} --set cluster.workers=N",
+        run_dir, run_dir);
+  if (!(timeout.count() > 0))
+    return Status::InvalidArgument("--timeout must be more than 0 s");
   if (workers == 0 && leaving.empty() && data_servers == 0)
     return Status::InvalidArgument(
         "say the new number of workers (--workers N), which to drain "
