@@ -456,7 +456,8 @@ int RunExport(const std::string& run_dir, const std::string& out,
       return dir.status().code() == Status::Code::kNotFound ? 2 : 1;
     }
     std::printf("%s: the model of %s\n", JoinPath(*dir, kModelFile).c_str(),
-                step_text.c_str());
+                step < 0 ? "the newest checkpoint"
+                         : ("the checkpoint of step " + step_text).c_str());
     return 0;
   }
   auto info = CheckModelFiles(run_dir);

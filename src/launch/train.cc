@@ -10,6 +10,7 @@
 #include "launch/processes.h"
 #include "launch/scale.h"
 #include "launch/threads.h"
+#include "run/options.h"
 #include "run/scale_request.h"
 #include "worker/local_trainer.h"
 
@@ -68,7 +69,11 @@ Status CheckLaunch(const TrainRequest& request, const Config& config) {
   if (request.processes && request.exe.empty())
     return Status::InvalidArgument(
         "--processes needs the strata binary to start the nodes with");
-  return Status::Ok();
+  // The options' own checks (several keys together), before a run
+  // directory is made for a run that cannot start.
+  if (mode == RunMode::kLocal)
+    return LocalRunOptions::FromConfig(config).status();
+  return ClusterRunOptions::FromConfig(config).status();
 }
 
 namespace {

@@ -59,6 +59,9 @@ Status ResolveTraining(const Config& c, ClusterRunOptions& o) {
   o.iterations = c.GetInt("train.iterations");
   o.iterations_set = o.iterations > 0;
   o.epochs = c.GetInt("train.epochs");
+  if (o.iterations == 0 && o.epochs == 0)
+    return Status::InvalidArgument(
+        "nothing to train: train.iterations = 0 and train.epochs = 0");
   o.shuffle = c.GetBool("data.shuffle");
   o.seed = static_cast<uint64_t>(c.GetInt("run.seed"));
   ASSIGN_OR_RETURN(o.sampler, ParseSamplerKind(c.GetString("data.sampler")));
@@ -303,6 +306,9 @@ Result<LocalRunOptions> LocalRunOptions::FromConfig(const Config& c) {
                    c.GetString("data.sharding.method") != "mod";
   o.iterations = c.GetInt("train.iterations");
   o.epochs = c.GetInt("train.epochs");
+  if (o.iterations == 0 && o.epochs == 0)
+    return Status::InvalidArgument(
+        "nothing to train: train.iterations = 0 and train.epochs = 0");
   o.eval_every = c.GetInt("train.eval_every");
   o.log_every = c.GetInt("train.log_every");
   o.eval_batch = c.GetInt("train.eval_batch_size");

@@ -35,6 +35,21 @@ TEST(CliTest, TrainWritesARunDirectoryWithTheResolvedConfig) {
   EXPECT_TRUE(FileExists(root + "/x/summary.json"));
 }
 
+// Keys that are each valid but say together that the run cannot start are
+// refused before a run directory is made, for a cluster and a local run
+// alike (a cluster used to train 0 steps and exit 0).
+TEST(CliTest, NothingToTrainIsRefusedBeforeARunDirectoryIsMade) {
+  const std::string root = TempDir() + "/runs";
+  for (const char* mode : {"async", "local"}) {
+    SCOPED_TRACE(mode);
+    EXPECT_EQ(RunStrata({"train", "--set", "run.dir=" + root, "--set",
+                         std::string("cluster.mode=") + mode, "--set",
+                         "train.epochs=0", "--set", "train.iterations=0"}),
+              2);
+  }
+  EXPECT_FALSE(FileExists(root));
+}
+
 TEST(CliTest, TomlFileThenOverrides) {
   std::string root = TempDir();
   ASSERT_TRUE(WriteFileAtomic(
