@@ -26,6 +26,27 @@ std::optional<nlohmann::json> ResumedLine(const std::string& run_dir, int to,
   return std::nullopt;
 }
 
+// What refuses a scale at once, before it is asked: a local run (no
+// workers), a run that has ended (nothing holds its run.lock; a run no
+// `strata train` holds, e.g. a test's, is asked as before) and a timeout
+// that is no wait.
+Status CheckScalable(const std::string& run_dir, const ClusterRunOptions& o,
+                     std::chrono::milliseconds timeout) {
+  if (o.mode == RunMode::kLocal)
+    return Status::InvalidArgument(
+        "{} is a local run (cluster.mode = local): it has no workers to scale",
+        run_dir);
+  if (RunLock::Probe(run_dir) == RunLock::State::kFree)
+    return Status::FailedPrecondition(
+        "no run is going on in {} (nothing holds its run.lock): strata scale "
+        "changes a running job; a stopped one resumes on N workers with "
+        "strata train --resume {} --set cluster.workers=N",
+        run_dir, run_dir);
+  if (!(timeout.count() > 0))
+    return Status::InvalidArgument("--timeout must be more than 0 s");
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<std::optional<ScaleRequest>> TakeScale(const std::string& run_dir,
@@ -63,18 +84,7 @@ Result<ScaleOutcome> ScaleRun(const std::string& run_dir, int workers,
                             run_dir);
   ASSIGN_OR_RETURN(Config config, Config::FromTomlFile(config_path));
   ASSIGN_OR_RETURN(ClusterRunOptions o, ClusterRunOptions::FromConfig(config));
-  if (o.mode == RunMode::kLocal)
-    return Status::InvalidArgument(
-        "{} is a local run (cluster.mode = local): it has no workers to scale",
-        run_dir);
-  if (RunLock::Probe(run_dir) == RunLock::State::kFree)
-    return Status::FailedPrecondition(
-        "no run is going on in {} (nothing holds its run.lock): strata scale "
-        "changes a running job; a stopped one resumes on N workers with "
-        "strata train --resume {} --set cluster.workers=N",
-        run_dir, run_dir);
-  if (!(timeout.count() > 0))
-    return Status::InvalidArgument("--timeout must be more than 0 s");
+  RETURN_IF_ERROR(CheckScalable(run_dir, o, timeout));
   if (workers == 0 && leaving.empty() && data_servers == 0)
     return Status::InvalidArgument(
         "say the new number of workers (--workers N), which to drain "
