@@ -64,20 +64,14 @@ bool JoinsRemotely(const NodeArgs& args) {
 }
 
 // Takes the run directory's run.lock into *lock; false (logged) when
-// another process runs it. A file system that cannot lock costs only the
-// check (a warning).
+// another process runs it.
 bool HoldRun(const std::string& dir, std::optional<RunLock>* lock) {
-  Result<RunLock> held = RunLock::Acquire(dir);
-  if (held.ok()) {
-    lock->emplace(std::move(held).value());
-    return true;
-  }
-  if (held.status().code() == Status::Code::kFailedPrecondition) {
+  Result<std::optional<RunLock>> held = RunLock::Hold(dir);
+  if (!held.ok()) {
     LogError("{}", held.status().message());
     return false;
   }
-  LogWarning("{}; going on without the check for a second process",
-             held.status().message());
+  *lock = std::move(held).value();
   return true;
 }
 

@@ -9,7 +9,6 @@
 #include "common/timeline.h"
 #include "data/load.h"
 #include "launch/roles.h"
-#include "models/cpu_threads.h"
 #include "run/plan.h"
 #include "transport/factory.h"
 #include "worker/plan_probe.h"
@@ -96,10 +95,16 @@ Status RoleFromRank(const Config& config, Role* role, int* index) {
 Status CheckWorkerInputs(const Config& config) {
   ASSIGN_OR_RETURN(ClusterRunOptions options,
                    ClusterRunOptions::FromConfig(config));
-  std::optional<DatasetSplits> dropped;
-  return PrepareNode(config, Role::kWorker, std::move(options), dropped)
-      .status()
-      .WithContext("worker 0 (checked before starting the nodes)");
+  if (options.data_servers > 0) return Status::Ok();  // loads no data
+  // The data and the plan's arithmetic, without the shard plan (k-means
+  // or PCA sharding may take seconds; each worker computes it anyway).
+  Status st = [&]() -> Status {
+    ASSIGN_OR_RETURN(DatasetSplits data, LoadDatasetFromConfig(config));
+    return MakeClusterPlan(std::move(options), config, data,
+                           /*resolve_shards=*/false)
+        .status();
+  }();
+  return st.WithContext("worker 0 (checked before starting the nodes)");
 }
 
 Status RunNode(const Config& config, Role role, int index,
@@ -123,12 +128,10 @@ Status RunNode(const Config& config, Role role, int index,
   // One process per node: LibTorch threads per process as configured (0 =
   // this machine's cores shared among the workers), set before anything
   // here runs a LibTorch operator.
-  // Ranks of one machine share its cores (mpirun, srun): one BLAS thread
-  // each, as --processes gives its children (the environment still rules).
-  if (role != Role::kCoordinator && role != Role::kServer) {
+  // BLAS threads are the environment's: --processes sets one for its
+  // children; ranks started by hand may be alone on their machine.
+  if (role != Role::kCoordinator && role != Role::kServer)
     at::set_num_threads(ThreadsPerWorker(options));
-    LogDebug("{} {}: {}", RoleName(role), index, SetBlasThreads(1));
-  }
   const timeline::ScopedRecording recording(options.timeline,
                                             options.timeline_events);
   std::optional<DatasetSplits> own_data;  // without a process-wide one

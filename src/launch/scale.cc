@@ -26,25 +26,34 @@ std::optional<nlohmann::json> ResumedLine(const std::string& run_dir, int to,
   return std::nullopt;
 }
 
-// What refuses a scale at once, before it is asked: a local run (no
-// workers), a run that has ended (nothing holds its run.lock; a run no
-// `strata train` holds, e.g. a test's, is asked as before) and a timeout
-// that is no wait.
-Status CheckScalable(const std::string& run_dir, const ClusterRunOptions& o,
-                     std::chrono::milliseconds timeout) {
+// The request's checks, before it is asked: what it asks for (CheckScale),
+// then whether a run is going on to take it (a run that has ended: nothing
+// holds its run.lock; a run no `strata train` holds, e.g. a test's, is
+// asked as before). The worker count asked for (a drain's resolved).
+Result<int> CheckRequest(const std::string& run_dir, const Config& config,
+                         const ClusterRunOptions& o, int workers,
+                         const std::vector<int>& leaving, int data_servers,
+                         std::chrono::milliseconds timeout) {
   if (o.mode == RunMode::kLocal)
     return Status::InvalidArgument(
         "{} is a local run (cluster.mode = local): it has no workers to scale",
         run_dir);
+  if (workers == 0 && leaving.empty() && data_servers == 0)
+    return Status::InvalidArgument(
+        "say the new number of workers (--workers N), which to drain "
+        "(--drain I) or the new number of data servers (--data-servers M)");
+  if (workers == 0)
+    workers = o.roles.num_workers() - static_cast<int>(leaving.size());
+  RETURN_IF_ERROR(CheckScale(config, o, workers, leaving, data_servers));
+  if (!(timeout.count() > 0))
+    return Status::InvalidArgument("--timeout must be more than 0 s");
   if (RunLock::Probe(run_dir) == RunLock::State::kFree)
     return Status::FailedPrecondition(
         "no run is going on in {} (nothing holds its run.lock): strata scale "
         "changes a running job; a stopped one resumes on N workers with "
         "strata train --resume {} --set cluster.workers=N",
         run_dir, run_dir);
-  if (!(timeout.count() > 0))
-    return Status::InvalidArgument("--timeout must be more than 0 s");
-  return Status::Ok();
+  return workers;
 }
 
 }  // namespace
@@ -84,14 +93,8 @@ Result<ScaleOutcome> ScaleRun(const std::string& run_dir, int workers,
                             run_dir);
   ASSIGN_OR_RETURN(Config config, Config::FromTomlFile(config_path));
   ASSIGN_OR_RETURN(ClusterRunOptions o, ClusterRunOptions::FromConfig(config));
-  RETURN_IF_ERROR(CheckScalable(run_dir, o, timeout));
-  if (workers == 0 && leaving.empty() && data_servers == 0)
-    return Status::InvalidArgument(
-        "say the new number of workers (--workers N), which to drain "
-        "(--drain I) or the new number of data servers (--data-servers M)");
-  if (workers == 0)
-    workers = o.roles.num_workers() - static_cast<int>(leaving.size());
-  RETURN_IF_ERROR(CheckScale(config, o, workers, leaving, data_servers));
+  ASSIGN_OR_RETURN(workers, CheckRequest(run_dir, config, o, workers, leaving,
+                                         data_servers, timeout));
   ScaleRequest request;
   request.workers = workers;
   request.asked_unix = UnixNow();

@@ -21,6 +21,7 @@
 #include "launch/scale.h"
 #include "launch/train.h"
 #include "python/job.h"
+#include "run/run_lock.h"
 #include "sharding/plan_files.h"
 
 namespace py = pybind11;
@@ -193,8 +194,11 @@ py::tuple StartTrain(const std::string& config_path, const Config& base,
   Status launch = CheckLaunch(request, config);
   if (!launch.ok()) Throw(launch);
   RunDirectory run_dir = OrThrow(TrainRunDirectory(request, config));
+  // Held by the job until it ends, as `strata train` holds it.
+  auto lock = std::make_shared<std::optional<RunLock>>(
+      OrThrow(RunLock::Hold(run_dir.path())));
   SetLogLevel(LogLevelNamed(config.GetString("run.log_level")));
-  JobPtr job(new Job([request, config, run_dir](
+  JobPtr job(new Job([request, config, run_dir, lock](
                          const std::atomic<bool>* stop) -> Result<std::string> {
     ASSIGN_OR_RETURN(RunSummary s, Train(request, config, run_dir, stop));
     return s.ToJson().dump();

@@ -5,11 +5,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "common/fs.h"
+#include "common/log.h"
 
 namespace strata {
 
@@ -35,7 +38,15 @@ Result<RunLock> RunLock::Acquire(const std::string& run_dir) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0)
     return Status::IoError("{}: cannot open: {}", path, std::strerror(errno));
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  // A few tries: a `strata scale` probing the lock holds it shared for an
+  // instant.
+  int locked = -1;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    locked = ::flock(fd, LOCK_EX | LOCK_NB);
+    if (locked == 0 || errno != EWOULDBLOCK) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (locked != 0) {
     const int err = errno;
     ::close(fd);
     if (err == EWOULDBLOCK) {
@@ -56,6 +67,16 @@ Result<RunLock> RunLock::Acquire(const std::string& run_dir) {
                            std::strerror(err));
   }
   return RunLock(fd);
+}
+
+Result<std::optional<RunLock>> RunLock::Hold(const std::string& run_dir) {
+  Result<RunLock> held = Acquire(run_dir);
+  if (held.ok()) return std::optional<RunLock>(std::move(held).value());
+  if (held.status().code() == Status::Code::kFailedPrecondition)
+    return held.status();
+  LogWarning("{}; going on without the check for a second process",
+             held.status().message());
+  return std::optional<RunLock>();
 }
 
 RunLock::State RunLock::Probe(const std::string& run_dir) {

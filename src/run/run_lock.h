@@ -7,6 +7,7 @@
 // is going on is refused, naming the holder; `strata scale` refuses at once
 // a run that has ended (docs/design/run_directory.md).
 
+#include <optional>
 #include <string>
 
 #include "common/status.h"
@@ -20,6 +21,10 @@ class RunLock {
   // process (or another RunLock of this one) holds it; IoError where the
   // file cannot be made or locked.
   static Result<RunLock> Acquire(const std::string& run_dir);
+  // Acquire, except that a file system that cannot lock costs only the
+  // check: a warning, and no lock. What `strata train`, a coordinator by
+  // hand and strata.train from Python hold.
+  static Result<std::optional<RunLock>> Hold(const std::string& run_dir);
 
   enum class State {
     kNone,  // no run.lock: a run no `strata train` of this version ran

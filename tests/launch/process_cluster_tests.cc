@@ -244,10 +244,6 @@ void ExpectEveryPushAroundItsHandling(const nlohmann::json& trace,
   }
 }
 
-// cluster.timeline across processes: every node's spans reach the
-// coordinator, each with its clock offset estimated from the heartbeats.
-// The nodes share this machine's monotonic clock, so the true offset is 0
-// and the estimate must be within its bound, half the round trip.
 // A node that cannot start (its data is missing, or the model does not fit
 // the data) fails the run at once with its reason: the launcher checks a
 // worker's inputs before it starts the nodes. Before, every node printed
@@ -280,6 +276,10 @@ TEST(ProcessClusterTest, ANodeThatCannotStartFailsTheRunAtOnceSayingWhy) {
   std::filesystem::remove_all(root);
 }
 
+// cluster.timeline across processes: every node's spans reach the
+// coordinator, each with its clock offset estimated from the heartbeats.
+// The nodes share this machine's monotonic clock, so the true offset is 0
+// and the estimate must be within its bound, half the round trip.
 TEST(ProcessClusterTest, TheTimelineGathersEveryProcessOnOneClock) {
   const Launched l =
       Launch("async", {"cluster.timeline=true", "net.latency_ms=1"});

@@ -51,6 +51,7 @@ TEST(RunLockTest, AScaleOfAnEndedOrLocalRunIsRefusedAtOnce) {
     ASSERT_TRUE(MakeDirs(dir).ok());
     Config c;
     ASSERT_TRUE(c.ApplyOverride(std::string("cluster.mode=") + mode).ok());
+    ASSERT_TRUE(c.ApplyOverride("checkpoint.every_updates=10").ok());
     ASSERT_TRUE(c.WriteToml(JoinPath(dir, "config.toml")).ok());
     { ASSERT_TRUE(RunLock::Acquire(dir).ok()); }  // a run that has ended
     auto asked = ScaleRun(dir, 3, std::chrono::seconds(100));
