@@ -9,18 +9,25 @@
 namespace strata {
 
 nlohmann::json RunSummary::ToJson() const {
-  return nlohmann::json{{"final_train_loss", final_train_loss},
-                        {"final_train_acc", final_train_acc},
-                        {"final_val_loss", final_val_loss},
-                        {"final_val_acc", final_val_acc},
-                        {"wall_s", wall_s},
-                        {"train_s", train_s},
-                        {"samples_per_s", samples_per_s},
-                        {"steps", steps},
-                        {"samples", samples},
-                        {"epochs", epochs},
-                        {"parameters", parameters},
-                        {"interrupted", interrupted}};
+  nlohmann::json j{{"final_train_loss", final_train_loss},
+                   {"final_train_acc", final_train_acc},
+                   {"final_val_loss", final_val_loss},
+                   {"final_val_acc", final_val_acc},
+                   {"wall_s", wall_s},
+                   {"train_s", train_s},
+                   {"samples_per_s", samples_per_s},
+                   {"steps", steps},
+                   {"samples", samples},
+                   {"epochs", epochs},
+                   {"parameters", parameters},
+                   {"interrupted", interrupted}};
+  // Not measured: null, as a NaN is written (the Python binding reads NaN).
+  if (!evaluated) {
+    for (const char* k : {"final_train_loss", "final_train_acc",
+                          "final_val_loss", "final_val_acc"})
+      j[k] = nullptr;
+  }
+  return j;
 }
 
 nlohmann::json FinalEvaluation::ToJson() const {

@@ -136,6 +136,21 @@ TEST(ClusterTest, ADivergedRunKeepsItsFinalEvaluationWithANanLoss) {
   }
 }
 
+// A run without a final evaluation (no evaluator, or one that did not
+// answer) briefs its final figures as null, not as zeros: the Python
+// binding reads them as NaN.
+TEST(ClusterTest, ABriefWithoutAFinalEvaluationHasNoFinalFigures) {
+  RunSummary s;
+  s.final_val_acc = 0.5;
+  EXPECT_EQ(s.ToJson().at("final_val_acc"), 0.5);
+  s.evaluated = false;
+  const nlohmann::json j = s.ToJson();
+  for (const char* k : {"final_train_loss", "final_train_acc", "final_val_loss",
+                        "final_val_acc"})
+    EXPECT_TRUE(j.at(k).is_null()) << k << " in " << j.dump();
+  EXPECT_TRUE(j.at("wall_s").is_number());
+}
+
 // Spin-then-block waiting (cluster.spin_us) changes when a waiting thread
 // sees a reply, never what it computes: a one-worker async run (whose
 // order is fixed) ends with the same parameters bit for bit whether its
