@@ -236,11 +236,13 @@ void Coordinator::OnLost(const LostNode& lost, Clock::time_point now) {
   NotifyNodes(rpc_, roles, data, MessageType::kNodeLost, lost.id);
   const auto timeout =
       lost.joined ? options_.heartbeat_timeout : options_.join_timeout;
-  const std::string what = fmt::format(
+  std::string what = fmt::format(
       lost.joined
           ? "lost {}: no message for {:.1f} s (heartbeat timeout {:.1f} s)"
           : "lost {}: never registered in {:.1f} s (join timeout {:.1f} s)",
       roles.Describe(lost.id), lost.silent_s, timeout.count() / 1000.0);
+  if (!lost.joined && !options_.never_registered_hint.empty())
+    what += "; " + options_.never_registered_hint;
   if (lost.awaited) {
     LogWarning(
         "coordinator: {}; waiting up to {:.0f} s for its replacement "

@@ -30,6 +30,10 @@ struct CoordinatorOptions {
   // How long a node may take to register (process start, data loading)
   // before it is declared lost; heartbeats are watched from registration on.
   std::chrono::milliseconds join_timeout{120000};
+  // Said after a loss of a node that never registered, where something
+  // other than the node may explain it (emulated links: a registration
+  // crosses them too). Empty: nothing.
+  std::string never_registered_hint;
   // Bounded staleness s for the clock table; < 0 grants every clock at once.
   int64_t staleness = -1;
   // When true (sync mode) a lost worker ends the run with an error; when

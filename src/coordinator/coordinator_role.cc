@@ -13,6 +13,7 @@
 #include "coordinator/metrics_endpoint.h"
 #include "coordinator/resize_restore.h"
 #include "coordinator/summary_gather.h"
+#include "run/emulation.h"
 #include "run/scale_request.h"
 #include "run/stragglers.h"
 #include "run/timeline_trace.h"
@@ -134,6 +135,11 @@ CoordinatorOptions CoordinatorRun::Options() {
   co.heartbeat_timeout = o_.heartbeat_timeout;
   co.heartbeat_interval = o_.heartbeat_interval;
   co.join_timeout = o_.request_timeout;
+  if (const std::string links = DescribeLinks(config_); !links.empty()) {
+    co.never_registered_hint =
+        "emulated links are on, and a registration crosses them too (" + links +
+        ")";
+  }
   co.staleness = o_.staleness;
   co.worker_loss_fatal = WorkerLossFatal(o_.mode);
   co.min_workers = o_.min_workers;

@@ -172,6 +172,25 @@ nlohmann::json SummaryIn(const std::string& root) {
 // The links and the pacing only delay: a sync run ends with the
 // parameters of the same run without them, in threads over the in-process
 // transport and over ZeroMQ TCP, and for the collectives.
+// Links too slow for a node's registration: the loss says the links may
+// be why (a registration crosses them too), rather than blaming the node
+// alone. The join timeout is cut to 2 s for the test.
+TEST(EmulatedRunTest, ANodeThatNeverRegisteredNamesTheEmulatedLinks) {
+  const std::string root = TempRoot();
+  auto run = RunConfig(
+      With(Base(root),
+           {"cluster.mode=sync", "cluster.workers=2", "net.bandwidth_bps=1",
+            "cluster.request_timeout_ms=2000", "run.name=slow"}));
+  ASSERT_FALSE(run.ok());
+  EXPECT_NE(run.status().message().find("never registered"), std::string::npos)
+      << run.status().message();
+  EXPECT_NE(run.status().message().find("emulated links are on"),
+            std::string::npos)
+      << run.status().message();
+  EXPECT_NE(run.status().message().find("1 bit/s"), std::string::npos)
+      << run.status().message();
+}
+
 TEST(EmulatedRunTest, DelaysChangeNoResult) {
   for (const std::vector<std::string>& setup :
        std::vector<std::vector<std::string>>{
